@@ -1,0 +1,267 @@
+#include "CliCommands.h"
+
+#include "ExportFolder.h"
+#include "InputSpec.h"
+#include "Model.h"
+#include "Sha256.h"
+#include "StepRunner.h"
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace hookscope::cli {
+
+namespace {
+
+int error(int code, const std::string& message) {
+  std::cerr << "hookscope-cli: " << message << "\n";
+  return code;
+}
+
+std::unique_ptr<Model> loadOrReport(const std::string& path, int* code) {
+  std::string message;
+  auto model = Model::load(path, &message);
+  if (!model) *code = error(kModelLoad, message);
+  return model;
+}
+
+// Checks specs up front so a typo is a usage error, not a failed run.
+bool validateSpecs(const std::vector<std::string>& specs, std::string* message) {
+  for (const auto& text : specs) {
+    InputSpec spec;
+    if (!InputSpec::parse(text, &spec, message)) return false;
+  }
+  return true;
+}
+
+std::string displayName(const ModuleInfo& info) {
+  return info.path.empty() ? "(root " + info.name + ")" : info.path;
+}
+
+} // namespace
+
+bool matchesPattern(const std::string& pattern, const std::string& path) {
+  return ::fnmatch(pattern.c_str(), path.c_str(), 0) == 0;
+}
+
+int runInspect(const InspectOptions& options) {
+  std::string message;
+  if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
+  int code = kOk;
+  auto model = loadOrReport(options.model, &code);
+  if (!model) return code;
+
+  std::map<std::string, std::vector<std::string>> shapes;  // module -> "call k: shape" entries
+  if (!options.inputs.empty()) {
+    auto store = std::make_shared<CaptureStore>();
+    StepRunner runner(*model, store);
+    RunConfig config;
+    config.inputSpecs = options.inputs;
+    config.noGrad = true;
+    config.optimizer = OptimizerKind::None;
+    config.train = false;
+    if (!runner.configure(config, &message)) return error(kData, message);
+    runner.probeShapes();
+    StepResult result;
+    if (!runner.step(&result, &message)) return error(kData, message);
+    for (const auto& call : runner.outputShapes()) {
+      std::string text;
+      for (const auto& s : call.shapes) text += (text.empty() ? "" : ", ") + s;
+      if (text.empty()) text = "(no tensor)";
+      shapes[call.module].push_back(text);
+    }
+  }
+
+  std::cout << model->fileName() << ": " << model->modules().size() << " modules, "
+            << model->modules()[0].totalParams << " parameters";
+  if (!model->exampleInputSpec().empty()) std::cout << ", input " << model->exampleInputSpec();
+  std::cout << "\n";
+  std::cout << std::left << std::setw(40) << "module" << std::setw(18) << "type" << std::right
+            << std::setw(12) << "own params" << std::setw(14) << "total params";
+  if (!shapes.empty()) std::cout << "  output shape";
+  std::cout << "\n";
+  for (const auto& info : model->modules()) {
+    const std::string name = std::string(std::size_t(info.depth) * 2, ' ') + displayName(info);
+    std::cout << std::left << std::setw(40) << name << std::setw(18) << info.typeName << std::right
+              << std::setw(12) << info.ownParams << std::setw(14) << info.totalParams;
+    const auto found = shapes.find(info.path);
+    if (found != shapes.end()) {
+      const auto& calls = found->second;
+      for (std::size_t c = 0; c < calls.size(); ++c) {
+        std::cout << (c ? "; " : "  ") << (calls.size() > 1 ? "call " + std::to_string(c) + ": " : "")
+                  << calls[c];
+      }
+    } else if (!shapes.empty()) {
+      std::cout << "  (not called)";
+    }
+    std::cout << "\n";
+  }
+  return kOk;
+}
+
+int runCapture(const CaptureOptions& options) {
+  std::string message;
+  const std::uint8_t kinds = parseKindList(options.kinds, &message);
+  if (!kinds) return error(kUsage, message.empty() ? "--kinds names no kind" : message);
+  const auto loss = parseLossKind(options.loss);
+  if (!loss) return error(kUsage, "unknown --loss '" + options.loss + "'; use auto, cross_entropy, mse, mean or sum");
+  const auto optimizer = parseOptimizerKind(options.optimizer);
+  if (!optimizer) return error(kUsage, "unknown --optimizer '" + options.optimizer + "'; use none, sgd or adam");
+  if (!(options.lr > 0)) return error(kUsage, "--lr must be positive");
+  if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
+  if (std::string problem = checkExportTarget(options.out, options.force); !problem.empty()) {
+    return error(kOutput, problem);
+  }
+
+  int code = kOk;
+  auto model = loadOrReport(options.model, &code);
+  if (!model) return code;
+
+  const auto& modules = model->modules();
+  const std::vector<std::string> patterns = options.hooks.empty() ? std::vector<std::string>{"*"} : options.hooks;
+  std::vector<HookedModule> hooked;
+  std::vector<int> keep;
+  for (const auto& pattern : patterns) {
+    bool any = false;
+    for (const auto& info : modules) any = any || matchesPattern(pattern, info.path);
+    if (!any) {
+      return error(kUsage, "--hook '" + pattern + "' matches no module; `hookscope-cli inspect " +
+                               options.model + "` lists the module paths");
+    }
+  }
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    bool on = false;
+    for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
+    if (!on) continue;
+    model->setHooks(int(i), kinds);
+    HookedModule entry{modules[i].path, {}};
+    for (auto kind : allCaptureKinds()) {
+      if (kinds & kindBit(kind)) entry.kinds.push_back(captureKindName(kind));
+    }
+    hooked.push_back(entry);
+  }
+  for (const auto& pattern : options.saveTensors) {
+    bool any = false;
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      if (matchesPattern(pattern, modules[i].path)) {
+        keep.push_back(int(i));
+        any = true;
+      }
+    }
+    if (!any) return error(kUsage, "--save-tensors '" + pattern + "' matches no module");
+  }
+
+  RunConfig config;
+  config.inputSpecs = options.inputs;
+  config.dataFile = options.data;
+  if (config.inputSpecs.empty() && config.dataFile.empty()) {
+    if (model->exampleInputSpec().empty()) {
+      return error(kUsage, "the model file stores no input shape: give --input SHAPE (e.g. "
+                           "--input 8x3x224x224) or --data FILE");
+    }
+    config.inputSpecs = {model->exampleInputSpec()};
+  }
+  config.batchSize = options.batchSize;
+  config.loss = *loss;
+  config.optimizer = *optimizer;
+  config.lr = options.lr;
+  config.momentum = options.momentum;
+  config.weightDecay = options.weightDecay;
+  config.train = !options.eval;
+  config.noGrad = options.noGrad;
+  config.seed = options.seed;
+  config.bins = options.bins;
+
+  auto store = std::make_shared<CaptureStore>(std::size_t(options.memoryCapMiB * 1024 * 1024));
+  StepRunner runner(*model, store);
+  if (!runner.configure(config, &message)) return error(kData, message);
+  runner.keepTensors(keep);
+
+  const bool terminal = ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = runner.run(options.steps, [&](const StepResult& r) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::ostringstream line;
+    line << "step " << (r.step + 1) << "/" << options.steps << "  loss " << std::setprecision(6)
+         << r.loss << (r.lossFinite ? "" : " (not finite)") << "  " << std::fixed
+         << std::setprecision(1) << double(r.step + 1) / std::max(seconds, 1e-9) << " steps/s";
+    if (terminal) {
+      std::cerr << "\r" << line.str() << "   " << std::flush;
+    } else {
+      std::cerr << line.str() << "\n";
+    }
+  }, &message);
+  if (terminal) std::cerr << "\n";
+  if (end == StepRunner::RunEnd::Failed) return error(kData, message);
+
+  ExportManifest manifest;
+  manifest.modelFile = model->fileName();
+  manifest.modelSha256 = sha256File(options.model);
+  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+  manifest.config = config;
+  manifest.steps = runner.stepsDone();
+  manifest.hooked = hooked;
+  manifest.thinning = store->thinning();
+  manifest.memoryCapBytes = store->capBytes();
+  ExportOptions exportOptions;
+  exportOptions.overwrite = options.force;
+  if (!writeExport(options.out, manifest, *store, runner.keptTensorsPickle(), exportOptions, &message)) {
+    return error(kOutput, message);
+  }
+  std::cerr << "wrote " << options.out << ": " << store->captureCount() << " captures of "
+            << store->seriesKeys().size() << " series over " << runner.stepsDone() << " steps\n";
+  return kOk;
+}
+
+int runShow(const std::string& dir) {
+  ExportData data;
+  std::string message;
+  if (!readExport(dir, &data, &message)) return error(kData, message);
+  const auto& m = data.manifest;
+  const auto& store = *data.store;
+  std::cout << "HookScope capture " << dir << "\n"
+            << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"
+            << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+            << "  run:      " << m.steps << " steps, " << m.config.describe() << "\n"
+            << "  hooked:   " << m.hooked.size() << " modules\n"
+            << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size()
+            << " series, " << store.steps().size() << " steps kept\n";
+  if (m.thinned()) {
+    std::cout << "  thinned:  yes, " << m.thinning.size() << " times to stay under "
+              << m.memoryCapBytes / (1024 * 1024) << " MiB\n";
+  } else {
+    std::cout << "  thinned:  no\n";
+  }
+  if (data.hasTensors) std::cout << "  tensors:  tensors.pt holds full activation tensors\n";
+  const auto losses = store.scalars("loss");
+  if (!losses.empty()) {
+    std::cout << "  loss:     " << formatDouble(losses.front().value) << " at step " << losses.front().step
+              << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step << "\n";
+  }
+  std::cout << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
+            << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
+            << "\n";
+  for (const auto& key : store.seriesKeys()) {
+    const auto points = store.series(key);
+    if (points.empty()) continue;
+    std::int64_t bad = 0;
+    for (const auto& p : points) bad += p.stats.nanCount + p.stats.infCount;
+    const std::string name = std::string(captureKindName(key.kind)) + " " +
+                             (key.module.empty() ? "(root)" : key.module) + " " +
+                             std::to_string(key.call) + "/" + std::to_string(key.index);
+    std::cout << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
+              << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
+              << bad << "\n";
+  }
+  return kOk;
+}
+
+} // namespace hookscope::cli

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hookscope::cli {
+
+/// Exit codes, as documented in `hookscope-cli --help`.
+enum ExitCode : int {
+  kOk = 0,
+  kUsage = 2,
+  kModelLoad = 3,
+  kData = 4,
+  kOutput = 5,
+  kBreak = 6,
+};
+
+struct InspectOptions {
+  std::string model;
+  std::vector<std::string> inputs;
+};
+
+struct CaptureOptions {
+  std::string model;
+  std::string out;
+  std::vector<std::string> hooks;
+  std::string kinds = "activation,gradient";
+  std::vector<std::string> inputs;
+  std::string data;
+  std::int64_t batchSize = 0;
+  std::int64_t steps = 10;
+  std::string loss = "auto";
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double momentum = 0.0;
+  double weightDecay = 0.0;
+  bool eval = false;
+  bool noGrad = false;
+  std::uint64_t seed = 0;
+  int bins = 64;
+  std::vector<std::string> saveTensors;
+  bool force = false;
+  double memoryCapMiB = 512;
+};
+
+int runInspect(const InspectOptions& options);
+int runCapture(const CaptureOptions& options);
+int runShow(const std::string& dir);
+
+/// fnmatch-style glob on a module path; "*" also matches the root's empty path.
+bool matchesPattern(const std::string& pattern, const std::string& path);
+
+} // namespace hookscope::cli

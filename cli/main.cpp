@@ -1,0 +1,85 @@
+#include "CliCommands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+using namespace hookscope::cli;
+
+int main(int argc, char** argv) {
+  CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
+               "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
+               "cannot be read or the model rejects it, 5 the output folder cannot be written."};
+  app.require_subcommand(1);
+
+  InspectOptions inspect;
+  auto* inspectCmd = app.add_subcommand(
+      "inspect", "Print the module tree (path, type, own and total parameters); with --input, run "
+                 "one forward pass and add every module call's output shapes.");
+  inspectCmd->add_option("model", inspect.model, "TorchScript model file (.pt)")->required();
+  inspectCmd->add_option("--input", inspect.inputs,
+                         "synthetic input SHAPE[:DTYPE[:LOW:HIGH]], one per model input, e.g. "
+                         "8x1x28x28 or 8x128:int64:0:30000");
+
+  CaptureOptions capture;
+  auto* captureCmd = app.add_subcommand(
+      "capture", "Run training steps with hooks on the chosen modules and write an export folder.");
+  captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
+  captureCmd->add_option("--out", capture.out, "export folder to write")->required();
+  captureCmd->add_option("--hook", capture.hooks,
+                         "glob on module paths, repeatable: 'layer1.*', 'fc', '*' for all "
+                         "(the root's path is '' and '*' matches it)");
+  captureCmd->add_option("--kinds", capture.kinds,
+                         "comma-separated: activation,gradient,input,param,param_grad,update")
+      ->capture_default_str();
+  auto* inputOpt = captureCmd->add_option(
+      "--input", capture.inputs,
+      "synthetic input SHAPE[:DTYPE[:LOW:HIGH]], one per model input (default: the spec stored "
+      "in the model file); floats without bounds are standard normal, integers default to [0, 10)");
+  auto* dataOpt = captureCmd->add_option(
+      "--data", capture.data,
+      "torch.save file: a tensor, or a dict with \"inputs\" (tensor or tuple) and optional "
+      "\"targets\"");
+  inputOpt->excludes(dataOpt);
+  captureCmd->add_option("--batch-size", capture.batchSize,
+                         "slice the data file into batches of this many samples; step i uses "
+                         "batch i modulo the number of batches")
+      ->check(CLI::NonNegativeNumber);
+  captureCmd->add_option("--steps", capture.steps, "number of steps")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  captureCmd->add_option("--loss", capture.loss,
+                         "auto, cross_entropy, mse, mean or sum; auto is cross_entropy for "
+                         "integer targets, mse for float targets, mean without targets")
+      ->capture_default_str();
+  captureCmd->add_option("--optimizer", capture.optimizer, "none, sgd or adam")->capture_default_str();
+  captureCmd->add_option("--lr", capture.lr, "learning rate")->capture_default_str();
+  captureCmd->add_option("--momentum", capture.momentum, "SGD momentum")->capture_default_str();
+  captureCmd->add_option("--weight-decay", capture.weightDecay, "weight decay")->capture_default_str();
+  captureCmd->add_flag("--eval", capture.eval, "run the model in eval mode (dropout off, batch norm frozen)");
+  captureCmd->add_flag("--no-grad", capture.noGrad, "forward only: no backward, no optimizer");
+  captureCmd->add_option("--seed", capture.seed, "seed of the synthetic inputs")->capture_default_str();
+  captureCmd->add_option("--bins", capture.bins, "histogram bins")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  captureCmd->add_option("--save-tensors", capture.saveTensors,
+                         "glob on module paths whose full output tensors of the last step go "
+                         "to tensors.pt (feature extraction), repeatable");
+  captureCmd->add_option("--memory-cap", capture.memoryCapMiB,
+                         "MiB the capture store may hold before it thins older steps")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  captureCmd->add_flag("--force", capture.force, "replace an existing non-empty export folder");
+
+  std::string showDir;
+  auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
+  showCmd->add_option("dir", showDir, "export folder")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kOk : kUsage;
+  }
+  if (*inspectCmd) return runInspect(inspect);
+  if (*captureCmd) return runCapture(capture);
+  if (*showCmd) return runShow(showDir);
+  return kUsage;
+}

@@ -1,0 +1,171 @@
+#include "CaptureStore.h"
+
+#include <algorithm>
+
+namespace hookscope {
+
+namespace {
+constexpr std::size_t kSeriesOverhead = sizeof(SeriesKey) + 64;
+constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
+} // namespace
+
+CaptureStore::CaptureStore(std::size_t capBytes) : m_cap(capBytes) {}
+
+std::size_t CaptureStore::pointBytes(const TensorStats& stats) {
+  return sizeof(SeriesPoint) - sizeof(TensorStats) + stats.memoryBytes();
+}
+
+void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stats) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  auto [it, inserted] = m_series.try_emplace(key);
+  if (inserted) m_bytes += kSeriesOverhead + key.module.capacity();
+  auto& points = it->second;
+  m_bytes += pointBytes(stats);
+  SeriesPoint point{step, std::move(stats)};
+  if (points.empty() || points.back().step <= step) {
+    points.push_back(std::move(point));
+  } else {
+    auto pos = std::upper_bound(points.begin(), points.end(), step,
+                                [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
+    points.insert(pos, std::move(point));
+  }
+  ++m_stepCaptures[step];
+  ++m_captures;
+  if (m_bytes > m_cap) thinLocked(m_stepCaptures.rbegin()->first);
+  m_version.fetch_add(1, std::memory_order_release);
+}
+
+void CaptureStore::addScalar(std::int64_t step, const std::string& name, double value) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  auto& points = m_scalars[name];
+  points.push_back({step, value});
+  m_bytes += kScalarBytes;
+  m_version.fetch_add(1, std::memory_order_release);
+}
+
+void CaptureStore::thinLocked(std::int64_t newestStep) {
+  while (m_bytes > m_cap && m_stepCaptures.size() > 2) {
+    ThinningEvent event;
+    event.atStep = newestStep;
+    event.stepsBefore = std::int64_t(m_stepCaptures.size());
+    event.bytesBefore = m_bytes;
+    // Drop every second step between the first and the newest, so what remains stays
+    // evenly spread over the whole run.
+    std::set<std::int64_t> dropped;
+    std::size_t position = 0;
+    const std::size_t last = m_stepCaptures.size() - 1;
+    for (auto it = m_stepCaptures.begin(); it != m_stepCaptures.end(); ++position) {
+      if (position % 2 == 1 && position != last) {
+        dropped.insert(it->first);
+        m_captures -= it->second;
+        it = m_stepCaptures.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [key, points] : m_series) {
+      auto keep = std::remove_if(points.begin(), points.end(), [&](const SeriesPoint& p) {
+        if (!dropped.count(p.step)) return false;
+        m_bytes -= pointBytes(p.stats);
+        return true;
+      });
+      points.erase(keep, points.end());
+    }
+    event.stepsAfter = std::int64_t(m_stepCaptures.size());
+    event.bytesAfter = m_bytes;
+    m_thinning.push_back(event);
+  }
+}
+
+std::vector<SeriesKey> CaptureStore::seriesKeys() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<SeriesKey> keys;
+  keys.reserve(m_series.size());
+  for (const auto& entry : m_series) keys.push_back(entry.first);
+  return keys;
+}
+
+std::vector<SeriesPoint> CaptureStore::series(const SeriesKey& key, std::int64_t from,
+                                              std::int64_t to) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<SeriesPoint> result;
+  const auto it = m_series.find(key);
+  if (it == m_series.end()) return result;
+  for (const auto& point : it->second) {
+    if (point.step >= from && point.step <= to) result.push_back(point);
+  }
+  return result;
+}
+
+bool CaptureStore::pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  const auto it = m_series.find(key);
+  if (it == m_series.end() || it->second.empty()) return false;
+  const auto& points = it->second;
+  auto pos = std::upper_bound(points.begin(), points.end(), step,
+                              [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
+  if (pos == points.begin()) return false;
+  if (out) *out = *(pos - 1);
+  return true;
+}
+
+std::vector<std::string> CaptureStore::scalarNames() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<std::string> names;
+  for (const auto& entry : m_scalars) names.push_back(entry.first);
+  return names;
+}
+
+std::vector<ScalarPoint> CaptureStore::scalars(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  const auto it = m_scalars.find(name);
+  return it == m_scalars.end() ? std::vector<ScalarPoint>{} : it->second;
+}
+
+std::vector<std::int64_t> CaptureStore::steps() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<std::int64_t> result;
+  result.reserve(m_stepCaptures.size());
+  for (const auto& entry : m_stepCaptures) result.push_back(entry.first);
+  return result;
+}
+
+std::size_t CaptureStore::captureCount() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_captures;
+}
+
+std::size_t CaptureStore::bytesUsed() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_bytes;
+}
+
+std::size_t CaptureStore::capBytes() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_cap;
+}
+
+void CaptureStore::setCapBytes(std::size_t capBytes) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_cap = capBytes;
+  if (m_bytes > m_cap && !m_stepCaptures.empty()) thinLocked(m_stepCaptures.rbegin()->first);
+  m_version.fetch_add(1, std::memory_order_release);
+}
+
+std::vector<ThinningEvent> CaptureStore::thinning() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_thinning;
+}
+
+void CaptureStore::clear() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_series.clear();
+  m_scalars.clear();
+  m_stepCaptures.clear();
+  m_thinning.clear();
+  m_bytes = 0;
+  m_captures = 0;
+  m_version.fetch_add(1, std::memory_order_release);
+}
+
+} // namespace hookscope

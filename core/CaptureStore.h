@@ -1,0 +1,113 @@
+#pragma once
+
+#include "CaptureKind.h"
+#include "TensorStats.h"
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace hookscope {
+
+/// Identifies one series: a tensor position in one call of one module, of one kind.
+struct SeriesKey {
+  std::string module;  ///< dotted module path ("" is the root); the parameter name for parameter kinds
+  int call = 0;        ///< call number within a step (0 for parameters)
+  CaptureKind kind = CaptureKind::Activation;
+  int index = 0;       ///< position of the tensor in the module's output or input structure
+
+  bool operator<(const SeriesKey& o) const {
+    return std::tie(module, call, kind, index) < std::tie(o.module, o.call, o.kind, o.index);
+  }
+  bool operator==(const SeriesKey& o) const {
+    return std::tie(module, call, kind, index) == std::tie(o.module, o.call, o.kind, o.index);
+  }
+};
+
+/// One stored capture of a series.
+struct SeriesPoint {
+  std::int64_t step = 0;
+  TensorStats stats;
+};
+
+/// One value of a named per-step scalar (loss, lr, step_ms, ...).
+struct ScalarPoint {
+  std::int64_t step = 0;
+  double value = 0;
+};
+
+/// A record that the store dropped steps to stay under its memory cap.
+struct ThinningEvent {
+  std::int64_t atStep = 0;         ///< the newest step stored when thinning ran
+  std::int64_t stepsBefore = 0;    ///< steps holding captures before
+  std::int64_t stepsAfter = 0;     ///< and after
+  std::size_t bytesBefore = 0;
+  std::size_t bytesAfter = 0;
+};
+
+/// Thread-safe store of capture statistics, bounded by a memory cap. When the cap is
+/// exceeded, every second stored step is dropped (first and newest kept), and the
+/// thinning is recorded.
+class CaptureStore {
+public:
+  static constexpr std::size_t kDefaultCapBytes = std::size_t(512) << 20;
+  static constexpr std::int64_t kAllSteps = std::numeric_limits<std::int64_t>::max();
+
+  explicit CaptureStore(std::size_t capBytes = kDefaultCapBytes);
+
+  /// Adds one capture.
+  void add(std::int64_t step, const SeriesKey& key, TensorStats stats);
+  /// Adds a scalar value for a step (never thinned).
+  void addScalar(std::int64_t step, const std::string& name, double value);
+
+  /// Keys of all series, sorted.
+  std::vector<SeriesKey> seriesKeys() const;
+  /// Copies of a series' points with from <= step <= to.
+  std::vector<SeriesPoint> series(const SeriesKey& key, std::int64_t from = 0,
+                                  std::int64_t to = kAllSteps) const;
+  /// The newest point of a series at or before `step`; false when there is none.
+  bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
+  /// Names of the scalar series, sorted.
+  std::vector<std::string> scalarNames() const;
+  /// Copies of one scalar series.
+  std::vector<ScalarPoint> scalars(const std::string& name) const;
+  /// Steps that hold at least one capture, ascending.
+  std::vector<std::int64_t> steps() const;
+  /// Number of stored captures.
+  std::size_t captureCount() const;
+
+  std::size_t bytesUsed() const;
+  std::size_t capBytes() const;
+  /// Sets the cap, thinning at once if the store is over it.
+  void setCapBytes(std::size_t capBytes);
+  /// All thinning that happened, oldest first.
+  std::vector<ThinningEvent> thinning() const;
+  /// Grows on every change: readers compare it to skip unchanged redraws.
+  std::uint64_t version() const { return m_version.load(std::memory_order_acquire); }
+  /// Drops everything, including the thinning record.
+  void clear();
+
+  /// Bytes one stored point costs, for the cap and for benchmarks.
+  static std::size_t pointBytes(const TensorStats& stats);
+
+private:
+  void thinLocked(std::int64_t newestStep);
+
+  mutable std::mutex m_mutex;
+  std::map<SeriesKey, std::vector<SeriesPoint>> m_series;
+  std::map<std::string, std::vector<ScalarPoint>> m_scalars;
+  std::map<std::int64_t, std::size_t> m_stepCaptures;  ///< step -> captures stored for it
+  std::vector<ThinningEvent> m_thinning;
+  std::size_t m_bytes = 0;
+  std::size_t m_cap;
+  std::size_t m_captures = 0;
+  std::atomic<std::uint64_t> m_version{0};
+};
+
+} // namespace hookscope

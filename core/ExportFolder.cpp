@@ -1,0 +1,359 @@
+#include "ExportFolder.h"
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace hookscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct WriteFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class FileSink {
+public:
+  FileSink(fs::path folder, const ExportOptions& options) : m_folder(std::move(folder)), m_options(options) {}
+
+  void write(const std::string& name, const char* data, std::size_t size) {
+    if (m_options.failAfterFiles >= 0 && m_written >= m_options.failAfterFiles) {
+      throw WriteFailure("writing " + name + " failed (injected fault)");
+    }
+    const fs::path path = m_folder / name;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(data, std::streamsize(size));
+    out.flush();
+    if (!out) throw WriteFailure("cannot write " + path.string() + ": disk full or not writable");
+    ++m_written;
+  }
+  void write(const std::string& name, const std::string& text) { write(name, text.data(), text.size()); }
+
+private:
+  fs::path m_folder;
+  const ExportOptions& m_options;
+  int m_written = 0;
+};
+
+std::string csvField(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+struct Row {
+  std::int64_t step;
+  const SeriesKey* key;
+  const TensorStats* stats;
+};
+
+std::string statsCsv(const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all) {
+  std::vector<Row> rows;
+  for (const auto& [key, points] : all) {
+    for (const auto& p : points) rows.push_back({p.step, &key, &p.stats});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.step < b.step; });
+  std::string out = std::string(kStatsCsvHeader) + "\n";
+  for (const Row& r : rows) {
+    const TensorStats& s = *r.stats;
+    out += std::to_string(r.step) + ',' + csvField(r.key->module) + ',' + std::to_string(r.key->call) +
+           ',' + captureKindName(r.key->kind) + ',' + std::to_string(r.key->index) + ',' +
+           s.shapeString() + ',' + s.dtype + ',' + std::to_string(s.numel) + ',' + formatDouble(s.min) +
+           ',' + formatDouble(s.max) + ',' + formatDouble(s.mean) + ',' + formatDouble(s.std) + ',' +
+           formatDouble(s.l2norm) + ',' + formatDouble(s.zeroFraction) + ',' +
+           std::to_string(s.nanCount) + ',' + std::to_string(s.infCount) + '\n';
+  }
+  return out;
+}
+
+std::string scalarsCsv(const CaptureStore& store) {
+  std::vector<std::tuple<std::int64_t, std::string, double>> rows;
+  for (const auto& name : store.scalarNames()) {
+    for (const auto& p : store.scalars(name)) rows.emplace_back(p.step, name, p.value);
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::string out = "step,name,value\n";
+  for (const auto& [step, name, value] : rows) {
+    out += std::to_string(step) + ',' + csvField(name) + ',' + formatDouble(value) + '\n';
+  }
+  return out;
+}
+
+std::vector<char> histogramsPickle(const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all) {
+  c10::Dict<std::string, c10::impl::GenericDict> result;
+  for (const auto& [key, points] : all) {
+    if (points.empty()) continue;
+    std::int64_t bins = 0;
+    for (const auto& p : points) bins = std::max<std::int64_t>(bins, std::int64_t(p.stats.histogram.size()));
+    const auto count = std::int64_t(points.size());
+    at::Tensor steps = at::empty({count}, at::kLong);
+    at::Tensor counts = at::zeros({count, bins}, at::kLong);
+    at::Tensor edges = at::zeros({count, bins + 1}, at::kDouble);
+    auto stepsA = steps.accessor<std::int64_t, 1>();
+    auto countsA = counts.accessor<std::int64_t, 2>();
+    auto edgesA = edges.accessor<double, 2>();
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto& s = points[std::size_t(i)].stats;
+      stepsA[i] = points[std::size_t(i)].step;
+      for (std::size_t b = 0; b < s.histogram.size(); ++b) countsA[i][std::int64_t(b)] = s.histogram[b];
+      const auto e = s.edges();
+      for (std::size_t b = 0; b < e.size(); ++b) edgesA[i][std::int64_t(b)] = e[b];
+    }
+    c10::impl::GenericDict entry(c10::StringType::get(), c10::TensorType::get());
+    entry.insert("steps", steps);
+    entry.insert("counts", counts);
+    entry.insert("edges", edges);
+    const std::string name = std::string(captureKindName(key.kind)) + "/" + key.module + "/" +
+                             std::to_string(key.call) + "/" + std::to_string(key.index);
+    result.insert(name, entry);
+  }
+  return torch::pickle_save(c10::IValue(result));
+}
+
+std::string readText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> splitCsvLine(const std::string& line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        fields.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else if (c != '\r') {
+      fields.back() += c;
+    }
+  }
+  return fields;
+}
+
+double parseDouble(const std::string& text) {
+  if (text == "nan" || text == "-nan") return std::nan("");
+  if (text == "inf") return INFINITY;
+  if (text == "-inf") return -INFINITY;
+  return std::stod(text);
+}
+
+std::vector<std::int64_t> parseShape(const std::string& text) {
+  std::vector<std::int64_t> shape;
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, 'x')) shape.push_back(std::stoll(part));
+  return shape;
+}
+
+} // namespace
+
+std::string formatDouble(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+std::string checkExportTarget(const std::string& dir, bool overwrite) {
+  std::error_code ec;
+  const fs::path target(dir);
+  if (dir.empty()) return "no export folder given";
+  if (fs::exists(target, ec) && !fs::is_directory(target, ec)) {
+    return dir + " exists and is a file, not a folder: choose another export folder.";
+  }
+  if (fs::is_directory(target, ec) && !fs::is_empty(target, ec) && !overwrite) {
+    return "export folder " + dir + " already exists and is not empty: choose another folder, "
+           "or replace it (--force in hookscope-cli).";
+  }
+  return "";
+}
+
+bool writeExport(const std::string& dir, const ExportManifest& manifest, const CaptureStore& store,
+                 const std::vector<char>& tensorsPickle, const ExportOptions& options,
+                 std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  if (std::string problem = checkExportTarget(dir, options.overwrite); !problem.empty()) return fail(problem);
+  std::error_code ec;
+  fs::path target = fs::absolute(fs::path(dir), ec);
+  if (target.filename().empty()) target = target.parent_path();
+  const fs::path parent = target.parent_path();
+  fs::create_directories(parent, ec);
+  if (ec) return fail("cannot create " + parent.string() + ": " + ec.message());
+  const std::string tag = std::to_string(::getpid());
+  const fs::path temp = parent / ("." + target.filename().string() + ".hookscope-tmp-" + tag);
+  fs::remove_all(temp, ec);
+  if (!fs::create_directory(temp, ec)) {
+    return fail("cannot write into " + parent.string() + ": " +
+                (ec ? ec.message() : std::string("cannot create a folder there")));
+  }
+  try {
+    std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>> all;
+    for (const auto& key : store.seriesKeys()) all.emplace_back(key, store.series(key));
+    FileSink sink(temp, options);
+    sink.write("manifest.json", manifest.toJson());
+    sink.write("stats.csv", statsCsv(all));
+    sink.write("scalars.csv", scalarsCsv(store));
+    const auto histograms = histogramsPickle(all);
+    sink.write("histograms.pt", histograms.data(), histograms.size());
+    if (!tensorsPickle.empty()) sink.write("tensors.pt", tensorsPickle.data(), tensorsPickle.size());
+  } catch (const std::exception& e) {
+    fs::remove_all(temp, ec);
+    return fail(std::string("export failed, ") + dir + " is unchanged: " + e.what());
+  }
+  // Move the complete folder into place; an existing one is kept aside until that worked.
+  const fs::path old = parent / ("." + target.filename().string() + ".hookscope-old-" + tag);
+  const bool replacing = fs::exists(target, ec);
+  if (replacing) {
+    fs::remove_all(old, ec);
+    fs::rename(target, old, ec);
+    if (ec) {
+      fs::remove_all(temp, ec);
+      return fail("cannot replace " + dir + ": " + ec.message());
+    }
+  }
+  fs::rename(temp, target, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    if (replacing) fs::rename(old, target, ec);
+    fs::remove_all(temp, ec);
+    return fail("cannot move the export into " + dir + ": " + why);
+  }
+  if (replacing) fs::remove_all(old, ec);
+  return true;
+}
+
+bool readExport(const std::string& dir, ExportData* data, std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  const fs::path folder(dir);
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return fail(dir + " is not a folder: open a HookScope export folder.");
+  if (!fs::exists(folder / "manifest.json", ec)) {
+    return fail(dir + " has no manifest.json, so it is not a HookScope export folder.");
+  }
+  ExportData result;
+  if (!ExportManifest::fromJson(readText(folder / "manifest.json"), &result.manifest, error)) return false;
+  result.store = std::make_shared<CaptureStore>(std::numeric_limits<std::size_t>::max());
+  std::map<SeriesKey, std::vector<SeriesPoint>> series;
+  {
+    std::ifstream in(folder / "stats.csv");
+    if (!in) return fail(dir + " has no stats.csv: the export is incomplete.");
+    std::string line;
+    std::getline(in, line);
+    if (line != kStatsCsvHeader) return fail(dir + "/stats.csv does not start with the expected header.");
+    int lineNumber = 1;
+    while (std::getline(in, line)) {
+      ++lineNumber;
+      if (line.empty()) continue;
+      const auto f = splitCsvLine(line);
+      const auto kind = f.size() == 16 ? parseCaptureKind(f[3]) : std::nullopt;
+      if (!kind) return fail(dir + "/stats.csv line " + std::to_string(lineNumber) + " is damaged.");
+      try {
+        SeriesPoint p;
+        p.step = std::stoll(f[0]);
+        p.stats.shape = parseShape(f[5]);
+        p.stats.dtype = f[6];
+        p.stats.numel = std::stoll(f[7]);
+        p.stats.min = parseDouble(f[8]);
+        p.stats.max = parseDouble(f[9]);
+        p.stats.mean = parseDouble(f[10]);
+        p.stats.std = parseDouble(f[11]);
+        p.stats.l2norm = parseDouble(f[12]);
+        p.stats.zeroFraction = parseDouble(f[13]);
+        p.stats.nanCount = std::stoll(f[14]);
+        p.stats.infCount = std::stoll(f[15]);
+        series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4])}].push_back(std::move(p));
+      } catch (const std::exception&) {
+        return fail(dir + "/stats.csv line " + std::to_string(lineNumber) + " has a bad number.");
+      }
+    }
+  }
+  if (fs::exists(folder / "histograms.pt", ec)) {
+    const std::string bytes = readText(folder / "histograms.pt");
+    try {
+      const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+      for (const auto& entry : value.toGenericDict()) {
+        const std::string name = entry.key().toStringRef();
+        // "{kind}/{module}/{call}/{index}"; the module path itself holds no '/'.
+        const auto first = name.find('/');
+        const auto last = name.rfind('/');
+        const auto middle = name.rfind('/', last - 1);
+        const auto kind = parseCaptureKind(name.substr(0, first));
+        if (!kind || first == middle) continue;
+        SeriesKey key{name.substr(first + 1, middle - first - 1),
+                      std::stoi(name.substr(middle + 1, last - middle - 1)), *kind,
+                      std::stoi(name.substr(last + 1))};
+        auto found = series.find(key);
+        if (found == series.end()) continue;
+        const auto dict = entry.value().toGenericDict();
+        const at::Tensor steps = dict.at("steps").toTensor();
+        const at::Tensor counts = dict.at("counts").toTensor();
+        const at::Tensor edges = dict.at("edges").toTensor();
+        for (auto& point : found->second) {
+          for (std::int64_t i = 0; i < steps.size(0); ++i) {
+            if (steps[i].item<std::int64_t>() != point.step) continue;
+            const at::Tensor row = counts[i].contiguous();
+            point.stats.histogram.assign(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel());
+            point.stats.histLow = edges[i][0].item<double>();
+            point.stats.histHigh = edges[i][edges.size(1) - 1].item<double>();
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      return fail(dir + "/histograms.pt cannot be read: " + std::string(e.what()).substr(0, 200));
+    }
+  }
+  for (auto& [key, points] : series) {
+    for (auto& p : points) result.store->add(p.step, key, std::move(p.stats));
+  }
+  {
+    std::ifstream in(folder / "scalars.csv");
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      const auto f = splitCsvLine(line);
+      if (f.size() != 3) continue;
+      try {
+        result.store->addScalar(std::stoll(f[0]), f[1], parseDouble(f[2]));
+      } catch (const std::exception&) {
+        return fail(dir + "/scalars.csv has a bad line: " + line);
+      }
+    }
+  }
+  result.hasTensors = fs::exists(folder / "tensors.pt", ec);
+  *data = std::move(result);
+  return true;
+}
+
+} // namespace hookscope

@@ -1,0 +1,106 @@
+#include "ExportManifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <ctime>
+
+namespace hookscope {
+
+using nlohmann::json;
+
+std::string utcTimestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string ExportManifest::toJson() const {
+  json hooks = json::array();
+  for (const auto& h : hooked) hooks.push_back({{"module", h.module}, {"kinds", h.kinds}});
+  json thin = json::array();
+  for (const auto& t : thinning) {
+    thin.push_back({{"at_step", t.atStep},
+                    {"steps_before", t.stepsBefore},
+                    {"steps_after", t.stepsAfter},
+                    {"bytes_before", t.bytesBefore},
+                    {"bytes_after", t.bytesAfter}});
+  }
+  json j = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"model", {{"file", modelFile}, {"sha256", modelSha256}}},
+      {"created_utc", createdUtc.empty() ? utcTimestamp() : createdUtc},
+      {"hookscope_version", hookscopeVersion},
+      {"inputs", config.inputSpecs},
+      {"data_file", config.dataFile},
+      {"batch_size", config.batchSize},
+      {"loss", lossKindName(config.loss)},
+      {"optimizer", optimizerKindName(config.optimizer)},
+      {"lr", config.lr},
+      {"momentum", config.momentum},
+      {"weight_decay", config.weightDecay},
+      {"train", config.train},
+      {"no_grad", config.noGrad},
+      {"seed", config.seed},
+      {"steps", steps},
+      {"bins", config.bins},
+      {"hooked", hooks},
+      {"thinned", thinned()},
+      {"thinning", thin},
+      {"memory_cap_bytes", memoryCapBytes},
+  };
+  return j.dump(2) + "\n";
+}
+
+bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
+                              std::string* error) {
+  try {
+    const json j = json::parse(text);
+    if (j.value("format", "") != kFormat) {
+      if (error) *error = "manifest.json is not a HookScope capture (format is not \"hookscope-capture\")";
+      return false;
+    }
+    if (j.value("version", 0) != kVersion) {
+      if (error) *error = "manifest.json has version " + std::to_string(j.value("version", 0)) +
+                          "; this HookScope reads version " + std::to_string(kVersion);
+      return false;
+    }
+    ExportManifest m;
+    m.modelFile = j.at("model").value("file", "");
+    m.modelSha256 = j.at("model").value("sha256", "");
+    m.createdUtc = j.value("created_utc", "");
+    m.hookscopeVersion = j.value("hookscope_version", "");
+    m.config.inputSpecs = j.value("inputs", std::vector<std::string>{});
+    m.config.dataFile = j.value("data_file", "");
+    m.config.batchSize = j.value("batch_size", std::int64_t(0));
+    m.config.loss = parseLossKind(j.value("loss", "auto")).value_or(LossKind::Auto);
+    m.config.optimizer = parseOptimizerKind(j.value("optimizer", "none")).value_or(OptimizerKind::None);
+    m.config.lr = j.value("lr", 0.0);
+    m.config.momentum = j.value("momentum", 0.0);
+    m.config.weightDecay = j.value("weight_decay", 0.0);
+    m.config.train = j.value("train", true);
+    m.config.noGrad = j.value("no_grad", false);
+    m.config.seed = j.value("seed", std::uint64_t(0));
+    m.config.bins = j.value("bins", 64);
+    m.steps = j.value("steps", std::int64_t(0));
+    for (const auto& h : j.value("hooked", json::array())) {
+      m.hooked.push_back({h.value("module", ""), h.value("kinds", std::vector<std::string>{})});
+    }
+    for (const auto& t : j.value("thinning", json::array())) {
+      m.thinning.push_back({t.value("at_step", std::int64_t(0)), t.value("steps_before", std::int64_t(0)),
+                            t.value("steps_after", std::int64_t(0)), t.value("bytes_before", std::size_t(0)),
+                            t.value("bytes_after", std::size_t(0))});
+    }
+    m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
+    *manifest = std::move(m);
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = std::string("manifest.json cannot be read: ") + e.what();
+    return false;
+  }
+}
+
+} // namespace hookscope

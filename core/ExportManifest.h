@@ -1,0 +1,42 @@
+#pragma once
+
+#include "CaptureStore.h"
+#include "RunConfig.h"
+
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+/// A module and the kinds hooked on it, as listed in the manifest.
+struct HookedModule {
+  std::string module;
+  std::vector<std::string> kinds;
+};
+
+/// Everything manifest.json holds: what was run, on what, and what was kept.
+struct ExportManifest {
+  static constexpr const char* kFormat = "hookscope-capture";
+  static constexpr int kVersion = 1;
+
+  std::string modelFile;    ///< file name
+  std::string modelSha256;
+  std::string createdUtc;   ///< ISO 8601, set by the writer when empty
+  std::string hookscopeVersion;
+  RunConfig config;
+  std::int64_t steps = 0;
+  std::vector<HookedModule> hooked;
+  std::vector<ThinningEvent> thinning;
+  std::size_t memoryCapBytes = 0;
+
+  bool thinned() const { return !thinning.empty(); }
+  /// The manifest as JSON text.
+  std::string toJson() const;
+  /// Parses manifest.json text; false with a message when it is not a HookScope manifest.
+  static bool fromJson(const std::string& text, ExportManifest* manifest, std::string* error);
+};
+
+/// Current time as "2026-11-21T16:20:00Z".
+std::string utcTimestamp();
+
+} // namespace hookscope

@@ -1,0 +1,211 @@
+#include "Model.h"
+
+#include "Instrumentation.h"
+#include "ModelImpl.h"
+
+#include <caffe2/serialize/inline_container.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hookscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kInputSpecExtraFile = "hookscope/input_spec";
+
+std::string firstLine(const std::string& text) {
+  const auto end = text.find('\n');
+  return end == std::string::npos ? text : text.substr(0, end);
+}
+
+std::string howToSave() {
+  return "Save the model as TorchScript in Python: torch.jit.script(model).save(\"model.pt\") "
+         "or torch.jit.trace(model, example_input).save(\"model.pt\"), and open that file.";
+}
+
+// Checks the things LibTorch reports badly (or not at all) before handing it the file.
+// Returns "" when the file looks like a TorchScript archive.
+std::string checkModelFile(const std::string& path) {
+  std::error_code ec;
+  const fs::path file(path);
+  if (!fs::exists(file, ec)) {
+    return "No file at " + path + ". Check the path and open an existing TorchScript .pt file.";
+  }
+  if (fs::is_directory(file, ec)) {
+    return path + " is a folder, not a model file. Open the TorchScript .pt file inside it "
+                  "(or use Open capture for a HookScope export folder).";
+  }
+  const auto size = fs::file_size(file, ec);
+  if (ec) return "Cannot read " + path + ": " + ec.message() + ".";
+  if (size == 0) {
+    return path + " is empty (0 bytes), so it holds no model: it was probably not written "
+                  "completely. Save the model again. " + howToSave();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "Cannot open " + path + " for reading: check its permissions.";
+  char magic[4] = {0, 0, 0, 0};
+  in.read(magic, 4);
+  const bool zip = in.gcount() == 4 && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 &&
+                   magic[3] == 4;
+  if (!zip) {
+    if (static_cast<unsigned char>(magic[0]) == 0x80) {
+      return path + " is a pickled eager PyTorch object (written by torch.save with the legacy "
+                    "format), which C++ cannot load. " + howToSave();
+    }
+    return path + " is not a TorchScript archive (it is not a zip file). " + howToSave();
+  }
+  // A zip archive ends with its central directory; a truncated copy loses it first.
+  const std::uint64_t tail = std::min<std::uint64_t>(size, 65536 + 22);
+  std::string end(tail, '\0');
+  in.clear();
+  in.seekg(std::streamoff(size - tail));
+  in.read(end.data(), std::streamsize(tail));
+  if (end.find(std::string("PK\x05\x06", 4)) == std::string::npos) {
+    return path + " is truncated or damaged: its zip directory is missing. Copy or save the "
+                  "model again; the file on disk is incomplete.";
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    if (!reader.hasRecord("constants.pkl")) {
+      bool hasCode = false;
+      for (const auto& record : reader.getAllRecords()) {
+        if (record.rfind("code/", 0) == 0) hasCode = true;
+      }
+      if (!hasCode) {
+        return path + " was written by torch.save (an eager model or a state dict), not by "
+                      "TorchScript, so it holds no code C++ can run. " + howToSave();
+      }
+    }
+  } catch (const std::exception& e) {
+    return path + " is truncated or damaged (" + firstLine(e.what()) +
+           "). Copy or save the model again.";
+  }
+  return "";
+}
+
+std::string shortTypeName(const torch::jit::Module& module) {
+  const auto type = module.type();
+  if (!type->name()) return "Module";
+  return type->name()->name();
+}
+
+void collect(const torch::jit::Module& module, const std::string& path, const std::string& name,
+             int parent, int depth, ModelImpl& impl, std::vector<ModuleInfo>& modules) {
+  const int index = int(modules.size());
+  ModuleInfo info;
+  info.path = path;
+  info.name = name;
+  info.typeName = shortTypeName(module);
+  info.qualifiedType = module.type()->name() ? module.type()->name()->qualifiedName() : "";
+  info.parent = parent;
+  info.depth = depth;
+  std::vector<std::pair<std::string, at::Tensor>> own;
+  for (const auto& param : module.named_parameters(/*recurse=*/false)) {
+    const std::string full = path.empty() ? param.name : path + "." + param.name;
+    info.params.push_back({full, param.value.sizes().vec(), param.value.numel()});
+    info.ownParams += param.value.numel();
+    own.emplace_back(full, param.value);
+  }
+  info.totalParams = info.ownParams;
+  modules.push_back(std::move(info));
+  impl.instances.push_back(module);
+  impl.instancePaths.push_back(path);
+  impl.ownParams.push_back(std::move(own));
+  if (parent >= 0) modules[std::size_t(parent)].children.push_back(index);
+  for (const auto& child : module.named_children()) {
+    const std::string childPath = path.empty() ? child.name : path + "." + child.name;
+    collect(child.value, childPath, child.name, index, depth + 1, impl, modules);
+  }
+  std::int64_t total = modules[std::size_t(index)].ownParams;
+  for (int c : modules[std::size_t(index)].children) total += modules[std::size_t(c)].totalParams;
+  modules[std::size_t(index)].totalParams = total;
+}
+
+std::string trim(std::string text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
+} // namespace
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
+                                   const LoadOptions& options) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return std::unique_ptr<Model>();
+  };
+  if (std::string problem = checkModelFile(path); !problem.empty()) return fail(problem);
+
+  std::unique_ptr<Model> model(new Model());
+  model->m_impl = std::make_shared<ModelImpl>();
+  model->m_path = path;
+  ModelImpl& impl = *model->m_impl;
+  torch::jit::ExtraFilesMap extra{{kInputSpecExtraFile, ""}};
+  try {
+    impl.module = torch::jit::load(path, c10::Device(c10::kCPU), extra);
+  } catch (const std::exception& e) {
+    return fail("LibTorch could not load " + path + ": " + firstLine(e.what()) +
+                ". The file may come from a PyTorch newer than 1.13 or use an operator this "
+                "build lacks; save it again with PyTorch 1.13 if you can.");
+  }
+  model->m_exampleInputSpec = trim(extra[kInputSpecExtraFile]);
+  std::string rootName = shortTypeName(impl.module);
+  collect(impl.module, "", rootName, -1, 0, impl, model->m_modules);
+  impl.flags.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
+  for (std::size_t i = 0; i < impl.instances.size(); ++i) impl.flags[i] = 0;
+  if (options.instrument) {
+    try {
+      impl.tapSites = instrumentModule(impl.module, impl.instances);
+      impl.instrumented = true;
+    } catch (const std::exception& e) {
+      return fail("HookScope could not instrument " + path + ": " + firstLine(e.what()) +
+                  ". Please report this with the model file.");
+    }
+  }
+  return model;
+}
+
+std::string Model::fileName() const { return fs::path(m_path).filename().string(); }
+
+int Model::findModule(const std::string& path) const {
+  for (std::size_t i = 0; i < m_modules.size(); ++i) {
+    if (m_modules[i].path == path) return int(i);
+  }
+  return -1;
+}
+
+bool Model::instrumented() const { return m_impl->instrumented; }
+int Model::tapSites() const { return m_impl->tapSites; }
+
+void Model::setHook(int module, CaptureKind kind, bool on) {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  if (on) {
+    m_impl->flags[std::size_t(module)].fetch_or(kindBit(kind));
+  } else {
+    m_impl->flags[std::size_t(module)].fetch_and(std::uint8_t(~kindBit(kind)));
+  }
+}
+
+void Model::setHooks(int module, std::uint8_t mask) {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  m_impl->flags[std::size_t(module)] = mask;
+}
+
+std::uint8_t Model::hooks(int module) const {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return 0;
+  return m_impl->flags[std::size_t(module)].load();
+}
+
+void Model::clearHooks() {
+  for (std::size_t i = 0; i < m_modules.size(); ++i) m_impl->flags[i] = 0;
+}
+
+} // namespace hookscope

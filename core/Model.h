@@ -1,0 +1,85 @@
+#pragma once
+
+#include "CaptureKind.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+struct ModelImpl;
+
+/// One parameter of a module.
+struct ParamInfo {
+  std::string name;  ///< full dotted name, e.g. "layer1.0.conv1.weight"
+  std::vector<std::int64_t> shape;
+  std::int64_t numel = 0;
+};
+
+/// One module instance in the tree.
+struct ModuleInfo {
+  std::string path;      ///< dotted path; "" for the root
+  std::string name;      ///< last path component; the class name for the root
+  std::string typeName;  ///< short class name, e.g. "Conv2d"
+  std::string qualifiedType;
+  int parent = -1;
+  int depth = 0;
+  std::vector<int> children;  ///< in definition order
+  std::int64_t ownParams = 0;
+  std::int64_t totalParams = 0;  ///< own plus every descendant's
+  std::vector<ParamInfo> params;  ///< own parameters only
+};
+
+/// What load() does besides reading the file.
+struct LoadOptions {
+  bool instrument = true;  ///< false gives a plain module, for overhead baselines
+};
+
+/// A loaded TorchScript model with its module tree and per-module hook switches.
+class Model {
+public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  /// Loads and instruments a TorchScript file; on failure returns null and sets `error`
+  /// to a message that says what is wrong and what to do.
+  static std::unique_ptr<Model> load(const std::string& path, std::string* error,
+                                     const LoadOptions& options = {});
+
+  const std::string& path() const { return m_path; }
+  /// The file name without folders.
+  std::string fileName() const;
+  /// The input spec stored in the archive as extra file "hookscope/input_spec", or "".
+  const std::string& exampleInputSpec() const { return m_exampleInputSpec; }
+  /// Modules in pre-order, children in definition order; index 0 is the root.
+  const std::vector<ModuleInfo>& modules() const { return m_modules; }
+  /// Index of the module with this dotted path, or -1.
+  int findModule(const std::string& path) const;
+  bool instrumented() const;
+  /// Number of submodule call sites that carry taps.
+  int tapSites() const;
+
+  /// Switches capture of one kind on one module; takes effect at the module's next call.
+  void setHook(int module, CaptureKind kind, bool on);
+  /// Sets all kinds of one module at once (bit mask of kindBit()).
+  void setHooks(int module, std::uint8_t mask);
+  std::uint8_t hooks(int module) const;
+  /// Switches every hook of every module off.
+  void clearHooks();
+
+  /// The LibTorch side; for core only.
+  ModelImpl& impl() { return *m_impl; }
+  std::shared_ptr<ModelImpl> sharedImpl() { return m_impl; }
+
+private:
+  Model() = default;
+  std::shared_ptr<ModelImpl> m_impl;
+  std::string m_path;
+  std::string m_exampleInputSpec;
+  std::vector<ModuleInfo> m_modules;
+};
+
+} // namespace hookscope

@@ -1,0 +1,189 @@
+#include "Recorder.h"
+
+#include "TensorStatistics.h"
+
+#include <chrono>
+
+namespace hookscope {
+
+namespace {
+
+thread_local Recorder* t_current = nullptr;
+
+void walk(const c10::IValue& value, int& index,
+          const std::function<void(int, const at::Tensor&)>& fn) {
+  if (value.isTensor()) {
+    fn(index++, value.toTensor());
+  } else if (value.isTuple()) {
+    for (const auto& element : value.toTupleRef().elements()) walk(element, index, fn);
+  } else if (value.isList()) {
+    for (const auto& element : value.toListRef()) walk(element, index, fn);
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) walk(entry.value(), index, fn);
+  }
+}
+
+std::string shapeText(const at::Tensor& tensor) {
+  std::string text;
+  for (std::int64_t size : tensor.sizes()) {
+    if (!text.empty()) text += 'x';
+    text += std::to_string(size);
+  }
+  return text.empty() ? "scalar" : text;
+}
+
+} // namespace
+
+void forEachTensor(const c10::IValue& value, const std::function<void(int, const at::Tensor&)>& fn) {
+  int index = 0;
+  walk(value, index, fn);
+}
+
+Recorder::Recorder(std::shared_ptr<ModelImpl> model, std::shared_ptr<CaptureStore> store)
+    : m_model(std::move(model)), m_store(std::move(store)),
+      m_nextCall(m_model->instances.size(), 0), m_currentCall(m_model->instances.size(), 0) {}
+
+Recorder* Recorder::current() { return t_current; }
+
+RecorderScope::RecorderScope(Recorder* recorder) : m_previous(t_current) { t_current = recorder; }
+RecorderScope::~RecorderScope() { t_current = m_previous; }
+
+void Recorder::beginStep(std::int64_t step) {
+  m_step = step;
+  std::fill(m_nextCall.begin(), m_nextCall.end(), 0);
+  m_captureNanos = 0;
+}
+
+void Recorder::record(int module, int call, CaptureKind kind, int index, const at::Tensor& tensor) {
+  const auto start = std::chrono::steady_clock::now();
+  SeriesKey key{m_model->instancePaths[std::size_t(module)], call, kind, index};
+  m_store->add(m_step, key, computeTensorStats(tensor, m_bins));
+  m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start).count();
+}
+
+void Recorder::recordNamed(const std::string& name, CaptureKind kind, const at::Tensor& tensor) {
+  const auto start = std::chrono::steady_clock::now();
+  m_store->add(m_step, SeriesKey{name, 0, kind, 0}, computeTensorStats(tensor, m_bins));
+  m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start).count();
+}
+
+void Recorder::onInput(int module, const c10::IValue& args) {
+  if (module < 0 || std::size_t(module) >= m_nextCall.size()) return;
+  const int call = m_nextCall[std::size_t(module)]++;
+  m_currentCall[std::size_t(module)] = call;
+  if (m_model->flags[std::size_t(module)].load(std::memory_order_relaxed) &
+      kindBit(CaptureKind::Input)) {
+    forEachTensor(args, [&](int index, const at::Tensor& t) {
+      record(module, call, CaptureKind::Input, index, t);
+    });
+  }
+}
+
+void Recorder::onOutput(int module, const c10::IValue& result) {
+  if (module < 0 || std::size_t(module) >= m_nextCall.size()) return;
+  const int call = m_currentCall[std::size_t(module)];
+  const std::uint8_t flags = m_model->flags[std::size_t(module)].load(std::memory_order_relaxed);
+  if (m_shapeProbe) noteShapes(module, call, result);
+  if (std::size_t(module) < m_keep.size() && m_keep[std::size_t(module)]) {
+    const std::string prefix = m_model->instancePaths[std::size_t(module)] + "/" +
+                               std::to_string(call) + "/";
+    forEachTensor(result, [&](int index, const at::Tensor& t) {
+      m_kept[prefix + std::to_string(index)] = t.detach().clone();
+    });
+  }
+  if (flags & kindBit(CaptureKind::Activation)) {
+    forEachTensor(result, [&](int index, const at::Tensor& t) {
+      record(module, call, CaptureKind::Activation, index, t);
+    });
+  }
+  if (flags & kindBit(CaptureKind::Gradient)) hookGradients(module, call, result);
+}
+
+void Recorder::onRootCall(const std::vector<c10::IValue>& inputs, const c10::IValue& output) {
+  m_nextCall[0] = 1;
+  m_currentCall[0] = 0;
+  const std::uint8_t flags = m_model->flags[0].load(std::memory_order_relaxed);
+  if (flags & kindBit(CaptureKind::Input)) {
+    forEachTensor(c10::ivalue::Tuple::create(inputs), [&](int index, const at::Tensor& t) {
+      record(0, 0, CaptureKind::Input, index, t);
+    });
+  }
+  onOutput(0, output);
+}
+
+void Recorder::hookGradients(int module, int call, const c10::IValue& result) {
+  if (!at::GradMode::is_enabled()) return;
+  std::weak_ptr<Recorder> weak = weak_from_this();
+  const std::int64_t step = m_step;
+  forEachTensor(result, [&](int index, const at::Tensor& t) {
+    if (!t.requires_grad()) return;
+    // Hooks on the tensor, not an identity autograd function: in-place ops that follow
+    // (ReLU(inplace=True)) would break the latter.
+    at::Tensor handle = t;
+    handle.register_hook([weak, step, module, call, index](const at::Tensor& grad) {
+      auto self = weak.lock();
+      if (!self || !grad.defined()) return;
+      const auto start = std::chrono::steady_clock::now();
+      SeriesKey key{self->m_model->instancePaths[std::size_t(module)], call,
+                    CaptureKind::Gradient, index};
+      self->m_store->add(step, key, computeTensorStats(grad, self->m_bins));
+      self->m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - start).count();
+    });
+  });
+}
+
+void Recorder::noteShapes(int module, int call, const c10::IValue& result) {
+  std::vector<std::string> shapes;
+  forEachTensor(result, [&](int, const at::Tensor& t) { shapes.push_back(shapeText(t)); });
+  m_shapes[{module, call}] = std::move(shapes);
+}
+
+std::vector<CallShape> Recorder::shapes() const {
+  std::vector<CallShape> result;
+  for (const auto& [where, shapes] : m_shapes) result.push_back({where.first, where.second, shapes});
+  return result;
+}
+
+void Recorder::captureParameters() {
+  for (std::size_t m = 0; m < m_model->instances.size(); ++m) {
+    const std::uint8_t flags = m_model->flags[m].load(std::memory_order_relaxed);
+    if (!(flags & (kindBit(CaptureKind::Param) | kindBit(CaptureKind::ParamGrad)))) continue;
+    for (const auto& [name, param] : m_model->ownParams[m]) {
+      if (flags & kindBit(CaptureKind::Param)) recordNamed(name, CaptureKind::Param, param);
+      if ((flags & kindBit(CaptureKind::ParamGrad)) && param.grad().defined()) {
+        recordNamed(name, CaptureKind::ParamGrad, param.grad());
+      }
+    }
+  }
+}
+
+void Recorder::snapshotForUpdate() {
+  m_updateBefore.clear();
+  at::NoGradGuard noGrad;
+  for (std::size_t m = 0; m < m_model->instances.size(); ++m) {
+    if (!(m_model->flags[m].load(std::memory_order_relaxed) & kindBit(CaptureKind::Update))) continue;
+    for (const auto& [name, param] : m_model->ownParams[m]) {
+      m_updateBefore.emplace_back(name, param.detach().clone());
+    }
+  }
+}
+
+void Recorder::captureUpdates() {
+  at::NoGradGuard noGrad;
+  for (const auto& [name, before] : m_updateBefore) {
+    for (const auto& params : m_model->ownParams) {
+      for (const auto& [paramName, param] : params) {
+        if (paramName != name) continue;
+        const double norm = before.norm().item<double>();
+        at::Tensor relative = (param.detach() - before) / (norm > 0 ? norm : 1.0);
+        recordNamed(name, CaptureKind::Update, relative);
+      }
+    }
+  }
+  m_updateBefore.clear();
+}
+
+} // namespace hookscope

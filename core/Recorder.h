@@ -1,0 +1,97 @@
+#pragma once
+// Internal to core: receives what the taps see during a step and stores statistics.
+
+#include "CaptureStore.h"
+#include "ModelImpl.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+/// The output shapes one module call produced, as "8x16x14x14" per tensor.
+struct CallShape {
+  int module = 0;
+  int call = 0;
+  std::vector<std::string> shapes;
+};
+
+/// Turns tap events of one model into captures in a store. Taps reach the recorder that
+/// is current on their thread (see RecorderScope); gradient hooks keep it alive.
+class Recorder : public std::enable_shared_from_this<Recorder> {
+public:
+  Recorder(std::shared_ptr<ModelImpl> model, std::shared_ptr<CaptureStore> store);
+
+  void setBins(int bins) { m_bins = bins; }
+  int bins() const { return m_bins; }
+  /// When on, the next steps record every module call's output shapes, hooked or not.
+  void setShapeProbe(bool on) { m_shapeProbe = on; }
+
+  /// Starts a step: call numbering restarts at 0 for every module.
+  void beginStep(std::int64_t step);
+  std::int64_t step() const { return m_step; }
+
+  void onInput(int module, const c10::IValue& args);
+  void onOutput(int module, const c10::IValue& result);
+  /// The root module's call is made by the runner, not by a graph: it reports it here.
+  void onRootCall(const std::vector<c10::IValue>& inputs, const c10::IValue& output);
+
+  /// Stores parameter values and gradients of modules hooked for param/param_grad.
+  void captureParameters();
+  /// Before an optimizer step: remembers the parameters that the update kind watches.
+  void snapshotForUpdate();
+  /// After it: stores (new - old) / ||old|| for each remembered parameter.
+  void captureUpdates();
+
+  std::vector<CallShape> shapes() const;
+  /// Keeps full output tensors of the flagged modules (by index), overwritten each step.
+  void setKeepTensors(std::vector<bool> keep) { m_keep = std::move(keep); }
+  /// Kept tensors by "{module}/{call}/{index}".
+  const std::map<std::string, at::Tensor>& keptTensors() const { return m_kept; }
+  /// Seconds spent computing statistics since the last beginStep.
+  double captureSeconds() const { return double(m_captureNanos.load()) * 1e-9; }
+
+  /// The recorder taps on this thread report to, or null.
+  static Recorder* current();
+
+private:
+  friend class RecorderScope;
+  void record(int module, int call, CaptureKind kind, int index, const at::Tensor& tensor);
+  void recordNamed(const std::string& name, CaptureKind kind, const at::Tensor& tensor);
+  void hookGradients(int module, int call, const c10::IValue& result);
+  void noteShapes(int module, int call, const c10::IValue& result);
+
+  std::shared_ptr<ModelImpl> m_model;
+  std::shared_ptr<CaptureStore> m_store;
+  int m_bins = 64;
+  bool m_shapeProbe = false;
+  std::int64_t m_step = 0;
+  std::vector<int> m_nextCall;
+  std::vector<int> m_currentCall;
+  std::atomic<std::int64_t> m_captureNanos{0};
+  std::map<std::pair<int, int>, std::vector<std::string>> m_shapes;
+  std::vector<std::pair<std::string, at::Tensor>> m_updateBefore;
+  std::vector<bool> m_keep;
+  std::map<std::string, at::Tensor> m_kept;
+};
+
+/// Makes a recorder current on this thread for the scope's lifetime.
+class RecorderScope {
+public:
+  explicit RecorderScope(Recorder* recorder);
+  ~RecorderScope();
+  RecorderScope(const RecorderScope&) = delete;
+  RecorderScope& operator=(const RecorderScope&) = delete;
+
+private:
+  Recorder* m_previous;
+};
+
+/// Calls fn(index, tensor) for each tensor in a value, depth first: tuples, lists and
+/// dict values in order; other values are skipped.
+void forEachTensor(const c10::IValue& value, const std::function<void(int, const at::Tensor&)>& fn);
+
+} // namespace hookscope

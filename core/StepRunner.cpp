@@ -1,0 +1,406 @@
+#include "StepRunner.h"
+
+#include "InputSpec.h"
+#include "ModelImpl.h"
+#include "Recorder.h"
+
+#include <torch/optim.h>
+#include <torch/serialize.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+
+namespace hookscope {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// TorchScript errors carry a traceback; the line a user needs is the final error.
+std::string summarizeError(const std::exception& e) {
+  std::string text = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
+  for (const char* marker : {"RuntimeError: ", "ValueError: ", "TypeError: ", "IndexError: "}) {
+    const auto pos = text.rfind(marker);
+    if (pos != std::string::npos) {
+      auto line = text.substr(pos + std::string(marker).size());
+      return line.substr(0, line.find('\n'));
+    }
+  }
+  const auto first = text.find_first_not_of(" \n");
+  text = first == std::string::npos ? text : text.substr(first);
+  return text.substr(0, text.find('\n'));
+}
+
+at::ScalarType scalarType(const std::string& dtype) {
+  if (dtype == "float64") return at::kDouble;
+  if (dtype == "float16") return at::kHalf;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "int32") return at::kInt;
+  if (dtype == "int16") return at::kShort;
+  if (dtype == "int8") return at::kChar;
+  if (dtype == "uint8") return at::kByte;
+  if (dtype == "bool") return at::kBool;
+  return at::kFloat;
+}
+
+std::string describeTensors(const std::vector<at::Tensor>& tensors) {
+  std::string text;
+  for (const auto& t : tensors) {
+    if (!text.empty()) text += ", ";
+    std::string shape;
+    for (auto size : t.sizes()) shape += (shape.empty() ? "" : "x") + std::to_string(size);
+    text += shape + " " + std::string(c10::toString(t.scalar_type()));
+  }
+  return text;
+}
+
+at::Tensor firstTensor(const c10::IValue& value) {
+  at::Tensor found;
+  forEachTensor(value, [&](int, const at::Tensor& t) {
+    if (!found.defined()) found = t;
+  });
+  return found;
+}
+
+} // namespace
+
+class StepRunnerImpl {
+public:
+  RunConfig config;
+  std::shared_ptr<Recorder> recorder;
+  std::vector<std::vector<at::Tensor>> batches;
+  std::vector<at::Tensor> targets;  // per batch; undefined when the data has none
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<at::Tensor> parameters;
+  at::Tensor syntheticTarget;
+  std::int64_t step = 0;
+  bool configured = false;
+};
+
+StepRunner::StepRunner(Model& model, std::shared_ptr<CaptureStore> store)
+    : m_model(model), m_store(std::move(store)), m_impl(std::make_unique<StepRunnerImpl>()) {
+  m_impl->recorder = std::make_shared<Recorder>(m_model.sharedImpl(), m_store);
+  for (const auto& param : m_model.impl().module.parameters()) {
+    if (param.requires_grad()) m_impl->parameters.push_back(param);
+  }
+}
+
+StepRunner::~StepRunner() = default;
+
+const RunConfig& StepRunner::config() const { return m_impl->config; }
+std::int64_t StepRunner::stepsDone() const { return m_impl->step; }
+
+namespace {
+
+bool loadDataFile(const RunConfig& config, std::vector<std::vector<at::Tensor>>& batches,
+                  std::vector<at::Tensor>& targets, std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  std::ifstream in(config.dataFile, std::ios::binary);
+  if (!in) return fail("cannot open data file " + config.dataFile + ": check the path");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.empty()) return fail("data file " + config.dataFile + " is empty");
+  c10::IValue data;
+  try {
+    data = torch::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    return fail("cannot read data file " + config.dataFile + " (" + summarizeError(e) +
+                "); write it in Python with torch.save({\"inputs\": x, \"targets\": y}, path)");
+  }
+  std::vector<at::Tensor> inputs;
+  at::Tensor target;
+  auto takeInputs = [&](const c10::IValue& value) {
+    if (value.isTensor()) {
+      inputs.push_back(value.toTensor());
+    } else if (value.isTuple() || value.isList()) {
+      forEachTensor(value, [&](int, const at::Tensor& t) { inputs.push_back(t); });
+    }
+  };
+  if (data.isTensor()) {
+    inputs.push_back(data.toTensor());
+  } else if (data.isGenericDict()) {
+    const auto dict = data.toGenericDict();
+    for (const auto& entry : dict) {
+      if (!entry.key().isString()) continue;
+      const std::string key = entry.key().toStringRef();
+      if (key == "inputs") takeInputs(entry.value());
+      if (key == "targets" && entry.value().isTensor()) target = entry.value().toTensor();
+    }
+  }
+  if (inputs.empty()) {
+    return fail("data file " + config.dataFile + " holds no inputs: save a tensor, or a dict "
+                "with \"inputs\" (a tensor or a tuple of tensors) and optional \"targets\"");
+  }
+  const std::int64_t samples = inputs[0].dim() > 0 ? inputs[0].size(0) : 0;
+  for (const auto& t : inputs) {
+    if (t.dim() == 0 || t.size(0) != samples) {
+      return fail("data file " + config.dataFile + ": every input needs the same first "
+                  "(sample) dimension; got " + describeTensors(inputs));
+    }
+  }
+  if (target.defined() && (target.dim() == 0 || target.size(0) != samples)) {
+    return fail("data file " + config.dataFile + ": targets have " +
+                describeTensors({target}) + " but inputs have " + std::to_string(samples) +
+                " samples");
+  }
+  const std::int64_t batch = config.batchSize > 0 ? config.batchSize : samples;
+  if (batch > samples) {
+    return fail("batch size " + std::to_string(batch) + " is larger than the " +
+                std::to_string(samples) + " samples in " + config.dataFile);
+  }
+  for (std::int64_t begin = 0; begin < samples; begin += batch) {
+    const std::int64_t end = std::min(samples, begin + batch);
+    std::vector<at::Tensor> slice;
+    for (const auto& t : inputs) slice.push_back(t.slice(0, begin, end));
+    batches.push_back(std::move(slice));
+    targets.push_back(target.defined() ? target.slice(0, begin, end) : at::Tensor());
+  }
+  return true;
+}
+
+} // namespace
+
+bool StepRunner::configure(const RunConfig& config, std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  std::vector<std::vector<at::Tensor>> batches;
+  std::vector<at::Tensor> targets;
+  if (!config.dataFile.empty()) {
+    if (!loadDataFile(config, batches, targets, error)) return false;
+  } else {
+    if (config.inputSpecs.empty()) {
+      return fail("no input given: pass one spec per model input, e.g. --input 8x1x28x28");
+    }
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(config.seed);
+    std::vector<at::Tensor> inputs;
+    for (const auto& text : config.inputSpecs) {
+      InputSpec spec;
+      if (!InputSpec::parse(text, &spec, error)) return false;
+      const auto type = scalarType(spec.dtype);
+      at::Tensor t;
+      if (spec.isInteger()) {
+        t = at::randint(std::int64_t(std::ceil(spec.low)), std::int64_t(std::ceil(spec.high)),
+                        spec.shape, generator, at::TensorOptions().dtype(at::kLong))
+                .to(type);
+      } else if (spec.bounded) {
+        t = at::empty(spec.shape, at::kFloat).uniform_(spec.low, spec.high, generator).to(type);
+      } else {
+        t = at::randn(spec.shape, generator, at::TensorOptions().dtype(at::kFloat)).to(type);
+      }
+      inputs.push_back(t);
+    }
+    batches.push_back(std::move(inputs));
+    targets.emplace_back();
+  }
+  if (config.bins < 1 || config.bins > 4096) {
+    return fail("histogram bins must be between 1 and 4096, got " + std::to_string(config.bins));
+  }
+  if (!(config.lr > 0)) return fail("learning rate must be positive, got " + std::to_string(config.lr));
+
+  auto& impl = *m_impl;
+  impl.config = config;
+  impl.batches = std::move(batches);
+  impl.targets = std::move(targets);
+  impl.syntheticTarget = at::Tensor();
+  impl.recorder->setBins(config.bins);
+  impl.optimizer.reset();
+  if (!config.noGrad && config.optimizer == OptimizerKind::Sgd) {
+    impl.optimizer = std::make_unique<torch::optim::SGD>(
+        impl.parameters, torch::optim::SGDOptions(config.lr)
+                             .momentum(config.momentum)
+                             .weight_decay(config.weightDecay));
+  } else if (!config.noGrad && config.optimizer == OptimizerKind::Adam) {
+    impl.optimizer = std::make_unique<torch::optim::Adam>(
+        impl.parameters, torch::optim::AdamOptions(config.lr).weight_decay(config.weightDecay));
+  }
+  impl.configured = true;
+  return true;
+}
+
+bool StepRunner::step(StepResult* result, std::string* error) {
+  auto& impl = *m_impl;
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  if (!impl.configured) return fail("the runner has no inputs yet: configure it first");
+  const std::size_t batchIndex = std::size_t(impl.step) % impl.batches.size();
+  const auto& inputs = impl.batches[batchIndex];
+  const at::Tensor& dataTarget = impl.targets[batchIndex];
+  StepResult r;
+  r.step = impl.step;
+  const auto stepStart = Clock::now();
+  Recorder& recorder = *impl.recorder;
+  recorder.beginStep(impl.step);
+  RecorderScope scope(&recorder);
+  auto& module = m_model.impl().module;
+  module.train(impl.config.train);
+
+  std::unique_ptr<at::NoGradGuard> noGrad;
+  if (impl.config.noGrad) noGrad = std::make_unique<at::NoGradGuard>();
+  if (impl.optimizer) {
+    impl.optimizer->zero_grad();
+  } else {
+    for (auto& p : impl.parameters) p.mutable_grad() = at::Tensor();
+  }
+
+  auto start = Clock::now();
+  c10::IValue output;
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  try {
+    output = module.forward(args);
+  } catch (const std::exception& e) {
+    return fail("the model rejected the input (" + describeTensors(inputs) + "): " +
+                summarizeError(e));
+  }
+  recorder.onRootCall(args, output);
+  r.forwardMs = msSince(start);
+
+  at::Tensor out = firstTensor(output);
+  if (!out.defined()) return fail("the model's output holds no tensor, so no loss can be computed");
+  LossKind loss = impl.config.loss;
+  at::Tensor target = dataTarget;
+  if (loss == LossKind::Auto) {
+    loss = !target.defined() ? LossKind::Mean
+           : target.is_floating_point() ? LossKind::Mse
+                                        : LossKind::CrossEntropy;
+  }
+  at::Tensor lossValue;
+  try {
+    if ((loss == LossKind::CrossEntropy || loss == LossKind::Mse) && !target.defined()) {
+      // No targets in the data: make fixed random ones so the loss is still meaningful.
+      if (!impl.syntheticTarget.defined()) {
+        auto generator = at::make_generator<at::CPUGeneratorImpl>(impl.config.seed + 1);
+        if (loss == LossKind::CrossEntropy) {
+          if (out.dim() < 2) return fail("cross_entropy needs an output of shape [N, classes]");
+          impl.syntheticTarget =
+              at::randint(0, out.size(1), {out.size(0)}, generator, at::TensorOptions().dtype(at::kLong));
+        } else {
+          impl.syntheticTarget = at::randn(out.sizes(), generator, out.options().requires_grad(false));
+        }
+      }
+      target = impl.syntheticTarget;
+    }
+    const at::Tensor prediction = out.is_floating_point() ? out : out.to(at::kFloat);
+    switch (loss) {
+      case LossKind::CrossEntropy:
+        lossValue = at::cross_entropy_loss(prediction, target.to(at::kLong));
+        break;
+      case LossKind::Mse:
+        lossValue = at::mse_loss(prediction, target.to(prediction.scalar_type()));
+        break;
+      case LossKind::Sum: lossValue = prediction.sum(); break;
+      default: lossValue = prediction.mean(); break;
+    }
+  } catch (const std::exception& e) {
+    return fail(std::string("cannot compute the ") + lossKindName(loss) + " loss on output " +
+                describeTensors({out}) + ": " + summarizeError(e));
+  }
+  r.loss = lossValue.item<double>();
+  r.lossFinite = std::isfinite(r.loss);
+
+  if (!impl.config.noGrad && lossValue.requires_grad()) {
+    start = Clock::now();
+    try {
+      lossValue.backward();
+    } catch (const std::exception& e) {
+      return fail("backward failed: " + summarizeError(e));
+    }
+    r.backwardMs = msSince(start);
+    recorder.captureParameters();
+    if (impl.optimizer) {
+      start = Clock::now();
+      recorder.snapshotForUpdate();
+      impl.optimizer->step();
+      recorder.captureUpdates();
+      r.optimizerMs = msSince(start);
+    }
+  }
+  r.captureMs = recorder.captureSeconds() * 1e3;
+  r.totalMs = msSince(stepStart);
+  m_store->addScalar(r.step, "loss", r.loss);
+  m_store->addScalar(r.step, "lr", impl.optimizer ? impl.config.lr : 0.0);
+  m_store->addScalar(r.step, "step_ms", r.totalMs);
+  m_store->addScalar(r.step, "forward_ms", r.forwardMs);
+  m_store->addScalar(r.step, "backward_ms", r.backwardMs);
+  m_store->addScalar(r.step, "optimizer_ms", r.optimizerMs);
+  m_store->addScalar(r.step, "capture_ms", r.captureMs);
+  recorder.setShapeProbe(false);
+  ++impl.step;
+  if (result) *result = r;
+  return true;
+}
+
+StepRunner::RunEnd StepRunner::run(std::int64_t steps,
+                                   const std::function<void(const StepResult&)>& onStep,
+                                   std::string* error) {
+  m_stop = false;
+  for (std::int64_t done = 0; steps < 0 || done < steps; ++done) {
+    {
+      std::unique_lock<std::mutex> lock(m_pauseMutex);
+      m_pauseChanged.wait(lock, [&] { return !m_paused.load() || m_stop.load(); });
+    }
+    if (m_stop.load()) return RunEnd::Stopped;
+    StepResult result;
+    if (!step(&result, error)) return RunEnd::Failed;
+    if (onStep) onStep(result);
+  }
+  return RunEnd::Finished;
+}
+
+void StepRunner::requestStop() {
+  {
+    std::lock_guard<std::mutex> lock(m_pauseMutex);
+    m_stop = true;
+  }
+  m_pauseChanged.notify_all();
+}
+
+void StepRunner::setPaused(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(m_pauseMutex);
+    m_paused = paused;
+  }
+  m_pauseChanged.notify_all();
+}
+
+void StepRunner::probeShapes() { m_impl->recorder->setShapeProbe(true); }
+
+std::vector<ModuleCallShape> StepRunner::outputShapes() const {
+  std::vector<ModuleCallShape> result;
+  const auto& modules = m_model.modules();
+  for (const auto& shape : m_impl->recorder->shapes()) {
+    result.push_back({modules[std::size_t(shape.module)].path, shape.call, shape.shapes});
+  }
+  return result;
+}
+
+void StepRunner::keepTensors(const std::vector<int>& modules) {
+  std::vector<bool> keep(m_model.modules().size(), false);
+  for (int m : modules) {
+    if (m >= 0 && std::size_t(m) < keep.size()) keep[std::size_t(m)] = true;
+  }
+  m_impl->recorder->setKeepTensors(std::move(keep));
+}
+
+std::vector<char> StepRunner::keptTensorsPickle() const {
+  const auto& kept = m_impl->recorder->keptTensors();
+  if (kept.empty()) return {};
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, tensor] : kept) dict.insert(name, tensor);
+  return torch::pickle_save(c10::IValue(dict));
+}
+
+} // namespace hookscope

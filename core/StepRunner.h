@@ -1,0 +1,89 @@
+#pragma once
+
+#include "CaptureStore.h"
+#include "Model.h"
+#include "RunConfig.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+/// What one step did and how long its parts took.
+struct StepResult {
+  std::int64_t step = 0;
+  double loss = 0;
+  bool lossFinite = true;
+  double forwardMs = 0;
+  double backwardMs = 0;
+  double optimizerMs = 0;
+  double captureMs = 0;  ///< time spent computing statistics, inside the other parts
+  double totalMs = 0;
+};
+
+/// Output shapes of one module call, for the tree and for `inspect`.
+struct ModuleCallShape {
+  std::string module;
+  int call = 0;
+  std::vector<std::string> shapes;
+};
+
+class StepRunnerImpl;
+
+/// Makes training steps on a model: inputs, forward, loss, backward, optimizer, with the
+/// model's hooks recording into a store. One thread runs steps; pause and stop may be
+/// requested from any thread and take effect between steps.
+class StepRunner {
+public:
+  StepRunner(Model& model, std::shared_ptr<CaptureStore> store);
+  ~StepRunner();
+
+  /// Prepares inputs and optimizer; false with a message when the config cannot work.
+  bool configure(const RunConfig& config, std::string* error);
+  const RunConfig& config() const;
+
+  /// Runs one step. On failure (the model rejects the input, ...) returns false with a
+  /// message; the runner stays usable.
+  bool step(StepResult* result, std::string* error);
+
+  enum class RunEnd { Finished, Stopped, Failed };
+  /// Runs `steps` steps (< 0: until stopped), calling onStep after each. Honours pause
+  /// and stop between steps.
+  RunEnd run(std::int64_t steps, const std::function<void(const StepResult&)>& onStep,
+             std::string* error);
+  void requestStop();
+  void setPaused(bool paused);
+  bool paused() const { return m_paused.load(); }
+  /// Steps completed so far; the next step is numbered this.
+  std::int64_t stepsDone() const;
+
+  /// Records output shapes of every module call during the next step.
+  void probeShapes();
+  /// Shapes recorded by the last probed step.
+  std::vector<ModuleCallShape> outputShapes() const;
+
+  /// Keeps full activation tensors of these modules (by index), overwritten every step.
+  void keepTensors(const std::vector<int>& modules);
+  /// Writes the kept tensors as a torch.save-compatible dict "{module}/{call}/{index}";
+  /// returns the bytes (empty when nothing was kept).
+  std::vector<char> keptTensorsPickle() const;
+
+  Model& model() { return m_model; }
+  std::shared_ptr<CaptureStore> store() const { return m_store; }
+
+private:
+  Model& m_model;
+  std::shared_ptr<CaptureStore> m_store;
+  std::unique_ptr<StepRunnerImpl> m_impl;
+  std::atomic<bool> m_stop{false};
+  std::atomic<bool> m_paused{false};
+  std::mutex m_pauseMutex;
+  std::condition_variable m_pauseChanged;
+};
+
+} // namespace hookscope

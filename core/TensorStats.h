@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+/// Summary of one captured tensor. Moments, min, max and the norm are over the finite
+/// values; NaN and Inf are counted, never folded in or dropped silently.
+struct TensorStats {
+  std::vector<std::int64_t> shape;
+  std::string dtype;            ///< "float32", "int64", "bool", ...
+  std::int64_t numel = 0;
+  double min = 0;               ///< NaN when no value is finite
+  double max = 0;
+  double mean = 0;
+  double std = 0;               ///< sample standard deviation (n-1), as torch.std(); 0 when n < 2
+  double l2norm = 0;
+  double zeroFraction = 0;      ///< exact zeros over numel
+  std::int64_t nanCount = 0;
+  std::int64_t infCount = 0;
+  std::vector<std::int64_t> histogram;  ///< counts of finite values in equal bins
+  double histLow = 0;           ///< left edge of the first bin
+  double histHigh = 0;          ///< right edge of the last bin
+
+  /// bins + 1 bin edges from histLow to histHigh.
+  std::vector<double> edges() const;
+  /// Shape written as "8x3x32x32" ("" for a scalar).
+  std::string shapeString() const;
+  /// Bytes this value occupies in memory, for the store's cap.
+  std::size_t memoryBytes() const;
+  /// True when the tensor held NaN or Inf.
+  bool hasNonFinite() const { return nanCount > 0 || infCount > 0; }
+};
+
+} // namespace hookscope
