@@ -3,6 +3,7 @@
 #include "InputSpec.h"
 #include "ModelImpl.h"
 #include "Recorder.h"
+#include "TorchSaveFile.h"
 
 #include <torch/optim.h>
 #include <torch/serialize.h>
@@ -106,15 +107,11 @@ bool loadDataFile(const RunConfig& config, std::vector<std::vector<at::Tensor>>&
     if (error) *error = message;
     return false;
   };
-  std::ifstream in(config.dataFile, std::ios::binary);
-  if (!in) return fail("cannot open data file " + config.dataFile + ": check the path");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.empty()) return fail("data file " + config.dataFile + " is empty");
   c10::IValue data;
   try {
-    data = torch::pickle_load(bytes);
+    data = loadTorchSaveFile(config.dataFile);
   } catch (const std::exception& e) {
-    return fail("cannot read data file " + config.dataFile + " (" + summarizeError(e) +
+    return fail("cannot read data file " + config.dataFile + " (" + e.what() +
                 "); write it in Python with torch.save({\"inputs\": x, \"targets\": y}, path)");
   }
   std::vector<at::Tensor> inputs;
