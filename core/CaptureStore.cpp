@@ -17,6 +17,11 @@ std::size_t CaptureStore::pointBytes(const TensorStats& stats) {
 
 void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stats) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  // A new step: the previous newest was kept only for being newest; off the grid it goes.
+  if (m_stride > 1 && m_stepCaptures.size() > 1 && !m_stepCaptures.count(step)) {
+    const std::int64_t newest = m_stepCaptures.rbegin()->first;
+    if (newest < step && !onGridLocked(newest)) dropStepsLocked({newest});
+  }
   auto [it, inserted] = m_series.try_emplace(key);
   if (inserted) m_bytes += kSeriesOverhead + key.module.capacity();
   auto& points = it->second;
@@ -43,36 +48,42 @@ void CaptureStore::addScalar(std::int64_t step, const std::string& name, double 
   m_version.fetch_add(1, std::memory_order_release);
 }
 
+bool CaptureStore::onGridLocked(std::int64_t step) const {
+  return m_stepCaptures.empty() || (step - m_stepCaptures.begin()->first) % m_stride == 0;
+}
+
+void CaptureStore::dropStepsLocked(const std::set<std::int64_t>& dropped) {
+  for (std::int64_t step : dropped) {
+    const auto it = m_stepCaptures.find(step);
+    if (it == m_stepCaptures.end()) continue;
+    m_captures -= it->second;
+    m_stepCaptures.erase(it);
+  }
+  for (auto& [key, points] : m_series) {
+    auto keep = std::remove_if(points.begin(), points.end(), [&](const SeriesPoint& p) {
+      if (!dropped.count(p.step)) return false;
+      m_bytes -= pointBytes(p.stats);
+      return true;
+    });
+    points.erase(keep, points.end());
+  }
+}
+
 void CaptureStore::thinLocked(std::int64_t newestStep) {
   while (m_bytes > m_cap && m_stepCaptures.size() > 2) {
     ThinningEvent event;
     event.atStep = newestStep;
     event.stepsBefore = std::int64_t(m_stepCaptures.size());
     event.bytesBefore = m_bytes;
-    // Drop every second step between the first and the newest, so what remains stays
-    // evenly spread over the whole run.
+    m_stride *= 2;
     std::set<std::int64_t> dropped;
-    std::size_t position = 0;
-    const std::size_t last = m_stepCaptures.size() - 1;
-    for (auto it = m_stepCaptures.begin(); it != m_stepCaptures.end(); ++position) {
-      if (position % 2 == 1 && position != last) {
-        dropped.insert(it->first);
-        m_captures -= it->second;
-        it = m_stepCaptures.erase(it);
-      } else {
-        ++it;
-      }
+    for (const auto& [step, count] : m_stepCaptures) {
+      if (step != newestStep && !onGridLocked(step)) dropped.insert(step);
     }
-    for (auto& [key, points] : m_series) {
-      auto keep = std::remove_if(points.begin(), points.end(), [&](const SeriesPoint& p) {
-        if (!dropped.count(p.step)) return false;
-        m_bytes -= pointBytes(p.stats);
-        return true;
-      });
-      points.erase(keep, points.end());
-    }
+    dropStepsLocked(dropped);
     event.stepsAfter = std::int64_t(m_stepCaptures.size());
     event.bytesAfter = m_bytes;
+    event.stride = m_stride;
     m_thinning.push_back(event);
   }
 }
@@ -152,6 +163,11 @@ void CaptureStore::setCapBytes(std::size_t capBytes) {
   m_version.fetch_add(1, std::memory_order_release);
 }
 
+std::int64_t CaptureStore::stride() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_stride;
+}
+
 std::vector<ThinningEvent> CaptureStore::thinning() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   return m_thinning;
@@ -165,6 +181,7 @@ void CaptureStore::clear() {
   m_thinning.clear();
   m_bytes = 0;
   m_captures = 0;
+  m_stride = 1;
   m_version.fetch_add(1, std::memory_order_release);
 }
 

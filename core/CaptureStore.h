@@ -49,11 +49,13 @@ struct ThinningEvent {
   std::int64_t stepsAfter = 0;     ///< and after
   std::size_t bytesBefore = 0;
   std::size_t bytesAfter = 0;
+  std::int64_t stride = 1;         ///< steps kept from then on: first + k * stride, and the newest
 };
 
 /// Thread-safe store of capture statistics, bounded by a memory cap. When the cap is
-/// exceeded, every second stored step is dropped (first and newest kept), and the
-/// thinning is recorded.
+/// exceeded, the stride between kept steps doubles: steps first + k * stride stay, plus
+/// the newest, so what remains is spread evenly over the whole run. Every doubling is
+/// recorded.
 class CaptureStore {
 public:
   static constexpr std::size_t kDefaultCapBytes = std::size_t(512) << 20;
@@ -90,6 +92,8 @@ public:
   std::vector<ThinningEvent> thinning() const;
   /// Grows on every change: readers compare it to skip unchanged redraws.
   std::uint64_t version() const { return m_version.load(std::memory_order_acquire); }
+  /// Current distance between kept steps (1 until the first thinning).
+  std::int64_t stride() const;
   /// Drops everything, including the thinning record.
   void clear();
 
@@ -98,6 +102,8 @@ public:
 
 private:
   void thinLocked(std::int64_t newestStep);
+  void dropStepsLocked(const std::set<std::int64_t>& dropped);
+  bool onGridLocked(std::int64_t step) const;
 
   mutable std::mutex m_mutex;
   std::map<SeriesKey, std::vector<SeriesPoint>> m_series;
@@ -107,6 +113,7 @@ private:
   std::size_t m_bytes = 0;
   std::size_t m_cap;
   std::size_t m_captures = 0;
+  std::int64_t m_stride = 1;
   std::atomic<std::uint64_t> m_version{0};
 };
 

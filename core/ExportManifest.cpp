@@ -26,7 +26,8 @@ std::string ExportManifest::toJson() const {
                     {"steps_before", t.stepsBefore},
                     {"steps_after", t.stepsAfter},
                     {"bytes_before", t.bytesBefore},
-                    {"bytes_after", t.bytesAfter}});
+                    {"bytes_after", t.bytesAfter},
+                    {"stride", t.stride}});
   }
   json j = {
       {"format", kFormat},
@@ -92,7 +93,8 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     for (const auto& t : j.value("thinning", json::array())) {
       m.thinning.push_back({t.value("at_step", std::int64_t(0)), t.value("steps_before", std::int64_t(0)),
                             t.value("steps_after", std::int64_t(0)), t.value("bytes_before", std::size_t(0)),
-                            t.value("bytes_after", std::size_t(0))});
+                            t.value("bytes_after", std::size_t(0)),
+                            t.value("stride", std::int64_t(1))});
     }
     m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
     *manifest = std::move(m);

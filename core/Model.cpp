@@ -2,6 +2,7 @@
 
 #include "Instrumentation.h"
 #include "ModelImpl.h"
+#include "TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
 
@@ -16,11 +17,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kInputSpecExtraFile = "hookscope/input_spec";
-
-std::string firstLine(const std::string& text) {
-  const auto end = text.find('\n');
-  return end == std::string::npos ? text : text.substr(0, end);
-}
 
 std::string howToSave() {
   return "Save the model as TorchScript in Python: torch.jit.script(model).save(\"model.pt\") "
@@ -43,7 +39,7 @@ std::string checkModelFile(const std::string& path) {
   if (ec) return "Cannot read " + path + ": " + ec.message() + ".";
   if (size == 0) {
     return path + " is empty (0 bytes), so it holds no model: it was probably not written "
-                  "completely. Save the model again. " + howToSave();
+                  "completely. " + howToSave();
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return "Cannot open " + path + " for reading: check its permissions.";
@@ -81,7 +77,7 @@ std::string checkModelFile(const std::string& path) {
       }
     }
   } catch (const std::exception& e) {
-    return path + " is truncated or damaged (" + firstLine(e.what()) +
+    return path + " is truncated or damaged (" + summarizeTorchError(e) +
            "). Copy or save the model again.";
   }
   return "";
@@ -152,7 +148,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
   try {
     impl.module = torch::jit::load(path, c10::Device(c10::kCPU), extra);
   } catch (const std::exception& e) {
-    return fail("LibTorch could not load " + path + ": " + firstLine(e.what()) +
+    return fail("LibTorch could not load " + path + ": " + summarizeTorchError(e) +
                 ". The file may come from a PyTorch newer than 1.13 or use an operator this "
                 "build lacks; save it again with PyTorch 1.13 if you can.");
   }
@@ -166,7 +162,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
       impl.tapSites = instrumentModule(impl.module, impl.instances);
       impl.instrumented = true;
     } catch (const std::exception& e) {
-      return fail("HookScope could not instrument " + path + ": " + firstLine(e.what()) +
+      return fail("HookScope could not instrument " + path + ": " + summarizeTorchError(e) +
                   ". Please report this with the model file.");
     }
   }

@@ -3,6 +3,7 @@
 #include "InputSpec.h"
 #include "ModelImpl.h"
 #include "Recorder.h"
+#include "TorchError.h"
 #include "TorchSaveFile.h"
 
 #include <torch/optim.h>
@@ -21,22 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 double msSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// TorchScript errors carry a traceback; the line a user needs is the final error.
-std::string summarizeError(const std::exception& e) {
-  std::string text = e.what();
-  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
-  for (const char* marker : {"RuntimeError: ", "ValueError: ", "TypeError: ", "IndexError: "}) {
-    const auto pos = text.rfind(marker);
-    if (pos != std::string::npos) {
-      auto line = text.substr(pos + std::string(marker).size());
-      return line.substr(0, line.find('\n'));
-    }
-  }
-  const auto first = text.find_first_not_of(" \n");
-  text = first == std::string::npos ? text : text.substr(first);
-  return text.substr(0, text.find('\n'));
 }
 
 at::ScalarType scalarType(const std::string& dtype) {
@@ -82,7 +67,7 @@ public:
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::vector<at::Tensor> parameters;
   at::Tensor syntheticTarget;
-  std::int64_t step = 0;
+  std::atomic<std::int64_t> step{0};  // read by other threads (progress)
   bool configured = false;
 };
 
@@ -260,7 +245,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
     output = module.forward(args);
   } catch (const std::exception& e) {
     return fail("the model rejected the input (" + describeTensors(inputs) + "): " +
-                summarizeError(e));
+                summarizeTorchError(e));
   }
   recorder.onRootCall(args, output);
   r.forwardMs = msSince(start);
@@ -303,7 +288,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
     }
   } catch (const std::exception& e) {
     return fail(std::string("cannot compute the ") + lossKindName(loss) + " loss on output " +
-                describeTensors({out}) + ": " + summarizeError(e));
+                describeTensors({out}) + ": " + summarizeTorchError(e));
   }
   r.loss = lossValue.item<double>();
   r.lossFinite = std::isfinite(r.loss);
@@ -313,7 +298,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
     try {
       lossValue.backward();
     } catch (const std::exception& e) {
-      return fail("backward failed: " + summarizeError(e));
+      return fail("backward failed: " + summarizeTorchError(e));
     }
     r.backwardMs = msSince(start);
     recorder.captureParameters();

@@ -1,6 +1,7 @@
 #include "TorchSaveFile.h"
 
 #include "PickleRewrite.h"
+#include "TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -12,12 +13,6 @@
 namespace hookscope {
 
 namespace {
-
-std::string shortReason(const std::exception& e) {
-  std::string text = e.what();
-  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) text = c10->what_without_backtrace();
-  return text.substr(0, text.find('\n'));
-}
 
 c10::IValue loadZip(const std::string& path) {
   caffe2::serialize::PyTorchStreamReader reader(path);
@@ -50,7 +45,7 @@ c10::IValue loadTorchSaveFile(const std::string& path) {
     if (bytes.size() > 4 && bytes[0] == 'P' && bytes[1] == 'K') return loadZip(path);
     return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
-    throw std::runtime_error(shortReason(e));
+    throw std::runtime_error(summarizeTorchError(e));
   }
 }
 

@@ -1,1 +1,115 @@
+// The store: queries, and thinning that keeps first and last steps under the cap.
 #include "TestSupport.h"
+
+#include "CaptureStore.h"
+
+#include <thread>
+
+using namespace hookscope;
+
+namespace {
+
+TensorStats statsOf(double value, int bins = 64) {
+  TensorStats s;
+  s.shape = {4};
+  s.dtype = "float32";
+  s.numel = 4;
+  s.min = s.max = s.mean = value;
+  s.l2norm = 2 * value;
+  s.histogram.assign(std::size_t(bins), 1);
+  return s;
+}
+
+TEST(CaptureStoreTest, SeriesAreKeyedAndQueriedByStepRange) {
+  CaptureStore store;
+  const SeriesKey a{"fc1", 0, CaptureKind::Activation, 0};
+  const SeriesKey b{"fc1", 1, CaptureKind::Activation, 0};
+  const SeriesKey g{"fc1", 0, CaptureKind::Gradient, 0};
+  for (int step = 0; step < 5; ++step) {
+    store.add(step, a, statsOf(step));
+    store.add(step, g, statsOf(-step));
+  }
+  store.add(2, b, statsOf(7));
+  EXPECT_EQ(store.seriesKeys().size(), 3u);
+  EXPECT_EQ(store.captureCount(), 11u);
+  const auto range = store.series(a, 1, 3);
+  ASSERT_EQ(range.size(), 3u);
+  EXPECT_EQ(range.front().step, 1);
+  EXPECT_DOUBLE_EQ(range.back().stats.mean, 3);
+  SeriesPoint point;
+  ASSERT_TRUE(store.pointAt(b, 4, &point));  // the newest at or before step 4
+  EXPECT_EQ(point.step, 2);
+  EXPECT_FALSE(store.pointAt(b, 1, &point));
+  EXPECT_TRUE(store.series(SeriesKey{"nope", 0, CaptureKind::Activation, 0}).empty());
+  EXPECT_EQ(store.steps(), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(CaptureStoreTest, ThinningKeepsFirstAndLastStepsAndRespectsTheCap) {
+  const std::size_t perPoint = CaptureStore::pointBytes(statsOf(0));
+  const std::size_t cap = perPoint * 60;  // room for about 60 of 200 steps of 2 series
+  CaptureStore store(cap);
+  const SeriesKey a{"conv1", 0, CaptureKind::Activation, 0};
+  const SeriesKey g{"conv1", 0, CaptureKind::Gradient, 0};
+  for (int step = 0; step < 200; ++step) {
+    store.add(step, a, statsOf(step));
+    store.add(step, g, statsOf(step));
+    store.addScalar(step, "loss", 1.0 / (step + 1));
+    EXPECT_LE(store.bytesUsed(), cap) << "over the cap after step " << step;
+  }
+  const auto steps = store.steps();
+  EXPECT_LT(steps.size(), 200u);
+  EXPECT_GT(steps.size(), 10u);
+  EXPECT_EQ(steps.front(), 0);
+  EXPECT_EQ(steps.back(), 199);
+  // Every series still holds the same steps; scalars are never thinned.
+  EXPECT_EQ(store.series(a).size(), steps.size());
+  EXPECT_EQ(store.series(g).size(), steps.size());
+  EXPECT_EQ(store.scalars("loss").size(), 200u);
+  // The thinning is recorded, never silent.
+  const auto events = store.thinning();
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) {
+    EXPECT_LT(e.stepsAfter, e.stepsBefore);
+    EXPECT_LT(e.bytesAfter, e.bytesBefore);
+  }
+  // Evenly: one stride between all kept steps but the newest, which is always kept.
+  const std::int64_t stride = store.stride();
+  EXPECT_EQ(stride, events.back().stride);
+  EXPECT_GT(stride, 1);
+  for (std::size_t i = 1; i + 1 < steps.size(); ++i) EXPECT_EQ(steps[i] - steps[i - 1], stride);
+  EXPECT_LE(steps.back() - steps[steps.size() - 2], stride);
+}
+
+TEST(CaptureStoreTest, LoweringTheCapThinsAtOnce) {
+  CaptureStore store;
+  const SeriesKey a{"fc", 0, CaptureKind::Activation, 0};
+  for (int step = 0; step < 100; ++step) store.add(step, a, statsOf(step));
+  EXPECT_TRUE(store.thinning().empty());
+  const auto before = store.version();
+  store.setCapBytes(store.bytesUsed() / 3);
+  EXPECT_LE(store.bytesUsed(), store.capBytes());
+  EXPECT_GT(store.version(), before);
+  EXPECT_EQ(store.steps().front(), 0);
+  EXPECT_EQ(store.steps().back(), 99);
+  store.clear();
+  EXPECT_EQ(store.captureCount(), 0u);
+  EXPECT_TRUE(store.thinning().empty());
+}
+
+TEST(CaptureStoreTest, ConcurrentWritersAndReaders) {
+  CaptureStore store;
+  std::thread writer([&] {
+    for (int step = 0; step < 2000; ++step) store.add(step, {"a", 0, CaptureKind::Activation, 0}, statsOf(step));
+  });
+  std::thread other([&] {
+    for (int step = 0; step < 2000; ++step) store.add(step, {"b", 0, CaptureKind::Gradient, 0}, statsOf(step));
+  });
+  std::size_t seen = 0;
+  while (seen < 4000) seen = store.captureCount();
+  writer.join();
+  other.join();
+  EXPECT_EQ(store.series({"a", 0, CaptureKind::Activation, 0}).size(), 2000u);
+  EXPECT_EQ(store.series({"b", 0, CaptureKind::Gradient, 0}).size(), 2000u);
+}
+
+} // namespace

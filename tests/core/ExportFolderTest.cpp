@@ -1,1 +1,176 @@
+// Export folders: exact round trip, refusal to clobber, and atomicity under write failures.
 #include "TestSupport.h"
+
+#include "ExportFolder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+using namespace hookscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+class ExportFolderTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    m_root = fs::temp_directory_path() / ("hookscope-export-test-" + std::to_string(::getpid()) + "-" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(m_root);
+    fs::create_directories(m_root);
+  }
+  void TearDown() override { fs::remove_all(m_root); }
+
+  static void fillSample(CaptureStore& store) {
+    for (int step = 0; step < 3; ++step) {
+      TensorStats s;
+      s.shape = {8, 3, 4};
+      s.dtype = "float32";
+      s.numel = 96;
+      s.min = -1.0 / 3.0 - step;
+      s.max = 2.0 / 7.0 + step;
+      s.mean = 0.1 * step + 1e-17;
+      s.std = std::sqrt(2.0);
+      s.l2norm = 123.456789012345678;
+      s.zeroFraction = 1.0 / 96;
+      s.nanCount = step;
+      s.infCount = 1;
+      s.histogram = {1, 2, 3, std::int64_t(89 - 2 * step)};
+      s.histLow = s.min;
+      s.histHigh = s.max;
+      store.add(step, {"layer1.0.conv1", step % 2, CaptureKind::Activation, 0}, s);
+      s.min = std::numeric_limits<double>::quiet_NaN();
+      store.add(step, {"", 0, CaptureKind::Gradient, 1}, s);
+      store.add(step, {"fc.weight", 0, CaptureKind::ParamGrad, 0}, s);
+      store.addScalar(step, "loss", 2.5 / (step + 1));
+    }
+  }
+
+  ExportManifest manifest() const {
+    ExportManifest m;
+    m.modelFile = "model.pt";
+    m.modelSha256 = "abc";
+    m.hookscopeVersion = "test";
+    m.config.inputSpecs = {"8x3x4"};
+    m.steps = 3;
+    m.hooked = {{"layer1.0.conv1", {"activation"}}};
+    return m;
+  }
+
+  fs::path m_root;
+};
+
+bool sameDouble(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+TEST_F(ExportFolderTest, RoundTripIsExact) {
+  CaptureStore store;
+  fillSample(store);
+  const std::string dir = (m_root / "export").string();
+  std::string error;
+  ASSERT_TRUE(writeExport(dir, manifest(), store, {}, {}, &error)) << error;
+  std::ifstream csv(m_root / "export" / "stats.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, kStatsCsvHeader);
+
+  ExportData data;
+  ASSERT_TRUE(readExport(dir, &data, &error)) << error;
+  EXPECT_EQ(data.manifest.modelFile, "model.pt");
+  EXPECT_EQ(data.manifest.steps, 3);
+  EXPECT_EQ(data.manifest.config.inputSpecs, (std::vector<std::string>{"8x3x4"}));
+  ASSERT_EQ(data.store->seriesKeys(), store.seriesKeys());
+  for (const auto& key : store.seriesKeys()) {
+    const auto expected = store.series(key);
+    const auto actual = data.store->series(key);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+      const auto& a = actual[i].stats;
+      const auto& e = expected[i].stats;
+      EXPECT_EQ(actual[i].step, expected[i].step);
+      EXPECT_EQ(a.shape, e.shape);
+      EXPECT_EQ(a.dtype, e.dtype);
+      EXPECT_EQ(a.numel, e.numel);
+      for (auto [x, y] : {std::pair{a.min, e.min}, {a.max, e.max}, {a.mean, e.mean}, {a.std, e.std},
+                          {a.l2norm, e.l2norm}, {a.zeroFraction, e.zeroFraction},
+                          {a.histLow, e.histLow}, {a.histHigh, e.histHigh}}) {
+        EXPECT_TRUE(sameDouble(x, y)) << x << " != " << y;
+      }
+      EXPECT_EQ(a.nanCount, e.nanCount);
+      EXPECT_EQ(a.infCount, e.infCount);
+      EXPECT_EQ(a.histogram, e.histogram);
+    }
+  }
+  const auto loss = data.store->scalars("loss");
+  ASSERT_EQ(loss.size(), 3u);
+  EXPECT_EQ(loss[2].value, 2.5 / 3);
+}
+
+TEST_F(ExportFolderTest, ExistingNonEmptyFolderIsRefusedUnlessOverwriting) {
+  CaptureStore store;
+  fillSample(store);
+  const fs::path dir = m_root / "export";
+  fs::create_directories(dir);
+  std::ofstream(dir / "precious.txt") << "keep me";
+  std::string error;
+  EXPECT_FALSE(writeExport(dir.string(), manifest(), store, {}, {}, &error));
+  EXPECT_NE(error.find("already exists"), std::string::npos) << error;
+  EXPECT_TRUE(fs::exists(dir / "precious.txt"));
+  ExportOptions options;
+  options.overwrite = true;
+  ASSERT_TRUE(writeExport(dir.string(), manifest(), store, {}, options, &error)) << error;
+  EXPECT_FALSE(fs::exists(dir / "precious.txt"));
+  EXPECT_TRUE(fs::exists(dir / "manifest.json"));
+  // An empty folder may be written into without asking.
+  fs::create_directories(m_root / "empty");
+  EXPECT_TRUE(writeExport((m_root / "empty").string(), manifest(), store, {}, {}, &error)) << error;
+}
+
+TEST_F(ExportFolderTest, FailureWhileWritingLeavesNothingBehindAndLosesNothing) {
+  CaptureStore store;
+  fillSample(store);
+  const fs::path dir = m_root / "export";
+  std::string error;
+  for (int failAfter = 0; failAfter < 4; ++failAfter) {
+    ExportOptions options;
+    options.failAfterFiles = failAfter;
+    EXPECT_FALSE(writeExport(dir.string(), manifest(), store, {}, options, &error));
+    EXPECT_NE(error.find("unchanged"), std::string::npos) << error;
+    EXPECT_FALSE(fs::exists(dir)) << "a half-written folder under the final name";
+  }
+  // An earlier export survives a failed overwrite untouched.
+  ASSERT_TRUE(writeExport(dir.string(), manifest(), store, {}, {}, &error)) << error;
+  const auto before = fs::file_size(dir / "stats.csv");
+  ExportOptions options;
+  options.overwrite = true;
+  options.failAfterFiles = 2;
+  EXPECT_FALSE(writeExport(dir.string(), manifest(), CaptureStore(), {}, options, &error));
+  EXPECT_EQ(fs::file_size(dir / "stats.csv"), before);
+  ExportData data;
+  EXPECT_TRUE(readExport(dir.string(), &data, &error)) << error;
+  // No temporary folders are left beside it.
+  int entries = 0;
+  for (const auto& entry : fs::directory_iterator(m_root)) entries += entry.path() != dir;
+  EXPECT_EQ(entries, 0);
+}
+
+TEST_F(ExportFolderTest, ReadingSomethingElseSaysWhat) {
+  ExportData data;
+  std::string error;
+  EXPECT_FALSE(readExport((m_root / "nothing").string(), &data, &error));
+  EXPECT_NE(error.find("is not a folder"), std::string::npos) << error;
+  EXPECT_FALSE(readExport(m_root.string(), &data, &error));
+  EXPECT_NE(error.find("no manifest.json"), std::string::npos) << error;
+}
+
+TEST(FormatDoubleTest, RoundTripsAndSpellsNonFinite) {
+  for (double v : {0.1, 1.0 / 3.0, -2.5e-300, 1e308, 123456789.123456789}) {
+    EXPECT_EQ(std::stod(formatDouble(v)), v);
+  }
+  EXPECT_EQ(formatDouble(std::numeric_limits<double>::quiet_NaN()), "nan");
+  EXPECT_EQ(formatDouble(-std::numeric_limits<double>::quiet_NaN()), "nan");
+  EXPECT_EQ(formatDouble(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(formatDouble(-std::numeric_limits<double>::infinity()), "-inf");
+}
+
+} // namespace

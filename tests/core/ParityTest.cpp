@@ -77,6 +77,7 @@ TEST_P(ParityTest, ActivationsAndGradientsEqualPythonHooks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ParityTest,
-                         ::testing::Values("parity_scripted", "parity_traced", "resnet18_scripted"));
+                         ::testing::Values("parity_scripted", "parity_traced", "resnet18_scripted",
+                                           "lstm_scripted"));
 
 } // namespace

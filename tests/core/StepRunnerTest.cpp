@@ -1,1 +1,256 @@
+// Steps: learning, parity of an SGD step with Python, bad inputs, NaN, pause and stop.
 #include "TestSupport.h"
+
+#include "CaptureStore.h"
+#include "InputSpec.h"
+#include "Model.h"
+#include "StepRunner.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <thread>
+
+using namespace hookscope;
+using namespace hookscope::test;
+
+namespace {
+
+std::unique_ptr<Model> loadSample(const std::string& name = "small_cnn.pt") {
+  std::string error;
+  auto model = Model::load(sampleModel(name), &error);
+  EXPECT_TRUE(model) << error;
+  return model;
+}
+
+TEST(InputSpecTest, ParsesShapesDtypesAndBounds) {
+  InputSpec spec;
+  std::string error;
+  ASSERT_TRUE(InputSpec::parse("8x3x32x32", &spec, &error)) << error;
+  EXPECT_EQ(spec.shape, (std::vector<std::int64_t>{8, 3, 32, 32}));
+  EXPECT_EQ(spec.dtype, "float32");
+  EXPECT_FALSE(spec.bounded);
+  ASSERT_TRUE(InputSpec::parse("8x128:int64:0:30000", &spec, &error)) << error;
+  EXPECT_TRUE(spec.isInteger());
+  EXPECT_DOUBLE_EQ(spec.high, 30000);
+  ASSERT_TRUE(InputSpec::parse("8x4:float32:-1:1", &spec, &error)) << error;
+  EXPECT_TRUE(spec.bounded);
+  EXPECT_DOUBLE_EQ(spec.low, -1);
+  for (const char* bad : {"", "8xx3", "8x3:float99", "8x3:float32:1", "8x3:float32:2:1", "0x3", "8x3:int64:a:b"}) {
+    EXPECT_FALSE(InputSpec::parse(bad, &spec, &error)) << bad;
+    EXPECT_NE(error.find("bad input spec"), std::string::npos);
+  }
+}
+
+TEST(StepRunnerTest, TrainingReducesTheLossOnALearnableTask) {
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.dataFile = fixture("quadrants.data.pt");
+  config.batchSize = 16;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  std::vector<double> losses;
+  ASSERT_EQ(runner.run(40, [&](const StepResult& r) { losses.push_back(r.loss); }, &error),
+            StepRunner::RunEnd::Finished) << error;
+  ASSERT_EQ(losses.size(), 40u);
+  const double first = (losses[0] + losses[1] + losses[2] + losses[3]) / 4;
+  const double last = (losses[36] + losses[37] + losses[38] + losses[39]) / 4;
+  EXPECT_LT(last, 0.3 * first) << "cross-entropy went from " << first << " to " << last;
+  EXPECT_EQ(store->scalars("loss").size(), 40u);
+  EXPECT_EQ(store->scalars("step_ms").size(), 40u);
+}
+
+TEST(StepRunnerTest, SgdStepMatchesPythonReference) {
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  for (std::size_t i = 0; i < model->modules().size(); ++i) {
+    model->setHooks(int(i), kindBit(CaptureKind::Param) | kindBit(CaptureKind::ParamGrad));
+  }
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.dataFile = fixture("sgd.data.pt");
+  config.loss = LossKind::CrossEntropy;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  config.weightDecay = 1e-3;
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  std::vector<double> losses;
+  ASSERT_EQ(runner.run(2, [&](const StepResult& r) { losses.push_back(r.loss); }, &error),
+            StepRunner::RunEnd::Finished) << error;
+  std::ifstream in(fixture("sgd.golden.json"));
+  ASSERT_TRUE(in);
+  const auto golden = nlohmann::json::parse(in);
+  EXPECT_TRUE(closeRel(losses[0], golden["loss"][0], 1e-5));
+  EXPECT_TRUE(closeRel(losses[1], golden["loss"][1], 1e-5));  // after one step with momentum state
+  ASSERT_EQ(golden["grad"].size(), 8u);
+  auto compare = [&](const nlohmann::json& ref, const SeriesKey& key, std::int64_t step) {
+    SCOPED_TRACE(key.module + " " + captureKindName(key.kind));
+    SeriesPoint p;
+    ASSERT_TRUE(store->pointAt(key, step, &p));
+    ASSERT_EQ(p.step, step);
+    const double rms = double(ref["l2"]) / std::sqrt(double(ref["numel"]));
+    EXPECT_TRUE(closeRel(p.stats.l2norm, ref["l2"], 1e-5));
+    EXPECT_TRUE(closeRel(p.stats.mean, ref["mean"], 1e-5, rms));
+    EXPECT_TRUE(closeRel(p.stats.min, ref["min"], 1e-5, rms));
+    EXPECT_TRUE(closeRel(p.stats.max, ref["max"], 1e-5, rms));
+  };
+  for (const auto& [name, ref] : golden["grad"].items()) {
+    compare(ref, {name, 0, CaptureKind::ParamGrad, 0}, 0);
+  }
+  // Parameters captured at step 1 are the values after step 0's update.
+  for (const auto& [name, ref] : golden["after"].items()) {
+    compare(ref, {name, 0, CaptureKind::Param, 0}, 1);
+  }
+}
+
+TEST(StepRunnerTest, RejectedInputIsReportedAndTheRunnerStaysUsable) {
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  StepRunner runner(*model, std::make_shared<CaptureStore>());
+  RunConfig config;
+  config.inputSpecs = {"8x3x32x32"};
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  StepResult result;
+  EXPECT_FALSE(runner.step(&result, &error));
+  EXPECT_NE(error.find("rejected the input (8x3x32x32 Float)"), std::string::npos) << error;
+  EXPECT_NE(error.find("channels"), std::string::npos) << "the model's own reason: " << error;
+  EXPECT_EQ(runner.stepsDone(), 0);
+  config.inputSpecs = {"8x1x28x28"};
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  EXPECT_TRUE(runner.step(&result, &error)) << error;
+  EXPECT_EQ(runner.stepsDone(), 1);
+  config.inputSpecs = {"8x1x28x28", "8x4"};  // one input too many
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  EXPECT_FALSE(runner.step(&result, &error));
+  EXPECT_NE(error.find("rejected the input"), std::string::npos) << error;
+}
+
+TEST(StepRunnerTest, NanLossIsReportedWithoutCrashing) {
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  model->setHooks(model->findModule("conv1"), kindBit(CaptureKind::Activation));
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.dataFile = fixture("nan_input.data.pt");
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  StepResult result;
+  ASSERT_TRUE(runner.step(&result, &error)) << error;
+  EXPECT_FALSE(result.lossFinite);
+  SeriesPoint p;
+  ASSERT_TRUE(store->pointAt({"conv1", 0, CaptureKind::Activation, 0}, 0, &p));
+  EXPECT_GT(p.stats.nanCount, 0);
+  EXPECT_TRUE(runner.step(&result, &error)) << error;  // and it keeps going
+}
+
+TEST(StepRunnerTest, DataFilesAreSlicedIntoBatchesInOrder) {
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  model->setHooks(0, kindBit(CaptureKind::Input));
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.dataFile = fixture("quadrants.data.pt");  // 64 samples
+  config.batchSize = 16;
+  config.optimizer = OptimizerKind::None;
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  ASSERT_EQ(runner.run(5, nullptr, &error), StepRunner::RunEnd::Finished) << error;
+  const auto points = store->series({"", 0, CaptureKind::Input, 0});
+  ASSERT_EQ(points.size(), 5u);
+  EXPECT_EQ(points[0].stats.shape, (std::vector<std::int64_t>{16, 1, 28, 28}));
+  EXPECT_NE(points[0].stats.l2norm, points[1].stats.l2norm);
+  EXPECT_DOUBLE_EQ(points[0].stats.l2norm, points[4].stats.l2norm);  // batch 4 % 4 == 0
+  config.batchSize = 65;
+  EXPECT_FALSE(runner.configure(config, &error));
+  EXPECT_NE(error.find("larger than the 64 samples"), std::string::npos) << error;
+}
+
+TEST(StepRunnerTest, BadDataFilesAreReported) {
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  StepRunner runner(*model, std::make_shared<CaptureStore>());
+  RunConfig config;
+  std::string error;
+  config.dataFile = fixture("does_not_exist.data.pt");
+  EXPECT_FALSE(runner.configure(config, &error));
+  EXPECT_NE(error.find("cannot"), std::string::npos) << error;
+  config.dataFile = fixture("no_inputs.data.pt");
+  EXPECT_FALSE(runner.configure(config, &error));
+  EXPECT_NE(error.find("holds no inputs"), std::string::npos) << error;
+  config.dataFile = fixture("bare_tensor.data.pt");
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  StepResult result;
+  EXPECT_TRUE(runner.step(&result, &error)) << error;
+}
+
+TEST(StepRunnerTest, SyntheticInputsAreSeeded) {
+  auto norms = [](std::uint64_t seed) {
+    auto model = loadSample("small_mlp.pt");
+    model->setHooks(0, kindBit(CaptureKind::Input));
+    auto store = std::make_shared<CaptureStore>();
+    StepRunner runner(*model, store);
+    RunConfig config;
+    config.inputSpecs = {"16x64:float32:-1:1"};
+    config.seed = seed;
+    std::string error;
+    EXPECT_TRUE(runner.configure(config, &error)) << error;
+    StepResult result;
+    EXPECT_TRUE(runner.step(&result, &error)) << error;
+    SeriesPoint p;
+    EXPECT_TRUE(store->pointAt({"", 0, CaptureKind::Input, 0}, 0, &p));
+    EXPECT_GE(p.stats.min, -1);
+    EXPECT_LT(p.stats.max, 1);
+    return p.stats.l2norm;
+  };
+  EXPECT_DOUBLE_EQ(norms(5), norms(5));
+  EXPECT_NE(norms(5), norms(6));
+}
+
+TEST(StepRunnerTest, PauseAndStopFromAnotherThread) {
+  auto model = loadSample("small_mlp.pt");
+  ASSERT_TRUE(model);
+  model->setHooks(model->findModule("fc1"), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.inputSpecs = {"16x64"};
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  StepRunner::RunEnd end = StepRunner::RunEnd::Failed;
+  std::thread engine([&] { end = runner.run(-1, nullptr, &error); });
+  while (runner.stepsDone() < 3) std::this_thread::yield();
+  runner.setPaused(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let a step in flight finish
+  const auto pausedAt = runner.stepsDone();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(runner.stepsDone(), pausedAt) << "steps ran while paused";
+  runner.setPaused(false);
+  while (runner.stepsDone() < pausedAt + 3) std::this_thread::yield();
+  runner.requestStop();
+  engine.join();
+  EXPECT_EQ(end, StepRunner::RunEnd::Stopped);
+  // Every step that ran is complete: activation and gradient stored for each.
+  const auto done = runner.stepsDone();
+  EXPECT_EQ(store->series({"fc1", 0, CaptureKind::Activation, 0}).size(), std::size_t(done));
+  EXPECT_EQ(store->series({"fc1", 0, CaptureKind::Gradient, 0}).size(), std::size_t(done));
+  // Stop while paused ends the run too.
+  runner.setPaused(true);
+  std::thread again([&] { end = runner.run(-1, nullptr, &error); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  runner.requestStop();
+  again.join();
+  EXPECT_EQ(end, StepRunner::RunEnd::Stopped);
+  EXPECT_EQ(runner.stepsDone(), done);
+}
+
+} // namespace

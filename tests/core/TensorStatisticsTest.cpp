@@ -1,1 +1,111 @@
+// Statistics against values computed by hand, including NaN, Inf, integers and bools.
 #include "TestSupport.h"
+
+#include "TensorStatistics.h"
+
+#include <ATen/ATen.h>
+
+#include <limits>
+#include <numeric>
+
+using namespace hookscope;
+using namespace hookscope::test;
+
+namespace {
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::int64_t total(const std::vector<std::int64_t>& counts) {
+  return std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
+}
+
+TEST(TensorStatisticsTest, SmallFloatTensorByHand) {
+  const auto s = computeTensorStats(at::tensor({1.0f, 2.0f, 3.0f, 4.0f}).reshape({2, 2}), 4);
+  EXPECT_EQ(s.shape, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(s.shapeString(), "2x2");
+  EXPECT_EQ(s.dtype, "float32");
+  EXPECT_EQ(s.numel, 4);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 4);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.std, std::sqrt(5.0 / 3.0));  // sample std: sum of squared deviations 5, n-1 = 3
+  EXPECT_DOUBLE_EQ(s.l2norm, std::sqrt(30.0));
+  EXPECT_DOUBLE_EQ(s.zeroFraction, 0);
+  EXPECT_EQ(s.nanCount, 0);
+  EXPECT_EQ(s.infCount, 0);
+  EXPECT_EQ(s.histogram, (std::vector<std::int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(s.edges(), (std::vector<double>{1, 1.75, 2.5, 3.25, 4}));
+}
+
+TEST(TensorStatisticsTest, NonFiniteValuesAreCountedNotFoldedIn) {
+  const auto s = computeTensorStats(at::tensor({0.0, kNan, kInf, -kInf, 2.0}), 2);
+  EXPECT_EQ(s.dtype, "float64");
+  EXPECT_EQ(s.numel, 5);
+  EXPECT_EQ(s.nanCount, 1);
+  EXPECT_EQ(s.infCount, 2);
+  EXPECT_TRUE(s.hasNonFinite());
+  EXPECT_DOUBLE_EQ(s.min, 0);
+  EXPECT_DOUBLE_EQ(s.max, 2);
+  EXPECT_DOUBLE_EQ(s.mean, 1);
+  EXPECT_DOUBLE_EQ(s.std, std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(s.l2norm, 2);
+  EXPECT_DOUBLE_EQ(s.zeroFraction, 0.2);
+  EXPECT_EQ(total(s.histogram), 2);  // only the finite values
+}
+
+TEST(TensorStatisticsTest, AllNanStillYieldsACapture) {
+  const auto s = computeTensorStats(at::full({3, 2}, kNan, at::kFloat));
+  EXPECT_EQ(s.numel, 6);
+  EXPECT_EQ(s.nanCount, 6);
+  EXPECT_TRUE(std::isnan(s.min));
+  EXPECT_TRUE(std::isnan(s.max));
+  EXPECT_TRUE(std::isnan(s.mean));
+  EXPECT_EQ(s.histogram.size(), std::size_t(kDefaultHistogramBins));
+  EXPECT_EQ(total(s.histogram), 0);
+}
+
+TEST(TensorStatisticsTest, IntegerAndBoolTensors) {
+  const auto ints = computeTensorStats(at::tensor({1, 1, 2, 0}, at::kLong), 2);
+  EXPECT_EQ(ints.dtype, "int64");
+  EXPECT_DOUBLE_EQ(ints.mean, 1);
+  EXPECT_DOUBLE_EQ(ints.max, 2);
+  EXPECT_DOUBLE_EQ(ints.zeroFraction, 0.25);
+  EXPECT_DOUBLE_EQ(ints.l2norm, std::sqrt(6.0));
+  const auto bools = computeTensorStats(at::tensor({1, 0, 1}).to(at::kBool), 2);
+  EXPECT_EQ(bools.dtype, "bool");
+  EXPECT_DOUBLE_EQ(bools.mean, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(bools.zeroFraction, 1.0 / 3.0);
+  EXPECT_EQ(bools.histogram, (std::vector<std::int64_t>{1, 2}));
+}
+
+TEST(TensorStatisticsTest, ConstantTensorGetsAUnitWideHistogram) {
+  const auto s = computeTensorStats(at::full({10}, 3.0f), 4);
+  EXPECT_DOUBLE_EQ(s.std, 0);
+  EXPECT_DOUBLE_EQ(s.histLow, 2.5);
+  EXPECT_DOUBLE_EQ(s.histHigh, 3.5);
+  EXPECT_EQ(total(s.histogram), 10);
+}
+
+TEST(TensorStatisticsTest, LargeNonContiguousTensorMatchesTorch) {
+  at::manual_seed(3);
+  // Large enough for the parallel path, with an offset that punishes naive variance.
+  const at::Tensor base = at::randn({1000, 2000}) * 0.01 + 1000.0;
+  const at::Tensor t = base.t();
+  ASSERT_FALSE(t.is_contiguous());
+  const auto s = computeTensorStats(t, 64);
+  const at::Tensor d = t.to(at::kDouble);
+  EXPECT_TRUE(closeRel(s.mean, d.mean().item<double>(), 1e-12));
+  EXPECT_TRUE(closeRel(s.std, d.std().item<double>(), 1e-9));
+  EXPECT_TRUE(closeRel(s.l2norm, d.norm().item<double>(), 1e-12));
+  EXPECT_DOUBLE_EQ(s.min, d.min().item<double>());
+  EXPECT_DOUBLE_EQ(s.max, d.max().item<double>());
+  EXPECT_EQ(total(s.histogram), t.numel());
+  // Same counts as torch.histc over [min, max].
+  const at::Tensor histc = at::histc(d, 64, s.min, s.max).to(at::kLong);
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_NEAR(double(s.histogram[std::size_t(i)]), histc[i].item<double>(), 2) << "bin " << i;
+  }
+}
+
+} // namespace

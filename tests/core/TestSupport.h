@@ -8,23 +8,18 @@
 
 namespace hookscope::test {
 
-/// Folder the fixture script wrote (CTest sets HOOKSCOPE_FIXTURES); fails the test if unset.
+/// Folder the fixture script writes (the make_fixtures test, which ctest runs first);
+/// HOOKSCOPE_FIXTURES overrides it.
 inline std::string fixturesDir() {
   const char* dir = std::getenv("HOOKSCOPE_FIXTURES");
-  if (!dir || !*dir) {
-    ADD_FAILURE() << "HOOKSCOPE_FIXTURES is not set: run the tests through ctest, which makes "
-                     "the fixtures first";
-    return "/nonexistent-fixtures";
-  }
-  return dir;
+  return dir && *dir ? dir : HOOKSCOPE_FIXTURES_DIR;
 }
 
 inline std::string fixture(const std::string& name) { return fixturesDir() + "/" + name; }
 
-/// The bundled sample models (CTest sets HOOKSCOPE_MODELS to resources/models).
+/// The bundled sample models in resources/models.
 inline std::string sampleModel(const std::string& name) {
-  const char* dir = std::getenv("HOOKSCOPE_MODELS");
-  return std::string(dir ? dir : "resources/models") + "/" + name;
+  return std::string(HOOKSCOPE_MODELS_DIR) + "/" + name;
 }
 
 /// |a - b| <= rel * max(|a|, |b|, scale): relative, with `scale` standing in for values
