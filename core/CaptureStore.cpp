@@ -108,6 +108,16 @@ std::vector<SeriesPoint> CaptureStore::series(const SeriesKey& key, std::int64_t
   return result;
 }
 
+std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double TensorStats::*field) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<ScalarPoint> result;
+  const auto it = m_series.find(key);
+  if (it == m_series.end()) return result;
+  result.reserve(it->second.size());
+  for (const auto& point : it->second) result.push_back({point.step, point.stats.*field});
+  return result;
+}
+
 bool CaptureStore::pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const {
   std::lock_guard<std::mutex> lock(m_mutex);
   const auto it = m_series.find(key);

@@ -1,0 +1,248 @@
+"""hookscope-cli from the outside: exit codes, and export folders read by Python.
+
+Run by ctest (which sets HOOKSCOPE_CLI, HOOKSCOPE_FIXTURES and HOOKSCOPE_MODELS) with
+/usr/bin/python3, the interpreter that has torch.
+"""
+import csv
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import torch
+
+CLI = os.environ.get("HOOKSCOPE_CLI", "build/cli/hookscope-cli")
+FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
+MODELS = os.environ.get("HOOKSCOPE_MODELS", "resources/models")
+CNN = os.path.join(MODELS, "small_cnn.pt")
+HEADER = ("step,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,"
+          "nan_count,inf_count")
+
+
+def run(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+
+
+def read_stats(folder):
+    with open(os.path.join(folder, "stats.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def close(a, b, rel=1e-5, scale=0.0):
+    return abs(a - b) <= rel * max(abs(a), abs(b), scale)
+
+
+class CliTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="hookscope-cli-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def out(self, name="export"):
+        return os.path.join(self.tmp, name)
+
+    def assertExit(self, result, code, says=None):
+        self.assertEqual(result.returncode, code, f"stdout: {result.stdout}\nstderr: {result.stderr}")
+        if says:
+            self.assertIn(says, result.stderr)
+        if code not in (0, 2):
+            lines = [line for line in result.stderr.splitlines() if line.startswith("hookscope-cli:")]
+            self.assertEqual(len(lines), 1, "every error is one clear line: " + result.stderr)
+
+
+class ExitCodes(CliTestCase):
+    def test_help_explains_every_option(self):
+        result = run("capture", "--help")
+        self.assertExit(result, 0)
+        for option in ["--hook", "--kinds", "--input", "--data", "--batch-size", "--steps", "--loss",
+                       "--optimizer", "--lr", "--eval", "--no-grad", "--seed", "--bins",
+                       "--save-tensors", "--force"]:
+            self.assertIn(option, result.stdout)
+        self.assertIn("Exit codes", run("--help").stdout)
+
+    def test_usage_errors_exit_2(self):
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--bogus"), 2)
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--kinds", "activation,weird"), 2, "weird")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--input", "8xx1"), 2, "bad input spec")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--hook", "nothing.*"), 2, "matches no module")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--loss", "hinge"), 2, "hinge")
+        self.assertExit(run(), 2)
+
+    def test_unloadable_models_exit_3(self):
+        for name, says in [("missing.pt", "No file at"), ("eager_zip.pt", "torch.jit.script"),
+                           ("empty.pt", "is empty"), ("truncated.pt", "truncated")]:
+            with self.subTest(name=name):
+                path = os.path.join(FIXTURES, "bad", name)
+                self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x3"), 3, says)
+                self.assertExit(run("inspect", path), 3, says)
+
+    def test_unreadable_or_rejected_data_exits_4(self):
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--data", os.path.join(self.tmp, "none.pt")),
+                        4, "cannot")
+        result = run("capture", CNN, "--out", self.out(), "--input", "8x3x32x32")
+        self.assertExit(result, 4, "8x3x32x32")
+        self.assertIn("channels", result.stderr)
+        self.assertFalse(os.path.exists(self.out()), "no export for a failed run")
+
+    def test_unwritable_output_exits_5(self):
+        os.makedirs(self.out())
+        with open(os.path.join(self.out(), "keep.txt"), "w") as f:
+            f.write("precious")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "1"), 5, "already exists")
+        self.assertTrue(os.path.exists(os.path.join(self.out(), "keep.txt")))
+        a_file = os.path.join(self.tmp, "a_file")
+        open(a_file, "w").close()
+        self.assertExit(run("capture", CNN, "--out", a_file, "--steps", "1"), 5, "is a file")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "1", "--force"), 0)
+        self.assertFalse(os.path.exists(os.path.join(self.out(), "keep.txt")))
+
+
+class Inspect(CliTestCase):
+    def test_tree_and_output_shapes(self):
+        result = run("inspect", CNN, "--input", "8x1x28x28")
+        self.assertExit(result, 0)
+        lines = result.stdout.splitlines()
+        conv2 = next(line for line in lines if line.strip().startswith("conv2 "))
+        self.assertIn("Conv2d", conv2)
+        self.assertIn("1168", conv2)
+        self.assertIn("8x16x14x14", conv2)
+        self.assertIn("(root SmallCNN)", result.stdout)
+
+
+class ExportFolder(CliTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.mkdtemp(prefix="hookscope-export-")
+        cls.export = os.path.join(cls.folder, "run")
+        cls.result = run("capture", CNN, "--out", cls.export, "--hook", "*", "--steps", "3", "--bins", "16",
+                         "--kinds", "activation,gradient,input,param,param_grad,update",
+                         "--save-tensors", "fc1", "--seed", "4")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.folder, ignore_errors=True)
+
+    def test_capture_succeeded_with_progress(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.assertIn("step 3/3", self.result.stderr)
+        self.assertIn("steps/s", self.result.stderr)
+
+    def test_manifest(self):
+        with open(os.path.join(self.export, "manifest.json")) as f:
+            m = json.load(f)
+        self.assertEqual(m["format"], "hookscope-capture")
+        self.assertEqual(m["version"], 1)
+        with open(CNN, "rb") as f:
+            self.assertEqual(m["model"]["sha256"], hashlib.sha256(f.read()).hexdigest())
+        self.assertEqual(m["model"]["file"], "small_cnn.pt")
+        self.assertRegex(m["created_utc"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertEqual(m["steps"], 3)
+        self.assertEqual(m["bins"], 16)
+        self.assertEqual(m["seed"], 4)
+        self.assertEqual(m["inputs"], ["8x1x28x28"])
+        self.assertEqual((m["optimizer"], m["lr"]), ("sgd", 0.01))
+        self.assertFalse(m["thinned"])
+        modules = {h["module"]: h["kinds"] for h in m["hooked"]}
+        self.assertIn("", modules)
+        self.assertEqual(len(modules), 11)
+        self.assertIn("param_grad", modules["fc1"])
+
+    def test_stats_csv(self):
+        with open(os.path.join(self.export, "stats.csv")) as f:
+            self.assertEqual(f.readline().strip(), HEADER)
+        rows = read_stats(self.export)
+        kinds = {r["kind"] for r in rows}
+        self.assertEqual(kinds, {"activation", "input", "gradient", "param", "param_grad", "update"})
+        self.assertEqual({int(r["step"]) for r in rows}, {0, 1, 2})
+        root = [r for r in rows if r["module"] == "" and r["kind"] == "activation"]
+        self.assertEqual(len(root), 3)
+        self.assertEqual(root[0]["shape"], "8x10")
+        params = {r["module"] for r in rows if r["kind"] == "param_grad"}
+        self.assertIn("fc1.weight", params)
+        for r in rows:
+            self.assertEqual(int(r["call"]), 0)
+            float(r["min"]), float(r["l2norm"])  # parseable, nan/inf spelled so
+
+    def test_numbers_equal_python_on_the_saved_tensor(self):
+        tensors = torch.load(os.path.join(self.export, "tensors.pt"))
+        self.assertEqual(list(tensors), ["fc1/0/0"])
+        t = tensors["fc1/0/0"].double()
+        self.assertEqual(list(t.shape), [8, 64])
+        row = next(r for r in read_stats(self.export)
+                   if r["module"] == "fc1" and r["kind"] == "activation" and r["step"] == "2")
+        self.assertTrue(close(float(row["l2norm"]), t.norm().item(), 1e-12))
+        self.assertTrue(close(float(row["mean"]), t.mean().item(), 1e-12, t.abs().max().item()))
+        self.assertTrue(close(float(row["std"]), t.std().item(), 1e-12))
+        self.assertEqual(float(row["min"]), t.min().item())
+        self.assertEqual(float(row["max"]), t.max().item())
+        self.assertEqual(float(row["zero_frac"]), (t == 0).double().mean().item())
+
+    def test_histograms_pt(self):
+        hist = torch.load(os.path.join(self.export, "histograms.pt"))
+        rows = read_stats(self.export)
+        self.assertEqual(len(hist), len({(r["kind"], r["module"], r["call"], r["index"]) for r in rows}))
+        for r in rows:
+            entry = hist[f'{r["kind"]}/{r["module"]}/{r["call"]}/{r["index"]}']
+            self.assertEqual(entry["steps"].dtype, torch.int64)
+            self.assertEqual(entry["counts"].dtype, torch.int64)
+            self.assertEqual(entry["edges"].dtype, torch.float64)
+            self.assertEqual(list(entry["counts"].shape), [3, 16])
+            self.assertEqual(list(entry["edges"].shape), [3, 17])
+            i = entry["steps"].tolist().index(int(r["step"]))
+            finite = int(r["numel"]) - int(r["nan_count"]) - int(r["inf_count"])
+            self.assertEqual(int(entry["counts"][i].sum()), finite)
+            if finite and float(r["max"]) > float(r["min"]):
+                self.assertEqual(entry["edges"][i][0].item(), float(r["min"]))
+                self.assertEqual(entry["edges"][i][-1].item(), float(r["max"]))
+
+    def test_scalars_csv(self):
+        with open(os.path.join(self.export, "scalars.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        names = {r["name"] for r in rows}
+        self.assertTrue({"loss", "lr", "step_ms"} <= names)
+        self.assertEqual(len([r for r in rows if r["name"] == "loss"]), 3)
+        self.assertTrue(all(float(r["value"]) == 0.01 for r in rows if r["name"] == "lr"))
+
+    def test_show_reads_it(self):
+        result = run("show", self.export)
+        self.assertExit(result, 0)
+        self.assertIn("small_cnn.pt", result.stdout)
+        self.assertIn("3 steps", result.stdout)
+        self.assertIn("activation fc1 0/0", result.stdout)
+        self.assertExit(run("show", self.tmp), 4, "no manifest.json")
+
+
+class ExportParity(CliTestCase):
+    """stats.csv from the CLI against PyTorch's own hooks (golden files from the fixtures)."""
+
+    def test_csv_equals_python_hooks(self):
+        for name in ["parity_traced", "resnet18_scripted"]:
+            with self.subTest(model=name):
+                out = self.out(name)
+                result = run("capture", os.path.join(FIXTURES, name + ".pt"), "--out", out, "--hook", "*",
+                             "--data", os.path.join(FIXTURES, name + ".data.pt"), "--steps", "1",
+                             "--loss", "mean", "--optimizer", "none")
+                self.assertExit(result, 0)
+                rows = {(r["kind"], r["module"], int(r["call"]), int(r["index"])): r for r in read_stats(out)}
+                with open(os.path.join(FIXTURES, name + ".golden.json")) as f:
+                    golden = json.load(f)
+                count = 0
+                for kind in ["activation", "gradient"]:
+                    for ref in golden[kind]:
+                        row = rows[(kind, ref["module"], ref["call"], ref["index"])]
+                        rms = ref["l2"] / math.sqrt(max(1, ref["numel"]))
+                        self.assertTrue(close(float(row["l2norm"]), ref["l2"]), (kind, ref, row))
+                        self.assertTrue(close(float(row["mean"]), ref["mean"], scale=rms), (kind, ref, row))
+                        self.assertTrue(close(float(row["min"]), ref["min"], scale=rms), (kind, ref, row))
+                        self.assertTrue(close(float(row["max"]), ref["max"], scale=rms), (kind, ref, row))
+                        count += 1
+                self.assertEqual(count, len(rows))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,259 @@
+#include "EngineAdapter.h"
+
+#include "ExportFolder.h"
+#include "Sha256.h"
+
+#include <QFileInfo>
+#include <QMetaObject>
+
+using namespace hookscope;
+
+void registerEngineTypes() {
+  qRegisterMetaType<ModelSummary>();
+  qRegisterMetaType<StepSummary>();
+  qRegisterMetaType<hookscope::RunConfig>();
+}
+
+EngineAdapter::EngineAdapter(QObject* parent) : QObject(parent) {}
+EngineAdapter::~EngineAdapter() = default;
+
+void EngineAdapter::setPaused(bool paused) {
+  const bool was = m_paused.exchange(paused);
+  if (was && !paused && m_running.load()) {
+    QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+  }
+  Q_EMIT runStateChanged(m_running.load(), paused);
+}
+
+void EngineAdapter::requestStop() {
+  m_stop = true;
+  if (m_paused.load() && m_running.load()) {
+    QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+  }
+}
+
+void EngineAdapter::loadModel(const QString& path) {
+  if (m_running.load()) {
+    Q_EMIT loadFailed(QStringLiteral("Stop the run before opening another model."));
+    return;
+  }
+  std::string error;
+  auto model = Model::load(path.toStdString(), &error);
+  if (!model) {
+    Q_EMIT loadFailed(QString::fromStdString(error));  // the open model stays as it was
+    return;
+  }
+  std::vector<std::uint8_t> hooks(model->modules().size(), 0);
+  // Reset weights reloads the same file: keep what was ticked.
+  if (m_model && m_model->path() == model->path() && m_model->modules().size() == hooks.size()) {
+    for (std::size_t i = 0; i < hooks.size(); ++i) {
+      hooks[i] = m_model->hooks(int(i));
+      model->setHooks(int(i), hooks[i]);
+    }
+  }
+  m_runner.reset();
+  {
+    std::lock_guard<std::mutex> lock(m_modelMutex);
+    m_model = std::move(model);
+  }
+  m_store = std::make_shared<CaptureStore>(m_capBytes);
+  m_runner = std::make_unique<StepRunner>(*m_model, m_store);
+  m_configured = false;
+  m_wantShapes = true;
+  m_stepsDone = 0;
+  ModelSummary summary;
+  summary.path = path;
+  summary.fileName = QString::fromStdString(m_model->fileName());
+  summary.exampleInput = QString::fromStdString(m_model->exampleInputSpec());
+  summary.modules = m_model->modules();
+  summary.store = m_store;
+  summary.hooks = hooks;
+  Q_EMIT modelLoaded(summary);
+}
+
+void EngineAdapter::openCapture(const QString& dir) {
+  if (m_running.load()) {
+    Q_EMIT loadFailed(QStringLiteral("Stop the run before opening a capture."));
+    return;
+  }
+  ExportData data;
+  std::string error;
+  if (!readExport(dir.toStdString(), &data, &error)) {
+    Q_EMIT loadFailed(QString::fromStdString(error));
+    return;
+  }
+  // Without the model, the tree is rebuilt from the hooked modules' dotted paths.
+  ModelSummary summary;
+  summary.path = dir;
+  summary.fileName = QString::fromStdString(data.manifest.modelFile) + QStringLiteral(" (capture)");
+  summary.reviewOnly = true;
+  summary.store = data.store;
+  std::map<std::string, int> index;
+  auto add = [&](const std::string& path, auto& self) -> int {
+    auto found = index.find(path);
+    if (found != index.end()) return found->second;
+    ModuleInfo info;
+    info.path = path;
+    int parent = -1;
+    if (!path.empty()) {
+      const auto dot = path.rfind('.');
+      parent = self(dot == std::string::npos ? std::string() : path.substr(0, dot), self);
+      info.name = dot == std::string::npos ? path : path.substr(dot + 1);
+      info.depth = summary.modules[std::size_t(parent)].depth + 1;
+    } else {
+      info.name = data.manifest.modelFile;
+    }
+    info.typeName = "";
+    info.parent = parent;
+    const int at = int(summary.modules.size());
+    summary.modules.push_back(info);
+    summary.hooks.push_back(0);
+    if (parent >= 0) summary.modules[std::size_t(parent)].children.push_back(at);
+    index[path] = at;
+    return at;
+  };
+  add("", add);
+  for (const auto& hooked : data.manifest.hooked) {
+    const int at = add(hooked.module, add);
+    std::uint8_t mask = 0;
+    for (const auto& kind : hooked.kinds) {
+      if (auto k = parseCaptureKind(kind)) mask |= kindBit(*k);
+    }
+    summary.hooks[std::size_t(at)] = mask;
+  }
+  m_runner.reset();
+  {
+    std::lock_guard<std::mutex> lock(m_modelMutex);
+    m_model.reset();
+  }
+  m_store = data.store;
+  m_configured = false;
+  Q_EMIT modelLoaded(summary);
+}
+
+void EngineAdapter::setHooks(int module, quint8 mask) {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  if (m_model) m_model->setHooks(module, mask);
+}
+
+bool EngineAdapter::prepare(const RunConfig& config) {
+  if (!m_runner) {
+    Q_EMIT failed(QStringLiteral("Open a model first (File > Open)."));
+    return false;
+  }
+  std::string error;
+  if (!m_configured || config.describe() != m_config.describe() || config.seed != m_config.seed ||
+      config.bins != m_config.bins || config.momentum != m_config.momentum ||
+      config.weightDecay != m_config.weightDecay) {
+    if (!m_runner->configure(config, &error)) {
+      Q_EMIT failed(QString::fromStdString(error));
+      return false;
+    }
+    m_config = config;
+    m_configured = true;
+  }
+  return true;
+}
+
+void EngineAdapter::run(const RunConfig& config, qint64 steps) {
+  if (m_running.load() || !prepare(config)) return;
+  m_remaining = steps > 0 ? steps : -1;
+  m_stop = false;
+  m_paused = false;
+  m_running = true;
+  Q_EMIT runStateChanged(true, false);
+  QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+}
+
+void EngineAdapter::stepOnce(const RunConfig& config) {
+  if (m_running.load() && !m_paused.load()) return;
+  if (!prepare(config)) return;
+  doStep();
+}
+
+void EngineAdapter::runNext() {
+  if (!m_running.load()) return;
+  if (m_stop.load()) {
+    finishRun();
+    return;
+  }
+  if (m_paused.load()) return;  // setPaused(false) schedules the next turn
+  if (!doStep()) {
+    finishRun();
+    return;
+  }
+  if (m_remaining > 0 && --m_remaining == 0) {
+    finishRun();
+    return;
+  }
+  QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+}
+
+bool EngineAdapter::doStep() {
+  if (m_wantShapes) m_runner->probeShapes();
+  StepSummary summary;
+  std::string error;
+  if (!m_runner->step(&summary.result, &error)) {
+    Q_EMIT failed(QString::fromStdString(error));
+    return false;
+  }
+  if (m_wantShapes) {
+    summary.shapes = m_runner->outputShapes();
+    m_wantShapes = false;
+  }
+  m_stepsDone = m_runner->stepsDone();
+  Q_EMIT stepFinished(summary);
+  return true;
+}
+
+void EngineAdapter::finishRun() {
+  m_running = false;
+  m_paused = false;
+  m_stop = false;
+  Q_EMIT runStateChanged(false, false);
+}
+
+void EngineAdapter::resetWeights() {
+  if (!m_model) return;
+  loadModel(QString::fromStdString(m_model->path()));
+}
+
+void EngineAdapter::setMemoryCap(qint64 bytes) {
+  m_capBytes = std::size_t(std::max<qint64>(bytes, 1 << 20));
+  if (m_store) m_store->setCapBytes(m_capBytes);
+}
+
+void EngineAdapter::exportCaptures(const QString& dir, bool overwrite) {
+  if (!m_store) {
+    Q_EMIT exportFinished(dir, QStringLiteral("Nothing to export: open a model and run some steps."));
+    return;
+  }
+  ExportManifest manifest;
+  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+  manifest.config = m_config;
+  manifest.thinning = m_store->thinning();
+  manifest.memoryCapBytes = m_store->capBytes();
+  std::vector<char> tensors;
+  if (m_model) {
+    manifest.modelFile = m_model->fileName();
+    manifest.modelSha256 = sha256File(m_model->path());
+    manifest.steps = m_runner ? m_runner->stepsDone() : 0;
+    for (const auto& info : m_model->modules()) {
+      const std::uint8_t mask = m_model->hooks(m_model->findModule(info.path));
+      if (!mask) continue;
+      HookedModule hooked{info.path, {}};
+      for (auto kind : allCaptureKinds()) {
+        if (mask & kindBit(kind)) hooked.kinds.push_back(captureKindName(kind));
+      }
+      manifest.hooked.push_back(hooked);
+    }
+  } else {
+    const auto steps = m_store->steps();
+    manifest.steps = steps.empty() ? 0 : steps.back() + 1;
+  }
+  ExportOptions options;
+  options.overwrite = overwrite;
+  std::string error;
+  writeExport(dir.toStdString(), manifest, *m_store, tensors, options, &error);
+  Q_EMIT exportFinished(dir, QString::fromStdString(error));
+}

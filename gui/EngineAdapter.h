@@ -1,0 +1,74 @@
+#pragma once
+
+#include "EngineTypes.h"
+
+#include <QObject>
+
+#include <atomic>
+#include <mutex>
+#include <memory>
+
+/// The engine's front end: lives on its own thread, owns the model, runner and store, takes
+/// commands as queued calls and reports through signals. Steps run one per event-loop turn,
+/// so hook switches and other commands take effect between steps. Pause and stop are atomics
+/// that any thread may set.
+class EngineAdapter : public QObject {
+  Q_OBJECT
+
+public:
+  explicit EngineAdapter(QObject* parent = nullptr);
+  ~EngineAdapter() override;
+
+  /// Any thread: pause takes effect before the next step; unpausing resumes the run.
+  void setPaused(bool paused);
+  /// Any thread: ends the run before the next step.
+  void requestStop();
+  bool isRunning() const { return m_running.load(); }
+  /// Any thread: sets one module's hook mask (bits of hookscope::kindBit). Takes effect at
+  /// the module's next call, also in the middle of a run.
+  void setHooks(int module, quint8 mask);
+  bool isPaused() const { return m_paused.load(); }
+  /// Any thread: steps the engine has finished on the current model.
+  qint64 stepsDone() const { return m_stepsDone.load(); }
+
+public Q_SLOTS:
+  void loadModel(const QString& path);
+  void openCapture(const QString& dir);
+  /// Runs `steps` steps with this configuration (<= 0: until stopped).
+  void run(const hookscope::RunConfig& config, qint64 steps);
+  /// Runs exactly one step (also while paused).
+  void stepOnce(const hookscope::RunConfig& config);
+  /// Reloads the model file: fresh weights, same hooks, captures cleared.
+  void resetWeights();
+  void setMemoryCap(qint64 bytes);
+  void exportCaptures(const QString& dir, bool overwrite);
+
+Q_SIGNALS:
+  void modelLoaded(const ModelSummary& summary);
+  void loadFailed(const QString& message);
+  void stepFinished(const StepSummary& summary);
+  void runStateChanged(bool running, bool paused);
+  /// A step or run failed; the engine stays usable.
+  void failed(const QString& message);
+  void exportFinished(const QString& dir, const QString& error);
+
+private:
+  bool prepare(const hookscope::RunConfig& config);
+  void runNext();
+  bool doStep();
+  void finishRun();
+
+  std::mutex m_modelMutex;  ///< guards swapping m_model against setHooks from other threads
+  std::unique_ptr<hookscope::Model> m_model;
+  std::unique_ptr<hookscope::StepRunner> m_runner;
+  std::shared_ptr<hookscope::CaptureStore> m_store;
+  hookscope::RunConfig m_config;
+  bool m_configured = false;
+  bool m_wantShapes = true;
+  qint64 m_remaining = 0;
+  std::size_t m_capBytes = hookscope::CaptureStore::kDefaultCapBytes;
+  std::atomic<bool> m_running{false};
+  std::atomic<bool> m_paused{false};
+  std::atomic<bool> m_stop{false};
+  std::atomic<qint64> m_stepsDone{0};
+};

@@ -1,0 +1,37 @@
+#pragma once
+// Plain value types that cross from the engine thread to the GUI thread.
+
+#include "CaptureStore.h"
+#include "Model.h"
+#include "RunConfig.h"
+#include "StepRunner.h"
+
+#include <QMetaType>
+#include <QString>
+
+#include <memory>
+#include <vector>
+
+/// What the GUI needs of a freshly opened model or capture.
+struct ModelSummary {
+  QString path;
+  QString fileName;
+  QString exampleInput;                  ///< input spec stored in the model file, or ""
+  std::vector<hookscope::ModuleInfo> modules;
+  std::shared_ptr<hookscope::CaptureStore> store;
+  bool reviewOnly = false;               ///< an export opened without its model
+  std::vector<std::uint8_t> hooks;       ///< per-module hook masks (review: what was hooked)
+};
+
+/// One finished step, as the GUI shows it.
+struct StepSummary {
+  hookscope::StepResult result;
+  std::vector<hookscope::ModuleCallShape> shapes;  ///< filled on the first step after loading
+};
+
+Q_DECLARE_METATYPE(ModelSummary)
+Q_DECLARE_METATYPE(StepSummary)
+Q_DECLARE_METATYPE(hookscope::RunConfig)
+
+/// Registers the types above for queued signals; call once before connecting.
+void registerEngineTypes();

@@ -1,0 +1,517 @@
+#include "MainWindow.h"
+
+#include "EngineAdapter.h"
+#include "GradNormDelegate.h"
+#include "PlotsPanel.h"
+#include "RunControls.h"
+#include "models/ModuleTreeModel.h"
+#include "plots/PlotPage.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSaveFile>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolBar>
+#include <QToolButton>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+using namespace hookscope;
+
+namespace {
+constexpr int kRedrawMs = 33;  // at most about 30 redraws per second
+constexpr int kMaxRecent = 8;
+
+QString settingsKeyFor(const QString& path) {
+  return QStringLiteral("inputs/") + QString::fromLatin1(QFileInfo(path).absoluteFilePath().toUtf8().toBase64(QByteArray::Base64UrlEncoding));
+}
+} // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new EngineAdapter) {
+  registerEngineTypes();
+  setWindowTitle(QStringLiteral("HookScope"));
+  setAcceptDrops(true);
+  m_engine->moveToThread(&m_engineThread);
+  connect(&m_engineThread, &QThread::finished, m_engine, &QObject::deleteLater);
+  m_engineThread.setObjectName(QStringLiteral("HookScope engine"));
+  m_engineThread.start();
+
+  m_plots = new PlotsPanel(this);
+  setCentralWidget(m_plots);
+  m_tree = new ModuleTreeModel(this);
+  m_controls = new RunControls(this);
+  buildDocks();
+  buildActions();
+
+  m_redrawTimer = new QTimer(this);
+  m_redrawTimer->setSingleShot(true);
+  m_redrawTimer->setInterval(kRedrawMs);
+  connect(m_redrawTimer, &QTimer::timeout, this, &MainWindow::redraw);
+
+  m_modelLabel = new QLabel(tr("no model"), this);
+  m_stepLabel = new QLabel(this);
+  m_rateLabel = new QLabel(this);
+  m_memoryLabel = new QLabel(this);
+  m_busy = new QProgressBar(this);
+  m_busy->setRange(0, 0);
+  m_busy->setMaximumWidth(120);
+  m_busy->setVisible(false);
+  m_busy->setToolTip(tr("The engine is running steps"));
+  statusBar()->addWidget(m_modelLabel, 1);
+  statusBar()->addPermanentWidget(m_busy);
+  statusBar()->addPermanentWidget(m_stepLabel);
+  statusBar()->addPermanentWidget(m_rateLabel);
+  statusBar()->addPermanentWidget(m_memoryLabel);
+
+  connect(m_engine, &EngineAdapter::modelLoaded, this, &MainWindow::onModelLoaded);
+  connect(m_engine, &EngineAdapter::loadFailed, this, [this](const QString& message) {
+    m_pendingOpen.clear();
+    showMessage(tr("Cannot open"), message);
+  });
+  connect(m_engine, &EngineAdapter::stepFinished, this, &MainWindow::onStepFinished);
+  connect(m_engine, &EngineAdapter::runStateChanged, this, &MainWindow::onRunState);
+  connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) { showMessage(tr("Step failed"), message); });
+  connect(m_engine, &EngineAdapter::exportFinished, this, [this](const QString& dir, const QString& error) {
+    if (error.isEmpty()) {
+      statusBar()->showMessage(tr("Exported captures to %1").arg(dir), 8000);
+    } else {
+      showMessage(tr("Export failed"), error);
+    }
+    Q_EMIT exportDone(dir, error);
+  });
+  connect(m_tree, &ModuleTreeModel::hooksChanged, this, [this](const QVector<QPair<int, quint8>>& changes) {
+    for (const auto& [module, mask] : changes) m_engine->setHooks(module, mask);
+  });
+  connect(m_controls, &RunControls::memoryCapChanged, this, [this](qint64 bytes) {
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine, bytes] { engine->setMemoryCap(bytes); });
+    scheduleRedraw();
+  });
+  connect(m_plots, &PlotsPanel::moduleClicked, this, [this](const QString& path) {
+    for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
+      if (QString::fromStdString(m_tree->modules()[m].path) == path) {
+        m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(int(m))));
+        m_treeView->scrollTo(m_treeView->currentIndex());
+      }
+    }
+  });
+
+  QSettings settings;
+  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+  if (!settings.contains(QStringLiteral("window/geometry"))) resize(1400, 900);
+  rebuildRecentMenu();
+  updateActions();
+  updateStatus();
+}
+
+MainWindow::~MainWindow() {
+  m_engine->requestStop();
+  m_engineThread.quit();
+  m_engineThread.wait();
+}
+
+void MainWindow::buildDocks() {
+  auto* treePanel = new QWidget(this);
+  auto* layout = new QVBoxLayout(treePanel);
+  layout->setContentsMargins(4, 4, 4, 4);
+  auto* filterRow = new QHBoxLayout();
+  m_filterEdit = new QLineEdit(treePanel);
+  m_filterEdit->setPlaceholderText(tr("Filter by name or type"));
+  m_filterEdit->setClearButtonEnabled(true);
+  auto* hookType = new QToolButton(treePanel);
+  hookType->setText(tr("Hook all of type…"));
+  connect(hookType, &QToolButton::clicked, this, &MainWindow::hookAllOfType);
+  filterRow->addWidget(m_filterEdit, 1);
+  filterRow->addWidget(hookType);
+  m_filter = new QSortFilterProxyModel(this);
+  m_filter->setSourceModel(m_tree);
+  m_filter->setRecursiveFilteringEnabled(true);
+  m_filter->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  m_filter->setFilterKeyColumn(-1);
+  connect(m_filterEdit, &QLineEdit::textChanged, this, [this](const QString& text) {
+    m_filter->setFilterFixedString(text);
+    m_treeView->expandAll();
+  });
+  m_treeView = new QTreeView(treePanel);
+  m_treeView->setModel(m_filter);
+  m_treeView->setUniformRowHeights(true);
+  m_treeView->setAlternatingRowColors(true);
+  m_treeView->setItemDelegateForColumn(ModuleTreeModel::GradNorm, new GradNormDelegate(m_treeView));
+  m_treeView->header()->setStretchLastSection(false);
+  m_treeView->header()->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
+  m_treeView->setColumnWidth(ModuleTreeModel::Name, 170);
+  m_treeView->setColumnWidth(ModuleTreeModel::Type, 90);
+  m_treeView->setColumnWidth(ModuleTreeModel::OutputShape, 100);
+  m_treeView->setColumnWidth(ModuleTreeModel::Params, 70);
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 42);
+  m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 90);
+  connect(m_treeView->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& current) {
+    const QModelIndex source = m_filter->mapToSource(current);
+    const int module = m_tree->moduleAt(source);
+    if (module >= 0) m_plots->setSelectedModule(m_tree->modules()[std::size_t(module)].path);
+  });
+  layout->addLayout(filterRow);
+  layout->addWidget(m_treeView, 1);
+  auto* treeDock = new QDockWidget(tr("Modules"), this);
+  treeDock->setObjectName(QStringLiteral("modulesDock"));
+  treeDock->setWidget(treePanel);
+  addDockWidget(Qt::LeftDockWidgetArea, treeDock);
+
+  auto* runDock = new QDockWidget(tr("Run"), this);
+  runDock->setObjectName(QStringLiteral("runDock"));
+  runDock->setWidget(m_controls);
+  addDockWidget(Qt::LeftDockWidgetArea, runDock);
+}
+
+void MainWindow::buildActions() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  m_openAction = file->addAction(tr("&Open model…"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open TorchScript model"), QFileInfo(m_summary.path).absolutePath(),
+                                                      tr("TorchScript models (*.pt *.pth *.ptl *.zip);;All files (*)"));
+    if (!path.isEmpty()) openPath(path);
+  });
+  m_openAction->setShortcut(QKeySequence::Open);
+  file->addAction(tr("Open &capture…"), this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"));
+    if (!dir.isEmpty()) openCapture(dir);
+  })->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
+  m_recentMenu = file->addMenu(tr("Open &recent"));
+  file->addSeparator();
+  m_exportAction = file->addAction(tr("&Export captures…"), this, &MainWindow::exportCaptures);
+  m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
+  file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), this, &MainWindow::exportAllPlots);
+  file->addSeparator();
+  file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
+
+  QMenu* runMenu = menuBar()->addMenu(tr("&Run"));
+  m_runAction = runMenu->addAction(tr("&Run"), this, &MainWindow::run);
+  m_runAction->setShortcut(QKeySequence(Qt::Key_F5));
+  m_pauseAction = runMenu->addAction(tr("&Pause"), this, &MainWindow::pause);
+  m_pauseAction->setShortcut(QKeySequence(Qt::Key_F6));
+  m_stepAction = runMenu->addAction(tr("&Step"), this, &MainWindow::stepOnce);
+  m_stepAction->setShortcut(QKeySequence(Qt::Key_F10));
+  m_stopAction = runMenu->addAction(tr("S&top"), this, &MainWindow::stop);
+  m_stopAction->setShortcut(QKeySequence(tr("Shift+F5")));
+  runMenu->addSeparator();
+  m_resetAction = runMenu->addAction(tr("Reset &weights (reload file)"), this, &MainWindow::resetWeights);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+  view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
+
+  QToolBar* toolbar = addToolBar(tr("Run"));
+  toolbar->setObjectName(QStringLiteral("runToolbar"));
+  toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  toolbar->addAction(m_openAction);
+  toolbar->addSeparator();
+  m_runAction->setIcon(style()->standardIcon(QStyle::SP_MediaPlay));
+  m_pauseAction->setIcon(style()->standardIcon(QStyle::SP_MediaPause));
+  m_stepAction->setIcon(style()->standardIcon(QStyle::SP_MediaSkipForward));
+  m_stopAction->setIcon(style()->standardIcon(QStyle::SP_MediaStop));
+  m_resetAction->setIcon(style()->standardIcon(QStyle::SP_BrowserReload));
+  for (QAction* action : {m_runAction, m_pauseAction, m_stepAction, m_stopAction, m_resetAction}) {
+    toolbar->addAction(action);
+    if (!action->shortcut().isEmpty()) action->setToolTip(action->text().remove('&') + " (" + action->shortcut().toString() + ")");
+  }
+}
+
+void MainWindow::openPath(const QString& path) {
+  if (QFileInfo(path).isDir() && QFileInfo::exists(path + QStringLiteral("/manifest.json"))) {
+    openCapture(path);
+    return;
+  }
+  rememberInputs();
+  m_pendingOpen = path;
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path); });
+}
+
+void MainWindow::openCapture(const QString& dir) {
+  rememberInputs();
+  m_pendingOpen = dir;
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir] { engine->openCapture(dir); });
+}
+
+void MainWindow::onModelLoaded(const ModelSummary& summary) {
+  m_summary = summary;
+  m_pendingOpen.clear();
+  m_stepsSeen = 0;
+  m_lastStep = -1;
+  m_stepsPerSecond = 0;
+  m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
+  m_treeView->expandToDepth(1);
+  m_plots->setStore(summary.store);
+  m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
+  if (!summary.reviewOnly) {
+    QSettings settings;
+    const QString remembered = settings.value(settingsKeyFor(summary.path)).toString();
+    m_controls->setInputSpecs(!remembered.isEmpty() ? remembered : summary.exampleInput);
+    addRecent(summary.path);
+  }
+  m_controls->setEditable(!summary.reviewOnly);
+  setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
+  updateActions();
+  updateStatus();
+  Q_EMIT modelOpened(summary.path);
+}
+
+hookscope::RunConfig MainWindow::currentConfig() {
+  rememberInputs();
+  return m_controls->config();
+}
+
+void MainWindow::rememberInputs() {
+  if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_controls->inputSpecs().isEmpty()) return;
+  QSettings().setValue(settingsKeyFor(m_summary.path), m_controls->inputSpecs());
+}
+
+void MainWindow::run() {
+  if (m_summary.reviewOnly || m_summary.path.isEmpty()) return;
+  if (m_running && m_paused) {
+    m_engine->setPaused(false);
+    return;
+  }
+  if (m_running) return;
+  const RunConfig config = currentConfig();
+  const qint64 steps = m_controls->steps();
+  m_rateClock.restart();
+  m_rateSteps = 0;
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, config, steps] { engine->run(config, steps); });
+}
+
+void MainWindow::pause() {
+  if (m_running) m_engine->setPaused(!m_paused);
+}
+
+void MainWindow::stepOnce() {
+  if (m_summary.reviewOnly || m_summary.path.isEmpty() || (m_running && !m_paused)) return;
+  const RunConfig config = currentConfig();
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->stepOnce(config); });
+}
+
+void MainWindow::stop() { m_engine->requestStop(); }
+
+void MainWindow::resetWeights() {
+  if (m_summary.reviewOnly || m_summary.path.isEmpty() || m_running) return;
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->resetWeights(); });
+}
+
+void MainWindow::onStepFinished(const StepSummary& summary) {
+  ++m_stepsSeen;
+  ++m_rateSteps;
+  m_lastStep = summary.result.step;
+  if (m_rateClock.isValid() && m_rateClock.elapsed() > 0) {
+    m_stepsPerSecond = 1000.0 * double(m_rateSteps) / double(m_rateClock.elapsed());
+  }
+  if (!summary.shapes.empty()) {
+    std::vector<std::pair<std::string, QString>> shapes;
+    for (const auto& call : summary.shapes) {
+      if (call.call != 0) continue;
+      shapes.emplace_back(call.module, QString::fromStdString(call.shapes.empty() ? std::string("—") : call.shapes.front()) +
+                                           (call.shapes.size() > 1 ? QStringLiteral(" …") : QString()));
+    }
+    m_tree->setOutputShapes(shapes);
+  }
+  if (!summary.result.lossFinite) {
+    statusBar()->showMessage(tr("Step %1: the loss is %2").arg(summary.result.step).arg(summary.result.loss), 10000);
+  }
+  scheduleRedraw();
+}
+
+void MainWindow::onRunState(bool running, bool paused) {
+  m_running = running;
+  m_paused = paused;
+  if (running && !paused) {
+    m_rateClock.restart();
+    m_rateSteps = 0;
+  }
+  updateActions();
+  updateStatus();
+  scheduleRedraw();
+}
+
+void MainWindow::scheduleRedraw() {
+  if (!m_redrawTimer->isActive()) m_redrawTimer->start();
+}
+
+void MainWindow::redraw() {
+  m_plots->refresh();
+  // Latest gradient norm and NaN/Inf marks per module, at the step being shown.
+  const auto& modules = m_tree->modules();
+  if (m_summary.store && !modules.empty()) {
+    std::map<std::string, int> byPath;
+    for (std::size_t m = 0; m < modules.size(); ++m) byPath[modules[m].path] = int(m);
+    std::vector<double> norms(modules.size(), std::nan(""));
+    std::vector<bool> nonFinite(modules.size(), false);
+    const std::int64_t step = m_plots->shownStep();
+    for (const auto& key : m_summary.store->seriesKeys()) {
+      std::string path = key.module;
+      if (key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad || key.kind == CaptureKind::Update) {
+        const auto dot = path.rfind('.');
+        path = dot == std::string::npos ? std::string() : path.substr(0, dot);
+      }
+      const auto found = byPath.find(path);
+      if (found == byPath.end()) continue;
+      SeriesPoint point;
+      if (!m_summary.store->pointAt(key, step, &point) || point.step != step) continue;
+      if (point.stats.hasNonFinite()) nonFinite[std::size_t(found->second)] = true;
+      if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0) norms[std::size_t(found->second)] = point.stats.l2norm;
+    }
+    m_tree->setLiveValues(norms, nonFinite);
+  }
+  updateStatus();
+}
+
+void MainWindow::updateActions() {
+  const bool model = !m_summary.path.isEmpty() && !m_summary.reviewOnly;
+  m_runAction->setEnabled(model && (!m_running || m_paused));
+  m_runAction->setText(m_running && m_paused ? tr("&Resume") : tr("&Run"));
+  m_pauseAction->setEnabled(model && m_running);
+  m_pauseAction->setText(m_paused ? tr("Un&pause") : tr("&Pause"));
+  m_stepAction->setEnabled(model && (!m_running || m_paused));
+  m_stopAction->setEnabled(m_running);
+  m_resetAction->setEnabled(model && !m_running);
+  m_exportAction->setEnabled(!m_summary.path.isEmpty());
+  m_openAction->setEnabled(!m_running);
+}
+
+void MainWindow::updateStatus() {
+  m_modelLabel->setText(m_summary.path.isEmpty() ? tr("No model: File > Open (Ctrl+O)")
+                                                 : m_summary.fileName + (m_summary.reviewOnly ? tr(" — read-only review") : QString()));
+  m_stepLabel->setText(m_lastStep < 0 ? tr("step —") : tr("step %1").arg(m_lastStep));
+  m_rateLabel->setText(m_running && !m_paused ? tr("%1 steps/s").arg(m_stepsPerSecond, 0, 'f', 1)
+                                              : (m_paused ? tr("paused") : tr("idle")));
+  m_busy->setVisible(m_running && !m_paused);
+  if (m_summary.store) {
+    const double used = double(m_summary.store->bytesUsed()) / (1 << 20);
+    const double cap = double(m_summary.store->capBytes()) / (1 << 20);
+    QString text = cap < 1e9 ? tr("captures %1 / %2 MiB").arg(used, 0, 'f', 1).arg(cap, 0, 'f', 0)
+                             : tr("captures %1 MiB").arg(used, 0, 'f', 1);
+    if (!m_summary.store->thinning().empty()) text += tr(" (thinned ×%1)").arg(m_summary.store->stride());
+    m_memoryLabel->setText(text);
+  } else {
+    m_memoryLabel->clear();
+  }
+}
+
+void MainWindow::showMessage(const QString& title, const QString& text) {
+  m_lastMessage = text;
+  statusBar()->showMessage(text, 10000);
+  Q_EMIT messageShown(text);
+  if (m_interactive) QMessageBox::warning(this, title, text);
+}
+
+void MainWindow::hookAllOfType() {
+  const QStringList types = m_tree->typeNames();
+  if (types.isEmpty()) return;
+  bool ok = false;
+  const QString type = QInputDialog::getItem(this, tr("Hook all of type"), tr("Hook activations and gradients of every"),
+                                             types, 0, false, &ok);
+  if (!ok) return;
+  m_tree->setHookForType(type, CaptureKind::Activation, true);
+  m_tree->setHookForType(type, CaptureKind::Gradient, true);
+}
+
+void MainWindow::exportCaptures() {
+  const QString dir = QFileDialog::getSaveFileName(this, tr("Export captures to a new folder"),
+                                                   QDir::home().filePath(QFileInfo(m_summary.fileName).completeBaseName() + QStringLiteral("-capture")));
+  if (dir.isEmpty()) return;
+  bool overwrite = false;
+  QDir target(dir);
+  if (target.exists() && !target.isEmpty()) {
+    if (!m_interactive) {
+      showMessage(tr("Export"), tr("%1 already exists and is not empty.").arg(dir));
+      return;
+    }
+    overwrite = QMessageBox::question(this, tr("Replace folder?"),
+                                      tr("%1 already exists and is not empty. Replace it? Its files will be lost.").arg(dir)) ==
+                QMessageBox::Yes;
+    if (!overwrite) return;
+  }
+  exportCapturesTo(dir, overwrite);
+}
+
+void MainWindow::exportCapturesTo(const QString& dir, bool overwrite) {
+  statusBar()->showMessage(tr("Exporting captures to %1…").arg(dir));
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite] { engine->exportCaptures(dir, overwrite); });
+}
+
+void MainWindow::exportAllPlots() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Export plots into folder"));
+  if (dir.isEmpty()) return;
+  QStringList failed;
+  for (PlotPage* page : m_plots->pages()) {
+    const QString base = QDir(dir).filePath(page->title().toLower().replace(' ', '_'));
+    QSaveFile csv(base + QStringLiteral(".csv"));
+    const bool ok = page->savePng(base + QStringLiteral(".png")) && page->savePdf(base + QStringLiteral(".pdf")) &&
+                    csv.open(QIODevice::WriteOnly) && csv.write(page->toCsv().toUtf8()) >= 0 && csv.commit();
+    if (!ok) failed << page->title();
+  }
+  if (failed.isEmpty()) {
+    statusBar()->showMessage(tr("Plots exported to %1").arg(dir), 8000);
+  } else {
+    showMessage(tr("Export plots"), tr("Could not write %1 into %2: check that the folder is writable.").arg(failed.join(", "), dir));
+  }
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  recent.removeAll(absolute);
+  recent.prepend(absolute);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  settings.setValue(QStringLiteral("recentFiles"), recent);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  if (!m_recentMenu) return;
+  m_recentMenu->clear();
+  const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+  for (const QString& path : recent) {
+    m_recentMenu->addAction(QFileInfo(path).fileName() + QStringLiteral("  —  ") + QFileInfo(path).absolutePath(), this,
+                            [this, path] { openPath(path); });
+  }
+  m_recentMenu->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  rememberInputs();
+  QSettings settings;
+  settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  settings.setValue(QStringLiteral("window/state"), saveState());
+  m_engine->requestStop();
+  event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls() && event->mimeData()->urls().size() == 1 && event->mimeData()->urls().front().isLocalFile()) {
+    event->acceptProposedAction();
+  }
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  const QString path = event->mimeData()->urls().front().toLocalFile();
+  if (m_running) {
+    showMessage(tr("Cannot open"), tr("Stop the run before opening another model."));
+    return;
+  }
+  openPath(path);
+  event->acceptProposedAction();
+}

@@ -1,0 +1,122 @@
+#pragma once
+
+#include "EngineTypes.h"
+
+#include <QElapsedTimer>
+#include <QMainWindow>
+#include <QThread>
+
+class EngineAdapter;
+class ModuleTreeModel;
+class PlotsPanel;
+class QAction;
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QProgressBar;
+class QSortFilterProxyModel;
+class QTimer;
+class QTreeView;
+class RunControls;
+
+/// HookScope's window: the module tree with hook checkboxes, run controls, live plots.
+/// The engine runs on its own thread; this window only sends it commands and redraws on a
+/// coalescing timer, never once per capture.
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  /// Opens a model file (or an export folder) as if chosen in the File menu.
+  void openPath(const QString& path);
+  void openCapture(const QString& dir);
+  /// Tests: show messages in lastMessage() instead of modal dialogs, and answer "no" to
+  /// questions.
+  void setInteractive(bool interactive) { m_interactive = interactive; }
+  QString lastMessage() const { return m_lastMessage; }
+
+  ModuleTreeModel* treeModel() const { return m_tree; }
+  QTreeView* treeView() const { return m_treeView; }
+  PlotsPanel* plots() const { return m_plots; }
+  RunControls* runControls() const { return m_controls; }
+  EngineAdapter* engine() const { return m_engine; }
+  QString modelPath() const { return m_summary.path; }
+  std::shared_ptr<hookscope::CaptureStore> store() const { return m_summary.store; }
+  bool reviewOnly() const { return m_summary.reviewOnly; }
+  bool isRunning() const { return m_running; }
+  qint64 stepsSeen() const { return m_stepsSeen; }
+
+public Q_SLOTS:
+  void run();
+  void pause();
+  void stepOnce();
+  void stop();
+  void resetWeights();
+  /// Exports the captures into `dir`; `overwrite` replaces a non-empty folder.
+  void exportCapturesTo(const QString& dir, bool overwrite);
+
+Q_SIGNALS:
+  void modelOpened(const QString& path);
+  void messageShown(const QString& message);
+  void exportDone(const QString& dir, const QString& error);
+
+protected:
+  void closeEvent(QCloseEvent* event) override;
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+private:
+  void buildActions();
+  void buildDocks();
+  void onModelLoaded(const ModelSummary& summary);
+  void onStepFinished(const StepSummary& summary);
+  void onRunState(bool running, bool paused);
+  void showMessage(const QString& title, const QString& text);
+  void scheduleRedraw();
+  void redraw();
+  void updateActions();
+  void updateStatus();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void hookAllOfType();
+  void exportCaptures();
+  void exportAllPlots();
+  hookscope::RunConfig currentConfig();
+  void rememberInputs();
+
+  QThread m_engineThread;
+  EngineAdapter* m_engine;
+  ModelSummary m_summary;
+  ModuleTreeModel* m_tree;
+  QSortFilterProxyModel* m_filter;
+  QTreeView* m_treeView;
+  QLineEdit* m_filterEdit;
+  RunControls* m_controls;
+  PlotsPanel* m_plots;
+  QTimer* m_redrawTimer;
+  QLabel* m_modelLabel;
+  QLabel* m_stepLabel;
+  QLabel* m_rateLabel;
+  QLabel* m_memoryLabel;
+  QProgressBar* m_busy;
+  QMenu* m_recentMenu = nullptr;
+  QAction* m_openAction = nullptr;
+  QAction* m_runAction = nullptr;
+  QAction* m_pauseAction = nullptr;
+  QAction* m_stepAction = nullptr;
+  QAction* m_stopAction = nullptr;
+  QAction* m_resetAction = nullptr;
+  QAction* m_exportAction = nullptr;
+  bool m_running = false;
+  bool m_paused = false;
+  bool m_interactive = true;
+  QString m_lastMessage;
+  qint64 m_stepsSeen = 0;
+  qint64 m_lastStep = -1;
+  QElapsedTimer m_rateClock;
+  qint64 m_rateSteps = 0;
+  double m_stepsPerSecond = 0;
+  QString m_pendingOpen;
+};

@@ -1,0 +1,179 @@
+#include "PlotsPanel.h"
+
+#include "plots/GradNormPlot.h"
+#include "plots/HeatmapPlot.h"
+#include "plots/HistogramPlot.h"
+#include "plots/LossPlot.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSlider>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+using namespace hookscope;
+
+PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
+  m_histogram = new HistogramPlot(this);
+  m_heatmap = new HeatmapPlot(this);
+  m_gradNorms = new GradNormPlot(this);
+  m_loss = new LossPlot(this);
+  connect(m_gradNorms, &GradNormPlot::moduleClicked, this, &PlotsPanel::moduleClicked);
+
+  auto* top = new QSplitter(Qt::Horizontal);
+  top->addWidget(m_histogram);
+  top->addWidget(m_heatmap);
+  auto* bottom = new QSplitter(Qt::Horizontal);
+  bottom->addWidget(m_gradNorms);
+  bottom->addWidget(m_loss);
+  bottom->setStretchFactor(0, 3);
+  bottom->setStretchFactor(1, 2);
+  auto* grid = new QSplitter(Qt::Vertical);
+  grid->addWidget(top);
+  grid->addWidget(bottom);
+
+  m_series = new QComboBox(this);
+  m_series->setMinimumContentsLength(24);
+  m_series->setToolTip(tr("Which captured tensor of the selected layer the histogram and heatmap show"));
+  connect(m_series, &QComboBox::currentIndexChanged, this, [this] { applySeriesChoice(); });
+  m_slider = new QSlider(Qt::Horizontal, this);
+  m_slider->setToolTip(tr("Scrub every plot back to an earlier step"));
+  m_slider->setEnabled(false);
+  connect(m_slider, &QSlider::sliderMoved, this, [this](int value) { scrubTo(value); });
+  m_stepLabel = new QLabel(tr("no steps yet"), this);
+  m_stepLabel->setMinimumWidth(110);
+  m_follow = new QCheckBox(tr("&Follow latest"), this);
+  m_follow->setChecked(true);
+  connect(m_follow, &QCheckBox::toggled, this, [this](bool on) {
+    if (on) refresh();
+  });
+  m_log = new QCheckBox(tr("&Log scale"), this);
+  m_log->setChecked(true);
+  m_log->setToolTip(tr("Gradient norms on a logarithmic axis"));
+  connect(m_log, &QCheckBox::toggled, m_gradNorms, &GradNormPlot::setLogScale);
+
+  auto* bar = new QHBoxLayout();
+  bar->addWidget(new QLabel(tr("Series:"), this));
+  bar->addWidget(m_series);
+  bar->addSpacing(12);
+  bar->addWidget(new QLabel(tr("Step:"), this));
+  bar->addWidget(m_slider, 1);
+  bar->addWidget(m_stepLabel);
+  bar->addWidget(m_follow);
+  bar->addWidget(m_log);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  layout->addWidget(grid, 1);
+  layout->addLayout(bar);
+}
+
+QList<PlotPage*> PlotsPanel::pages() const { return {m_histogram, m_heatmap, m_gradNorms, m_loss}; }
+
+void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
+  m_state = ViewState();
+  m_state.store = std::move(store);
+  m_choices.clear();
+  m_series->clear();
+  m_follow->setChecked(true);
+  refresh();
+}
+
+void PlotsPanel::setSelectedModule(const std::string& path) {
+  m_module = path;
+  updateSeriesChoices();
+  refresh();
+}
+
+void PlotsPanel::updateSeriesChoices() {
+  std::vector<SeriesKey> choices;
+  if (m_state.store) {
+    for (const auto& key : m_state.store->seriesKeys()) {
+      if (key.module == m_module && key.kind != CaptureKind::Param && key.kind != CaptureKind::ParamGrad &&
+          key.kind != CaptureKind::Update) {
+        choices.push_back(key);
+      }
+    }
+    // A layer's parameters are captured under their own names ("fc1.weight").
+    for (const auto& key : m_state.store->seriesKeys()) {
+      const std::string prefix = m_module.empty() ? std::string() : m_module + ".";
+      const bool own = key.module.size() > prefix.size() && key.module.compare(0, prefix.size(), prefix) == 0 &&
+                       key.module.find('.', prefix.size()) == std::string::npos;
+      if (own && (key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad || key.kind == CaptureKind::Update)) {
+        choices.push_back(key);
+      }
+    }
+  }
+  if (choices == m_choices) return;
+  const SeriesKey previous = m_state.selected;
+  m_choices = choices;
+  QSignalBlocker block(m_series);
+  m_series->clear();
+  int keep = 0;
+  for (std::size_t i = 0; i < m_choices.size(); ++i) {
+    const auto& key = m_choices[i];
+    QString label = QString::fromLatin1(captureKindName(key.kind));
+    if (key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad || key.kind == CaptureKind::Update) {
+      label += QStringLiteral(" ") + QString::fromStdString(key.module.substr(key.module.rfind('.') + 1));
+    } else {
+      if (key.call > 0) label += tr(" · call %1").arg(key.call);
+      if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
+    }
+    m_series->addItem(label);
+    if (key == previous) keep = int(i);
+  }
+  // Prefer the activation of the first call when the previous choice is gone.
+  if (!(m_state.hasSelection && keep < int(m_choices.size()) && m_choices[std::size_t(keep)] == previous)) {
+    keep = 0;
+    for (std::size_t i = 0; i < m_choices.size(); ++i) {
+      if (m_choices[i].kind == CaptureKind::Activation) {
+        keep = int(i);
+        break;
+      }
+    }
+  }
+  m_series->setCurrentIndex(keep);
+  applySeriesChoice();
+}
+
+void PlotsPanel::applySeriesChoice() {
+  const int i = m_series->currentIndex();
+  m_state.hasSelection = i >= 0 && std::size_t(i) < m_choices.size();
+  if (m_state.hasSelection) {
+    m_state.selected = m_choices[std::size_t(i)];
+  } else {
+    m_state.selected = SeriesKey{m_module, 0, CaptureKind::Activation, 0};
+  }
+  for (PlotPage* page : pages()) page->refresh(m_state);
+}
+
+void PlotsPanel::refresh() {
+  if (m_state.store) {
+    const auto losses = m_state.store->scalars("loss");
+    const auto steps = m_state.store->steps();
+    m_state.latestStep = -1;
+    if (!losses.empty()) m_state.latestStep = losses.back().step;
+    if (!steps.empty()) m_state.latestStep = std::max(m_state.latestStep, steps.back());
+  } else {
+    m_state.latestStep = -1;
+  }
+  if (m_follow->isChecked()) m_state.step = m_state.latestStep;
+  updateSeriesChoices();
+  m_state.hasSelection = !m_choices.empty() && m_series->currentIndex() >= 0;
+  m_slider->setEnabled(m_state.latestStep > 0);
+  m_slider->setRange(0, int(std::max<std::int64_t>(0, m_state.latestStep)));
+  if (!m_slider->isSliderDown()) m_slider->setValue(int(std::max<std::int64_t>(0, m_state.step)));
+  m_stepLabel->setText(m_state.step < 0 ? tr("no steps yet")
+                                        : tr("%1 of %2").arg(m_state.step).arg(m_state.latestStep));
+  for (PlotPage* page : pages()) page->refresh(m_state);
+}
+
+void PlotsPanel::scrubTo(std::int64_t step) {
+  m_follow->setChecked(false);
+  m_state.step = std::clamp<std::int64_t>(step, 0, std::max<std::int64_t>(0, m_state.latestStep));
+  refresh();
+}
+
+void PlotsPanel::setFollowLatest(bool follow) { m_follow->setChecked(follow); }
+bool PlotsPanel::followsLatest() const { return m_follow->isChecked(); }

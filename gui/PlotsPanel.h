@@ -1,0 +1,62 @@
+#pragma once
+
+#include "plots/ViewState.h"
+
+#include <QWidget>
+
+class GradNormPlot;
+class HeatmapPlot;
+class HistogramPlot;
+class LossPlot;
+class PlotPage;
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QSlider;
+
+/// The plots, the series chooser of the selected layer, and the step slider that scrubs
+/// every plot back to an earlier step or follows the latest.
+class PlotsPanel : public QWidget {
+  Q_OBJECT
+
+public:
+  explicit PlotsPanel(QWidget* parent = nullptr);
+
+  void setStore(std::shared_ptr<hookscope::CaptureStore> store);
+  /// Selects the layer whose histogram and heatmap are shown.
+  void setSelectedModule(const std::string& path);
+  const std::string& selectedModule() const { return m_module; }
+  /// Redraws everything from the store (called by the window's coalescing timer).
+  void refresh();
+  /// Shows this step in every plot; following stops until followLatest(true).
+  void scrubTo(std::int64_t step);
+  void setFollowLatest(bool follow);
+  bool followsLatest() const;
+  std::int64_t shownStep() const { return m_state.step; }
+
+  HistogramPlot* histogram() const { return m_histogram; }
+  HeatmapPlot* heatmap() const { return m_heatmap; }
+  GradNormPlot* gradNorms() const { return m_gradNorms; }
+  LossPlot* loss() const { return m_loss; }
+  QList<PlotPage*> pages() const;
+
+Q_SIGNALS:
+  void moduleClicked(const QString& path);
+
+private:
+  void updateSeriesChoices();
+  void applySeriesChoice();
+
+  std::string m_module;
+  ViewState m_state;
+  std::vector<hookscope::SeriesKey> m_choices;
+  HistogramPlot* m_histogram;
+  HeatmapPlot* m_heatmap;
+  GradNormPlot* m_gradNorms;
+  LossPlot* m_loss;
+  QComboBox* m_series;
+  QSlider* m_slider;
+  QCheckBox* m_follow;
+  QCheckBox* m_log;
+  QLabel* m_stepLabel;
+};

@@ -1,0 +1,113 @@
+#include "RunControls.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QToolButton>
+
+using namespace hookscope;
+
+RunControls::RunControls(QWidget* parent) : QWidget(parent) {
+  auto* form = new QFormLayout(this);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  m_inputs = new QLineEdit(this);
+  m_inputs->setPlaceholderText(tr("e.g. 8x1x28x28 or 8x128:int64:0:30000"));
+  m_inputs->setToolTip(tr("One synthetic input per model input, separated by spaces: "
+                          "SHAPE[:DTYPE[:LOW:HIGH]]. Floats without bounds are standard normal."));
+  form->addRow(tr("&Inputs"), m_inputs);
+
+  auto* dataRow = new QHBoxLayout();
+  m_dataFile = new QLineEdit(this);
+  m_dataFile->setPlaceholderText(tr("or a torch.save file"));
+  m_dataFile->setToolTip(tr("A file written by torch.save: a tensor, or a dict with \"inputs\" "
+                            "and optional \"targets\". When set, it replaces the synthetic inputs."));
+  auto* browse = new QToolButton(this);
+  browse->setText(QStringLiteral("…"));
+  connect(browse, &QToolButton::clicked, this, [this] {
+    const QString file = QFileDialog::getOpenFileName(this, tr("Data file"), QString(), tr("PyTorch files (*.pt *.pth);;All files (*)"));
+    if (!file.isEmpty()) m_dataFile->setText(file);
+  });
+  dataRow->addWidget(m_dataFile);
+  dataRow->addWidget(browse);
+  form->addRow(tr("&Data"), dataRow);
+  m_batchSize = new QSpinBox(this);
+  m_batchSize->setRange(0, 1 << 20);
+  m_batchSize->setSpecialValueText(tr("whole file"));
+  form->addRow(tr("&Batch size"), m_batchSize);
+
+  m_loss = new QComboBox(this);
+  for (auto kind : {LossKind::Auto, LossKind::CrossEntropy, LossKind::Mse, LossKind::Mean, LossKind::Sum}) {
+    m_loss->addItem(QString::fromLatin1(lossKindName(kind)), int(kind));
+  }
+  m_loss->setToolTip(tr("auto: cross_entropy for integer targets, mse for float targets, mean without targets"));
+  form->addRow(tr("&Loss"), m_loss);
+  m_optimizer = new QComboBox(this);
+  for (auto kind : {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::None}) {
+    m_optimizer->addItem(QString::fromLatin1(optimizerKindName(kind)), int(kind));
+  }
+  form->addRow(tr("&Optimizer"), m_optimizer);
+  m_lr = new QDoubleSpinBox(this);
+  m_lr->setDecimals(6);
+  m_lr->setRange(1e-6, 10);
+  m_lr->setSingleStep(0.001);
+  m_lr->setValue(0.01);
+  form->addRow(tr("Learning &rate"), m_lr);
+  m_mode = new QComboBox(this);
+  m_mode->addItem(tr("train"));
+  m_mode->addItem(tr("eval"));
+  m_mode->addItem(tr("eval, no gradients"));
+  form->addRow(tr("&Mode"), m_mode);
+  m_steps = new QSpinBox(this);
+  m_steps->setRange(0, 100000000);
+  m_steps->setValue(100);
+  m_steps->setSpecialValueText(tr("until stopped"));
+  form->addRow(tr("&Steps"), m_steps);
+  m_seed = new QSpinBox(this);
+  m_seed->setRange(0, 1 << 30);
+  form->addRow(tr("S&eed"), m_seed);
+  m_bins = new QSpinBox(this);
+  m_bins->setRange(1, 4096);
+  m_bins->setValue(64);
+  form->addRow(tr("Histogram bi&ns"), m_bins);
+  m_memoryCap = new QSpinBox(this);
+  m_memoryCap->setRange(16, 1 << 20);
+  m_memoryCap->setValue(512);
+  m_memoryCap->setSuffix(tr(" MiB"));
+  m_memoryCap->setToolTip(tr("Captures may use this much memory; beyond it older steps are thinned evenly."));
+  connect(m_memoryCap, &QSpinBox::valueChanged, this, [this] { Q_EMIT memoryCapChanged(memoryCapBytes()); });
+  form->addRow(tr("Memory &cap"), m_memoryCap);
+}
+
+RunConfig RunControls::config() const {
+  RunConfig config;
+  for (const auto& spec : m_inputs->text().split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+    config.inputSpecs.push_back(spec.toStdString());
+  }
+  config.dataFile = m_dataFile->text().trimmed().toStdString();
+  if (!config.dataFile.empty()) config.inputSpecs.clear();
+  config.batchSize = m_batchSize->value();
+  config.loss = LossKind(m_loss->currentData().toInt());
+  config.optimizer = OptimizerKind(m_optimizer->currentData().toInt());
+  config.lr = m_lr->value();
+  config.train = m_mode->currentIndex() == 0;
+  config.noGrad = m_mode->currentIndex() == 2;
+  config.seed = std::uint64_t(m_seed->value());
+  config.bins = m_bins->value();
+  return config;
+}
+
+qint64 RunControls::steps() const { return m_steps->value(); }
+QString RunControls::inputSpecs() const { return m_inputs->text(); }
+void RunControls::setInputSpecs(const QString& specs) { m_inputs->setText(specs); }
+void RunControls::setSteps(int steps) { m_steps->setValue(steps); }
+qint64 RunControls::memoryCapBytes() const { return qint64(m_memoryCap->value()) << 20; }
+
+void RunControls::setEditable(bool editable) {
+  for (QWidget* w : findChildren<QWidget*>()) {
+    if (w != m_memoryCap) w->setEnabled(editable);
+  }
+}

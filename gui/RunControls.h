@@ -1,0 +1,44 @@
+#pragma once
+
+#include "RunConfig.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLineEdit;
+class QSpinBox;
+
+/// The inputs, loss, optimizer and step count of a run.
+class RunControls : public QWidget {
+  Q_OBJECT
+
+public:
+  explicit RunControls(QWidget* parent = nullptr);
+
+  /// The configuration the widgets describe.
+  hookscope::RunConfig config() const;
+  /// Steps to run; 0 means until stopped.
+  qint64 steps() const;
+  QString inputSpecs() const;
+  void setInputSpecs(const QString& specs);
+  void setSteps(int steps);
+  void setEditable(bool editable);
+  qint64 memoryCapBytes() const;
+
+Q_SIGNALS:
+  void memoryCapChanged(qint64 bytes);
+
+private:
+  QLineEdit* m_inputs;
+  QLineEdit* m_dataFile;
+  QSpinBox* m_batchSize;
+  QComboBox* m_loss;
+  QComboBox* m_optimizer;
+  QDoubleSpinBox* m_lr;
+  QComboBox* m_mode;
+  QSpinBox* m_steps;
+  QSpinBox* m_seed;
+  QSpinBox* m_bins;
+  QSpinBox* m_memoryCap;
+};

@@ -1,0 +1,261 @@
+#include "ModuleTreeModel.h"
+
+#include <QBrush>
+#include <QColor>
+#include <QLocale>
+
+#include <cmath>
+#include <set>
+
+using hookscope::CaptureKind;
+using hookscope::kindBit;
+
+ModuleTreeModel::ModuleTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
+
+void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
+                                 std::vector<std::uint8_t> hooks, bool reviewOnly) {
+  beginResetModel();
+  m_modules = std::move(modules);
+  m_hooks = std::move(hooks);
+  m_hooks.resize(m_modules.size(), 0);
+  m_row.assign(m_modules.size(), 0);
+  for (const auto& info : m_modules) {
+    for (std::size_t r = 0; r < info.children.size(); ++r) m_row[std::size_t(info.children[r])] = int(r);
+  }
+  m_shapes.assign(m_modules.size(), QString());
+  m_gradNorms.assign(m_modules.size(), std::nan(""));
+  m_gradFractions.assign(m_modules.size(), 0.0);
+  m_nonFinite.assign(m_modules.size(), false);
+  m_reviewOnly = reviewOnly;
+  endResetModel();
+}
+
+void ModuleTreeModel::clear() { setModules({}, {}, false); }
+
+std::uint8_t ModuleTreeModel::hooks(int module) const {
+  return module >= 0 && std::size_t(module) < m_hooks.size() ? m_hooks[std::size_t(module)] : 0;
+}
+
+CaptureKind ModuleTreeModel::kindOfColumn(int column) {
+  switch (column) {
+    case Grad: return CaptureKind::Gradient;
+    case In: return CaptureKind::Input;
+    default: return CaptureKind::Activation;
+  }
+}
+
+Qt::CheckState ModuleTreeModel::checkState(int module, CaptureKind kind) const {
+  bool any = false, all = true;
+  std::vector<int> stack{module};
+  while (!stack.empty()) {
+    const int m = stack.back();
+    stack.pop_back();
+    const bool on = m_hooks[std::size_t(m)] & kindBit(kind);
+    any = any || on;
+    all = all && on;
+    for (int c : m_modules[std::size_t(m)].children) stack.push_back(c);
+  }
+  return all ? Qt::Checked : any ? Qt::PartiallyChecked : Qt::Unchecked;
+}
+
+void ModuleTreeModel::applyHook(int module, CaptureKind kind, bool on,
+                                QVector<QPair<int, quint8>>& changes) {
+  auto& mask = m_hooks[std::size_t(module)];
+  const std::uint8_t next = on ? (mask | kindBit(kind)) : (mask & ~kindBit(kind));
+  if (next != mask) {
+    mask = next;
+    changes.append({module, next});
+  }
+}
+
+void ModuleTreeModel::notifyChanged(const QVector<QPair<int, quint8>>& changes) {
+  if (changes.isEmpty()) return;
+  // Ancestors' partial states change too; the tree is small enough to refresh whole columns.
+  std::set<int> touched;
+  for (const auto& change : changes) {
+    for (int m = change.first; m >= 0; m = m_modules[std::size_t(m)].parent) {
+      if (!touched.insert(m).second) break;
+    }
+  }
+  for (int m : touched) Q_EMIT dataChanged(indexOfModule(m, Act), indexOfModule(m, In), {Qt::CheckStateRole});
+  Q_EMIT hooksChanged(changes);
+}
+
+void ModuleTreeModel::setHookRecursive(int module, CaptureKind kind, bool on) {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  QVector<QPair<int, quint8>> changes;
+  std::vector<int> stack{module};
+  while (!stack.empty()) {
+    const int m = stack.back();
+    stack.pop_back();
+    applyHook(m, kind, on, changes);
+    for (int c : m_modules[std::size_t(m)].children) stack.push_back(c);
+  }
+  notifyChanged(changes);
+}
+
+void ModuleTreeModel::setHookForType(const QString& typeName, CaptureKind kind, bool on) {
+  QVector<QPair<int, quint8>> changes;
+  for (std::size_t m = 0; m < m_modules.size(); ++m) {
+    if (QString::fromStdString(m_modules[m].typeName) == typeName) applyHook(int(m), kind, on, changes);
+  }
+  notifyChanged(changes);
+}
+
+QStringList ModuleTreeModel::typeNames() const {
+  QStringList names;
+  for (const auto& info : m_modules) {
+    const auto name = QString::fromStdString(info.typeName);
+    if (!name.isEmpty() && !names.contains(name)) names.append(name);
+  }
+  return names;
+}
+
+void ModuleTreeModel::setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes) {
+  for (const auto& [path, shape] : shapes) {
+    for (std::size_t m = 0; m < m_modules.size(); ++m) {
+      if (m_modules[m].path == path) m_shapes[m] = shape;
+    }
+  }
+  emitColumnChanged(OutputShape, OutputShape);
+}
+
+void ModuleTreeModel::emitColumnChanged(int first, int last) {
+  for (std::size_t m = 0; m < m_modules.size(); ++m) {
+    Q_EMIT dataChanged(indexOfModule(int(m), first), indexOfModule(int(m), last));
+  }
+}
+
+void ModuleTreeModel::setLiveValues(const std::vector<double>& gradNorms, const std::vector<bool>& nonFinite) {
+  if (gradNorms.size() != m_modules.size() || nonFinite.size() != m_modules.size()) return;
+  if (gradNorms == m_gradNorms && nonFinite == m_nonFinite) return;
+  m_gradNorms = gradNorms;
+  m_nonFinite = nonFinite;
+  // Bars on a log scale between the smallest and largest norm shown.
+  double lo = INFINITY, hi = -INFINITY;
+  for (double n : m_gradNorms) {
+    if (std::isfinite(n) && n > 0) {
+      lo = std::min(lo, std::log10(n));
+      hi = std::max(hi, std::log10(n));
+    }
+  }
+  for (std::size_t m = 0; m < m_modules.size(); ++m) {
+    const double n = m_gradNorms[m];
+    m_gradFractions[m] = !(std::isfinite(n) && n > 0) ? 0.0
+                         : hi > lo ? 0.1 + 0.9 * (std::log10(n) - lo) / (hi - lo)
+                                   : 1.0;
+  }
+  emitColumnChanged(Name, GradNorm);
+}
+
+QModelIndex ModuleTreeModel::indexOfModule(int module, int column) const {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
+  return createIndex(m_row[std::size_t(module)], column, quintptr(module));
+}
+
+int ModuleTreeModel::moduleAt(const QModelIndex& index) const {
+  return index.isValid() ? int(index.internalId()) : -1;
+}
+
+QModelIndex ModuleTreeModel::index(int row, int column, const QModelIndex& parent) const {
+  if (row < 0 || column < 0 || column >= ColumnCount) return {};
+  if (!parent.isValid()) {
+    return row == 0 && !m_modules.empty() ? createIndex(0, column, quintptr(0)) : QModelIndex();
+  }
+  const auto& children = m_modules[std::size_t(parent.internalId())].children;
+  if (std::size_t(row) >= children.size()) return {};
+  return createIndex(row, column, quintptr(children[std::size_t(row)]));
+}
+
+QModelIndex ModuleTreeModel::parent(const QModelIndex& child) const {
+  if (!child.isValid()) return {};
+  const int parent = m_modules[std::size_t(child.internalId())].parent;
+  return parent < 0 ? QModelIndex() : indexOfModule(parent, 0);
+}
+
+int ModuleTreeModel::rowCount(const QModelIndex& parent) const {
+  if (!parent.isValid()) return m_modules.empty() ? 0 : 1;
+  if (parent.column() != 0) return 0;
+  return int(m_modules[std::size_t(parent.internalId())].children.size());
+}
+
+int ModuleTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
+
+QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid()) return {};
+  const int m = int(index.internalId());
+  const auto& info = m_modules[std::size_t(m)];
+  const int column = index.column();
+  if (role == ModuleIndexRole) return m;
+  if (role == PathRole) return QString::fromStdString(info.path);
+  if (role == GradNormFractionRole) return m_gradFractions[std::size_t(m)];
+  if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
+  if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
+    return checkState(m, kindOfColumn(column));
+  }
+  if (role == Qt::ForegroundRole && column == Name && m_nonFinite[std::size_t(m)]) {
+    return QBrush(QColor(200, 30, 30));
+  }
+  if (role == Qt::ToolTipRole) {
+    QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
+    if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
+    for (const auto& p : info.params) {
+      QString shape;
+      for (auto s : p.shape) shape += (shape.isEmpty() ? "" : "x") + QString::number(s);
+      tip += QStringLiteral("\n%1  %2").arg(QString::fromStdString(p.name), shape);
+    }
+    return tip;
+  }
+  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm)) {
+    return int(Qt::AlignRight | Qt::AlignVCenter);
+  }
+  if (role != Qt::DisplayRole) return {};
+  switch (column) {
+    case Name: {
+      QString name = QString::fromStdString(info.name);
+      return m_nonFinite[std::size_t(m)] ? QStringLiteral("⚠ ") + name : name;
+    }
+    case Type: return QString::fromStdString(info.typeName);
+    case OutputShape: return m_shapes[std::size_t(m)];
+    case Params: return info.totalParams ? QLocale().toString(qlonglong(info.totalParams)) : QString();
+    case GradNorm: {
+      const double n = m_gradNorms[std::size_t(m)];
+      return std::isnan(n) ? QString() : QString::number(n, 'g', 3);
+    }
+    default: return {};
+  }
+}
+
+bool ModuleTreeModel::setData(const QModelIndex& index, const QVariant& value, int role) {
+  if (!index.isValid() || role != Qt::CheckStateRole || m_reviewOnly) return false;
+  const int column = index.column();
+  if (column != Act && column != Grad && column != In) return false;
+  const auto state = static_cast<Qt::CheckState>(value.toInt());
+  setHookRecursive(int(index.internalId()), kindOfColumn(column), state != Qt::Unchecked);
+  return true;
+}
+
+Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const {
+  if (!index.isValid()) return Qt::NoItemFlags;
+  Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
+  const int column = index.column();
+  if ((column == Act || column == Grad || column == In) && !m_reviewOnly) f |= Qt::ItemIsUserCheckable;
+  return f;
+}
+
+QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal) return {};
+  static const char* names[] = {"Module", "Type", "Output shape", "Params", "Act", "Grad", "In", "Grad norm"};
+  static const char* tips[] = {"Module name (hover for path and parameters)",
+                               "Module class",
+                               "Shape of the first output at the first step",
+                               "Parameters in the module and its children",
+                               "Capture activations (outputs)",
+                               "Capture gradients with respect to the outputs",
+                               "Capture inputs",
+                               "L2 norm of the gradient at the module's output, latest step"};
+  if (section < 0 || section >= ColumnCount) return {};
+  if (role == Qt::DisplayRole) return QString::fromLatin1(names[section]);
+  if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);
+  return {};
+}

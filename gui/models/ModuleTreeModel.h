@@ -1,0 +1,72 @@
+#pragma once
+
+#include "CaptureKind.h"
+#include "Model.h"
+
+#include <QAbstractItemModel>
+#include <QString>
+
+#include <vector>
+
+/// The module tree with hook checkboxes. One top-level row: the root module. Checking a
+/// parent checks its whole subtree; a parent shows partly checked when only some are.
+class ModuleTreeModel : public QAbstractItemModel {
+  Q_OBJECT
+
+public:
+  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, ColumnCount };
+  enum Role { ModuleIndexRole = Qt::UserRole + 1, PathRole, GradNormFractionRole, NonFiniteRole };
+
+  explicit ModuleTreeModel(QObject* parent = nullptr);
+
+  /// Replaces the tree. `hooks` holds each module's mask (may be empty: nothing hooked).
+  void setModules(std::vector<hookscope::ModuleInfo> modules, std::vector<std::uint8_t> hooks,
+                  bool reviewOnly);
+  void clear();
+  const std::vector<hookscope::ModuleInfo>& modules() const { return m_modules; }
+  std::uint8_t hooks(int module) const;
+
+  /// Sets one kind on a module and its whole subtree.
+  void setHookRecursive(int module, hookscope::CaptureKind kind, bool on);
+  /// Sets one kind on every module of a type ("hook all Conv2d").
+  void setHookForType(const QString& typeName, hookscope::CaptureKind kind, bool on);
+  /// Distinct type names in tree order.
+  QStringList typeNames() const;
+
+  /// Output shapes per module (first call), as "8x16x14x14".
+  void setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes);
+  /// Latest gradient norm per module (NaN: none) and whether its tensors held NaN/Inf.
+  void setLiveValues(const std::vector<double>& gradNorms, const std::vector<bool>& nonFinite);
+
+  QModelIndex indexOfModule(int module, int column = Name) const;
+  int moduleAt(const QModelIndex& index) const;
+
+  QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
+  QModelIndex parent(const QModelIndex& child) const override;
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) override;
+  Qt::ItemFlags flags(const QModelIndex& index) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+Q_SIGNALS:
+  /// Hook masks changed for these modules; the engine should apply them.
+  void hooksChanged(const QVector<QPair<int, quint8>>& changes);
+
+private:
+  static hookscope::CaptureKind kindOfColumn(int column);
+  Qt::CheckState checkState(int module, hookscope::CaptureKind kind) const;
+  void applyHook(int module, hookscope::CaptureKind kind, bool on, QVector<QPair<int, quint8>>& changes);
+  void notifyChanged(const QVector<QPair<int, quint8>>& changes);
+  void emitColumnChanged(int first, int last);
+
+  std::vector<hookscope::ModuleInfo> m_modules;
+  std::vector<std::uint8_t> m_hooks;
+  std::vector<int> m_row;  ///< row of each module under its parent
+  std::vector<QString> m_shapes;
+  std::vector<double> m_gradNorms;
+  std::vector<double> m_gradFractions;
+  std::vector<bool> m_nonFinite;
+  bool m_reviewOnly = false;
+};

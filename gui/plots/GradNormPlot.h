@@ -1,0 +1,33 @@
+#pragma once
+
+#include "PlotPage.h"
+
+#include <QVector>
+
+/// Gradient norm of every hooked layer over steps, one line each, log scale by default.
+/// Clicking a line or its legend entry selects that layer; hovering shows the value.
+class GradNormPlot : public PlotPage {
+  Q_OBJECT
+
+public:
+  explicit GradNormPlot(QWidget* parent = nullptr);
+  void refresh(const ViewState& state) override;
+  QString toCsv() const override;
+  void setLogScale(bool on);
+  bool logScale() const { return m_log; }
+  /// Lines drawn, and the points of the line for one module (call 0, index 0).
+  int lineCount() const;
+  int pointCount(const std::string& module) const;
+
+Q_SIGNALS:
+  void moduleClicked(const QString& path);
+
+private:
+  void onMouseMove(QMouseEvent* event);
+  void highlight(const std::string& module);
+
+  std::uint64_t m_version = 0;
+  std::vector<hookscope::SeriesKey> m_keys;  ///< one per graph, same order
+  std::string m_highlighted;
+  bool m_log = true;
+};

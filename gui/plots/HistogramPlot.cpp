@@ -1,0 +1,109 @@
+#include "HistogramPlot.h"
+
+#include "QCustomPlotInclude.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLayout>
+
+using namespace hookscope;
+
+namespace {
+
+void fillBars(QCPBars* bars, const TensorStats& s) {
+  const auto edges = s.edges();
+  QVector<double> keys, values;
+  for (std::size_t i = 0; i < s.histogram.size(); ++i) {
+    keys.append(0.5 * (edges[i] + edges[i + 1]));
+    values.append(double(s.histogram[i]));
+  }
+  bars->setWidth(s.histogram.empty() ? 1 : (s.histHigh - s.histLow) / double(s.histogram.size()));
+  bars->setData(keys, values, true);
+}
+
+QString number(double v) { return std::isnan(v) ? QStringLiteral("nan") : QString::number(v, 'g', 5); }
+
+} // namespace
+
+HistogramPlot::HistogramPlot(QWidget* parent) : PlotPage(tr("Histogram"), parent) {
+  m_previous = new QCPBars(m_plot->xAxis, m_plot->yAxis);
+  m_previous->setName(tr("previous step"));
+  m_previous->setPen(Qt::NoPen);
+  m_previous->setBrush(QColor(150, 150, 150, 70));
+  m_current = new QCPBars(m_plot->xAxis, m_plot->yAxis);
+  m_current->setName(tr("this step"));
+  m_current->setPen(QPen(QColor(30, 100, 180)));
+  m_current->setBrush(QColor(40, 120, 210, 170));
+  m_plot->xAxis->setLabel(tr("value"));
+  m_plot->yAxis->setLabel(tr("count"));
+  m_stats = new QLabel(this);
+  m_stats->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_stats->setMinimumWidth(150);
+  m_stats->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  m_stats->setText(tr("Select a hooked layer\nin the tree."));
+  // Statistics beside the plot.
+  auto* outer = static_cast<QVBoxLayout*>(layout());
+  outer->removeWidget(m_plot);
+  auto* row = new QHBoxLayout();
+  row->addWidget(m_plot, 1);
+  row->addWidget(m_stats);
+  outer->addLayout(row);
+}
+
+void HistogramPlot::refresh(const ViewState& state) {
+  SeriesPoint point, previous;
+  m_hasData = state.store && state.hasSelection && state.step >= 0 &&
+              state.store->pointAt(state.selected, state.step, &point);
+  if (!m_hasData) {
+    m_current->data()->clear();
+    m_previous->data()->clear();
+    m_stats->setText(state.hasSelection ? tr("No %1 captured for\n'%2' yet: tick it in\nthe tree and run a step.")
+                                              .arg(captureKindName(state.selected.kind),
+                                                   QString::fromStdString(state.selected.module))
+                                        : tr("Select a hooked layer\nin the tree."));
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    return;
+  }
+  m_shown = point.stats;
+  m_shownStep = point.step;
+  fillBars(m_current, point.stats);
+  if (state.store->pointAt(state.selected, point.step - 1, &previous)) {
+    fillBars(m_previous, previous.stats);
+  } else {
+    m_previous->data()->clear();
+  }
+  const auto& s = point.stats;
+  QString text = tr("<b>%1</b><br>%2 · step %3<br>shape %4 %5<br><br>"
+                    "min %6<br>max %7<br>mean %8<br>std %9<br>L2 %10<br>zeros %11%")
+                     .arg(QString::fromStdString(state.selected.module.empty() ? "(root)" : state.selected.module).toHtmlEscaped(),
+                          captureKindName(state.selected.kind), QString::number(point.step),
+                          QString::fromStdString(s.shapeString()), QString::fromStdString(s.dtype),
+                          number(s.min), number(s.max), number(s.mean), number(s.std))
+                     .arg(number(s.l2norm), QString::number(100.0 * s.zeroFraction, 'f', 1));
+  if (s.nanCount || s.infCount) {
+    text += tr("<br><span style='color:#c81e1e'><b>NaN %1 · Inf %2</b></span>").arg(s.nanCount).arg(s.infCount);
+  } else {
+    text += tr("<br>NaN 0 · Inf 0");
+  }
+  m_stats->setText(text);
+  m_plot->rescaleAxes();
+  m_plot->yAxis->setRangeLower(0);
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+int HistogramPlot::barCount() const { return m_hasData ? m_current->data()->size() : 0; }
+QString HistogramPlot::statsText() const { return m_stats->text(); }
+
+QString HistogramPlot::toCsv() const {
+  QString csv = QStringLiteral("step,bin_low,bin_high,count\n");
+  if (!m_hasData) return csv;
+  const auto edges = m_shown.edges();
+  for (std::size_t i = 0; i < m_shown.histogram.size(); ++i) {
+    csv += QStringLiteral("%1,%2,%3,%4\n")
+               .arg(m_shownStep)
+               .arg(edges[i], 0, 'g', 17)
+               .arg(edges[i + 1], 0, 'g', 17)
+               .arg(m_shown.histogram[i]);
+  }
+  return csv;
+}

@@ -1,0 +1,30 @@
+#pragma once
+
+#include "PlotPage.h"
+
+#include "TensorStats.h"
+
+class QCPBars;
+class QLabel;
+
+/// Histogram of the selected series at the current step, the previous step's as a faint
+/// overlay, and its statistics beside it.
+class HistogramPlot : public PlotPage {
+  Q_OBJECT
+
+public:
+  explicit HistogramPlot(QWidget* parent = nullptr);
+  void refresh(const ViewState& state) override;
+  QString toCsv() const override;
+  /// Bars currently drawn for the current step (0 when none).
+  int barCount() const;
+  QString statsText() const;
+
+private:
+  QCPBars* m_current;
+  QCPBars* m_previous;
+  QLabel* m_stats;
+  hookscope::TensorStats m_shown;
+  std::int64_t m_shownStep = -1;
+  bool m_hasData = false;
+};

@@ -1,0 +1,56 @@
+#include "PlotPage.h"
+
+#include "QCustomPlotInclude.h"
+
+#include <QEvent>
+#include <QVBoxLayout>
+
+PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_plot(new QCustomPlot(this)), m_title(title) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(m_plot);
+  m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  m_plot->plotLayout()->insertRow(0);
+  auto* heading = new QCPTextElement(m_plot, title, QFont(font().family(), font().pointSize(), QFont::Bold));
+  m_plot->plotLayout()->addElement(0, 0, heading);
+  m_plot->setMinimumSize(260, 180);
+  m_marker = new QCPItemStraightLine(m_plot);
+  m_marker->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
+  m_marker->setVisible(false);
+  applyPalette();
+}
+
+bool PlotPage::savePng(const QString& path) const { return m_plot->savePng(path, 0, 0, 2.0); }
+bool PlotPage::savePdf(const QString& path) const { return m_plot->savePdf(path); }
+
+void PlotPage::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) {
+    applyPalette();
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+  }
+  QWidget::changeEvent(event);
+}
+
+void PlotPage::applyPalette() {
+  const QPalette p = palette();
+  m_plot->setBackground(p.color(QPalette::Base));
+  for (QCPAxis* axis : m_plot->axisRect()->axes()) {
+    axis->setBasePen(QPen(p.color(QPalette::Text)));
+    axis->setTickPen(QPen(p.color(QPalette::Text)));
+    axis->setSubTickPen(QPen(p.color(QPalette::Text)));
+    axis->setTickLabelColor(p.color(QPalette::Text));
+    axis->setLabelColor(p.color(QPalette::Text));
+  }
+  if (auto* heading = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0))) {
+    heading->setTextColor(p.color(QPalette::Text));
+  }
+  m_plot->legend->setBrush(p.color(QPalette::Base));
+  m_plot->legend->setTextColor(p.color(QPalette::Text));
+}
+
+void PlotPage::setStepMarker(double step, bool visible) {
+  m_marker->setVisible(visible);
+  // Two points at y = 1 and 2 define a vertical line on linear and log axes alike.
+  m_marker->point1->setCoords(step, 1);
+  m_marker->point2->setCoords(step, 2);
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets everything up on Debian 12, builds, and runs every test (core, CLI, export, GUI).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+export QT_QPA_PLATFORM=offscreen
+cd "$root/build"
+ctest --output-on-failure -j2

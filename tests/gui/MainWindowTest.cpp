@@ -1,0 +1,251 @@
+// The window, driven as a user would: open, tick, run, scrub, untick, export, reopen.
+#include "EngineAdapter.h"
+#include "MainWindow.h"
+#include "PlotsPanel.h"
+#include "RunControls.h"
+#include "models/ModuleTreeModel.h"
+#include "plots/GradNormPlot.h"
+#include "plots/HeatmapPlot.h"
+#include "plots/HistogramPlot.h"
+#include "plots/LossPlot.h"
+
+#include <QAbstractItemModelTester>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeView>
+
+using hookscope::CaptureKind;
+
+namespace {
+
+constexpr int kTimeout = 30000;
+
+int countModules(const QAbstractItemModel& model, const QModelIndex& parent = {}) {
+  int count = 0;
+  for (int row = 0; row < model.rowCount(parent); ++row) {
+    ++count;
+    count += countModules(model, model.index(row, 0, parent));
+  }
+  return count;
+}
+
+int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
+  for (std::size_t m = 0; m < tree->modules().size(); ++m) {
+    if (tree->modules()[m].path == path) return int(m);
+  }
+  return -1;
+}
+
+// Ticks a checkbox the way the view does: setData with Qt::CheckStateRole.
+void tick(ModuleTreeModel* tree, const std::string& path, int column, bool on) {
+  const QModelIndex index = tree->indexOfModule(moduleIndex(tree, path), column);
+  QVERIFY(index.isValid());
+  QVERIFY(tree->setData(index, on ? Qt::Checked : Qt::Unchecked, Qt::CheckStateRole));
+}
+
+void select(MainWindow& window, const std::string& path) {
+  auto* proxy = qobject_cast<QSortFilterProxyModel*>(window.treeView()->model());
+  window.treeView()->setCurrentIndex(proxy->mapFromSource(window.treeModel()->indexOfModule(moduleIndex(window.treeModel(), path))));
+}
+
+} // namespace
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+
+private:
+  std::unique_ptr<MainWindow> openSample(const QString& model = QStringLiteral(HOOKSCOPE_SAMPLE_MODEL)) {
+    auto window = std::make_unique<MainWindow>();
+    window->setInteractive(false);
+    window->show();
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openPath(model);
+    if (!opened.wait(kTimeout)) qWarning("model did not open");
+    return window;
+  }
+
+  void runAndWait(MainWindow& window, int steps) {
+    const qint64 before = window.stepsSeen();
+    window.runControls()->setSteps(steps);
+    window.run();
+    QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), before + steps, kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kTimeout);
+    QTest::qWait(100);  // one coalesced redraw
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("HookScopeTest"));
+  }
+
+  void loadingFillsTheTreeAndPassesTheModelTester() {
+    auto window = openSample();
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL));
+    ModuleTreeModel* tree = window->treeModel();
+    QAbstractItemModelTester tester(tree, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(countModules(*tree), 11);
+    QCOMPARE(tree->data(tree->indexOfModule(0, ModuleTreeModel::Name)).toString(), QStringLiteral("SmallCNN"));
+    QCOMPARE(tree->data(tree->indexOfModule(moduleIndex(tree, "conv2"), ModuleTreeModel::Type)).toString(), QStringLiteral("Conv2d"));
+    QCOMPARE(window->runControls()->inputSpecs(), QStringLiteral("8x1x28x28"));  // from the model file
+    // Tri-state: the root's box checks the subtree; one child off makes it partial.
+    tick(tree, "", ModuleTreeModel::Act, true);
+    for (std::size_t m = 0; m < tree->modules().size(); ++m) QVERIFY(tree->hooks(int(m)) & hookscope::kindBit(CaptureKind::Activation));
+    tick(tree, "relu1", ModuleTreeModel::Act, false);
+    QCOMPARE(tree->data(tree->indexOfModule(0, ModuleTreeModel::Act), Qt::CheckStateRole).toInt(), int(Qt::PartiallyChecked));
+    tree->setHookForType(QStringLiteral("Linear"), CaptureKind::Gradient, true);
+    QVERIFY(tree->hooks(moduleIndex(tree, "fc1")) & hookscope::kindBit(CaptureKind::Gradient));
+    QVERIFY(tree->hooks(moduleIndex(tree, "fc2")) & hookscope::kindBit(CaptureKind::Gradient));
+    QVERIFY(!(tree->hooks(moduleIndex(tree, "conv1")) & hookscope::kindBit(CaptureKind::Gradient)));
+    // A run fills the output-shape column, still under the tester's eye.
+    runAndWait(*window, 1);
+    QCOMPARE(tree->data(tree->indexOfModule(moduleIndex(tree, "conv2"), ModuleTreeModel::OutputShape)).toString(),
+             QStringLiteral("8x16x14x14"));
+  }
+
+  void deepTreePassesTheModelTester() {
+    auto window = openSample(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/resnet18_scripted.pt"));
+    QAbstractItemModelTester tester(window->treeModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(countModules(*window->treeModel()), int(window->treeModel()->modules().size()));
+    QVERIFY(countModules(*window->treeModel()) > 60);
+    // The filter keeps matching rows and their ancestors.
+    auto* proxy = qobject_cast<QSortFilterProxyModel*>(window->treeView()->model());
+    proxy->setFilterFixedString(QStringLiteral("downsample"));
+    QVERIFY(countModules(*proxy) >= 4);
+    QVERIFY(countModules(*proxy) < 20);
+  }
+
+  void tickedLayersGetPlotsUntouchedLayersNone() {
+    auto window = openSample();
+    ModuleTreeModel* tree = window->treeModel();
+    for (const char* path : {"conv1", "fc1"}) {
+      tick(tree, path, ModuleTreeModel::Act, true);
+      tick(tree, path, ModuleTreeModel::Grad, true);
+    }
+    runAndWait(*window, 3);
+    PlotsPanel* plots = window->plots();
+    QCOMPARE(plots->gradNorms()->lineCount(), 2);
+    QCOMPARE(plots->gradNorms()->pointCount("conv1"), 3);
+    QCOMPARE(plots->gradNorms()->pointCount("fc1"), 3);
+    QCOMPARE(plots->loss()->pointCount(), 3);
+    select(*window, "conv1");
+    QTest::qWait(50);
+    QCOMPARE(plots->histogram()->barCount(), 64);
+    QCOMPARE(plots->heatmap()->columnCount(), 3);
+    QVERIFY(plots->histogram()->statsText().contains(QStringLiteral("min")));
+    select(*window, "conv2");
+    QTest::qWait(50);
+    QCOMPARE(plots->histogram()->barCount(), 0);
+    QCOMPARE(plots->heatmap()->columnCount(), 0);
+    QCOMPARE(plots->gradNorms()->pointCount("conv2"), 0);
+    // The gradient-norm column and the status bar follow the run.
+    QVERIFY(!tree->data(tree->indexOfModule(moduleIndex(tree, "fc1"), ModuleTreeModel::GradNorm)).toString().isEmpty());
+    QVERIFY(tree->data(tree->indexOfModule(moduleIndex(tree, "conv2"), ModuleTreeModel::GradNorm)).toString().isEmpty());
+    // Scrubbing back shows an earlier step everywhere; following returns to the latest.
+    select(*window, "fc1");
+    plots->scrubTo(0);
+    QCOMPARE(plots->shownStep(), qint64(0));
+    QVERIFY(plots->histogram()->statsText().contains(QStringLiteral("step 0")));
+    plots->setFollowLatest(true);
+    QCOMPARE(plots->shownStep(), qint64(2));
+  }
+
+  void untickingDuringARunStopsCapturesFromTheNextStep() {
+    auto window = openSample();
+    ModuleTreeModel* tree = window->treeModel();
+    tick(tree, "fc1", ModuleTreeModel::Act, true);
+    tick(tree, "fc2", ModuleTreeModel::Act, true);
+    window->runControls()->setSteps(0);  // until stopped
+    window->run();
+    QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= 3, kTimeout);
+    // Steps 0 .. done-1 are finished; step `done` may be in flight (the GUI lags behind).
+    const qint64 done = window->engine()->stepsDone();
+    tick(tree, "fc1", ModuleTreeModel::Act, false);
+    const qint64 seen = window->stepsSeen();
+    QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= seen + 3, kTimeout);
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    const auto store = window->store();
+    const auto fc1 = store->series({"fc1", 0, CaptureKind::Activation, 0});
+    const auto fc2 = store->series({"fc2", 0, CaptureKind::Activation, 0});
+    QVERIFY(!fc1.empty());
+    // The step in flight when the box was unticked may finish its capture; none after it.
+    QVERIFY2(fc1.back().step <= done, qPrintable(QStringLiteral("fc1 captured at step %1, unticked after %2 steps").arg(fc1.back().step).arg(done)));
+    QCOMPARE(qint64(fc2.size()), window->stepsSeen());
+    QVERIFY(fc2.back().step >= seen + 2);
+  }
+
+  void badFileShowsTheMessageAndKeepsThePreviousModel() {
+    auto window = openSample();
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    for (const char* bad : {"/bad/not_zip.pt", "/bad/eager_zip.pt", "/bad/missing.pt"}) {
+      window->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR) + QString::fromLatin1(bad));
+      QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+      messages.clear();
+    }
+    window->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/eager_zip.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("torch.jit.script(model).save")), qPrintable(window->lastMessage()));
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL));
+    QCOMPARE(countModules(*window->treeModel()), 11);
+    runAndWait(*window, 1);  // and it still runs
+  }
+
+  void exportFromTheWindowIsReadByTheCliAndReopens() {
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    auto window = openSample();
+    tick(window->treeModel(), "conv2", ModuleTreeModel::Act, true);
+    tick(window->treeModel(), "conv2", ModuleTreeModel::Grad, true);
+    tick(window->treeModel(), "fc2", ModuleTreeModel::Grad, true);
+    runAndWait(*window, 4);
+    const QString dir = tmp.filePath(QStringLiteral("export"));
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    window->exportCapturesTo(dir, false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QCOMPARE(done.front().at(1).toString(), QString());
+    QProcess cli;
+    cli.start(QStringLiteral(HOOKSCOPE_CLI), {QStringLiteral("show"), dir});
+    QVERIFY(cli.waitForFinished(kTimeout));
+    const QString out = QString::fromUtf8(cli.readAllStandardOutput());
+    QCOMPARE(cli.exitCode(), 0);
+    QVERIFY2(out.contains(QStringLiteral("small_cnn.pt")) && out.contains(QStringLiteral("gradient conv2 0/0")), qPrintable(out));
+    // Exporting again to the same folder without consent is refused, nothing lost.
+    window->exportCapturesTo(dir, false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 2, kTimeout);
+    QVERIFY(done.back().at(1).toString().contains(QStringLiteral("already exists")));
+
+    // Reopened without the model: read-only, the same series as the live session.
+    const auto live = window->store();
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openPath(dir);
+    QTRY_COMPARE_WITH_TIMEOUT(opened.size(), 1, kTimeout);
+    QVERIFY(window->reviewOnly());
+    QVERIFY(window->store() != live);
+    QCOMPARE(window->store()->seriesKeys(), live->seriesKeys());
+    for (const auto& key : live->seriesKeys()) {
+      const auto a = live->values(key, &hookscope::TensorStats::l2norm);
+      const auto b = window->store()->values(key, &hookscope::TensorStats::l2norm);
+      QCOMPARE(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(a[i].step, b[i].step);
+        QCOMPARE(a[i].value, b[i].value);
+      }
+    }
+    QTest::qWait(100);
+    QCOMPARE(window->plots()->gradNorms()->lineCount(), 2);
+    QCOMPARE(window->plots()->gradNorms()->pointCount("conv2"), 4);
+    QCOMPARE(window->plots()->loss()->pointCount(), 4);
+    QVERIFY(moduleIndex(window->treeModel(), "conv2") >= 0);
+    // Review is read-only: the boxes cannot be changed.
+    const QModelIndex box = window->treeModel()->indexOfModule(moduleIndex(window->treeModel(), "conv2"), ModuleTreeModel::Act);
+    QVERIFY(!(window->treeModel()->flags(box) & Qt::ItemIsUserCheckable));
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "MainWindowTest.moc"
