@@ -11,7 +11,8 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
-#include <QDockWidget>
+#include <QGroupBox>
+#include <QSplitter>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
@@ -53,10 +54,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   m_engineThread.start();
 
   m_plots = new PlotsPanel(this);
-  setCentralWidget(m_plots);
   m_tree = new ModuleTreeModel(this);
   m_controls = new RunControls(this);
-  buildDocks();
+  buildLayout();
   buildActions();
 
   m_redrawTimer = new QTimer(this);
@@ -115,6 +115,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
   if (!settings.contains(QStringLiteral("window/geometry"))) resize(1400, 900);
+  m_splitter->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
   rebuildRecentMenu();
   updateActions();
   updateStatus();
@@ -126,7 +127,7 @@ MainWindow::~MainWindow() {
   m_engineThread.wait();
 }
 
-void MainWindow::buildDocks() {
+void MainWindow::buildLayout() {
   auto* treePanel = new QWidget(this);
   auto* layout = new QVBoxLayout(treePanel);
   layout->setContentsMargins(4, 4, 4, 4);
@@ -155,12 +156,12 @@ void MainWindow::buildDocks() {
   m_treeView->setItemDelegateForColumn(ModuleTreeModel::GradNorm, new GradNormDelegate(m_treeView));
   m_treeView->header()->setStretchLastSection(false);
   m_treeView->header()->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
-  m_treeView->setColumnWidth(ModuleTreeModel::Name, 170);
+  m_treeView->setColumnWidth(ModuleTreeModel::Name, 140);
   m_treeView->setColumnWidth(ModuleTreeModel::Type, 90);
-  m_treeView->setColumnWidth(ModuleTreeModel::OutputShape, 100);
-  m_treeView->setColumnWidth(ModuleTreeModel::Params, 70);
-  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 42);
-  m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 90);
+  m_treeView->setColumnWidth(ModuleTreeModel::OutputShape, 90);
+  m_treeView->setColumnWidth(ModuleTreeModel::Params, 60);
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 44);
+  m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 80);
   connect(m_treeView->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& current) {
     const QModelIndex source = m_filter->mapToSource(current);
     const int module = m_tree->moduleAt(source);
@@ -168,15 +169,24 @@ void MainWindow::buildDocks() {
   });
   layout->addLayout(filterRow);
   layout->addWidget(m_treeView, 1);
-  auto* treeDock = new QDockWidget(tr("Modules"), this);
-  treeDock->setObjectName(QStringLiteral("modulesDock"));
-  treeDock->setWidget(treePanel);
-  addDockWidget(Qt::LeftDockWidgetArea, treeDock);
-
-  auto* runDock = new QDockWidget(tr("Run"), this);
-  runDock->setObjectName(QStringLiteral("runDock"));
-  runDock->setWidget(m_controls);
-  addDockWidget(Qt::LeftDockWidgetArea, runDock);
+  // Splitters rather than docks: their sizes can be set, so the tree's columns all show.
+  auto* runBox = new QGroupBox(tr("Run"), this);
+  auto* runLayout = new QVBoxLayout(runBox);
+  runLayout->setContentsMargins(4, 4, 4, 4);
+  runLayout->addWidget(m_controls);
+  auto* left = new QSplitter(Qt::Vertical, this);
+  left->addWidget(treePanel);
+  left->addWidget(runBox);
+  left->setStretchFactor(0, 1);
+  left->setStretchFactor(1, 0);
+  m_splitter = new QSplitter(Qt::Horizontal, this);
+  m_splitter->setObjectName(QStringLiteral("mainSplitter"));
+  m_splitter->addWidget(left);
+  m_splitter->addWidget(m_plots);
+  m_splitter->setStretchFactor(0, 0);
+  m_splitter->setStretchFactor(1, 1);
+  m_splitter->setSizes({590, 900});
+  setCentralWidget(m_splitter);
 }
 
 void MainWindow::buildActions() {
@@ -212,7 +222,6 @@ void MainWindow::buildActions() {
   m_resetAction = runMenu->addAction(tr("Reset &weights (reload file)"), this, &MainWindow::resetWeights);
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
   view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
 
   QToolBar* toolbar = addToolBar(tr("Run"));
@@ -496,6 +505,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   settings.setValue(QStringLiteral("window/state"), saveState());
+  settings.setValue(QStringLiteral("window/splitter"), m_splitter->saveState());
   m_engine->requestStop();
   event->accept();
 }

@@ -15,6 +15,7 @@ class QLineEdit;
 class QMenu;
 class QProgressBar;
 class QSortFilterProxyModel;
+class QSplitter;
 class QTimer;
 class QTreeView;
 class RunControls;
@@ -69,7 +70,7 @@ protected:
 
 private:
   void buildActions();
-  void buildDocks();
+  void buildLayout();
   void onModelLoaded(const ModelSummary& summary);
   void onStepFinished(const StepSummary& summary);
   void onRunState(bool running, bool paused);
@@ -95,6 +96,7 @@ private:
   QLineEdit* m_filterEdit;
   RunControls* m_controls;
   PlotsPanel* m_plots;
+  QSplitter* m_splitter;
   QTimer* m_redrawTimer;
   QLabel* m_modelLabel;
   QLabel* m_stepLabel;

@@ -33,7 +33,7 @@ RunControls::RunControls(QWidget* parent) : QWidget(parent) {
   });
   dataRow->addWidget(m_dataFile);
   dataRow->addWidget(browse);
-  form->addRow(tr("&Data"), dataRow);
+  form->addRow(tr("Data"), dataRow);
   m_batchSize = new QSpinBox(this);
   m_batchSize->setRange(0, 1 << 20);
   m_batchSize->setSpecialValueText(tr("whole file"));
@@ -43,7 +43,11 @@ RunControls::RunControls(QWidget* parent) : QWidget(parent) {
   for (auto kind : {LossKind::Auto, LossKind::CrossEntropy, LossKind::Mse, LossKind::Mean, LossKind::Sum}) {
     m_loss->addItem(QString::fromLatin1(lossKindName(kind)), int(kind));
   }
-  m_loss->setToolTip(tr("auto: cross_entropy for integer targets, mse for float targets, mean without targets"));
+  m_loss->setToolTip(tr("cross_entropy without targets uses fixed random classes; auto is cross_entropy "
+                        "for integer targets, mse for float targets, mean of the output without targets"));
+  // Mean of the output (auto without targets) has no lower bound and diverges in training;
+  // cross-entropy against fixed random classes is the sensible first run on a classifier.
+  m_loss->setCurrentIndex(m_loss->findData(int(LossKind::CrossEntropy)));
   form->addRow(tr("&Loss"), m_loss);
   m_optimizer = new QComboBox(this);
   for (auto kind : {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::None}) {

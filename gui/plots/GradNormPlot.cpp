@@ -56,8 +56,9 @@ void GradNormPlot::setLogScale(bool on) {
   m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
   if (on) {
     m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
-    m_plot->yAxis->setNumberFormat("eb");
-    m_plot->yAxis->setNumberPrecision(0);
+    // "g" keeps labels distinct when the range spans less than a decade.
+    m_plot->yAxis->setNumberFormat("gb");
+    m_plot->yAxis->setNumberPrecision(2);
   } else {
     m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
     m_plot->yAxis->setNumberFormat("gb");
@@ -104,6 +105,8 @@ void GradNormPlot::refresh(const ViewState& state) {
       m_plot->graph(int(i))->setData(steps, norms, true);
     }
     m_plot->rescaleAxes();
+    // Keys span every step, also where values are NaN and not drawn.
+    if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
   }
   highlight(state.hasSelection ? state.selected.module : std::string());
   m_plot->replot(QCustomPlot::rpQueuedReplot);

@@ -26,6 +26,8 @@ void LossPlot::refresh(const ViewState& state) {
     }
     m_plot->graph(0)->setData(steps, losses, true);
     m_plot->rescaleAxes();
+    // Keys span every step, also where values are NaN and not drawn.
+    if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
   }
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
