@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace hookscope {
 
@@ -25,36 +26,130 @@ struct Partial {
   std::int64_t infs = 0;
 };
 
+// The careful scan: non-finite values are selected away and counted. Branch-free, with
+// reductions that may be reassociated (omp simd, built with -fopenmp-simd).
 template <typename T>
 void scanRange(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double lo = inf, hi = -inf, s1 = 0, s2 = 0, sq = 0;
+  std::int64_t finite = 0, zeros = 0, nans = 0, infs = 0;
+#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(+ : s1, s2, sq, finite, zeros, nans, infs)
   for (std::int64_t i = begin; i < end; ++i) {
     const double v = double(data[i]);
-    if (std::isfinite(v)) {
-      p.min = std::min(p.min, v);
-      p.max = std::max(p.max, v);
-      const double d = v - shift;
-      p.shiftedSum += d;
-      p.shiftedSumSq += d * d;
-      p.sumSq += v * v;
-      ++p.finite;
-      p.zeros += v == 0.0;
-    } else if (std::isnan(v)) {
-      ++p.nans;
-    } else {
-      ++p.infs;
+    const bool isNan = v != v;
+    const bool isInf = std::fabs(v) == inf;
+    const bool ok = !isNan && !isInf;
+    const double f = ok ? v : 0.0;
+    const double d = ok ? v - shift : 0.0;
+    lo = std::min(lo, ok ? v : inf);
+    hi = std::max(hi, ok ? v : -inf);
+    s1 += d;
+    s2 += d * d;
+    sq += f * f;
+    finite += ok;
+    zeros += v == 0.0;
+    nans += isNan;
+    infs += isInf;
+  }
+  p.min = std::min(p.min, lo);
+  p.max = std::max(p.max, hi);
+  p.shiftedSum += s1;
+  p.shiftedSumSq += s2;
+  p.sumSq += sq;
+  p.finite += finite;
+  p.zeros += zeros;
+  p.nans += nans;
+  p.infs += infs;
+}
+
+// float32 fast path: assumes every value is finite, so it needs no selects and runs about
+// seven times faster than the careful scan. A NaN or Inf anywhere in a block makes its
+// results non-finite; such a block is scanned again carefully. Float sums run over blocks of
+// 256 values (64 per SIMD lane) and are added up in double: the relative rounding error of
+// a block's sum of squares is below 64 * 2^-24 = 4e-6 even in the worst case, inside the
+// 1e-5 parity tolerance, and about 1e-8 typically.
+void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
+  constexpr std::int64_t kBlock = 256;
+  const float fshift = float(shift);
+  for (std::int64_t first = begin; first < end; first += kBlock) {
+    const std::int64_t n = std::min(kBlock, end - first);
+    const float* block = data + first;
+    float lo = std::numeric_limits<float>::max(), hi = -std::numeric_limits<float>::max();
+    float s1 = 0, s2 = 0, sq = 0;
+    std::int32_t zeros = 0;
+#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(+ : s1, s2, sq, zeros)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float v = block[j];
+      const float d = v - fshift;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      s1 += d;
+      s2 += d * d;
+      sq += v * v;
+      zeros += v == 0.0f;
     }
+    if (!(std::isfinite(s1) && std::isfinite(s2) && std::isfinite(sq) && std::isfinite(lo) && std::isfinite(hi))) {
+      scanRange(data, first, first + n, shift, p);  // NaN, Inf or float overflow in this block
+      continue;
+    }
+    // min/max of NaN-free blocks: std::min/max would hide a NaN, but then s1 is NaN too.
+    p.min = std::min(p.min, double(lo));
+    p.max = std::max(p.max, double(hi));
+    p.shiftedSum += double(s1);
+    p.shiftedSumSq += double(s2);
+    p.sumSq += double(sq);
+    p.finite += n;
+    p.zeros += zeros;
   }
 }
 
 template <typename T>
+void scanChunk(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
+  if constexpr (std::is_same_v<T, float>) {
+    scanRangeFast(data, begin, end, shift, p);
+  } else {
+    scanRange(data, begin, end, shift, p);
+  }
+}
+
+// Two passes per block: bin indices computed branch-free (vectorized; non-finite values go
+// to a spare slot past the last bin), then increments spread over four copies of the counts
+// so consecutive increments of one bin rarely wait on each other.
+template <typename T>
 void histogramRange(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
                     std::int64_t bins, std::int64_t* counts) {
-  for (std::int64_t i = begin; i < end; ++i) {
-    const double v = double(data[i]);
-    if (!std::isfinite(v)) continue;
-    auto bin = std::int64_t((v - low) * scale);
-    bin = std::clamp<std::int64_t>(bin, 0, bins - 1);
-    ++counts[bin];
+  constexpr std::int64_t kBlock = 2048;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const std::int64_t stride = bins + 1;
+  std::vector<std::int64_t> lanes(std::size_t(4 * stride), 0);
+  std::int32_t index[kBlock];
+  const double top = double(bins - 1);
+  const auto spare = std::int32_t(bins);
+  for (std::int64_t first = begin; first < end; first += kBlock) {
+    const std::int64_t n = std::min(kBlock, end - first);
+    const T* block = data + first;
+#pragma omp simd
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double v = double(block[j]);
+      const bool ok = v == v && std::fabs(v) != inf;
+      // Written so that NaN (0 * inf on a degenerate range) lands in bin 0, never outside.
+      double at = (ok ? v - low : 0.0) * scale;
+      at = at > 0.0 ? at : 0.0;
+      at = at < top ? at : top;
+      index[j] = ok ? std::int32_t(at) : spare;
+    }
+    std::int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      ++lanes[std::size_t(index[j])];
+      ++lanes[std::size_t(stride + index[j + 1])];
+      ++lanes[std::size_t(2 * stride + index[j + 2])];
+      ++lanes[std::size_t(3 * stride + index[j + 3])];
+    }
+    for (; j < n; ++j) ++lanes[std::size_t(index[j])];
+  }
+  for (std::int64_t b = 0; b < bins; ++b) {
+    counts[b] += lanes[std::size_t(b)] + lanes[std::size_t(stride + b)] + lanes[std::size_t(2 * stride + b)] +
+                 lanes[std::size_t(3 * stride + b)];
   }
 }
 
@@ -88,7 +183,7 @@ void fillStats(const at::Tensor& contiguous, int bins, TensorStats& s) {
   const auto chunks = static_cast<std::size_t>(chunkCount(n));
   std::vector<Partial> partials(chunks);
   forEachChunk(n, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
-    scanRange(data, b, e, shift, partials[std::size_t(c)]);
+    scanChunk(data, b, e, shift, partials[std::size_t(c)]);
   });
   Partial total;
   for (const auto& p : partials) {
@@ -126,8 +221,10 @@ void fillStats(const at::Tensor& contiguous, int bins, TensorStats& s) {
   s.histLow = total.min;
   s.histHigh = total.max;
   if (s.histHigh <= s.histLow) {
-    s.histLow -= 0.5;
-    s.histHigh += 0.5;
+    // One value: a bin range around it, wide enough to survive rounding at any magnitude.
+    const double pad = std::max(0.5, std::fabs(s.histLow) * 1e-6);
+    s.histLow -= pad;
+    s.histHigh += pad;
   }
   const double scale = double(bins) / (s.histHigh - s.histLow);
   std::vector<std::vector<std::int64_t>> counts(chunks,

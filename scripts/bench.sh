@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds HookScope and runs every benchmark, printing the figures for the README table:
+# step overhead (sample CNN and resnet18, against the Python peer), the statistics kernel
+# against one sum, GUI refresh, and capture memory. Takes a few minutes on 2 cores.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+build="$root/build"
+fixtures="$build/fixtures"
+[ -f "$fixtures/resnet18_scripted.pt" ] || /usr/bin/python3 "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+rounds=${ROUNDS:-5}
+log=$(mktemp)
+run() { echo "\$ $*" >&2; "$@" | tee -a "$log"; echo; }
+run "$build/tests/bench/hookscope-core-bench" overhead "$root/resources/models/small_cnn.pt" 8x1x28x28 $((rounds * 4))
+run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scripted.pt" 8x3x112x112 "$rounds"
+run /usr/bin/python3 "$root/tests/bench/python_peer.py" "$rounds"
+run "$build/tests/bench/hookscope-core-bench" stats
+QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
+run "$build/tests/bench/hookscope-core-bench" memory
+
+# The summary: HookScope's overhead part against the Python peer's.
+ours=$(grep 'RESULT overhead' "$log" | tail -1 | sed 's/.*c\/a=\([0-9.]*\).*/\1/')
+peer=$(grep 'RESULT peer' "$log" | sed 's/.*ratio=\([0-9.]*\).*/\1/')
+awk -v ours="$ours" -v peer="$peer" 'BEGIN {
+  printf "resnet18 hooked/unhooked: HookScope %.3f, Python hooks %.3f; overhead part %.3f vs %.3f: %.1fx less\n",
+         ours, peer, ours - 1, peer - 1, (peer - 1) / (ours - 1 > 0 ? ours - 1 : 1e-9) }'
+rm -f "$log"

@@ -1,0 +1,167 @@
+// Benchmarks of the engine. Prints figures; asserts nothing. See scripts/bench.sh.
+//   hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS]
+//   hookscope-core-bench stats
+//   hookscope-core-bench memory
+#include "CaptureStore.h"
+#include "Model.h"
+#include "StepRunner.h"
+#include "TensorStatistics.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace hookscope;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Config {
+  const char* name;
+  bool instrument;
+  bool hookAll;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<StepRunner> runner;
+  std::vector<double> stepMs;
+  std::vector<double> captureMs;
+};
+
+int overhead(const std::string& path, const std::string& spec, int rounds) {
+  std::vector<Config> configs;
+  configs.push_back({"(a) not instrumented", false, false, nullptr, nullptr, {}, {}});
+  configs.push_back({"(b) instrumented, nothing ticked", true, false, nullptr, nullptr, {}, {}});
+  configs.push_back({"(c) every module: activations + gradients", true, true, nullptr, nullptr, {}, {}});
+  for (auto& c : configs) {
+    std::string error;
+    LoadOptions options;
+    options.instrument = c.instrument;
+    c.model = Model::load(path, &error, options);
+    if (!c.model) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return 3;
+    }
+    if (c.hookAll) {
+      for (std::size_t i = 0; i < c.model->modules().size(); ++i) {
+        c.model->setHooks(int(i), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
+      }
+    }
+    c.runner = std::make_unique<StepRunner>(*c.model, std::make_shared<CaptureStore>());
+    RunConfig config;
+    config.inputSpecs = {spec};
+    config.loss = LossKind::CrossEntropy;
+    config.optimizer = OptimizerKind::Sgd;
+    if (!c.runner->configure(config, &error)) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return 4;
+    }
+    StepResult r;
+    for (int warm = 0; warm < 3; ++warm) c.runner->step(&r, &error);  // profiling runs of the executor
+  }
+  const int stepsPerTurn = 3;
+  for (int round = 0; round < rounds; ++round) {
+    for (auto& c : configs) {
+      for (int s = 0; s < stepsPerTurn; ++s) {
+        StepResult r;
+        std::string error;
+        const auto start = Clock::now();
+        if (!c.runner->step(&r, &error)) {
+          std::fprintf(stderr, "%s\n", error.c_str());
+          return 4;
+        }
+        c.stepMs.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+        c.captureMs.push_back(r.captureMs);
+      }
+    }
+  }
+  const double a = median(configs[0].stepMs);
+  std::printf("step overhead: %s, input %s, SGD, %d threads, %d rounds x %d steps, alternating\n", path.c_str(),
+              spec.c_str(), at::get_num_threads(), rounds, stepsPerTurn);
+  for (const auto& c : configs) {
+    std::printf("  %-44s median %9.2f ms  ratio to (a) %.3f  (statistics inside: %.2f ms)\n", c.name, median(c.stepMs),
+                median(c.stepMs) / a, median(c.captureMs));
+  }
+  std::printf("RESULT overhead b/a=%.4f c/a=%.4f a_ms=%.3f c_ms=%.3f\n", median(configs[1].stepMs) / a,
+              median(configs[2].stepMs) / a, a, median(configs[2].stepMs));
+  return 0;
+}
+
+int stats() {
+  std::printf("statistics kernel vs one sum over the same float32 tensor (%d threads)\n", at::get_num_threads());
+  for (std::int64_t n : {std::int64_t(10000), std::int64_t(1000000), std::int64_t(10000000)}) {
+    at::manual_seed(0);
+    const at::Tensor t = at::randn({n});
+    const int repeats = n <= 10000 ? 2000 : n <= 1000000 ? 200 : 30;
+    std::vector<double> statsUs, sumUs;
+    volatile double sink = 0;
+    for (int i = 0; i < repeats; ++i) {
+      auto start = Clock::now();
+      sink = sink + t.sum().item<float>();
+      sumUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      start = Clock::now();
+      const TensorStats s = computeTensorStats(t, 64);
+      sink = sink + s.l2norm;
+      statsUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    std::printf("  numel %9lld  stats %10.1f us  sum %9.1f us  ratio %.2f\n", (long long)n, median(statsUs),
+                median(sumUs), median(statsUs) / median(sumUs));
+    std::printf("RESULT stats numel=%lld stats_us=%.2f sum_us=%.2f ratio=%.3f\n", (long long)n, median(statsUs),
+                median(sumUs), median(statsUs) / median(sumUs));
+  }
+  return 0;
+}
+
+int memory() {
+  TensorStats s;
+  s.shape = {8, 64, 28, 28};
+  s.dtype = "float32";
+  s.numel = 8 * 64 * 28 * 28;
+  s.histogram.assign(64, 1);
+  const std::size_t perCapture = CaptureStore::pointBytes(s);
+  CaptureStore store;  // default cap
+  const int layers = 100, steps = 10000;
+  std::vector<SeriesKey> keys;
+  for (int l = 0; l < layers; ++l) keys.push_back({"layer" + std::to_string(l) + ".conv", 0, CaptureKind::Gradient, 0});
+  const auto start = Clock::now();
+  std::size_t peak = 0;
+  for (int step = 0; step < steps; ++step) {
+    for (const auto& key : keys) store.add(step, key, s);
+    peak = std::max(peak, store.bytesUsed());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto kept = store.steps();
+  std::printf("capture store: %d layers x %d steps, default cap %.0f MiB\n", layers, steps, double(store.capBytes()) / (1 << 20));
+  std::printf("  bytes per capture (64-bin histogram, 4-d shape): %zu\n", perCapture);
+  std::printf("  without a cap this would be %.0f MiB\n", double(perCapture) * layers * steps / (1 << 20));
+  std::printf("  store after the run: %.1f MiB (peak %.1f MiB), %zu steps kept (first %lld, last %lld, stride %lld), %zu thinnings recorded\n",
+              double(store.bytesUsed()) / (1 << 20), double(peak) / (1 << 20), kept.size(), (long long)kept.front(),
+              (long long)kept.back(), (long long)store.stride(), store.thinning().size());
+  std::printf("  %.2f us per add (including thinning)\n", seconds * 1e6 / (double(layers) * steps));
+  std::printf("RESULT memory bytes_per_capture=%zu final_mib=%.2f peak_mib=%.2f cap_mib=%.0f steps_kept=%zu thinnings=%zu\n",
+              perCapture, double(store.bytesUsed()) / (1 << 20), double(peak) / (1 << 20),
+              double(store.capBytes()) / (1 << 20), kept.size(), store.thinning().size());
+  return peak <= store.capBytes() ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 4 && std::strcmp(argv[1], "overhead") == 0) {
+    return overhead(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 5);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "stats") == 0) return stats();
+  if (argc >= 2 && std::strcmp(argv[1], "memory") == 0) return memory();
+  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS] | stats | memory\n");
+  return 2;
+}
