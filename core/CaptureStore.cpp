@@ -44,6 +44,7 @@ void CaptureStore::addScalar(std::int64_t step, const std::string& name, double 
   std::lock_guard<std::mutex> lock(m_mutex);
   auto& points = m_scalars[name];
   points.push_back({step, value});
+  m_latestScalarStep = std::max(m_latestScalarStep, step);
   m_bytes += kScalarBytes;
   m_version.fetch_add(1, std::memory_order_release);
 }
@@ -143,6 +144,12 @@ std::vector<ScalarPoint> CaptureStore::scalars(const std::string& name) const {
   return it == m_scalars.end() ? std::vector<ScalarPoint>{} : it->second;
 }
 
+std::int64_t CaptureStore::latestStep() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  const std::int64_t captured = m_stepCaptures.empty() ? -1 : m_stepCaptures.rbegin()->first;
+  return std::max(captured, m_latestScalarStep);
+}
+
 std::vector<std::int64_t> CaptureStore::steps() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   std::vector<std::int64_t> result;
@@ -192,6 +199,7 @@ void CaptureStore::clear() {
   m_bytes = 0;
   m_captures = 0;
   m_stride = 1;
+  m_latestScalarStep = -1;
   m_version.fetch_add(1, std::memory_order_release);
 }
 

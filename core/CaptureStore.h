@@ -82,6 +82,8 @@ public:
   std::vector<std::string> scalarNames() const;
   /// Copies of one scalar series.
   std::vector<ScalarPoint> scalars(const std::string& name) const;
+  /// The newest step that holds a capture or a scalar; -1 when empty. O(1).
+  std::int64_t latestStep() const;
   /// Steps that hold at least one capture, ascending.
   std::vector<std::int64_t> steps() const;
   /// Number of stored captures.
@@ -117,6 +119,7 @@ private:
   std::size_t m_cap;
   std::size_t m_captures = 0;
   std::int64_t m_stride = 1;
+  std::int64_t m_latestScalarStep = -1;
   std::atomic<std::uint64_t> m_version{0};
 };
 

@@ -3,6 +3,7 @@
 #include "TensorStatistics.h"
 
 #include <chrono>
+#include <thread>
 
 namespace hookscope {
 
@@ -41,7 +42,28 @@ void forEachTensor(const c10::IValue& value, const std::function<void(int, const
 
 Recorder::Recorder(std::shared_ptr<ModelImpl> model, std::shared_ptr<CaptureStore> store)
     : m_model(std::move(model)), m_store(std::move(store)),
-      m_nextCall(m_model->instances.size(), 0), m_currentCall(m_model->instances.size(), 0) {}
+      m_nextCall(m_model->instances.size(), 0), m_currentCall(m_model->instances.size(), 0) {
+  if (std::thread::hardware_concurrency() > 1) m_worker = std::make_unique<StatsWorker>(m_store);
+}
+
+void Recorder::finishStep() {
+  if (!m_worker) return;
+  const auto start = std::chrono::steady_clock::now();
+  m_worker->drain();
+  m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start).count();
+}
+
+void Recorder::store(std::int64_t step, SeriesKey key, const at::Tensor& tensor) {
+  const auto start = std::chrono::steady_clock::now();
+  if (m_worker) {
+    m_worker->submit(step, std::move(key), tensor, m_bins);
+  } else {
+    m_store->add(step, key, computeTensorStats(tensor, m_bins));
+  }
+  m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - start).count();
+}
 
 Recorder* Recorder::current() { return t_current; }
 
@@ -55,18 +77,11 @@ void Recorder::beginStep(std::int64_t step) {
 }
 
 void Recorder::record(int module, int call, CaptureKind kind, int index, const at::Tensor& tensor) {
-  const auto start = std::chrono::steady_clock::now();
-  SeriesKey key{m_model->instancePaths[std::size_t(module)], call, kind, index};
-  m_store->add(m_step, key, computeTensorStats(tensor, m_bins));
-  m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - start).count();
+  store(m_step, SeriesKey{m_model->instancePaths[std::size_t(module)], call, kind, index}, tensor);
 }
 
 void Recorder::recordNamed(const std::string& name, CaptureKind kind, const at::Tensor& tensor) {
-  const auto start = std::chrono::steady_clock::now();
-  m_store->add(m_step, SeriesKey{name, 0, kind, 0}, computeTensorStats(tensor, m_bins));
-  m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - start).count();
+  store(m_step, SeriesKey{name, 0, kind, 0}, tensor);
 }
 
 void Recorder::onInput(int module, const c10::IValue& args) {
@@ -125,12 +140,8 @@ void Recorder::hookGradients(int module, int call, const c10::IValue& result) {
     handle.register_hook([weak, step, module, call, index](const at::Tensor& grad) {
       auto self = weak.lock();
       if (!self || !grad.defined()) return;
-      const auto start = std::chrono::steady_clock::now();
-      SeriesKey key{self->m_model->instancePaths[std::size_t(module)], call,
-                    CaptureKind::Gradient, index};
-      self->m_store->add(step, key, computeTensorStats(grad, self->m_bins));
-      self->m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - start).count();
+      self->store(step, SeriesKey{self->m_model->instancePaths[std::size_t(module)], call,
+                                  CaptureKind::Gradient, index}, grad);
     });
   });
 }

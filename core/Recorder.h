@@ -3,6 +3,7 @@
 
 #include "CaptureStore.h"
 #include "ModelImpl.h"
+#include "StatsWorker.h"
 
 #include <atomic>
 #include <map>
@@ -32,6 +33,8 @@ public:
 
   /// Starts a step: call numbering restarts at 0 for every module.
   void beginStep(std::int64_t step);
+  /// Ends a step: returns once every capture of the step is in the store.
+  void finishStep();
   std::int64_t step() const { return m_step; }
 
   void onInput(int module, const c10::IValue& args);
@@ -51,7 +54,8 @@ public:
   void setKeepTensors(std::vector<bool> keep) { m_keep = std::move(keep); }
   /// Kept tensors by "{module}/{call}/{index}".
   const std::map<std::string, at::Tensor>& keptTensors() const { return m_kept; }
-  /// Seconds spent computing statistics since the last beginStep.
+  /// Seconds the engine thread spent on captures (copies, or statistics computed inline,
+  /// and waiting for the worker at the end of the step) since the last beginStep.
   double captureSeconds() const { return double(m_captureNanos.load()) * 1e-9; }
 
   /// The recorder taps on this thread report to, or null.
@@ -61,11 +65,14 @@ private:
   friend class RecorderScope;
   void record(int module, int call, CaptureKind kind, int index, const at::Tensor& tensor);
   void recordNamed(const std::string& name, CaptureKind kind, const at::Tensor& tensor);
+  /// Hands a tensor to the worker (or computes inline) and counts the engine thread's time.
+  void store(std::int64_t step, SeriesKey key, const at::Tensor& tensor);
   void hookGradients(int module, int call, const c10::IValue& result);
   void noteShapes(int module, int call, const c10::IValue& result);
 
   std::shared_ptr<ModelImpl> m_model;
   std::shared_ptr<CaptureStore> m_store;
+  std::unique_ptr<StatsWorker> m_worker;  ///< null on a single-core machine: computed inline
   int m_bins = 64;
   bool m_shapeProbe = false;
   std::int64_t m_step = 0;

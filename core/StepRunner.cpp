@@ -227,6 +227,11 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   Recorder& recorder = *impl.recorder;
   recorder.beginStep(impl.step);
   RecorderScope scope(&recorder);
+  // On every way out, failures included, the step's captures are complete before it returns.
+  struct DrainOnExit {
+    Recorder& recorder;
+    ~DrainOnExit() { recorder.finishStep(); }
+  } drainOnExit{recorder};
   auto& module = m_model.impl().module;
   module.train(impl.config.train);
 
@@ -310,6 +315,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
       r.optimizerMs = msSince(start);
     }
   }
+  recorder.finishStep();  // every capture of this step is stored before it counts as done
   r.captureMs = recorder.captureSeconds() * 1e3;
   r.totalMs = msSince(stepStart);
   m_store->addScalar(r.step, "loss", r.loss);

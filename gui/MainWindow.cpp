@@ -23,7 +23,6 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
-#include <QSaveFile>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
@@ -86,7 +85,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   });
   connect(m_engine, &EngineAdapter::stepFinished, this, &MainWindow::onStepFinished);
   connect(m_engine, &EngineAdapter::runStateChanged, this, &MainWindow::onRunState);
-  connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) { showMessage(tr("Step failed"), message); });
+  connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) {
+    updateStatus();
+    showMessage(tr("Step failed"), message);
+  });
   connect(m_engine, &EngineAdapter::exportFinished, this, [this](const QString& dir, const QString& error) {
     if (error.isEmpty()) {
       statusBar()->showMessage(tr("Exported captures to %1").arg(dir), 8000);
@@ -310,6 +312,7 @@ void MainWindow::pause() {
 void MainWindow::stepOnce() {
   if (m_summary.reviewOnly || m_summary.path.isEmpty() || (m_running && !m_paused)) return;
   const RunConfig config = currentConfig();
+  m_busy->setVisible(true);  // a single step of a large model can take a while
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->stepOnce(config); });
 }
 
@@ -336,6 +339,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
     }
     m_tree->setOutputShapes(shapes);
   }
+  if (!m_running) m_busy->setVisible(false);
   if (!summary.result.lossFinite) {
     statusBar()->showMessage(tr("Step %1: the loss is %2").arg(summary.result.step).arg(summary.result.loss), 10000);
   }
@@ -466,9 +470,8 @@ void MainWindow::exportAllPlots() {
   QStringList failed;
   for (PlotPage* page : m_plots->pages()) {
     const QString base = QDir(dir).filePath(page->title().toLower().replace(' ', '_'));
-    QSaveFile csv(base + QStringLiteral(".csv"));
     const bool ok = page->savePng(base + QStringLiteral(".png")) && page->savePdf(base + QStringLiteral(".pdf")) &&
-                    csv.open(QIODevice::WriteOnly) && csv.write(page->toCsv().toUtf8()) >= 0 && csv.commit();
+                    page->saveCsv(base + QStringLiteral(".csv"));
     if (!ok) failed << page->title();
   }
   if (failed.isEmpty()) {

@@ -149,15 +149,7 @@ void PlotsPanel::applySeriesChoice() {
 }
 
 void PlotsPanel::refresh() {
-  if (m_state.store) {
-    const auto losses = m_state.store->scalars("loss");
-    const auto steps = m_state.store->steps();
-    m_state.latestStep = -1;
-    if (!losses.empty()) m_state.latestStep = losses.back().step;
-    if (!steps.empty()) m_state.latestStep = std::max(m_state.latestStep, steps.back());
-  } else {
-    m_state.latestStep = -1;
-  }
+  m_state.latestStep = m_state.store ? m_state.store->latestStep() : -1;
   if (m_follow->isChecked()) m_state.step = m_state.latestStep;
   updateSeriesChoices();
   m_state.hasSelection = !m_choices.empty() && m_series->currentIndex() >= 0;

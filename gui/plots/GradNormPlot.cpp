@@ -35,6 +35,9 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
   m_plot->legend->setSelectableParts(QCPLegend::spItems);
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom | QCP::iSelectPlottables | QCP::iSelectLegend);
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  // Many long lines: drawn without antialiasing (fast polylines measured no faster).
+  m_plot->setNotAntialiasedElements(QCP::aePlottables);
+  m_plot->setPlottingHint(QCP::phFastPolylines, false);
   setLogScale(true);
   connect(m_plot, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* plottable, int, QMouseEvent*) {
     for (int i = 0; i < m_plot->graphCount(); ++i) {
@@ -77,6 +80,11 @@ void GradNormPlot::refresh(const ViewState& state) {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
+  const std::string highlighted = state.hasSelection ? state.selected.module : std::string();
+  if (state.store->version() == m_version && highlighted == m_highlighted) {
+    replotMarker();  // scrubbing: nothing but the marker moved
+    return;
+  }
   if (state.store->version() != m_version) {
     m_version = state.store->version();
     std::vector<SeriesKey> keys;
@@ -89,10 +97,16 @@ void GradNormPlot::refresh(const ViewState& state) {
       for (std::size_t i = 0; i < m_keys.size(); ++i) {
         QCPGraph* graph = m_plot->addGraph();
         graph->setName(seriesLabel(m_keys[i]));
-        graph->setPen(QPen(lineColor(int(i)), 1.5));
+        // Cosmetic 1-px lines: Qt strokes other pens as filled polygons, far too slow for
+        // 100 long lines.
+        QPen pen(lineColor(int(i)), 1);
+        pen.setCosmetic(true);
+        graph->setPen(pen);
         graph->setSelectable(QCP::stWhole);
       }
-      // With many layers a legend would cover the plot: keep it to a readable size.
+      // With many layers a legend would cover the plot (and its layout alone costs more
+      // than drawing): show it only while it stays readable.
+      if (m_keys.size() > 16) m_plot->legend->clearItems();
       m_plot->legend->setVisible(m_keys.size() <= 16);
     }
     for (std::size_t i = 0; i < m_keys.size(); ++i) {
@@ -108,7 +122,7 @@ void GradNormPlot::refresh(const ViewState& state) {
     // Keys span every step, also where values are NaN and not drawn.
     if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
   }
-  highlight(state.hasSelection ? state.selected.module : std::string());
+  highlight(highlighted);
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -117,7 +131,7 @@ void GradNormPlot::highlight(const std::string& module) {
   m_highlighted = module;
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
     QPen pen = m_plot->graph(int(i))->pen();
-    pen.setWidthF(m_keys[i].module == module ? 3.0 : 1.5);
+    pen.setWidthF(m_keys[i].module == module ? 2.5 : 1.0);
     m_plot->graph(int(i))->setPen(pen);
   }
 }

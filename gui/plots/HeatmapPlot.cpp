@@ -38,7 +38,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
   }
   // The history only changes with the store; the marker moves with scrubbing.
   if (state.store->version() == m_version && state.selected == m_key) {
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    replotMarker();
     return;
   }
   m_version = state.store->version();

@@ -7,7 +7,7 @@ using namespace hookscope;
 LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
   QCPGraph* graph = m_plot->addGraph();
   graph->setName(tr("loss"));
-  graph->setPen(QPen(QColor(200, 60, 40), 1.5));
+  graph->setPen(QPen(QColor(200, 60, 40), 1.5));  // one line: width is cheap
   m_plot->xAxis->setLabel(tr("step"));
   m_plot->yAxis->setLabel(tr("loss"));
 }
@@ -17,7 +17,10 @@ void LossPlot::refresh(const ViewState& state) {
   if (!state.store) {
     m_plot->graph(0)->data()->clear();
     m_version = 0;
-  } else if (state.store->version() != m_version) {
+  } else if (state.store->version() == m_version) {
+    replotMarker();  // scrubbing: nothing but the marker moved
+    return;
+  } else {
     m_version = state.store->version();
     QVector<double> steps, losses;
     for (const auto& p : state.store->scalars("loss")) {

@@ -3,6 +3,10 @@
 #include "QCustomPlotInclude.h"
 
 #include <QEvent>
+#include <QFileDialog>
+#include <QMenu>
+#include <QMessageBox>
+#include <QSaveFile>
 #include <QVBoxLayout>
 
 PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_plot(new QCustomPlot(this)), m_title(title) {
@@ -14,10 +18,41 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   auto* heading = new QCPTextElement(m_plot, title, QFont(font().family(), font().pointSize(), QFont::Bold));
   m_plot->plotLayout()->addElement(0, 0, heading);
   m_plot->setMinimumSize(260, 180);
+  // The marker lives on its own buffered layer so that moving it repaints nothing else.
+  m_plot->addLayer(QStringLiteral("marker"), m_plot->layer(QStringLiteral("main")), QCustomPlot::limAbove);
+  m_plot->layer(QStringLiteral("marker"))->setMode(QCPLayer::lmBuffered);
   m_marker = new QCPItemStraightLine(m_plot);
+  m_marker->setLayer(QStringLiteral("marker"));
   m_marker->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
   m_marker->setVisible(false);
+  m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_plot, &QWidget::customContextMenuRequested, this, &PlotPage::showContextMenu);
   applyPalette();
+}
+
+bool PlotPage::saveCsv(const QString& path) const {
+  QSaveFile file(path);
+  return file.open(QIODevice::WriteOnly) && file.write(toCsv().toUtf8()) >= 0 && file.commit();
+}
+
+void PlotPage::showContextMenu(const QPoint& at) {
+  QMenu menu(this);
+  const QString base = m_title.toLower().replace(' ', '_');
+  auto save = [this, base](const QString& suffix, const QString& filter, bool (PlotPage::*write)(const QString&) const) {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save %1").arg(m_title), base + suffix, filter);
+    if (!path.isEmpty() && !(this->*write)(path)) {
+      QMessageBox::warning(this, tr("Save plot"), tr("Could not write %1: check that the folder is writable.").arg(path));
+    }
+  };
+  menu.addAction(tr("Save as PNG…"), this, [=] { save(QStringLiteral(".png"), tr("PNG images (*.png)"), &PlotPage::savePng); });
+  menu.addAction(tr("Save as PDF…"), this, [=] { save(QStringLiteral(".pdf"), tr("PDF documents (*.pdf)"), &PlotPage::savePdf); });
+  menu.addAction(tr("Save data as CSV…"), this, [=] { save(QStringLiteral(".csv"), tr("CSV files (*.csv)"), &PlotPage::saveCsv); });
+  menu.addSeparator();
+  menu.addAction(tr("Fit to data"), this, [this] {
+    m_plot->rescaleAxes();
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+  });
+  menu.exec(m_plot->mapToGlobal(at));
 }
 
 bool PlotPage::savePng(const QString& path) const { return m_plot->savePng(path, 0, 0, 2.0); }
@@ -47,6 +82,8 @@ void PlotPage::applyPalette() {
   m_plot->legend->setBrush(p.color(QPalette::Base));
   m_plot->legend->setTextColor(p.color(QPalette::Text));
 }
+
+void PlotPage::replotMarker() { m_plot->layer(QStringLiteral("marker"))->replot(); }
 
 void PlotPage::setStepMarker(double step, bool visible) {
   m_marker->setVisible(visible);

@@ -23,6 +23,7 @@ public:
   virtual QString toCsv() const = 0;
   bool savePng(const QString& path) const;
   bool savePdf(const QString& path) const;
+  bool saveCsv(const QString& path) const;
 
 protected:
   void changeEvent(QEvent* event) override;
@@ -30,6 +31,10 @@ protected:
   void applyPalette();
   /// Marks the step being looked at with a vertical line (hidden when step < 0).
   void setStepMarker(double step, bool visible);
+  /// Repaints only the marker's layer: what scrubbing needs when the data did not change.
+  void replotMarker();
+  /// Right-click menu: save this plot as PNG, PDF or CSV, or reset its zoom.
+  void showContextMenu(const QPoint& at);
 
   QCustomPlot* m_plot;
   QString m_title;

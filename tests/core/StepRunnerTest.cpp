@@ -65,6 +65,25 @@ TEST(StepRunnerTest, TrainingReducesTheLossOnALearnableTask) {
   EXPECT_EQ(store->scalars("step_ms").size(), 40u);
 }
 
+TEST(StepRunnerTest, TheSampleMlpLearnsToo) {
+  auto model = loadSample("small_mlp.pt");
+  ASSERT_TRUE(model);
+  StepRunner runner(*model, std::make_shared<CaptureStore>());
+  RunConfig config;
+  config.dataFile = fixture("teacher.data.pt");
+  config.batchSize = 32;
+  config.optimizer = OptimizerKind::Adam;
+  config.lr = 0.01;
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  std::vector<double> losses;
+  ASSERT_EQ(runner.run(60, [&](const StepResult& r) { losses.push_back(r.loss); }, &error),
+            StepRunner::RunEnd::Finished) << error;
+  const double first = (losses[0] + losses[1] + losses[2] + losses[3]) / 4;
+  const double last = (losses[56] + losses[57] + losses[58] + losses[59]) / 4;
+  EXPECT_LT(last, 0.5 * first) << "cross-entropy went from " << first << " to " << last;
+}
+
 TEST(StepRunnerTest, SgdStepMatchesPythonReference) {
   auto model = loadSample();
   ASSERT_TRUE(model);

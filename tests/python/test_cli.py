@@ -175,9 +175,10 @@ class ExportFolder(CliTestCase):
         self.assertEqual(list(t.shape), [8, 64])
         row = next(r for r in read_stats(self.export)
                    if r["module"] == "fc1" and r["kind"] == "activation" and r["step"] == "2")
-        self.assertTrue(close(float(row["l2norm"]), t.norm().item(), 1e-12))
-        self.assertTrue(close(float(row["mean"]), t.mean().item(), 1e-12, t.abs().max().item()))
-        self.assertTrue(close(float(row["std"]), t.std().item(), 1e-12))
+        # float32 sums run in float over blocks of 256 values, then in double: ~1e-8 typically.
+        self.assertTrue(close(float(row["l2norm"]), t.norm().item(), 1e-7))
+        self.assertTrue(close(float(row["mean"]), t.mean().item(), 1e-7, t.abs().max().item()))
+        self.assertTrue(close(float(row["std"]), t.std().item(), 1e-7))
         self.assertEqual(float(row["min"]), t.min().item())
         self.assertEqual(float(row["max"]), t.max().item())
         self.assertEqual(float(row["zero_frac"]), (t == 0).double().mean().item())

@@ -1,0 +1,65 @@
+#include "StatsWorker.h"
+
+#include "TensorStatistics.h"
+
+#include <ATen/ATen.h>
+
+namespace hookscope {
+
+StatsWorker::StatsWorker(std::shared_ptr<CaptureStore> store)
+    : m_store(std::move(store)), m_thread([this] { run(); }) {}
+
+StatsWorker::~StatsWorker() {
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  m_thread.join();
+}
+
+void StatsWorker::submit(std::int64_t step, SeriesKey key, const at::Tensor& tensor, int bins) {
+  const std::size_t bytes = std::size_t(tensor.numel()) * tensor.element_size();
+  {
+    std::unique_lock<std::mutex> lock(m_mutex);
+    if (m_queuedBytes + bytes <= kMaxQueuedBytes) {
+      at::NoGradGuard noGrad;
+      at::Tensor snapshot = tensor.detach().clone(at::MemoryFormat::Contiguous);
+      m_queuedBytes += bytes;
+      m_jobs.push_back({step, std::move(key), std::move(snapshot), bins, bytes});
+      lock.unlock();
+      m_wake.notify_one();
+      return;
+    }
+  }
+  m_store->add(step, key, computeTensorStats(tensor, bins));  // queue full: no copy, no wait
+}
+
+void StatsWorker::drain() {
+  std::unique_lock<std::mutex> lock(m_mutex);
+  m_idle.wait(lock, [this] { return m_jobs.empty() && !m_busy; });
+}
+
+void StatsWorker::run() {
+  std::unique_lock<std::mutex> lock(m_mutex);
+  for (;;) {
+    m_wake.wait(lock, [this] { return m_stop || !m_jobs.empty(); });
+    if (m_jobs.empty() && m_stop) return;
+    Job job = std::move(m_jobs.front());
+    m_jobs.pop_front();
+    m_busy = true;
+    lock.unlock();
+    try {
+      m_store->add(job.step, job.key, computeTensorStats(job.snapshot, job.bins));
+    } catch (const std::exception&) {
+      // A tensor whose statistics cannot be computed yields no capture; the step goes on.
+    }
+    job.snapshot = at::Tensor();
+    lock.lock();
+    m_busy = false;
+    m_queuedBytes -= job.bytes;
+    if (m_jobs.empty()) m_idle.notify_all();
+  }
+}
+
+} // namespace hookscope
