@@ -3,6 +3,7 @@
 #include "ExportFolder.h"
 #include "InputSpec.h"
 #include "Model.h"
+#include "RuleEngine.h"
 #include "Sha256.h"
 #include "StepRunner.h"
 
@@ -14,6 +15,8 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <set>
 #include <memory>
 #include <sstream>
 
@@ -117,6 +120,15 @@ int runCapture(const CaptureOptions& options) {
   if (!optimizer) return error(kUsage, "unknown --optimizer '" + options.optimizer + "'; use none, sgd or adam");
   if (!(options.lr > 0)) return error(kUsage, "--lr must be positive");
   if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
+  std::set<RuleKind> breakOn;
+  for (const auto& name : options.breakOn) {
+    const auto rule = parseRuleName(name);
+    if (!rule) {
+      return error(kUsage, "unknown --break rule '" + name + "'; use non_finite, exploding_gradient, "
+                           "vanishing_gradient, dead_units, saturation, update_ratio or loss_plateau");
+    }
+    breakOn.insert(*rule);
+  }
   if (std::string problem = checkExportTarget(options.out, options.force); !problem.empty()) {
     return error(kOutput, problem);
   }
@@ -185,9 +197,20 @@ int runCapture(const CaptureOptions& options) {
   if (!runner.configure(config, &message)) return error(kData, message);
   runner.keepTensors(keep);
 
+  RuleEngine rules;
+  std::map<std::string, std::string> types;
+  for (const auto& info : modules) types[info.path] = info.typeName;
+  rules.setModuleTypes(types);
+  std::optional<Alert> breakAlert;
   const bool terminal = ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
   const auto end = runner.run(options.steps, [&](const StepResult& r) {
+    for (const auto& alert : rules.evaluate(*store, r.step, runner.lastStepOrder())) {
+      if (breakOn.count(alert.rule) && !breakAlert) {
+        breakAlert = alert;
+        runner.requestStop();
+      }
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::ostringstream line;
     line << "step " << (r.step + 1) << "/" << options.steps << "  loss " << std::setprecision(6)
@@ -213,11 +236,17 @@ int runCapture(const CaptureOptions& options) {
   manifest.memoryCapBytes = store->capBytes();
   ExportOptions exportOptions;
   exportOptions.overwrite = options.force;
+  exportOptions.extraFiles = {{"alerts.csv", alertsCsv(rules.alerts())}};
   if (!writeExport(options.out, manifest, *store, runner.keptTensorsPickle(), exportOptions, &message)) {
     return error(kOutput, message);
   }
   std::cerr << "wrote " << options.out << ": " << store->captureCount() << " captures of "
-            << store->seriesKeys().size() << " series over " << runner.stepsDone() << " steps\n";
+            << store->seriesKeys().size() << " series over " << runner.stepsDone() << " steps, "
+            << rules.alerts().size() << " alerts\n";
+  if (breakAlert) {
+    return error(kBreak, std::string("stopped at step ") + std::to_string(breakAlert->step) + " on " +
+                             ruleName(breakAlert->rule) + ": " + breakAlert->message);
+  }
   return kOk;
 }
 

@@ -42,6 +42,7 @@ struct CaptureOptions {
   std::vector<std::string> saveTensors;
   bool force = false;
   double memoryCapMiB = 512;
+  std::vector<std::string> breakOn;  ///< rule names that end the run (exit 6)
 };
 
 int runInspect(const InspectOptions& options);

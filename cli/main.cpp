@@ -9,7 +9,7 @@ using namespace hookscope::cli;
 int main(int argc, char** argv) {
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
-               "cannot be read or the model rejects it, 5 the output folder cannot be written."};
+               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written)."};
   app.require_subcommand(1);
 
   InspectOptions inspect;
@@ -67,6 +67,10 @@ int main(int argc, char** argv) {
                          "MiB the capture store may hold before it thins older steps")
       ->capture_default_str()->check(CLI::PositiveNumber);
   captureCmd->add_flag("--force", capture.force, "replace an existing non-empty export folder");
+  captureCmd->add_option("--break", capture.breakOn,
+                         "stop at the end of the step where this rule fires, write the export up to it and "
+                         "exit with code 6 (repeatable): non_finite, exploding_gradient, vanishing_gradient, "
+                         "dead_units, saturation, update_ratio, loss_plateau. Every firing goes to alerts.csv.");
 
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");

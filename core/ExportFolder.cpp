@@ -225,6 +225,7 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     const auto histograms = histogramsPickle(all);
     sink.write("histograms.pt", histograms.data(), histograms.size());
     if (!tensorsPickle.empty()) sink.write("tensors.pt", tensorsPickle.data(), tensorsPickle.size());
+    for (const auto& [name, text] : options.extraFiles) sink.write(name, text);
   } catch (const std::exception& e) {
     fs::remove_all(temp, ec);
     return fail(std::string("export failed, ") + dir + " is unchanged: " + e.what());

@@ -14,6 +14,8 @@ struct ExportOptions {
   bool overwrite = false;  ///< replace an existing non-empty folder
   /// Fault injection for tests: fail as if the disk failed after this many files (-1: never).
   int failAfterFiles = -1;
+  /// More text files to write into the folder (name, contents), e.g. alerts.csv.
+  std::vector<std::pair<std::string, std::string>> extraFiles;
 };
 
 /// The first line of stats.csv, fixed by the format.

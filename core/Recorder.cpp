@@ -72,6 +72,10 @@ RecorderScope::~RecorderScope() { t_current = m_previous; }
 
 void Recorder::beginStep(std::int64_t step) {
   m_step = step;
+  {
+    std::lock_guard<std::mutex> lock(m_orderMutex);
+    m_order = StepOrder();
+  }
   std::fill(m_nextCall.begin(), m_nextCall.end(), 0);
   m_captureNanos = 0;
 }
@@ -111,6 +115,8 @@ void Recorder::onOutput(int module, const c10::IValue& result) {
   if (flags & kindBit(CaptureKind::Activation)) {
     forEachTensor(result, [&](int index, const at::Tensor& t) {
       record(module, call, CaptureKind::Activation, index, t);
+      std::lock_guard<std::mutex> lock(m_orderMutex);
+      m_order.forward.push_back({m_model->instancePaths[std::size_t(module)], call, CaptureKind::Activation, index});
     });
   }
   if (flags & kindBit(CaptureKind::Gradient)) hookGradients(module, call, result);
@@ -140,8 +146,10 @@ void Recorder::hookGradients(int module, int call, const c10::IValue& result) {
     handle.register_hook([weak, step, module, call, index](const at::Tensor& grad) {
       auto self = weak.lock();
       if (!self || !grad.defined()) return;
-      self->store(step, SeriesKey{self->m_model->instancePaths[std::size_t(module)], call,
-                                  CaptureKind::Gradient, index}, grad);
+      SeriesKey key{self->m_model->instancePaths[std::size_t(module)], call, CaptureKind::Gradient, index};
+      self->store(step, key, grad);
+      std::lock_guard<std::mutex> lock(self->m_orderMutex);
+      if (self->m_step == step) self->m_order.backward.push_back(std::move(key));
     });
   });
 }
@@ -150,6 +158,11 @@ void Recorder::noteShapes(int module, int call, const c10::IValue& result) {
   std::vector<std::string> shapes;
   forEachTensor(result, [&](int, const at::Tensor& t) { shapes.push_back(shapeText(t)); });
   m_shapes[{module, call}] = std::move(shapes);
+}
+
+StepOrder Recorder::order() const {
+  std::lock_guard<std::mutex> lock(m_orderMutex);
+  return m_order;
 }
 
 std::vector<CallShape> Recorder::shapes() const {

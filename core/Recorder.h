@@ -3,6 +3,7 @@
 
 #include "CaptureStore.h"
 #include "ModelImpl.h"
+#include "RuleEngine.h"
 #include "StatsWorker.h"
 
 #include <atomic>
@@ -54,6 +55,8 @@ public:
   void setKeepTensors(std::vector<bool> keep) { m_keep = std::move(keep); }
   /// Kept tensors by "{module}/{call}/{index}".
   const std::map<std::string, at::Tensor>& keptTensors() const { return m_kept; }
+  /// The order in which this step's activations returned and its gradients arrived.
+  StepOrder order() const;
   /// Seconds the engine thread spent on captures (copies, or statistics computed inline,
   /// and waiting for the worker at the end of the step) since the last beginStep.
   double captureSeconds() const { return double(m_captureNanos.load()) * 1e-9; }
@@ -81,6 +84,8 @@ private:
   std::atomic<std::int64_t> m_captureNanos{0};
   std::map<std::pair<int, int>, std::vector<std::string>> m_shapes;
   std::vector<std::pair<std::string, at::Tensor>> m_updateBefore;
+  mutable std::mutex m_orderMutex;  ///< gradient hooks may run on autograd's threads
+  StepOrder m_order;
   std::vector<bool> m_keep;
   std::map<std::string, at::Tensor> m_kept;
 };

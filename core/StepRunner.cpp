@@ -364,6 +364,8 @@ void StepRunner::setPaused(bool paused) {
   m_pauseChanged.notify_all();
 }
 
+StepOrder StepRunner::lastStepOrder() const { return m_impl->recorder->order(); }
+
 void StepRunner::probeShapes() { m_impl->recorder->setShapeProbe(true); }
 
 std::vector<ModuleCallShape> StepRunner::outputShapes() const {

@@ -2,6 +2,7 @@
 
 #include "CaptureStore.h"
 #include "Model.h"
+#include "RuleEngine.h"
 #include "RunConfig.h"
 
 #include <atomic>
@@ -62,6 +63,8 @@ public:
   /// Steps completed so far; the next step is numbered this.
   std::int64_t stepsDone() const;
 
+  /// The order in which the last step's activations returned and gradients arrived.
+  StepOrder lastStepOrder() const;
   /// Records output shapes of every module call during the next step.
   void probeShapes();
   /// Shapes recorded by the last probed step.

@@ -5,5 +5,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 export QT_QPA_PLATFORM=offscreen
-cd "$root/build"
-ctest --output-on-failure -j2
+(cd "$root/build" && ctest --output-on-failure -j2)
+# The runner's pause/stop and the store's concurrent access, under ThreadSanitizer
+# (a second build in build-tsan/; HOOKSCOPE_SKIP_TSAN=1 skips it for a quick local run).
+if [ "${HOOKSCOPE_SKIP_TSAN:-0}" != 1 ]; then
+  "$root/scripts/tsan.sh"
+fi

@@ -102,6 +102,33 @@ class ExitCodes(CliTestCase):
         self.assertFalse(os.path.exists(os.path.join(self.out(), "keep.txt")))
 
 
+class Breakpoints(CliTestCase):
+    def test_break_on_a_rule_exits_6_with_a_complete_export(self):
+        result = run("capture", os.path.join(MODELS, "small_mlp.pt"), "--out", self.out(), "--hook", "*",
+                     "--data", os.path.join(FIXTURES, "teacher.data.pt"), "--batch-size", "32",
+                     "--loss", "cross_entropy", "--lr", "50", "--steps", "60",
+                     "--break", "exploding_gradient")
+        self.assertExit(result, 6, "exploding_gradient")
+        with open(os.path.join(self.out(), "manifest.json")) as f:
+            steps = json.load(f)["steps"]
+        self.assertLess(steps, 60, "the run stopped early")
+        with open(os.path.join(self.out(), "alerts.csv"), newline="") as f:
+            alerts = list(csv.DictReader(f))
+        self.assertEqual(list(alerts[0].keys()), ["step", "module", "kind", "rule", "value", "message"])
+        fired = [a for a in alerts if a["rule"] == "exploding_gradient"]
+        self.assertTrue(fired)
+        self.assertEqual(int(fired[0]["step"]), steps - 1, "stopped after the step where it fired")
+        self.assertTrue(all(int(a["step"]) < steps for a in alerts))
+        # The export holds every step up to the break.
+        self.assertEqual({int(r["step"]) for r in read_stats(self.out())}, set(range(steps)))
+
+    def test_alerts_csv_is_always_written_and_unknown_rules_are_usage_errors(self):
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "2"), 0)
+        with open(os.path.join(self.out(), "alerts.csv")) as f:
+            self.assertEqual(f.readline().strip(), "step,module,kind,rule,value,message")
+        self.assertExit(run("capture", CNN, "--out", self.out("b"), "--break", "bogus"), 2, "bogus")
+
+
 class Inspect(CliTestCase):
     def test_tree_and_output_shapes(self):
         result = run("inspect", CNN, "--input", "8x1x28x28")

@@ -1,0 +1,180 @@
+#include "RuleEngine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace hookscope {
+
+namespace {
+
+constexpr const char* kRuleNames[kRuleCount] = {"non_finite", "exploding_gradient", "vanishing_gradient",
+                                                "dead_units", "saturation", "update_ratio", "loss_plateau"};
+
+std::string label(const std::string& module) { return module.empty() ? std::string("the root module") : "'" + module + "'"; }
+
+std::string number(double v) {
+  std::ostringstream out;
+  out.precision(4);
+  out << v;
+  return out.str();
+}
+
+// Fraction of finite values within eps of the bounds, from the histogram (bin centers).
+double nearBoundsFraction(const TensorStats& s, double low, double high, double eps) {
+  if (s.histogram.empty() || s.numel == 0) return 0;
+  const auto edges = s.edges();
+  double near = 0, total = 0;
+  for (std::size_t b = 0; b < s.histogram.size(); ++b) {
+    const double center = 0.5 * (edges[b] + edges[b + 1]);
+    total += double(s.histogram[b]);
+    if (center <= low + eps || center >= high - eps) near += double(s.histogram[b]);
+  }
+  return total > 0 ? near / total : 0;
+}
+
+std::string csvField(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+} // namespace
+
+const char* ruleName(RuleKind rule) { return kRuleNames[int(rule)]; }
+
+std::optional<RuleKind> parseRuleName(const std::string& name) {
+  for (int i = 0; i < kRuleCount; ++i) {
+    if (name == kRuleNames[i]) return RuleKind(i);
+  }
+  return std::nullopt;
+}
+
+RuleEngine::RuleEngine(RuleSettings settings) : m_settings(settings) {}
+
+std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
+  std::vector<Alert> fired;
+  auto fire = [&](const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
+    fired.push_back({step, module, kind, rule, value, std::move(message)});
+  };
+  auto at = [&](const SeriesKey& key, SeriesPoint* point) {
+    return store.pointAt(key, step, point) && point->step == step;
+  };
+
+  // non_finite: the first place it appears, not everywhere it spread to.
+  if (on(RuleKind::NonFinite)) {
+    for (const auto* sequence : {&order.forward, &order.backward}) {
+      for (const auto& key : *sequence) {
+        SeriesPoint p;
+        if (at(key, &p) && p.stats.hasNonFinite()) {
+          fire(key.module, key.kind, RuleKind::NonFinite, double(p.stats.nanCount + p.stats.infCount),
+               "NaN/Inf first appears in the " + std::string(captureKindName(key.kind)) + " of " + label(key.module) +
+                   " (" + std::to_string(p.stats.nanCount) + " NaN, " + std::to_string(p.stats.infCount) + " Inf)");
+          break;
+        }
+      }
+    }
+    const auto loss = store.scalars("loss");
+    if (!loss.empty() && loss.back().step == step && !std::isfinite(loss.back().value)) {
+      fire("", CaptureKind::Activation, RuleKind::NonFinite, loss.back().value, "the loss is " + number(loss.back().value));
+    }
+  }
+
+  for (const auto& key : store.seriesKeys()) {
+    SeriesPoint p;
+    if (!at(key, &p)) continue;
+    const TensorStats& s = p.stats;
+    if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) {
+      if (on(RuleKind::ExplodingGradient)) {
+        std::vector<double> history;
+        for (const auto& h : store.values(key, &TensorStats::l2norm)) {
+          if (h.step < step && h.step >= step - m_settings.explodingWindow && std::isfinite(h.value)) history.push_back(h.value);
+        }
+        double median = 0;
+        if (history.size() >= 5) {
+          std::nth_element(history.begin(), history.begin() + long(history.size() / 2), history.end());
+          median = history[history.size() / 2];
+        }
+        if (s.l2norm > m_settings.explodingNorm) {
+          fire(key.module, key.kind, RuleKind::ExplodingGradient, s.l2norm,
+               "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", above " + number(m_settings.explodingNorm));
+        } else if (median > 0 && s.l2norm > m_settings.explodingFactor * median) {
+          fire(key.module, key.kind, RuleKind::ExplodingGradient, s.l2norm,
+               "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", " + number(s.l2norm / median) +
+                   " times its median of the last steps");
+        }
+      }
+      if (on(RuleKind::VanishingGradient) && s.numel > 0 && s.l2norm < m_settings.vanishingNorm) {
+        fire(key.module, key.kind, RuleKind::VanishingGradient, s.l2norm,
+             "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", below " + number(m_settings.vanishingNorm));
+      }
+    }
+    if (key.kind == CaptureKind::Activation) {
+      if (on(RuleKind::DeadUnits) && s.numel > 0 && s.zeroFraction > m_settings.deadFraction) {
+        fire(key.module, key.kind, RuleKind::DeadUnits, s.zeroFraction,
+             number(100 * s.zeroFraction) + "% of the outputs of " + label(key.module) + " are exactly zero");
+      }
+      const auto type = m_types.find(key.module);
+      if (on(RuleKind::Saturation) && type != m_types.end()) {
+        double low = 0, high = 0;
+        if (type->second == "Sigmoid") {
+          high = 1;
+        } else if (type->second == "Tanh" || type->second == "Hardtanh") {
+          low = -1;
+          high = 1;
+        }
+        if (high > low) {
+          const double fraction = nearBoundsFraction(s, low, high, m_settings.saturationEpsilon);
+          if (fraction > m_settings.saturationFraction) {
+            fire(key.module, key.kind, RuleKind::Saturation, fraction,
+                 number(100 * fraction) + "% of the outputs of " + label(key.module) + " (" + type->second + ") sit at its bounds");
+          }
+        }
+      }
+    }
+    if (key.kind == CaptureKind::Update && on(RuleKind::UpdateRatio) && std::isfinite(s.l2norm) &&
+        (s.l2norm < m_settings.updateRatioLow || s.l2norm > m_settings.updateRatioHigh)) {
+      fire(key.module, key.kind, RuleKind::UpdateRatio, s.l2norm,
+           "update of " + key.module + " is " + number(s.l2norm) + " of its norm, outside [" + number(m_settings.updateRatioLow) +
+               ", " + number(m_settings.updateRatioHigh) + "]");
+    }
+  }
+
+  if (on(RuleKind::LossPlateau)) {
+    const auto loss = store.scalars("loss");
+    const int window = m_settings.plateauWindow;
+    if (int(loss.size()) > 2 * window && loss.back().step == step) {
+      double before = INFINITY, recent = INFINITY;
+      const std::size_t n = loss.size();
+      for (std::size_t i = n - 2 * std::size_t(window); i < n - std::size_t(window); ++i) before = std::min(before, loss[i].value);
+      for (std::size_t i = n - std::size_t(window); i < n; ++i) recent = std::min(recent, loss[i].value);
+      if (std::isfinite(before) && std::isfinite(recent) &&
+          recent > before - m_settings.plateauMinDecrease * std::max(std::fabs(before), 1e-12)) {
+        fire("", CaptureKind::Activation, RuleKind::LossPlateau, recent,
+             "the loss has not decreased in " + std::to_string(window) + " steps (best " + number(recent) +
+                 " against " + number(before) + " before)");
+      }
+    }
+  }
+  m_alerts.insert(m_alerts.end(), fired.begin(), fired.end());
+  return fired;
+}
+
+std::string alertsCsv(const std::vector<Alert>& alerts) {
+  std::string out = "step,module,kind,rule,value,message\n";
+  for (const auto& a : alerts) {
+    std::ostringstream value;
+    value.precision(17);
+    value << a.value;
+    out += std::to_string(a.step) + ',' + csvField(a.module) + ',' + captureKindName(a.kind) + ',' + ruleName(a.rule) + ',' +
+           (std::isnan(a.value) ? std::string("nan") : std::isinf(a.value) ? std::string(a.value > 0 ? "inf" : "-inf") : value.str()) +
+           ',' + csvField(a.message) + '\n';
+  }
+  return out;
+}
+
+} // namespace hookscope

@@ -1,0 +1,75 @@
+#pragma once
+
+#include "CaptureStore.h"
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+/// The rules that look for bad training, by their file and command-line names.
+enum class RuleKind { NonFinite = 0, ExplodingGradient, VanishingGradient, DeadUnits, Saturation, UpdateRatio, LossPlateau };
+constexpr int kRuleCount = 7;
+
+const char* ruleName(RuleKind rule);
+std::optional<RuleKind> parseRuleName(const std::string& name);
+
+/// Thresholds of the rules; each rule can be switched off.
+struct RuleSettings {
+  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true};
+  double explodingNorm = 1e3;      ///< a gradient norm above this explodes...
+  double explodingFactor = 10;     ///< ...and so does one above this times its median
+  int explodingWindow = 20;        ///< of the last this many steps (needs 5 or more)
+  double vanishingNorm = 1e-8;     ///< a nonzero-sized gradient with a norm below this vanishes
+  double deadFraction = 0.9;       ///< exact zeros in an activation above this fraction
+  double saturationFraction = 0.9; ///< values near the bounds of Sigmoid/Tanh/Hardtanh above this
+  double saturationEpsilon = 0.02; ///< "near": within this of the bound
+  double updateRatioLow = 1e-6;    ///< update norm / weight norm outside [low, high]
+  double updateRatioHigh = 1e-1;
+  int plateauWindow = 50;          ///< loss not lower than its best of the window before by
+  double plateauMinDecrease = 1e-3;///< this relative amount
+};
+
+/// One firing of a rule.
+struct Alert {
+  std::int64_t step = 0;
+  std::string module;  ///< dotted path, or parameter name for update_ratio, "" for loss_plateau
+  CaptureKind kind = CaptureKind::Activation;
+  RuleKind rule = RuleKind::NonFinite;
+  double value = 0;
+  std::string message;
+};
+
+/// What happened in one step, in order, as the recorder saw it.
+struct StepOrder {
+  std::vector<SeriesKey> forward;   ///< activation captures in the order the calls returned
+  std::vector<SeriesKey> backward;  ///< gradient captures in the order backward reached them
+};
+
+/// Evaluates the rules after every step on what was captured, and keeps every firing.
+class RuleEngine {
+public:
+  explicit RuleEngine(RuleSettings settings = {});
+
+  /// Module types by path, for the saturation rule (Sigmoid, Tanh, Hardtanh).
+  void setModuleTypes(std::map<std::string, std::string> types) { m_types = std::move(types); }
+  /// Evaluates `step`; returns the alerts it fired (also kept in alerts()).
+  std::vector<Alert> evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order);
+  const std::vector<Alert>& alerts() const { return m_alerts; }
+  const RuleSettings& settings() const { return m_settings; }
+
+private:
+  bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }
+
+  RuleSettings m_settings;
+  std::map<std::string, std::string> m_types;
+  std::vector<Alert> m_alerts;
+};
+
+/// alerts.csv: header `step,module,kind,rule,value,message`, one row per alert.
+std::string alertsCsv(const std::vector<Alert>& alerts);
+
+} // namespace hookscope

@@ -1,0 +1,117 @@
+// Rules on real runs: NaN origin, dead units, exploding gradients; plateau on a store.
+#include "TestSupport.h"
+
+#include "CaptureStore.h"
+#include "Model.h"
+#include "RuleEngine.h"
+#include "StepRunner.h"
+
+using namespace hookscope;
+using namespace hookscope::test;
+
+namespace {
+
+struct RuleRun {
+  std::unique_ptr<Model> model;
+  std::shared_ptr<CaptureStore> store = std::make_shared<CaptureStore>();
+  std::unique_ptr<StepRunner> runner;
+  RuleEngine rules;
+
+  RuleRun(const std::string& file, RunConfig config) {
+    std::string error;
+    model = Model::load(file, &error);
+    if (!model) {
+      ADD_FAILURE() << error;
+      return;
+    }
+    std::map<std::string, std::string> types;
+    for (std::size_t i = 0; i < model->modules().size(); ++i) {
+      model->setHooks(int(i), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
+      types[model->modules()[i].path] = model->modules()[i].typeName;
+    }
+    rules.setModuleTypes(types);
+    runner = std::make_unique<StepRunner>(*model, store);
+    EXPECT_TRUE(runner->configure(config, &error)) << error;
+  }
+  std::vector<Alert> step() {
+    StepResult result;
+    std::string error;
+    EXPECT_TRUE(runner->step(&result, &error)) << error;
+    return rules.evaluate(*store, result.step, runner->lastStepOrder());
+  }
+};
+
+std::vector<Alert> ofRule(const std::vector<Alert>& alerts, RuleKind rule) {
+  std::vector<Alert> result;
+  for (const auto& a : alerts) {
+    if (a.rule == rule) result.push_back(a);
+  }
+  return result;
+}
+
+TEST(RuleEngineTest, NonFiniteNamesTheModuleWhereNanFirstAppears) {
+  RunConfig config;
+  config.inputSpecs = {"8x16"};
+  config.optimizer = OptimizerKind::None;
+  RuleRun run(fixture("nan_inject.pt"), config);
+  ASSERT_TRUE(run.runner);
+  const auto nonFinite = ofRule(run.step(), RuleKind::NonFinite);
+  ASSERT_FALSE(nonFinite.empty());
+  // Forward: 'bad' makes the NaN; fc2, act and the root only carry it on.
+  EXPECT_EQ(nonFinite[0].module, "bad");
+  EXPECT_EQ(nonFinite[0].kind, CaptureKind::Activation);
+  EXPECT_NE(nonFinite[0].message.find("'bad'"), std::string::npos) << nonFinite[0].message;
+  // The loss is NaN too, reported as such.
+  bool loss = false;
+  for (const auto& a : nonFinite) loss = loss || a.message.find("the loss") != std::string::npos;
+  EXPECT_TRUE(loss);
+}
+
+TEST(RuleEngineTest, DeadUnitsFireOnTheDeadReluOnly) {
+  RunConfig config;
+  config.inputSpecs = {"8x16"};
+  RuleRun run(fixture("dead_relu.pt"), config);
+  ASSERT_TRUE(run.runner);
+  const auto dead = ofRule(run.step(), RuleKind::DeadUnits);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].module, "relu");
+  EXPECT_DOUBLE_EQ(dead[0].value, 1.0);
+}
+
+TEST(RuleEngineTest, TooLargeALearningRateExplodesThenGoesNonFinite) {
+  RunConfig config;
+  config.dataFile = fixture("teacher.data.pt");
+  config.batchSize = 32;
+  config.loss = LossKind::CrossEntropy;
+  config.lr = 50;
+  RuleRun run(sampleModel("small_mlp.pt"), config);
+  ASSERT_TRUE(run.runner);
+  std::int64_t exploded = -1, nonFinite = -1;
+  for (int i = 0; i < 60 && (exploded < 0 || nonFinite < 0); ++i) {
+    const auto fired = run.step();
+    if (exploded < 0 && !ofRule(fired, RuleKind::ExplodingGradient).empty()) exploded = i;
+    if (nonFinite < 0 && !ofRule(fired, RuleKind::NonFinite).empty()) nonFinite = i;
+  }
+  EXPECT_GE(exploded, 0) << "exploding_gradient never fired";
+  EXPECT_GE(nonFinite, 0) << "non_finite never fired";
+  EXPECT_LE(exploded, nonFinite) << "the explosion shows before the NaN";
+}
+
+TEST(RuleEngineTest, LossPlateauAndThresholds) {
+  RuleSettings settings;
+  settings.plateauWindow = 5;
+  RuleEngine rules(settings);
+  CaptureStore flat;
+  for (int step = 0; step < 12; ++step) flat.addScalar(step, "loss", 1.0);
+  EXPECT_EQ(ofRule(rules.evaluate(flat, 11, {}), RuleKind::LossPlateau).size(), 1u);
+  CaptureStore falling;
+  RuleEngine fresh(settings);
+  for (int step = 0; step < 12; ++step) falling.addScalar(step, "loss", 1.0 / (step + 1));
+  EXPECT_TRUE(ofRule(fresh.evaluate(falling, 11, {}), RuleKind::LossPlateau).empty());
+  EXPECT_EQ(parseRuleName("exploding_gradient"), RuleKind::ExplodingGradient);
+  EXPECT_FALSE(parseRuleName("bogus"));
+  const std::string csv = alertsCsv({{3, "fc1", CaptureKind::Gradient, RuleKind::ExplodingGradient, 2e3, "big, really"}});
+  EXPECT_EQ(csv, "step,module,kind,rule,value,message\n3,fc1,gradient,exploding_gradient,2000,\"big, really\"\n");
+}
+
+} // namespace
