@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -171,6 +173,44 @@ int runCapture(const CaptureOptions& options) {
     if (!any) return error(kUsage, "--save-tensors '" + pattern + "' matches no module");
   }
 
+  std::vector<InterventionRecord> interventions;
+  auto intervene = [&](const std::vector<std::string>& specs, GradientIntervention::Kind kind, bool needsValue,
+                       const char* option) -> bool {
+    for (const auto& spec : specs) {
+      const auto eq = spec.rfind('=');
+      const std::string pattern = needsValue ? spec.substr(0, eq) : spec;
+      double value = 0;
+      if (needsValue) {
+        char* end = nullptr;
+        value = eq == std::string::npos ? 0 : std::strtod(spec.c_str() + eq + 1, &end);
+        if (eq == std::string::npos || !end || *end != '\0' || !std::isfinite(value) ||
+            (kind == GradientIntervention::Clamp && value <= 0)) {
+          message = std::string(option) + " '" + spec + "' needs PATTERN=VALUE with a " +
+                    (kind == GradientIntervention::Clamp ? "positive" : "finite") + " value";
+          return false;
+        }
+      }
+      bool any = false;
+      for (std::size_t i = 0; i < modules.size(); ++i) {
+        if (!matchesPattern(pattern, modules[i].path)) continue;
+        any = true;
+        const GradientIntervention gi{kind, value};
+        model->setGradientIntervention(int(i), gi);
+        interventions.push_back({modules[i].path, gi.describe(), 0, 0});
+      }
+      if (!any) {
+        message = std::string(option) + " '" + pattern + "' matches no module";
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!intervene(options.clampGrad, GradientIntervention::Clamp, true, "--clamp-grad") ||
+      !intervene(options.scaleGrad, GradientIntervention::Scale, true, "--scale-grad") ||
+      !intervene(options.zeroGrad, GradientIntervention::Zero, false, "--zero-grad")) {
+    return error(kUsage, message);
+  }
+
   RunConfig config;
   config.inputSpecs = options.inputs;
   config.dataFile = options.data;
@@ -232,6 +272,8 @@ int runCapture(const CaptureOptions& options) {
   manifest.config = config;
   manifest.steps = runner.stepsDone();
   manifest.hooked = hooked;
+  for (auto& i : interventions) i.toStep = std::max<std::int64_t>(0, runner.stepsDone() - 1);
+  manifest.interventions = interventions;
   manifest.thinning = store->thinning();
   manifest.memoryCapBytes = store->capBytes();
   ExportOptions exportOptions;

@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
                          "exit with code 6 (repeatable): non_finite, exploding_gradient, vanishing_gradient, "
                          "dead_units, saturation, update_ratio, loss_plateau. Every firing goes to alerts.csv.");
 
+  captureCmd->add_option("--clamp-grad", capture.clampGrad,
+                         "PATTERN=V: clamp the gradient flowing back through the outputs of matching modules "
+                         "to [-V, V], as a clamping Tensor.register_hook would (repeatable)");
+  captureCmd->add_option("--scale-grad", capture.scaleGrad,
+                         "PATTERN=F: multiply that gradient by F (repeatable)");
+  captureCmd->add_option("--zero-grad", capture.zeroGrad, "PATTERN: zero that gradient (repeatable)");
+
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
   showCmd->add_option("dir", showDir, "export folder")->required();

@@ -20,6 +20,10 @@ std::string utcTimestamp() {
 std::string ExportManifest::toJson() const {
   json hooks = json::array();
   for (const auto& h : hooked) hooks.push_back({{"module", h.module}, {"kinds", h.kinds}});
+  json interventionList = json::array();
+  for (const auto& i : interventions) {
+    interventionList.push_back({{"module", i.module}, {"gradient", i.gradient}, {"from_step", i.fromStep}, {"to_step", i.toStep}});
+  }
   json thin = json::array();
   for (const auto& t : thinning) {
     thin.push_back({{"at_step", t.atStep},
@@ -49,6 +53,7 @@ std::string ExportManifest::toJson() const {
       {"steps", steps},
       {"bins", config.bins},
       {"hooked", hooks},
+      {"interventions", interventionList},
       {"thinned", thinned()},
       {"thinning", thin},
       {"memory_cap_bytes", memoryCapBytes},
@@ -89,6 +94,10 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     m.steps = j.value("steps", std::int64_t(0));
     for (const auto& h : j.value("hooked", json::array())) {
       m.hooked.push_back({h.value("module", ""), h.value("kinds", std::vector<std::string>{})});
+    }
+    for (const auto& i : j.value("interventions", json::array())) {
+      m.interventions.push_back({i.value("module", ""), i.value("gradient", ""), i.value("from_step", std::int64_t(0)),
+                                 i.value("to_step", std::int64_t(0))});
     }
     for (const auto& t : j.value("thinning", json::array())) {
       m.thinning.push_back({t.value("at_step", std::int64_t(0)), t.value("steps_before", std::int64_t(0)),

@@ -14,6 +14,14 @@ struct HookedModule {
   std::vector<std::string> kinds;
 };
 
+/// A gradient intervention in force over a range of steps.
+struct InterventionRecord {
+  std::string module;
+  std::string gradient;  ///< "clamp 0.01", "scale 0.5", "zero"
+  std::int64_t fromStep = 0;
+  std::int64_t toStep = 0;
+};
+
 /// Everything manifest.json holds: what was run, on what, and what was kept.
 struct ExportManifest {
   static constexpr const char* kFormat = "hookscope-capture";
@@ -26,6 +34,7 @@ struct ExportManifest {
   RunConfig config;
   std::int64_t steps = 0;
   std::vector<HookedModule> hooked;
+  std::vector<InterventionRecord> interventions;
   std::vector<ThinningEvent> thinning;
   std::size_t memoryCapBytes = 0;
 

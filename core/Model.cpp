@@ -156,7 +156,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
   std::string rootName = shortTypeName(impl.module);
   collect(impl.module, "", rootName, -1, 0, impl, model->m_modules);
   impl.flags.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
-  for (std::size_t i = 0; i < impl.instances.size(); ++i) impl.flags[i] = 0;
+  impl.interventionKinds.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
+  impl.interventionValues.reset(new std::atomic<double>[impl.instances.size()]);
+  for (std::size_t i = 0; i < impl.instances.size(); ++i) {
+    impl.flags[i] = 0;
+    impl.interventionKinds[i] = GradientIntervention::None;
+    impl.interventionValues[i] = 0.0;
+  }
   if (options.instrument) {
     try {
       impl.tapSites = instrumentModule(impl.module, impl.instances);
@@ -198,6 +204,29 @@ void Model::setHooks(int module, std::uint8_t mask) {
 std::uint8_t Model::hooks(int module) const {
   if (module < 0 || std::size_t(module) >= m_modules.size()) return 0;
   return m_impl->flags[std::size_t(module)].load();
+}
+
+std::string GradientIntervention::describe() const {
+  std::ostringstream out;
+  switch (kind) {
+    case Clamp: out << "clamp " << value; break;
+    case Scale: out << "scale " << value; break;
+    case Zero: out << "zero"; break;
+    default: break;
+  }
+  return out.str();
+}
+
+void Model::setGradientIntervention(int module, GradientIntervention intervention) {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  m_impl->interventionValues[std::size_t(module)] = intervention.value;
+  m_impl->interventionKinds[std::size_t(module)] = intervention.kind;
+}
+
+GradientIntervention Model::gradientIntervention(int module) const {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
+  return {GradientIntervention::Kind(m_impl->interventionKinds[std::size_t(module)].load()),
+          m_impl->interventionValues[std::size_t(module)].load()};
 }
 
 void Model::clearHooks() {

@@ -32,6 +32,17 @@ struct ModuleInfo {
   std::vector<ParamInfo> params;  ///< own parameters only
 };
 
+/// A change to what flows back through a module's output, like a gradient hook in PyTorch
+/// that returns a new gradient. Captures still record the gradient before it.
+struct GradientIntervention {
+  enum Kind : std::uint8_t { None = 0, Clamp, Scale, Zero };
+  Kind kind = None;
+  double value = 0;  ///< the bound v of clamp to [-v, v], or the factor of scale
+
+  /// "clamp 0.01", "scale 0.5", "zero", or "" for none.
+  std::string describe() const;
+};
+
 /// What load() does besides reading the file.
 struct LoadOptions {
   bool instrument = true;  ///< false gives a plain module, for overhead baselines
@@ -69,6 +80,10 @@ public:
   std::uint8_t hooks(int module) const;
   /// Switches every hook of every module off.
   void clearHooks();
+
+  /// Sets the gradient intervention of one module; takes effect at the module's next call.
+  void setGradientIntervention(int module, GradientIntervention intervention);
+  GradientIntervention gradientIntervention(int module) const;
 
   /// The LibTorch side; for core only.
   ModelImpl& impl() { return *m_impl; }

@@ -21,6 +21,9 @@ struct ModelImpl {
   std::vector<std::vector<std::pair<std::string, at::Tensor>>> ownParams;
   /// Per-instance hook flags, one bit per CaptureKind; read by the taps on every call.
   std::unique_ptr<std::atomic<std::uint8_t>[]> flags;
+  /// Per-instance gradient interventions (GradientIntervention::Kind and its value).
+  std::unique_ptr<std::atomic<std::uint8_t>[]> interventionKinds;
+  std::unique_ptr<std::atomic<double>[]> interventionValues;
   bool instrumented = false;
   int tapSites = 0;
 };

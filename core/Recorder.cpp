@@ -119,7 +119,9 @@ void Recorder::onOutput(int module, const c10::IValue& result) {
       m_order.forward.push_back({m_model->instancePaths[std::size_t(module)], call, CaptureKind::Activation, index});
     });
   }
-  if (flags & kindBit(CaptureKind::Gradient)) hookGradients(module, call, result);
+  const bool intervene = m_model->interventionKinds[std::size_t(module)].load(std::memory_order_relaxed) !=
+                         GradientIntervention::None;
+  if ((flags & kindBit(CaptureKind::Gradient)) || intervene) hookGradients(module, call, result);
 }
 
 void Recorder::onRootCall(const std::vector<c10::IValue>& inputs, const c10::IValue& output) {
@@ -138,19 +140,32 @@ void Recorder::hookGradients(int module, int call, const c10::IValue& result) {
   if (!at::GradMode::is_enabled()) return;
   std::weak_ptr<Recorder> weak = weak_from_this();
   const std::int64_t step = m_step;
+  const bool capture = m_model->flags[std::size_t(module)].load(std::memory_order_relaxed) & kindBit(CaptureKind::Gradient);
+  const auto kind = GradientIntervention::Kind(m_model->interventionKinds[std::size_t(module)].load());
+  const double value = m_model->interventionValues[std::size_t(module)].load();
   forEachTensor(result, [&](int index, const at::Tensor& t) {
     if (!t.requires_grad()) return;
     // Hooks on the tensor, not an identity autograd function: in-place ops that follow
     // (ReLU(inplace=True)) would break the latter.
     at::Tensor handle = t;
-    handle.register_hook([weak, step, module, call, index](const at::Tensor& grad) {
-      auto self = weak.lock();
-      if (!self || !grad.defined()) return;
-      SeriesKey key{self->m_model->instancePaths[std::size_t(module)], call, CaptureKind::Gradient, index};
-      self->store(step, key, grad);
-      std::lock_guard<std::mutex> lock(self->m_orderMutex);
-      if (self->m_step == step) self->m_order.backward.push_back(std::move(key));
-    });
+    if (capture) {
+      handle.register_hook([weak, step, module, call, index](const at::Tensor& grad) {
+        auto self = weak.lock();
+        if (!self || !grad.defined()) return;
+        SeriesKey key{self->m_model->instancePaths[std::size_t(module)], call, CaptureKind::Gradient, index};
+        self->store(step, key, grad);
+        std::lock_guard<std::mutex> lock(self->m_orderMutex);
+        if (self->m_step == step) self->m_order.backward.push_back(std::move(key));
+      });
+    }
+    // Registered after the capture, so the capture sees the gradient before the change.
+    if (kind == GradientIntervention::Clamp) {
+      handle.register_hook([value](const at::Tensor& grad) { return grad.clamp(-value, value); });
+    } else if (kind == GradientIntervention::Scale) {
+      handle.register_hook([value](const at::Tensor& grad) { return grad * value; });
+    } else if (kind == GradientIntervention::Zero) {
+      handle.register_hook([](const at::Tensor& grad) { return at::zeros_like(grad); });
+    }
   });
 }
 

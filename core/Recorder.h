@@ -2,6 +2,7 @@
 // Internal to core: receives what the taps see during a step and stores statistics.
 
 #include "CaptureStore.h"
+#include "Model.h"
 #include "ModelImpl.h"
 #include "RuleEngine.h"
 #include "StatsWorker.h"

@@ -6,6 +6,8 @@
 #include <QFileInfo>
 #include <QMetaObject>
 
+#include <algorithm>
+
 using namespace hookscope;
 
 void registerEngineTypes() {
@@ -61,6 +63,11 @@ void EngineAdapter::loadModel(const QString& path) {
   m_configured = false;
   m_wantShapes = true;
   m_stepsDone = 0;
+  m_interventions.clear();
+  m_rules = std::make_unique<RuleEngine>();
+  std::map<std::string, std::string> types;
+  for (const auto& info : m_model->modules()) types[info.path] = info.typeName;
+  m_rules->setModuleTypes(std::move(types));
   ModelSummary summary;
   summary.path = path;
   summary.fileName = QString::fromStdString(m_model->fileName());
@@ -129,6 +136,22 @@ void EngineAdapter::openCapture(const QString& dir) {
   m_store = data.store;
   m_configured = false;
   Q_EMIT modelLoaded(summary);
+}
+
+void EngineAdapter::setGradientIntervention(int module, GradientIntervention intervention) {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  if (!m_model || module < 0 || std::size_t(module) >= m_model->modules().size()) return;
+  const std::string& path = m_model->modules()[std::size_t(module)].path;
+  const qint64 step = m_stepsDone.load();
+  for (auto& record : m_interventions) {
+    if (record.module == path && record.toStep < 0) record.toStep = step - 1;
+  }
+  // A change before any step of its own replaces what it closed.
+  m_interventions.erase(std::remove_if(m_interventions.begin(), m_interventions.end(),
+                                       [](const InterventionRecord& r) { return r.toStep >= 0 && r.toStep < r.fromStep; }),
+                        m_interventions.end());
+  if (intervention.kind != GradientIntervention::None) m_interventions.push_back({path, intervention.describe(), step, -1});
+  m_model->setGradientIntervention(module, intervention);
 }
 
 void EngineAdapter::setHooks(int module, quint8 mask) {
@@ -202,7 +225,20 @@ bool EngineAdapter::doStep() {
     m_wantShapes = false;
   }
   m_stepsDone = m_runner->stepsDone();
+  if (m_rules) {
+    summary.alerts = m_rules->evaluate(*m_store, summary.result.step, m_runner->lastStepOrder());
+    for (const auto& alert : summary.alerts) {
+      if (m_breakRules.load() & (1u << unsigned(alert.rule))) {
+        summary.breakAlert = alert;
+        break;
+      }
+    }
+  }
   Q_EMIT stepFinished(summary);
+  if (summary.breakAlert && m_running.load()) {
+    m_paused = true;  // runNext sees it before the next step
+    Q_EMIT runStateChanged(true, true);
+  }
   return true;
 }
 
@@ -238,6 +274,13 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite) {
     manifest.modelFile = m_model->fileName();
     manifest.modelSha256 = sha256File(m_model->path());
     manifest.steps = m_runner ? m_runner->stepsDone() : 0;
+    {
+      std::lock_guard<std::mutex> lock(m_modelMutex);
+      manifest.interventions = m_interventions;
+    }
+    for (auto& record : manifest.interventions) {
+      if (record.toStep < 0) record.toStep = manifest.steps - 1;
+    }
     for (const auto& info : m_model->modules()) {
       const std::uint8_t mask = m_model->hooks(m_model->findModule(info.path));
       if (!mask) continue;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "EngineTypes.h"
+#include "ExportManifest.h"
 
 #include <QObject>
 
@@ -28,6 +29,12 @@ public:
   /// the module's next call, also in the middle of a run.
   void setHooks(int module, quint8 mask);
   bool isPaused() const { return m_paused.load(); }
+  /// Any thread: changes what flows back through a module's output from its next call on;
+  /// the change is logged with the step, for the export's manifest.
+  void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
+  /// Any thread: the rules that pause a run when they fire (bit i: RuleKind i).
+  void setBreakRules(quint32 mask) { m_breakRules = mask; }
+  quint32 breakRules() const { return m_breakRules.load(); }
   /// Any thread: steps the engine has finished on the current model.
   qint64 stepsDone() const { return m_stepsDone.load(); }
 
@@ -71,4 +78,7 @@ private:
   std::atomic<bool> m_paused{false};
   std::atomic<bool> m_stop{false};
   std::atomic<qint64> m_stepsDone{0};
+  std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
+  std::unique_ptr<hookscope::RuleEngine> m_rules;
+  std::vector<hookscope::InterventionRecord> m_interventions;  ///< toStep -1: still in force
 };

@@ -3,6 +3,7 @@
 
 #include "CaptureStore.h"
 #include "Model.h"
+#include "RuleEngine.h"
 #include "RunConfig.h"
 #include "StepRunner.h"
 
@@ -10,6 +11,7 @@
 #include <QString>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 /// What the GUI needs of a freshly opened model or capture.
@@ -27,6 +29,8 @@ struct ModelSummary {
 struct StepSummary {
   hookscope::StepResult result;
   std::vector<hookscope::ModuleCallShape> shapes;  ///< filled on the first step after loading
+  std::vector<hookscope::Alert> alerts;            ///< rules that fired on this step
+  std::optional<hookscope::Alert> breakAlert;      ///< the armed rule that paused the run here
 };
 
 Q_DECLARE_METATYPE(ModelSummary)

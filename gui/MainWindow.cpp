@@ -1,5 +1,6 @@
 #include "MainWindow.h"
 
+#include "AlertsPanel.h"
 #include "EngineAdapter.h"
 #include "GradNormDelegate.h"
 #include "PlotsPanel.h"
@@ -11,8 +12,8 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
-#include <QGroupBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
@@ -164,6 +165,8 @@ void MainWindow::buildLayout() {
   m_treeView->setColumnWidth(ModuleTreeModel::Params, 60);
   for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 44);
   m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 80);
+  m_treeView->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_treeView, &QWidget::customContextMenuRequested, this, &MainWindow::showTreeMenu);
   connect(m_treeView->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& current) {
     const QModelIndex source = m_filter->mapToSource(current);
     const int module = m_tree->moduleAt(source);
@@ -172,13 +175,14 @@ void MainWindow::buildLayout() {
   layout->addLayout(filterRow);
   layout->addWidget(m_treeView, 1);
   // Splitters rather than docks: their sizes can be set, so the tree's columns all show.
-  auto* runBox = new QGroupBox(tr("Run"), this);
-  auto* runLayout = new QVBoxLayout(runBox);
-  runLayout->setContentsMargins(4, 4, 4, 4);
-  runLayout->addWidget(m_controls);
+  m_alerts = new AlertsPanel(this);
+  connect(m_alerts, &AlertsPanel::alertActivated, this, &MainWindow::jumpTo);
+  m_sideTabs = new QTabWidget(this);
+  m_sideTabs->addTab(m_controls, tr("Run"));
+  m_sideTabs->addTab(m_alerts, tr("Alerts"));
   auto* left = new QSplitter(Qt::Vertical, this);
   left->addWidget(treePanel);
-  left->addWidget(runBox);
+  left->addWidget(m_sideTabs);
   left->setStretchFactor(0, 1);
   left->setStretchFactor(1, 0);
   m_splitter = new QSplitter(Qt::Horizontal, this);
@@ -222,6 +226,16 @@ void MainWindow::buildActions() {
   m_stopAction->setShortcut(QKeySequence(tr("Shift+F5")));
   runMenu->addSeparator();
   m_resetAction = runMenu->addAction(tr("Reset &weights (reload file)"), this, &MainWindow::resetWeights);
+  runMenu->addSeparator();
+  QMenu* breakMenu = runMenu->addMenu(tr("&Break on"));
+  for (int i = 0; i < kRuleCount; ++i) {
+    QAction* action = breakMenu->addAction(QString::fromLatin1(ruleName(RuleKind(i))));
+    action->setCheckable(true);
+    action->setChecked(m_engine->breakRules() & (1u << unsigned(i)));
+    action->setToolTip(tr("Pause the run after the step where this rule fires"));
+    connect(action, &QAction::toggled, this, [this, i](bool on) { setBreakOn(RuleKind(i), on); });
+    m_breakActions.append(action);
+  }
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
@@ -258,8 +272,56 @@ void MainWindow::openCapture(const QString& dir) {
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir] { engine->openCapture(dir); });
 }
 
+void MainWindow::setBreakOn(RuleKind rule, bool on) {
+  const quint32 bit = 1u << unsigned(rule);
+  m_engine->setBreakRules(on ? (m_engine->breakRules() | bit) : (m_engine->breakRules() & ~bit));
+  QAction* action = m_breakActions.value(int(rule));
+  if (action && action->isChecked() != on) {
+    QSignalBlocker block(action);
+    action->setChecked(on);
+  }
+}
+
+void MainWindow::setGradientIntervention(int module, GradientIntervention intervention) {
+  if (m_summary.reviewOnly) return;
+  m_engine->setGradientIntervention(module, intervention);
+  m_tree->setIntervention(module, QString::fromStdString(intervention.describe()));
+}
+
+void MainWindow::showTreeMenu(const QPoint& at) {
+  const int module = m_tree->moduleAt(m_filter->mapToSource(m_treeView->indexAt(at)));
+  if (module < 0 || m_summary.reviewOnly) return;
+  QMenu menu(this);
+  menu.addSection(tr("Gradient through this output"));
+  menu.addAction(tr("Clamp to [-v, v]…"), this, [this, module] {
+    bool ok = false;
+    const double v = QInputDialog::getDouble(this, tr("Clamp gradient"), tr("v:"), 1.0, 1e-12, 1e12, 6, &ok);
+    if (ok) setGradientIntervention(module, {GradientIntervention::Clamp, v});
+  });
+  menu.addAction(tr("Scale by…"), this, [this, module] {
+    bool ok = false;
+    const double f = QInputDialog::getDouble(this, tr("Scale gradient"), tr("factor:"), 0.5, -1e12, 1e12, 6, &ok);
+    if (ok) setGradientIntervention(module, {GradientIntervention::Scale, f});
+  });
+  menu.addAction(tr("Zero it"), this, [this, module] { setGradientIntervention(module, {GradientIntervention::Zero, 0}); });
+  QAction* remove = menu.addAction(tr("Remove intervention"), this, [this, module] { setGradientIntervention(module, {}); });
+  remove->setEnabled(!m_tree->intervention(module).isEmpty());
+  menu.exec(m_treeView->viewport()->mapToGlobal(at));
+}
+
+void MainWindow::jumpTo(qint64 step, const QString& module) {
+  for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
+    if (QString::fromStdString(m_tree->modules()[m].path) == module) {
+      m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(int(m))));
+      m_treeView->scrollTo(m_treeView->currentIndex());
+    }
+  }
+  m_plots->scrubTo(step);
+}
+
 void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_summary = summary;
+  m_alerts->clear();
   m_pendingOpen.clear();
   m_stepsSeen = 0;
   m_lastStep = -1;
@@ -340,6 +402,21 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
     m_tree->setOutputShapes(shapes);
   }
   if (!m_running) m_busy->setVisible(false);
+  m_alerts->addAlerts(summary.alerts);
+  if (summary.breakAlert) {
+    // Stopped on a breakpoint: show where, at that step.
+    const auto& alert = *summary.breakAlert;
+    m_plots->refresh();
+    jumpTo(alert.step, QString::fromStdString(alert.module));
+    m_sideTabs->setCurrentWidget(m_alerts);
+    m_alerts->highlight(alert);
+    statusBar()->showMessage(tr("Paused at step %1 on %2: %3")
+                                 .arg(alert.step)
+                                 .arg(QString::fromLatin1(ruleName(alert.rule)), QString::fromStdString(alert.message)));
+    scheduleRedraw();
+    Q_EMIT breakHit(QString::fromStdString(alert.module), alert.step);
+    return;
+  }
   if (!summary.result.lossFinite) {
     statusBar()->showMessage(tr("Step %1: the loss is %2").arg(summary.result.step).arg(summary.result.loss), 10000);
   }

@@ -6,6 +6,7 @@
 #include <QMainWindow>
 #include <QThread>
 
+class AlertsPanel;
 class EngineAdapter;
 class ModuleTreeModel;
 class PlotsPanel;
@@ -16,6 +17,7 @@ class QMenu;
 class QProgressBar;
 class QSortFilterProxyModel;
 class QSplitter;
+class QTabWidget;
 class QTimer;
 class QTreeView;
 class RunControls;
@@ -43,6 +45,13 @@ public:
   PlotsPanel* plots() const { return m_plots; }
   RunControls* runControls() const { return m_controls; }
   EngineAdapter* engine() const { return m_engine; }
+  AlertsPanel* alerts() const { return m_alerts; }
+  /// Arms or disarms a rule as a breakpoint (Run > Break on).
+  void setBreakOn(hookscope::RuleKind rule, bool on);
+  /// Sets a module's gradient intervention and marks it in the tree.
+  void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
+  /// Selects a layer in the tree and shows `step` in every plot.
+  void jumpTo(qint64 step, const QString& module);
   QString modelPath() const { return m_summary.path; }
   std::shared_ptr<hookscope::CaptureStore> store() const { return m_summary.store; }
   bool reviewOnly() const { return m_summary.reviewOnly; }
@@ -62,6 +71,8 @@ Q_SIGNALS:
   void modelOpened(const QString& path);
   void messageShown(const QString& message);
   void exportDone(const QString& dir, const QString& error);
+  /// The run paused on an armed rule at this module and step.
+  void breakHit(const QString& module, qint64 step);
 
 protected:
   void closeEvent(QCloseEvent* event) override;
@@ -82,6 +93,7 @@ private:
   void addRecent(const QString& path);
   void rebuildRecentMenu();
   void hookAllOfType();
+  void showTreeMenu(const QPoint& at);
   void exportCaptures();
   void exportAllPlots();
   hookscope::RunConfig currentConfig();
@@ -97,6 +109,9 @@ private:
   RunControls* m_controls;
   PlotsPanel* m_plots;
   QSplitter* m_splitter;
+  QTabWidget* m_sideTabs;
+  AlertsPanel* m_alerts;
+  QList<QAction*> m_breakActions;
   QTimer* m_redrawTimer;
   QLabel* m_modelLabel;
   QLabel* m_stepLabel;

@@ -104,6 +104,20 @@ RunConfig RunControls::config() const {
   return config;
 }
 
+void RunControls::setConfig(const RunConfig& config) {
+  QStringList specs;
+  for (const auto& spec : config.inputSpecs) specs << QString::fromStdString(spec);
+  m_inputs->setText(specs.join(QLatin1Char(' ')));
+  m_dataFile->setText(QString::fromStdString(config.dataFile));
+  m_batchSize->setValue(int(config.batchSize));
+  m_loss->setCurrentIndex(m_loss->findData(int(config.loss)));
+  m_optimizer->setCurrentIndex(m_optimizer->findData(int(config.optimizer)));
+  m_lr->setValue(config.lr);
+  m_mode->setCurrentIndex(config.noGrad ? 2 : config.train ? 0 : 1);
+  m_seed->setValue(int(config.seed));
+  m_bins->setValue(config.bins);
+}
+
 qint64 RunControls::steps() const { return m_steps->value(); }
 QString RunControls::inputSpecs() const { return m_inputs->text(); }
 void RunControls::setInputSpecs(const QString& specs) { m_inputs->setText(specs); }

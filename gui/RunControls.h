@@ -22,6 +22,8 @@ public:
   qint64 steps() const;
   QString inputSpecs() const;
   void setInputSpecs(const QString& specs);
+  /// Shows a configuration in the widgets (inputs or data file, loss, optimizer, mode...).
+  void setConfig(const hookscope::RunConfig& config);
   void setSteps(int steps);
   void setEditable(bool editable);
   qint64 memoryCapBytes() const;

@@ -23,6 +23,7 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
     for (std::size_t r = 0; r < info.children.size(); ++r) m_row[std::size_t(info.children[r])] = int(r);
   }
   m_shapes.assign(m_modules.size(), QString());
+  m_interventions.assign(m_modules.size(), QString());
   m_gradNorms.assign(m_modules.size(), std::nan(""));
   m_gradFractions.assign(m_modules.size(), 0.0);
   m_nonFinite.assign(m_modules.size(), false);
@@ -109,6 +110,16 @@ QStringList ModuleTreeModel::typeNames() const {
     if (!name.isEmpty() && !names.contains(name)) names.append(name);
   }
   return names;
+}
+
+void ModuleTreeModel::setIntervention(int module, const QString& description) {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  m_interventions[std::size_t(module)] = description;
+  Q_EMIT dataChanged(indexOfModule(module, Name), indexOfModule(module, Name));
+}
+
+QString ModuleTreeModel::intervention(int module) const {
+  return module >= 0 && std::size_t(module) < m_interventions.size() ? m_interventions[std::size_t(module)] : QString();
 }
 
 void ModuleTreeModel::setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes) {
@@ -199,6 +210,9 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole) {
     QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
     if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
+    if (!m_interventions[std::size_t(m)].isEmpty()) {
+      tip += QStringLiteral("\nIntervention: gradient %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
+    }
     for (const auto& p : info.params) {
       QString shape;
       for (auto s : p.shape) shape += (shape.isEmpty() ? "" : "x") + QString::number(s);
@@ -213,6 +227,7 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   switch (column) {
     case Name: {
       QString name = QString::fromStdString(info.name);
+      if (!m_interventions[std::size_t(m)].isEmpty()) name += QStringLiteral("  ✂ ") + m_interventions[std::size_t(m)];
       return m_nonFinite[std::size_t(m)] ? QStringLiteral("⚠ ") + name : name;
     }
     case Type: return QString::fromStdString(info.typeName);

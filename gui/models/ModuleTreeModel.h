@@ -33,6 +33,9 @@ public:
   /// Distinct type names in tree order.
   QStringList typeNames() const;
 
+  /// Marks a module's gradient intervention ("clamp 0.01"; "" for none) in the Name column.
+  void setIntervention(int module, const QString& description);
+  QString intervention(int module) const;
   /// Output shapes per module (first call), as "8x16x14x14".
   void setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes);
   /// Latest gradient norm per module (NaN: none) and whether its tensors held NaN/Inf.
@@ -65,6 +68,7 @@ private:
   std::vector<std::uint8_t> m_hooks;
   std::vector<int> m_row;  ///< row of each module under its parent
   std::vector<QString> m_shapes;
+  std::vector<QString> m_interventions;
   std::vector<double> m_gradNorms;
   std::vector<double> m_gradFractions;
   std::vector<bool> m_nonFinite;

@@ -129,6 +129,52 @@ TEST(StepRunnerTest, SgdStepMatchesPythonReference) {
   }
 }
 
+TEST(StepRunnerTest, GradientClampMatchesPythonTensorHook) {
+  std::ifstream in(fixture("clamp.golden.json"));
+  ASSERT_TRUE(in);
+  const auto golden = nlohmann::json::parse(in);
+  auto model = loadSample();
+  ASSERT_TRUE(model);
+  const int fc1 = model->findModule("fc1");
+  model->setGradientIntervention(fc1, {GradientIntervention::Clamp, double(golden["value"])});
+  model->setHooks(fc1, kindBit(CaptureKind::Gradient));
+  for (std::size_t i = 0; i < model->modules().size(); ++i) {
+    model->setHooks(int(i), model->hooks(int(i)) | kindBit(CaptureKind::ParamGrad));
+  }
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.dataFile = fixture("sgd.data.pt");
+  config.loss = LossKind::CrossEntropy;
+  config.optimizer = OptimizerKind::None;
+  std::string error;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  StepResult result;
+  ASSERT_TRUE(runner.step(&result, &error)) << error;
+  // The capture shows the gradient before the clamp...
+  SeriesPoint before;
+  ASSERT_TRUE(store->pointAt({"fc1", 0, CaptureKind::Gradient, 0}, 0, &before));
+  EXPECT_TRUE(closeRel(std::max(-before.stats.min, before.stats.max), golden["max_abs_before"], 1e-5));
+  // ...and every parameter gradient is what Python's clamping tensor hook gives.
+  for (const auto& [name, ref] : golden["grad"].items()) {
+    SCOPED_TRACE(name);
+    SeriesPoint p;
+    ASSERT_TRUE(store->pointAt({name, 0, CaptureKind::ParamGrad, 0}, 0, &p));
+    const double rms = double(ref["l2"]) / std::sqrt(double(ref["numel"]));
+    EXPECT_TRUE(closeRel(p.stats.l2norm, ref["l2"], 1e-5));
+    EXPECT_TRUE(closeRel(p.stats.mean, ref["mean"], 1e-5, rms));
+    EXPECT_TRUE(closeRel(p.stats.min, ref["min"], 1e-5, rms));
+    EXPECT_TRUE(closeRel(p.stats.max, ref["max"], 1e-5, rms));
+  }
+  // Without the clamp the parameters before fc1 get other gradients: the clamp did act.
+  model->setGradientIntervention(fc1, {});
+  ASSERT_TRUE(runner.step(&result, &error)) << error;
+  SeriesPoint unclamped;
+  ASSERT_TRUE(store->pointAt({"conv1.weight", 0, CaptureKind::ParamGrad, 0}, 1, &unclamped));
+  EXPECT_FALSE(closeRel(unclamped.stats.l2norm, golden["grad"]["conv1.weight"]["l2"], 1e-3));
+  EXPECT_EQ(GradientIntervention({GradientIntervention::Clamp, 0.5}).describe(), "clamp 0.5");
+}
+
 TEST(StepRunnerTest, RejectedInputIsReportedAndTheRunnerStaysUsable) {
   auto model = loadSample();
   ASSERT_TRUE(model);

@@ -1,4 +1,5 @@
 // The window, driven as a user would: open, tick, run, scrub, untick, export, reopen.
+#include "AlertsPanel.h"
 #include "EngineAdapter.h"
 #include "MainWindow.h"
 #include "PlotsPanel.h"
@@ -177,6 +178,56 @@ private Q_SLOTS:
     QVERIFY2(fc1.back().step <= done, qPrintable(QStringLiteral("fc1 captured at step %1, unticked after %2 steps").arg(fc1.back().step).arg(done)));
     QCOMPARE(qint64(fc2.size()), window->stepsSeen());
     QVERIFY(fc2.back().step >= seen + 2);
+  }
+
+  void anArmedRulePausesTheRunAtTheStepWhereItFired() {
+    auto window = openSample(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_mlp.pt"));
+    ModuleTreeModel* tree = window->treeModel();
+    tick(tree, "", ModuleTreeModel::Act, true);
+    tick(tree, "", ModuleTreeModel::Grad, true);
+    hookscope::RunConfig config;
+    config.dataFile = HOOKSCOPE_FIXTURES_DIR "/teacher.data.pt";
+    config.batchSize = 32;
+    config.loss = hookscope::LossKind::CrossEntropy;
+    config.lr = 50;  // far too large: the gradients explode
+    window->runControls()->setConfig(config);
+    window->runControls()->setSteps(0);
+    window->setBreakOn(hookscope::RuleKind::ExplodingGradient, true);
+    QSignalSpy hit(window.get(), &MainWindow::breakHit);
+    window->run();
+    QTRY_COMPARE_WITH_TIMEOUT(hit.size(), 1, kTimeout);
+    const qint64 step = hit.front().at(1).toLongLong();
+    QTest::qWait(300);  // a run that had not paused would go on meanwhile
+    QVERIFY(window->isRunning());
+    QVERIFY(window->engine()->isPaused());
+    QCOMPARE(window->engine()->stepsDone(), step + 1);
+    QCOMPARE(window->plots()->shownStep(), step);
+    QCOMPARE(QString::fromStdString(window->plots()->selectedModule()), hit.front().at(0).toString());
+    QVERIFY(window->alerts()->count() >= 1);
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    QCOMPARE(window->engine()->stepsDone(), step + 1);
+  }
+
+  void interventionsShowInTheTreeAndTheExport() {
+    QTemporaryDir tmp;
+    auto window = openSample();
+    const int fc1 = moduleIndex(window->treeModel(), "fc1");
+    window->setGradientIntervention(fc1, {hookscope::GradientIntervention::Clamp, 0.001});
+    QVERIFY(window->treeModel()->data(window->treeModel()->indexOfModule(fc1)).toString().contains(QStringLiteral("clamp 0.001")));
+    runAndWait(*window, 2);
+    window->setGradientIntervention(fc1, {});
+    QVERIFY(!window->treeModel()->data(window->treeModel()->indexOfModule(fc1)).toString().contains(QStringLiteral("clamp")));
+    runAndWait(*window, 1);
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    const QString dir = tmp.filePath(QStringLiteral("export"));
+    window->exportCapturesTo(dir, false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QFile manifest(dir + QStringLiteral("/manifest.json"));
+    QVERIFY(manifest.open(QIODevice::ReadOnly));
+    const QByteArray json = manifest.readAll();
+    QVERIFY2(json.contains("\"gradient\": \"clamp 0.001\"") && json.contains("\"from_step\": 0") && json.contains("\"to_step\": 1"),
+             json.constData());
   }
 
   void badFileShowsTheMessageAndKeepsThePreviousModel() {

@@ -129,6 +129,28 @@ class Breakpoints(CliTestCase):
         self.assertExit(run("capture", CNN, "--out", self.out("b"), "--break", "bogus"), 2, "bogus")
 
 
+class Interventions(CliTestCase):
+    def test_clamp_grad_changes_earlier_gradients_and_is_listed_in_the_manifest(self):
+        common = ["--hook", "*", "--kinds", "param_grad", "--data", os.path.join(FIXTURES, "sgd.data.pt"),
+                  "--loss", "cross_entropy", "--optimizer", "none", "--steps", "1"]
+        self.assertExit(run("capture", CNN, "--out", self.out("plain"), *common), 0)
+        self.assertExit(run("capture", CNN, "--out", self.out("clamped"), *common, "--clamp-grad", "fc1=0.001"), 0)
+        with open(os.path.join(self.out("clamped"), "manifest.json")) as f:
+            interventions = json.load(f)["interventions"]
+        self.assertEqual(interventions, [{"module": "fc1", "gradient": "clamp 0.001", "from_step": 0, "to_step": 0}])
+
+        def grad_norm(folder, name):
+            return next(float(r["l2norm"]) for r in read_stats(folder) if r["module"] == name)
+        # Behind fc1 the gradients change; fc1's own weight gradient and fc2's do not.
+        self.assertNotAlmostEqual(grad_norm(self.out("plain"), "conv1.weight"), grad_norm(self.out("clamped"), "conv1.weight"), places=6)
+        self.assertEqual(grad_norm(self.out("plain"), "fc2.weight"), grad_norm(self.out("clamped"), "fc2.weight"))
+
+    def test_bad_intervention_options_are_usage_errors(self):
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--clamp-grad", "nothing=1"), 2, "matches no module")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--clamp-grad", "fc1=-1"), 2, "positive")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--scale-grad", "fc1"), 2, "PATTERN=VALUE")
+
+
 class Inspect(CliTestCase):
     def test_tree_and_output_shapes(self):
         result = run("inspect", CNN, "--input", "8x1x28x28")
