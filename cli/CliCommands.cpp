@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -196,7 +197,7 @@ int runCapture(const CaptureOptions& options) {
         any = true;
         const GradientIntervention gi{kind, value};
         model->setGradientIntervention(int(i), gi);
-        interventions.push_back({modules[i].path, gi.describe(), 0, 0});
+        interventions.push_back({modules[i].path, "gradient", gi.describe(), 0, 0});
       }
       if (!any) {
         message = std::string(option) + " '" + pattern + "' matches no module";
@@ -209,6 +210,20 @@ int runCapture(const CaptureOptions& options) {
       !intervene(options.scaleGrad, GradientIntervention::Scale, true, "--scale-grad") ||
       !intervene(options.zeroGrad, GradientIntervention::Zero, false, "--zero-grad")) {
     return error(kUsage, message);
+  }
+  for (const auto& [patterns, kind, option] :
+       {std::tuple{&options.zeroOutput, OutputIntervention::Zero, "--zero-output"},
+        std::tuple{&options.meanOutput, OutputIntervention::Mean, "--mean-output"}}) {
+    for (const auto& pattern : *patterns) {
+      bool any = false;
+      for (std::size_t i = 0; i < modules.size(); ++i) {
+        if (modules[i].path.empty() || !matchesPattern(pattern, modules[i].path)) continue;  // not the root
+        any = true;
+        model->setOutputIntervention(int(i), {kind});
+        interventions.push_back({modules[i].path, "output", OutputIntervention{kind}.describe(), 0, 0});
+      }
+      if (!any) return error(kUsage, std::string(option) + " '" + pattern + "' matches no submodule");
+    }
   }
 
   RunConfig config;

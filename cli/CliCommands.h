@@ -46,6 +46,8 @@ struct CaptureOptions {
   std::vector<std::string> clampGrad;  ///< PATTERN=V
   std::vector<std::string> scaleGrad;  ///< PATTERN=F
   std::vector<std::string> zeroGrad;   ///< PATTERN
+  std::vector<std::string> zeroOutput; ///< PATTERN
+  std::vector<std::string> meanOutput; ///< PATTERN
 };
 
 int runInspect(const InspectOptions& options);

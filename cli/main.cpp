@@ -78,6 +78,11 @@ int main(int argc, char** argv) {
   captureCmd->add_option("--scale-grad", capture.scaleGrad,
                          "PATTERN=F: multiply that gradient by F (repeatable)");
   captureCmd->add_option("--zero-grad", capture.zeroGrad, "PATTERN: zero that gradient (repeatable)");
+  captureCmd->add_option("--zero-output", capture.zeroOutput,
+                         "PATTERN: replace the output of matching modules with zeros (ablation), as a forward "
+                         "hook returning zeros would (repeatable; tensor outputs only)");
+  captureCmd->add_option("--mean-output", capture.meanOutput,
+                         "PATTERN: replace that output with its mean (repeatable)");
 
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");

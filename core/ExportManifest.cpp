@@ -22,7 +22,8 @@ std::string ExportManifest::toJson() const {
   for (const auto& h : hooked) hooks.push_back({{"module", h.module}, {"kinds", h.kinds}});
   json interventionList = json::array();
   for (const auto& i : interventions) {
-    interventionList.push_back({{"module", i.module}, {"gradient", i.gradient}, {"from_step", i.fromStep}, {"to_step", i.toStep}});
+    interventionList.push_back({{"module", i.module}, {"target", i.target}, {"action", i.action},
+                                {"from_step", i.fromStep}, {"to_step", i.toStep}});
   }
   json thin = json::array();
   for (const auto& t : thinning) {
@@ -96,8 +97,8 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       m.hooked.push_back({h.value("module", ""), h.value("kinds", std::vector<std::string>{})});
     }
     for (const auto& i : j.value("interventions", json::array())) {
-      m.interventions.push_back({i.value("module", ""), i.value("gradient", ""), i.value("from_step", std::int64_t(0)),
-                                 i.value("to_step", std::int64_t(0))});
+      m.interventions.push_back({i.value("module", ""), i.value("target", ""), i.value("action", ""),
+                                 i.value("from_step", std::int64_t(0)), i.value("to_step", std::int64_t(0))});
     }
     for (const auto& t : j.value("thinning", json::array())) {
       m.thinning.push_back({t.value("at_step", std::int64_t(0)), t.value("steps_before", std::int64_t(0)),

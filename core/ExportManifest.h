@@ -14,10 +14,11 @@ struct HookedModule {
   std::vector<std::string> kinds;
 };
 
-/// A gradient intervention in force over a range of steps.
+/// An intervention in force over a range of steps.
 struct InterventionRecord {
   std::string module;
-  std::string gradient;  ///< "clamp 0.01", "scale 0.5", "zero"
+  std::string target;  ///< "gradient" (at the module's output) or "output"
+  std::string action;  ///< "clamp 0.01", "scale 0.5", "zero", "mean"
   std::int64_t fromStep = 0;
   std::int64_t toStep = 0;
 };

@@ -27,8 +27,11 @@ void tapCall(torch::jit::Graph& graph, torch::jit::Node* call) {
   std::vector<torch::jit::Value*> args(call->inputs().begin() + 1, call->inputs().end());
   torch::jit::Value* packed = graph.insertNode(graph.createTuple(args))->output();
   graph.insertNode(graph.create(tapInputSymbol(), {packed, id}, 0));
-  torch::jit::Node* outputTap = graph.create(tapOutputSymbol(), {call->output(), id}, 0);
+  // The tap returns the result (or an intervention's replacement); later uses take that.
+  torch::jit::Node* outputTap = graph.create(tapOutputSymbol(), {call->output(), id}, 1);
+  outputTap->output()->setType(call->output()->type());
   outputTap->insertAfter(call);
+  call->output()->replaceAllUsesAfterNodeWith(outputTap, outputTap->output());
 }
 
 } // namespace

@@ -158,10 +158,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
   impl.flags.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
   impl.interventionKinds.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
   impl.interventionValues.reset(new std::atomic<double>[impl.instances.size()]);
+  impl.outputInterventions.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
   for (std::size_t i = 0; i < impl.instances.size(); ++i) {
     impl.flags[i] = 0;
     impl.interventionKinds[i] = GradientIntervention::None;
     impl.interventionValues[i] = 0.0;
+    impl.outputInterventions[i] = OutputIntervention::None;
   }
   if (options.instrument) {
     try {
@@ -227,6 +229,20 @@ GradientIntervention Model::gradientIntervention(int module) const {
   if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
   return {GradientIntervention::Kind(m_impl->interventionKinds[std::size_t(module)].load()),
           m_impl->interventionValues[std::size_t(module)].load()};
+}
+
+std::string OutputIntervention::describe() const {
+  return kind == Zero ? "zero" : kind == Mean ? "mean" : "";
+}
+
+void Model::setOutputIntervention(int module, OutputIntervention intervention) {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  m_impl->outputInterventions[std::size_t(module)] = intervention.kind;
+}
+
+OutputIntervention Model::outputIntervention(int module) const {
+  if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
+  return {OutputIntervention::Kind(m_impl->outputInterventions[std::size_t(module)].load())};
 }
 
 void Model::clearHooks() {

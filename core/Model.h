@@ -43,6 +43,15 @@ struct GradientIntervention {
   std::string describe() const;
 };
 
+/// A change to what a module's call returns, like a PyTorch forward hook that returns a new
+/// output (ablation). Applies to modules that return a tensor; captures see the output before.
+struct OutputIntervention {
+  enum Kind : std::uint8_t { None = 0, Zero, Mean };
+  Kind kind = None;
+  /// "zero", "mean", or "" for none.
+  std::string describe() const;
+};
+
 /// What load() does besides reading the file.
 struct LoadOptions {
   bool instrument = true;  ///< false gives a plain module, for overhead baselines
@@ -84,6 +93,9 @@ public:
   /// Sets the gradient intervention of one module; takes effect at the module's next call.
   void setGradientIntervention(int module, GradientIntervention intervention);
   GradientIntervention gradientIntervention(int module) const;
+  /// Sets the output intervention of one module; takes effect at the module's next call.
+  void setOutputIntervention(int module, OutputIntervention intervention);
+  OutputIntervention outputIntervention(int module) const;
 
   /// The LibTorch side; for core only.
   ModelImpl& impl() { return *m_impl; }

@@ -24,6 +24,8 @@ struct ModelImpl {
   /// Per-instance gradient interventions (GradientIntervention::Kind and its value).
   std::unique_ptr<std::atomic<std::uint8_t>[]> interventionKinds;
   std::unique_ptr<std::atomic<double>[]> interventionValues;
+  /// Per-instance output interventions (OutputIntervention::Kind).
+  std::unique_ptr<std::atomic<std::uint8_t>[]> outputInterventions;
   bool instrumented = false;
   int tapSites = 0;
 };

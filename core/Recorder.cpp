@@ -100,8 +100,8 @@ void Recorder::onInput(int module, const c10::IValue& args) {
   }
 }
 
-void Recorder::onOutput(int module, const c10::IValue& result) {
-  if (module < 0 || std::size_t(module) >= m_nextCall.size()) return;
+c10::IValue Recorder::onOutput(int module, const c10::IValue& result) {
+  if (module < 0 || std::size_t(module) >= m_nextCall.size()) return result;
   const int call = m_currentCall[std::size_t(module)];
   const std::uint8_t flags = m_model->flags[std::size_t(module)].load(std::memory_order_relaxed);
   if (m_shapeProbe) noteShapes(module, call, result);
@@ -122,6 +122,14 @@ void Recorder::onOutput(int module, const c10::IValue& result) {
   const bool intervene = m_model->interventionKinds[std::size_t(module)].load(std::memory_order_relaxed) !=
                          GradientIntervention::None;
   if ((flags & kindBit(CaptureKind::Gradient)) || intervene) hookGradients(module, call, result);
+  const auto replace = OutputIntervention::Kind(m_model->outputInterventions[std::size_t(module)].load(std::memory_order_relaxed));
+  if (replace == OutputIntervention::None || !result.isTensor()) return result;
+  const at::Tensor& out = result.toTensor();
+  if (replace == OutputIntervention::Zero) return at::zeros_like(out);
+  if (!out.is_floating_point()) return result;  // no mean of token ids
+  // The mean, broadcast into a tensor of its own (an expanded view would break in-place
+  // ops that follow), and differentiable like PyTorch's `output.mean() * ones_like(output)`.
+  return out.mean() * at::ones_like(out);
 }
 
 void Recorder::onRootCall(const std::vector<c10::IValue>& inputs, const c10::IValue& output) {
@@ -133,7 +141,7 @@ void Recorder::onRootCall(const std::vector<c10::IValue>& inputs, const c10::IVa
       record(0, 0, CaptureKind::Input, index, t);
     });
   }
-  onOutput(0, output);
+  (void)onOutput(0, output);  // the root's result goes to the loss as it is
 }
 
 void Recorder::hookGradients(int module, int call, const c10::IValue& result) {

@@ -40,7 +40,8 @@ public:
   std::int64_t step() const { return m_step; }
 
   void onInput(int module, const c10::IValue& args);
-  void onOutput(int module, const c10::IValue& result);
+  /// Sees a call's result; returns it, or its replacement when an output intervention is set.
+  c10::IValue onOutput(int module, const c10::IValue& result);
   /// The root module's call is made by the runner, not by a graph: it reports it here.
   void onRootCall(const std::vector<c10::IValue>& inputs, const c10::IValue& output);
 

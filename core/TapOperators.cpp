@@ -10,20 +10,18 @@ namespace hookscope {
 
 namespace {
 
-// Stack on entry: [value, id]. Both are consumed; nothing is returned.
-template <bool IsInput>
-void runTap(torch::jit::Stack& stack) {
+// Stack on entry: [args, id]. Both are consumed; nothing is returned.
+void runInputTap(torch::jit::Stack& stack) {
   const auto id = stack.back().toInt();
-  Recorder* recorder = Recorder::current();
-  if (recorder) {
-    const c10::IValue& value = stack[stack.size() - 2];
-    if (IsInput) {
-      recorder->onInput(int(id), value);
-    } else {
-      recorder->onOutput(int(id), value);
-    }
-  }
+  if (Recorder* recorder = Recorder::current()) recorder->onInput(int(id), stack[stack.size() - 2]);
   torch::jit::drop(stack, 2);
+}
+
+// Stack on entry: [result, id]; on exit: [result, or its replacement].
+void runOutputTap(torch::jit::Stack& stack) {
+  const auto id = stack.back().toInt();
+  stack.pop_back();
+  if (Recorder* recorder = Recorder::current()) stack.back() = recorder->onOutput(int(id), stack.back());
 }
 
 } // namespace
@@ -37,9 +35,9 @@ void registerTapOperators() {
     // CONSERVATIVE alias analysis: the op is assumed to have side effects, so dead-code
     // elimination keeps it even though it returns nothing.
     torch::jit::RegisterOperators registration({
-        torch::jit::Operator("hookscope::tap_input(Any args, int id) -> ()", runTap<true>,
+        torch::jit::Operator("hookscope::tap_input(Any args, int id) -> ()", runInputTap,
                              c10::AliasAnalysisKind::CONSERVATIVE),
-        torch::jit::Operator("hookscope::tap_output(Any result, int id) -> ()", runTap<false>,
+        torch::jit::Operator("hookscope::tap_output(t result, int id) -> t", runOutputTap,
                              c10::AliasAnalysisKind::CONSERVATIVE),
     });
   });

@@ -138,20 +138,30 @@ void EngineAdapter::openCapture(const QString& dir) {
   Q_EMIT modelLoaded(summary);
 }
 
-void EngineAdapter::setGradientIntervention(int module, GradientIntervention intervention) {
-  std::lock_guard<std::mutex> lock(m_modelMutex);
-  if (!m_model || module < 0 || std::size_t(module) >= m_model->modules().size()) return;
-  const std::string& path = m_model->modules()[std::size_t(module)].path;
+void EngineAdapter::logIntervention(const std::string& module, const std::string& target, const std::string& action) {
   const qint64 step = m_stepsDone.load();
   for (auto& record : m_interventions) {
-    if (record.module == path && record.toStep < 0) record.toStep = step - 1;
+    if (record.module == module && record.target == target && record.toStep < 0) record.toStep = step - 1;
   }
   // A change before any step of its own replaces what it closed.
   m_interventions.erase(std::remove_if(m_interventions.begin(), m_interventions.end(),
                                        [](const InterventionRecord& r) { return r.toStep >= 0 && r.toStep < r.fromStep; }),
                         m_interventions.end());
-  if (intervention.kind != GradientIntervention::None) m_interventions.push_back({path, intervention.describe(), step, -1});
+  if (!action.empty()) m_interventions.push_back({module, target, action, step, -1});
+}
+
+void EngineAdapter::setGradientIntervention(int module, GradientIntervention intervention) {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  if (!m_model || module < 0 || std::size_t(module) >= m_model->modules().size()) return;
+  logIntervention(m_model->modules()[std::size_t(module)].path, "gradient", intervention.describe());
   m_model->setGradientIntervention(module, intervention);
+}
+
+void EngineAdapter::setOutputIntervention(int module, OutputIntervention intervention) {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  if (!m_model || module <= 0 || std::size_t(module) >= m_model->modules().size()) return;
+  logIntervention(m_model->modules()[std::size_t(module)].path, "output", intervention.describe());
+  m_model->setOutputIntervention(module, intervention);
 }
 
 void EngineAdapter::setHooks(int module, quint8 mask) {

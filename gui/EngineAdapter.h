@@ -32,6 +32,8 @@ public:
   /// Any thread: changes what flows back through a module's output from its next call on;
   /// the change is logged with the step, for the export's manifest.
   void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
+  /// Any thread: replaces a module's output from its next call on (logged like the above).
+  void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
   /// Any thread: the rules that pause a run when they fire (bit i: RuleKind i).
   void setBreakRules(quint32 mask) { m_breakRules = mask; }
   quint32 breakRules() const { return m_breakRules.load(); }
@@ -61,6 +63,8 @@ Q_SIGNALS:
 
 private:
   bool prepare(const hookscope::RunConfig& config);
+  /// Closes the module's open record for `target` and opens one for `action` (if any).
+  void logIntervention(const std::string& module, const std::string& target, const std::string& action);
   void runNext();
   bool doStep();
   void finishRun();

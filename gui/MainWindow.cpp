@@ -285,7 +285,20 @@ void MainWindow::setBreakOn(RuleKind rule, bool on) {
 void MainWindow::setGradientIntervention(int module, GradientIntervention intervention) {
   if (m_summary.reviewOnly) return;
   m_engine->setGradientIntervention(module, intervention);
-  m_tree->setIntervention(module, QString::fromStdString(intervention.describe()));
+  m_interventions[module].first = intervention;
+  markInterventions(module);
+}
+
+void MainWindow::setOutputIntervention(int module, OutputIntervention intervention) {
+  if (m_summary.reviewOnly || module <= 0) return;
+  m_engine->setOutputIntervention(module, intervention);
+  m_interventions[module].second = intervention;
+  markInterventions(module);
+}
+
+void MainWindow::markInterventions(int module) {
+  const auto& [gradient, output] = m_interventions[module];
+  m_tree->setIntervention(module, QString::fromStdString(gradient.describe()), QString::fromStdString(output.describe()));
 }
 
 void MainWindow::showTreeMenu(const QPoint& at) {
@@ -304,8 +317,15 @@ void MainWindow::showTreeMenu(const QPoint& at) {
     if (ok) setGradientIntervention(module, {GradientIntervention::Scale, f});
   });
   menu.addAction(tr("Zero it"), this, [this, module] { setGradientIntervention(module, {GradientIntervention::Zero, 0}); });
-  QAction* remove = menu.addAction(tr("Remove intervention"), this, [this, module] { setGradientIntervention(module, {}); });
-  remove->setEnabled(!m_tree->intervention(module).isEmpty());
+  menu.addAction(tr("Leave it"), this, [this, module] { setGradientIntervention(module, {}); })
+      ->setEnabled(m_interventions[module].first.kind != GradientIntervention::None);
+  if (module > 0) {
+    menu.addSection(tr("Output of this module"));
+    menu.addAction(tr("Zero it (ablate)"), this, [this, module] { setOutputIntervention(module, {OutputIntervention::Zero}); });
+    menu.addAction(tr("Replace with its mean"), this, [this, module] { setOutputIntervention(module, {OutputIntervention::Mean}); });
+    menu.addAction(tr("Leave it"), this, [this, module] { setOutputIntervention(module, {}); })
+        ->setEnabled(m_interventions[module].second.kind != OutputIntervention::None);
+  }
   menu.exec(m_treeView->viewport()->mapToGlobal(at));
 }
 
@@ -322,6 +342,7 @@ void MainWindow::jumpTo(qint64 step, const QString& module) {
 void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_summary = summary;
   m_alerts->clear();
+  m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_pendingOpen.clear();
   m_stepsSeen = 0;
   m_lastStep = -1;

@@ -6,6 +6,8 @@
 #include <QMainWindow>
 #include <QThread>
 
+#include <map>
+
 class AlertsPanel;
 class EngineAdapter;
 class ModuleTreeModel;
@@ -50,6 +52,8 @@ public:
   void setBreakOn(hookscope::RuleKind rule, bool on);
   /// Sets a module's gradient intervention and marks it in the tree.
   void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
+  /// Sets a module's output intervention (ablation) and marks it in the tree.
+  void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
   /// Selects a layer in the tree and shows `step` in every plot.
   void jumpTo(qint64 step, const QString& module);
   QString modelPath() const { return m_summary.path; }
@@ -94,6 +98,8 @@ private:
   void rebuildRecentMenu();
   void hookAllOfType();
   void showTreeMenu(const QPoint& at);
+  void markInterventions(int module);
+  std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
   void exportCaptures();
   void exportAllPlots();
   hookscope::RunConfig currentConfig();

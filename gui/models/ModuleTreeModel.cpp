@@ -112,9 +112,12 @@ QStringList ModuleTreeModel::typeNames() const {
   return names;
 }
 
-void ModuleTreeModel::setIntervention(int module, const QString& description) {
+void ModuleTreeModel::setIntervention(int module, const QString& gradient, const QString& output) {
   if (module < 0 || std::size_t(module) >= m_modules.size()) return;
-  m_interventions[std::size_t(module)] = description;
+  QStringList parts;
+  if (!gradient.isEmpty()) parts << QStringLiteral("grad ") + gradient;
+  if (!output.isEmpty()) parts << QStringLiteral("output ") + output;
+  m_interventions[std::size_t(module)] = parts.join(QStringLiteral(", "));
   Q_EMIT dataChanged(indexOfModule(module, Name), indexOfModule(module, Name));
 }
 
@@ -211,7 +214,7 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
     if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
     if (!m_interventions[std::size_t(m)].isEmpty()) {
-      tip += QStringLiteral("\nIntervention: gradient %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
+      tip += QStringLiteral("\nIntervention: %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
     }
     for (const auto& p : info.params) {
       QString shape;

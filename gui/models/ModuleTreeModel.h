@@ -33,8 +33,9 @@ public:
   /// Distinct type names in tree order.
   QStringList typeNames() const;
 
-  /// Marks a module's gradient intervention ("clamp 0.01"; "" for none) in the Name column.
-  void setIntervention(int module, const QString& description);
+  /// Marks a module's interventions in the Name column ("grad clamp 0.01", "output zero";
+  /// "" for none).
+  void setIntervention(int module, const QString& gradient, const QString& output);
   QString intervention(int module) const;
   /// Output shapes per module (first call), as "8x16x14x14".
   void setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes);

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 using namespace hookscope;
 using namespace hookscope::test;
@@ -173,6 +174,56 @@ TEST(StepRunnerTest, GradientClampMatchesPythonTensorHook) {
   ASSERT_TRUE(store->pointAt({"conv1.weight", 0, CaptureKind::ParamGrad, 0}, 1, &unclamped));
   EXPECT_FALSE(closeRel(unclamped.stats.l2norm, golden["grad"]["conv1.weight"]["l2"], 1e-3));
   EXPECT_EQ(GradientIntervention({GradientIntervention::Clamp, 0.5}).describe(), "clamp 0.5");
+}
+
+TEST(StepRunnerTest, OutputInterventionsMatchPythonForwardHooksThatReplaceTheOutput) {
+  std::ifstream in(fixture("output_intervention.golden.json"));
+  ASSERT_TRUE(in);
+  const auto golden = nlohmann::json::parse(in);
+  for (const auto& [name, module, kind] : {std::tuple{"mean_pool2", "pool2", OutputIntervention::Mean},
+                                           std::tuple{"zero_relu3", "relu3", OutputIntervention::Zero}}) {
+    SCOPED_TRACE(name);
+    const auto& ref = golden[name];
+    auto model = loadSample();
+    ASSERT_TRUE(model);
+    const int target = model->findModule(module);
+    model->setOutputIntervention(target, {kind});
+    model->setHooks(target, kindBit(CaptureKind::Activation));
+    for (std::size_t i = 0; i < model->modules().size(); ++i) {
+      model->setHooks(int(i), model->hooks(int(i)) | kindBit(CaptureKind::ParamGrad));
+    }
+    auto store = std::make_shared<CaptureStore>();
+    StepRunner runner(*model, store);
+    RunConfig config;
+    config.dataFile = fixture("sgd.data.pt");
+    config.loss = LossKind::CrossEntropy;
+    config.optimizer = OptimizerKind::None;
+    std::string error;
+    ASSERT_TRUE(runner.configure(config, &error)) << error;
+    StepResult result;
+    ASSERT_TRUE(runner.step(&result, &error)) << error;
+    EXPECT_TRUE(closeRel(result.loss, ref["loss"], 1e-5));
+    // The capture shows the output before it was replaced.
+    SeriesPoint captured;
+    ASSERT_TRUE(store->pointAt({module, 0, CaptureKind::Activation, 0}, 0, &captured));
+    EXPECT_GT(captured.stats.std, 0);
+    for (const auto& [param, stats] : ref["grad"].items()) {
+      SCOPED_TRACE(param);
+      SeriesPoint p;
+      ASSERT_TRUE(store->pointAt({param, 0, CaptureKind::ParamGrad, 0}, 0, &p));
+      const double rms = double(stats["l2"]) / std::sqrt(double(stats["numel"]));
+      EXPECT_TRUE(closeRel(p.stats.l2norm, stats["l2"], 1e-5));
+      EXPECT_TRUE(closeRel(p.stats.mean, stats["mean"], 1e-5, rms));
+    }
+    // Parameters cut off by a zeroed output get no gradient, as in Python.
+    for (const auto& param : ref["no_grad"]) {
+      EXPECT_FALSE(store->pointAt({param.get<std::string>(), 0, CaptureKind::ParamGrad, 0}, 0, nullptr)) << param;
+    }
+  }
+  EXPECT_FALSE(golden["zero_relu3"]["no_grad"].empty());
+  // The mean case is not a disguised zero: gradients reach conv1 through the mean.
+  EXPECT_GT(double(golden["mean_pool2"]["grad"]["conv1.weight"]["l2"]), 0.0);
+  EXPECT_NE(double(golden["mean_pool2"]["loss"]), double(golden["zero_relu3"]["loss"]));
 }
 
 TEST(StepRunnerTest, RejectedInputIsReportedAndTheRunnerStaysUsable) {

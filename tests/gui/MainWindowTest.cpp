@@ -226,7 +226,8 @@ private Q_SLOTS:
     QFile manifest(dir + QStringLiteral("/manifest.json"));
     QVERIFY(manifest.open(QIODevice::ReadOnly));
     const QByteArray json = manifest.readAll();
-    QVERIFY2(json.contains("\"gradient\": \"clamp 0.001\"") && json.contains("\"from_step\": 0") && json.contains("\"to_step\": 1"),
+    QVERIFY2(json.contains("\"action\": \"clamp 0.001\"") && json.contains("\"target\": \"gradient\"") &&
+                 json.contains("\"from_step\": 0") && json.contains("\"to_step\": 1"),
              json.constData());
   }
 

@@ -137,13 +137,28 @@ class Interventions(CliTestCase):
         self.assertExit(run("capture", CNN, "--out", self.out("clamped"), *common, "--clamp-grad", "fc1=0.001"), 0)
         with open(os.path.join(self.out("clamped"), "manifest.json")) as f:
             interventions = json.load(f)["interventions"]
-        self.assertEqual(interventions, [{"module": "fc1", "gradient": "clamp 0.001", "from_step": 0, "to_step": 0}])
+        self.assertEqual(interventions, [{"module": "fc1", "target": "gradient", "action": "clamp 0.001",
+                                          "from_step": 0, "to_step": 0}])
 
         def grad_norm(folder, name):
             return next(float(r["l2norm"]) for r in read_stats(folder) if r["module"] == name)
         # Behind fc1 the gradients change; fc1's own weight gradient and fc2's do not.
         self.assertNotAlmostEqual(grad_norm(self.out("plain"), "conv1.weight"), grad_norm(self.out("clamped"), "conv1.weight"), places=6)
         self.assertEqual(grad_norm(self.out("plain"), "fc2.weight"), grad_norm(self.out("clamped"), "fc2.weight"))
+
+    def test_zero_output_ablates_and_is_listed(self):
+        result = run("capture", CNN, "--out", self.out(), "--hook", "fc2", "--kinds", "activation",
+                     "--steps", "1", "--zero-output", "relu3")
+        self.assertExit(result, 0)
+        with open(os.path.join(self.out(), "manifest.json")) as f:
+            self.assertEqual(json.load(f)["interventions"][0],
+                             {"module": "relu3", "target": "output", "action": "zero", "from_step": 0, "to_step": 0})
+        # fc2 sees zeros, so every sample's output is fc2's bias: no spread across the batch.
+        rows = read_stats(self.out())
+        self.assertEqual(len(rows), 1)
+        bias_only = torch.jit.load(CNN).fc2.bias.detach().double()
+        self.assertAlmostEqual(float(rows[0]["mean"]), bias_only.mean().item(), places=6)
+        self.assertExit(run("capture", CNN, "--out", self.out("b"), "--zero-output", "nothing"), 2, "matches no")
 
     def test_bad_intervention_options_are_usage_errors(self):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--clamp-grad", "nothing=1"), 2, "matches no module")
