@@ -132,6 +132,17 @@ int runCapture(const CaptureOptions& options) {
     }
     breakOn.insert(*rule);
   }
+  RuleSettings ruleSettings;
+  for (const auto& spec : options.thresholds) {
+    const auto eq = spec.find('=');
+    const auto rule = parseRuleName(spec.substr(0, eq));
+    char* end = nullptr;
+    const double value = eq == std::string::npos ? 0 : std::strtod(spec.c_str() + eq + 1, &end);
+    if (!rule || eq == std::string::npos || !end || *end != '\0') {
+      return error(kUsage, "--threshold '" + spec + "' needs RULE=VALUE with a rule name and a number");
+    }
+    if (!setRuleThreshold(ruleSettings, *rule, value, &message)) return error(kUsage, message);
+  }
   if (std::string problem = checkExportTarget(options.out, options.force); !problem.empty()) {
     return error(kOutput, problem);
   }
@@ -252,7 +263,7 @@ int runCapture(const CaptureOptions& options) {
   if (!runner.configure(config, &message)) return error(kData, message);
   runner.keepTensors(keep);
 
-  RuleEngine rules;
+  RuleEngine rules(ruleSettings);
   std::map<std::string, std::string> types;
   for (const auto& info : modules) types[info.path] = info.typeName;
   rules.setModuleTypes(types);

@@ -43,6 +43,7 @@ struct CaptureOptions {
   bool force = false;
   double memoryCapMiB = 512;
   std::vector<std::string> breakOn;  ///< rule names that end the run (exit 6)
+  std::vector<std::string> thresholds;  ///< RULE=VALUE
   std::vector<std::string> clampGrad;  ///< PATTERN=V
   std::vector<std::string> scaleGrad;  ///< PATTERN=F
   std::vector<std::string> zeroGrad;   ///< PATTERN

@@ -54,6 +54,66 @@ std::optional<RuleKind> parseRuleName(const std::string& name) {
   return std::nullopt;
 }
 
+double ruleThreshold(const RuleSettings& s, RuleKind rule) {
+  switch (rule) {
+    case RuleKind::NonFinite: return 0;
+    case RuleKind::ExplodingGradient: return s.explodingNorm;
+    case RuleKind::VanishingGradient: return s.vanishingNorm;
+    case RuleKind::DeadUnits: return s.deadFraction;
+    case RuleKind::Saturation: return s.saturationFraction;
+    case RuleKind::UpdateRatio: return s.updateRatioHigh;
+    case RuleKind::LossPlateau: return s.plateauWindow;
+  }
+  return 0;
+}
+
+const char* ruleThresholdMeaning(RuleKind rule) {
+  switch (rule) {
+    case RuleKind::NonFinite: return "(no threshold: any NaN or Inf)";
+    case RuleKind::ExplodingGradient: return "gradient norm above";
+    case RuleKind::VanishingGradient: return "gradient norm below";
+    case RuleKind::DeadUnits: return "fraction of exact zeros above";
+    case RuleKind::Saturation: return "fraction at the bounds above";
+    case RuleKind::UpdateRatio: return "update / weight norm above (below: 1e-5 of it)";
+    case RuleKind::LossPlateau: return "steps without a lower loss";
+  }
+  return "";
+}
+
+bool setRuleThreshold(RuleSettings& s, RuleKind rule, double value, std::string* error) {
+  auto fail = [&](const std::string& why) {
+    if (error) *error = std::string("threshold of ") + ruleName(rule) + ": " + why;
+    return false;
+  };
+  if (!std::isfinite(value)) return fail("not a finite number");
+  switch (rule) {
+    case RuleKind::NonFinite: return fail("non_finite has no threshold");
+    case RuleKind::ExplodingGradient:
+      if (value <= 0) return fail("must be positive");
+      s.explodingNorm = value;
+      return true;
+    case RuleKind::VanishingGradient:
+      if (value < 0) return fail("must not be negative");
+      s.vanishingNorm = value;
+      return true;
+    case RuleKind::DeadUnits:
+    case RuleKind::Saturation:
+      if (value < 0 || value > 1) return fail("is a fraction in [0, 1]");
+      (rule == RuleKind::DeadUnits ? s.deadFraction : s.saturationFraction) = value;
+      return true;
+    case RuleKind::UpdateRatio:
+      if (value <= 0) return fail("must be positive");
+      s.updateRatioHigh = value;
+      s.updateRatioLow = value * 1e-5;
+      return true;
+    case RuleKind::LossPlateau:
+      if (value < 2 || value != std::floor(value)) return fail("is a whole number of steps, 2 or more");
+      s.plateauWindow = int(value);
+      return true;
+  }
+  return false;
+}
+
 RuleEngine::RuleEngine(RuleSettings settings) : m_settings(settings) {}
 
 std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {

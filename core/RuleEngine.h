@@ -33,6 +33,13 @@ struct RuleSettings {
   double plateauMinDecrease = 1e-3;///< this relative amount
 };
 
+/// The main threshold of a rule (the one --threshold and the window change).
+double ruleThreshold(const RuleSettings& settings, RuleKind rule);
+/// Sets it; false (with a message) when the value does not fit the rule.
+bool setRuleThreshold(RuleSettings& settings, RuleKind rule, double value, std::string* error);
+/// What the main threshold of a rule means, for help texts.
+const char* ruleThresholdMeaning(RuleKind rule);
+
 /// One firing of a rule.
 struct Alert {
   std::int64_t step = 0;
@@ -60,6 +67,7 @@ public:
   std::vector<Alert> evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order);
   const std::vector<Alert>& alerts() const { return m_alerts; }
   const RuleSettings& settings() const { return m_settings; }
+  void setSettings(const RuleSettings& settings) { m_settings = settings; }
 
 private:
   bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }

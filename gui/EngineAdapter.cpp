@@ -64,7 +64,7 @@ void EngineAdapter::loadModel(const QString& path) {
   m_wantShapes = true;
   m_stepsDone = 0;
   m_interventions.clear();
-  m_rules = std::make_unique<RuleEngine>();
+  m_rules = std::make_unique<RuleEngine>(m_ruleSettings);
   std::map<std::string, std::string> types;
   for (const auto& info : m_model->modules()) types[info.path] = info.typeName;
   m_rules->setModuleTypes(std::move(types));
@@ -262,6 +262,11 @@ void EngineAdapter::finishRun() {
 void EngineAdapter::resetWeights() {
   if (!m_model) return;
   loadModel(QString::fromStdString(m_model->path()));
+}
+
+void EngineAdapter::setRuleSettings(const RuleSettings& settings) {
+  m_ruleSettings = settings;
+  if (m_rules) m_rules->setSettings(settings);
 }
 
 void EngineAdapter::setMemoryCap(qint64 bytes) {

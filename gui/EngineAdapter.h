@@ -50,6 +50,8 @@ public Q_SLOTS:
   /// Reloads the model file: fresh weights, same hooks, captures cleared.
   void resetWeights();
   void setMemoryCap(qint64 bytes);
+  /// Rule thresholds, for this model and the ones opened after it.
+  void setRuleSettings(const hookscope::RuleSettings& settings);
   void exportCaptures(const QString& dir, bool overwrite);
 
 Q_SIGNALS:
@@ -84,5 +86,6 @@ private:
   std::atomic<qint64> m_stepsDone{0};
   std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
   std::unique_ptr<hookscope::RuleEngine> m_rules;
+  hookscope::RuleSettings m_ruleSettings;
   std::vector<hookscope::InterventionRecord> m_interventions;  ///< toStep -1: still in force
 };

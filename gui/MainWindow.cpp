@@ -17,6 +17,9 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
@@ -236,6 +239,7 @@ void MainWindow::buildActions() {
     connect(action, &QAction::toggled, this, [this, i](bool on) { setBreakOn(RuleKind(i), on); });
     m_breakActions.append(action);
   }
+  runMenu->addAction(tr("Rule &thresholds…"), this, &MainWindow::editRuleThresholds);
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
@@ -299,6 +303,41 @@ void MainWindow::setOutputIntervention(int module, OutputIntervention interventi
 void MainWindow::markInterventions(int module) {
   const auto& [gradient, output] = m_interventions[module];
   m_tree->setIntervention(module, QString::fromStdString(gradient.describe()), QString::fromStdString(output.describe()));
+}
+
+void MainWindow::editRuleThresholds() {
+  QDialog dialog(this);
+  dialog.setWindowTitle(tr("Rule thresholds"));
+  auto* form = new QFormLayout(&dialog);
+  std::vector<std::pair<RuleKind, QLineEdit*>> edits;
+  for (int i = 1; i < kRuleCount; ++i) {  // non_finite has none
+    const auto rule = RuleKind(i);
+    auto* edit = new QLineEdit(QString::number(ruleThreshold(m_ruleSettings, rule), 'g', 6), &dialog);
+    edit->setToolTip(QString::fromLatin1(ruleThresholdMeaning(rule)));
+    form->addRow(QStringLiteral("%1 (%2)").arg(QString::fromLatin1(ruleName(rule)), QString::fromLatin1(ruleThresholdMeaning(rule))), edit);
+    edits.emplace_back(rule, edit);
+  }
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+  form->addRow(buttons);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  connect(buttons, &QDialogButtonBox::accepted, &dialog, [&] {
+    RuleSettings settings = m_ruleSettings;
+    for (const auto& [rule, edit] : edits) {
+      bool ok = false;
+      const double value = edit->text().toDouble(&ok);
+      std::string error;
+      if (!ok || !setRuleThreshold(settings, rule, value, &error)) {
+        QMessageBox::warning(&dialog, tr("Rule thresholds"),
+                             ok ? QString::fromStdString(error) : tr("%1 is not a number.").arg(edit->text()));
+        edit->setFocus();
+        return;
+      }
+    }
+    m_ruleSettings = settings;
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine, settings] { engine->setRuleSettings(settings); });
+    dialog.accept();
+  });
+  dialog.exec();
 }
 
 void MainWindow::showTreeMenu(const QPoint& at) {

@@ -98,6 +98,8 @@ private:
   void rebuildRecentMenu();
   void hookAllOfType();
   void showTreeMenu(const QPoint& at);
+  void editRuleThresholds();
+  hookscope::RuleSettings m_ruleSettings;
   void markInterventions(int module);
   std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
   void exportCaptures();

@@ -122,6 +122,20 @@ class Breakpoints(CliTestCase):
         # The export holds every step up to the break.
         self.assertEqual({int(r["step"]) for r in read_stats(self.out())}, set(range(steps)))
 
+    def test_thresholds_can_be_changed(self):
+        common = ["--hook", "relu*", "--kinds", "activation", "--steps", "1"]
+        self.assertExit(run("capture", CNN, "--out", self.out("a"), *common), 0)
+        self.assertExit(run("capture", CNN, "--out", self.out("b"), *common, "--threshold", "dead_units=0.3"), 0)
+
+        def dead(folder):
+            with open(os.path.join(folder, "alerts.csv"), newline="") as f:
+                return [a for a in csv.DictReader(f) if a["rule"] == "dead_units"]
+        # About half of a ReLU's outputs are zero: only the lowered threshold fires.
+        self.assertEqual(dead(self.out("a")), [])
+        self.assertTrue(dead(self.out("b")))
+        self.assertExit(run("capture", CNN, "--out", self.out("c"), "--threshold", "dead_units=2"), 2, "fraction")
+        self.assertExit(run("capture", CNN, "--out", self.out("c"), "--threshold", "non_finite=1"), 2, "no threshold")
+
     def test_alerts_csv_is_always_written_and_unknown_rules_are_usage_errors(self):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "2"), 0)
         with open(os.path.join(self.out(), "alerts.csv")) as f:
