@@ -1,5 +1,7 @@
 #include "ExportFolder.h"
 
+#include "CsvFormat.h"
+
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -44,16 +46,6 @@ private:
   const ExportOptions& m_options;
   int m_written = 0;
 };
-
-std::string csvField(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
 
 struct Row {
   std::int64_t step;
@@ -171,14 +163,6 @@ std::vector<std::int64_t> parseShape(const std::string& text) {
 }
 
 } // namespace
-
-std::string formatDouble(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
 
 std::string checkExportTarget(const std::string& dir, bool overwrite) {
   std::error_code ec;

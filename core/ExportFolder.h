@@ -1,6 +1,7 @@
 #pragma once
 
 #include "CaptureStore.h"
+#include "CsvFormat.h"
 #include "ExportManifest.h"
 
 #include <memory>
@@ -41,8 +42,5 @@ struct ExportData {
 
 /// Reads an export folder; false with a message when it is missing or damaged.
 bool readExport(const std::string& dir, ExportData* data, std::string* error);
-
-/// A double written so that reading it back gives the same value; "nan", "inf", "-inf".
-std::string formatDouble(double value);
 
 } // namespace hookscope

@@ -1,5 +1,7 @@
 #include "RuleEngine.h"
 
+#include "CsvFormat.h"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -31,16 +33,6 @@ double nearBoundsFraction(const TensorStats& s, double low, double high, double 
     if (center <= low + eps || center >= high - eps) near += double(s.histogram[b]);
   }
   return total > 0 ? near / total : 0;
-}
-
-std::string csvField(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"') quoted += '"';
-    quoted += c;
-  }
-  return quoted + "\"";
 }
 
 } // namespace
@@ -227,12 +219,8 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
 std::string alertsCsv(const std::vector<Alert>& alerts) {
   std::string out = "step,module,kind,rule,value,message\n";
   for (const auto& a : alerts) {
-    std::ostringstream value;
-    value.precision(17);
-    value << a.value;
     out += std::to_string(a.step) + ',' + csvField(a.module) + ',' + captureKindName(a.kind) + ',' + ruleName(a.rule) + ',' +
-           (std::isnan(a.value) ? std::string("nan") : std::isinf(a.value) ? std::string(a.value > 0 ? "inf" : "-inf") : value.str()) +
-           ',' + csvField(a.message) + '\n';
+           formatDouble(a.value) + ',' + csvField(a.message) + '\n';
   }
   return out;
 }

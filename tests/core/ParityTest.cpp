@@ -28,13 +28,7 @@ void expectSeriesMatch(const CaptureStore& store, const nlohmann::json& golden, 
     SeriesPoint point;
     ASSERT_TRUE(store.pointAt(key, 0, &point)) << "no capture for this module call";
     ASSERT_EQ(point.step, 0);
-    const double numel = ref["numel"];
-    ASSERT_EQ(point.stats.numel, std::int64_t(numel));
-    const double rms = double(ref["l2"]) / std::sqrt(std::max(1.0, numel));
-    EXPECT_TRUE(closeRel(point.stats.l2norm, ref["l2"], 1e-5)) << "l2norm";
-    EXPECT_TRUE(closeRel(point.stats.mean, ref["mean"], 1e-5, rms)) << "mean";
-    EXPECT_TRUE(closeRel(point.stats.min, ref["min"], 1e-5, rms)) << "min";
-    EXPECT_TRUE(closeRel(point.stats.max, ref["max"], 1e-5, rms)) << "max";
+    expectStatsMatch(point.stats, ref);
   }
   // Nothing captured twice or invented: the series are exactly the hooks' calls.
   std::set<SeriesKey> actual;

@@ -1,6 +1,9 @@
 #pragma once
 
+#include "TensorStats.h"
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -29,6 +32,18 @@ inline ::testing::AssertionResult closeRel(double a, double b, double rel, doubl
   if (std::fabs(a - b) <= bound) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << a << " vs " << b << " differ by " << std::fabs(a - b)
                                        << " > " << bound;
+}
+
+/// Checks a capture against a golden entry {numel, l2, mean, min, max} written by the fixture
+/// script: norm within `rel`, the others within `rel` of the values' root mean square.
+inline void expectStatsMatch(const TensorStats& s, const nlohmann::json& ref, double rel = 1e-5) {
+  const double numel = ref["numel"];
+  EXPECT_EQ(s.numel, std::int64_t(numel));
+  const double rms = double(ref["l2"]) / std::sqrt(std::max(1.0, numel));
+  EXPECT_TRUE(closeRel(s.l2norm, ref["l2"], rel)) << "l2norm";
+  EXPECT_TRUE(closeRel(s.mean, ref["mean"], rel, rms)) << "mean";
+  EXPECT_TRUE(closeRel(s.min, ref["min"], rel, rms)) << "min";
+  EXPECT_TRUE(closeRel(s.max, ref["max"], rel, rms)) << "max";
 }
 
 } // namespace hookscope::test
