@@ -24,6 +24,22 @@ std::unique_ptr<Model> loadSample(const std::string& name = "small_cnn.pt") {
   return model;
 }
 
+// A runner for one cross-entropy step without optimizer on the fixed batch of sgd.data.pt,
+// with every module's parameter gradients captured: the setup of the intervention tests.
+std::unique_ptr<StepRunner> fixedBatchRunner(Model& model, std::shared_ptr<CaptureStore> store) {
+  for (std::size_t i = 0; i < model.modules().size(); ++i) {
+    model.setHooks(int(i), model.hooks(int(i)) | kindBit(CaptureKind::ParamGrad));
+  }
+  auto runner = std::make_unique<StepRunner>(model, std::move(store));
+  RunConfig config;
+  config.dataFile = fixture("sgd.data.pt");
+  config.loss = LossKind::CrossEntropy;
+  config.optimizer = OptimizerKind::None;
+  std::string error;
+  EXPECT_TRUE(runner->configure(config, &error)) << error;
+  return runner;
+}
+
 TEST(InputSpecTest, ParsesShapesDtypesAndBounds) {
   InputSpec spec;
   std::string error;
@@ -135,19 +151,11 @@ TEST(StepRunnerTest, GradientClampMatchesPythonTensorHook) {
   const int fc1 = model->findModule("fc1");
   model->setGradientIntervention(fc1, {GradientIntervention::Clamp, double(golden["value"])});
   model->setHooks(fc1, kindBit(CaptureKind::Gradient));
-  for (std::size_t i = 0; i < model->modules().size(); ++i) {
-    model->setHooks(int(i), model->hooks(int(i)) | kindBit(CaptureKind::ParamGrad));
-  }
   auto store = std::make_shared<CaptureStore>();
-  StepRunner runner(*model, store);
-  RunConfig config;
-  config.dataFile = fixture("sgd.data.pt");
-  config.loss = LossKind::CrossEntropy;
-  config.optimizer = OptimizerKind::None;
+  auto runner = fixedBatchRunner(*model, store);
   std::string error;
-  ASSERT_TRUE(runner.configure(config, &error)) << error;
   StepResult result;
-  ASSERT_TRUE(runner.step(&result, &error)) << error;
+  ASSERT_TRUE(runner->step(&result, &error)) << error;
   // The capture shows the gradient before the clamp...
   SeriesPoint before;
   ASSERT_TRUE(store->pointAt({"fc1", 0, CaptureKind::Gradient, 0}, 0, &before));
@@ -161,7 +169,7 @@ TEST(StepRunnerTest, GradientClampMatchesPythonTensorHook) {
   }
   // Without the clamp the parameters before fc1 get other gradients: the clamp did act.
   model->setGradientIntervention(fc1, {});
-  ASSERT_TRUE(runner.step(&result, &error)) << error;
+  ASSERT_TRUE(runner->step(&result, &error)) << error;
   SeriesPoint unclamped;
   ASSERT_TRUE(store->pointAt({"conv1.weight", 0, CaptureKind::ParamGrad, 0}, 1, &unclamped));
   EXPECT_FALSE(closeRel(unclamped.stats.l2norm, golden["grad"]["conv1.weight"]["l2"], 1e-3));
@@ -181,19 +189,11 @@ TEST(StepRunnerTest, OutputInterventionsMatchPythonForwardHooksThatReplaceTheOut
     const int target = model->findModule(module);
     model->setOutputIntervention(target, {kind});
     model->setHooks(target, kindBit(CaptureKind::Activation));
-    for (std::size_t i = 0; i < model->modules().size(); ++i) {
-      model->setHooks(int(i), model->hooks(int(i)) | kindBit(CaptureKind::ParamGrad));
-    }
     auto store = std::make_shared<CaptureStore>();
-    StepRunner runner(*model, store);
-    RunConfig config;
-    config.dataFile = fixture("sgd.data.pt");
-    config.loss = LossKind::CrossEntropy;
-    config.optimizer = OptimizerKind::None;
+    auto runner = fixedBatchRunner(*model, store);
     std::string error;
-    ASSERT_TRUE(runner.configure(config, &error)) << error;
     StepResult result;
-    ASSERT_TRUE(runner.step(&result, &error)) << error;
+    ASSERT_TRUE(runner->step(&result, &error)) << error;
     EXPECT_TRUE(closeRel(result.loss, ref["loss"], 1e-5));
     // The capture shows the output before it was replaced.
     SeriesPoint captured;
