@@ -213,22 +213,17 @@ void Recorder::snapshotForUpdate() {
   for (std::size_t m = 0; m < m_model->instances.size(); ++m) {
     if (!(m_model->flags[m].load(std::memory_order_relaxed) & kindBit(CaptureKind::Update))) continue;
     for (const auto& [name, param] : m_model->ownParams[m]) {
-      m_updateBefore.emplace_back(name, param.detach().clone());
+      m_updateBefore.push_back({name, param, param.detach().clone()});
     }
   }
 }
 
 void Recorder::captureUpdates() {
   at::NoGradGuard noGrad;
-  for (const auto& [name, before] : m_updateBefore) {
-    for (const auto& params : m_model->ownParams) {
-      for (const auto& [paramName, param] : params) {
-        if (paramName != name) continue;
-        const double norm = before.norm().item<double>();
-        at::Tensor relative = (param.detach() - before) / (norm > 0 ? norm : 1.0);
-        recordNamed(name, CaptureKind::Update, relative);
-      }
-    }
+  for (const auto& snapshot : m_updateBefore) {
+    const double norm = snapshot.before.norm().item<double>();
+    at::Tensor relative = (snapshot.param.detach() - snapshot.before) / (norm > 0 ? norm : 1.0);
+    recordNamed(snapshot.name, CaptureKind::Update, relative);
   }
   m_updateBefore.clear();
 }

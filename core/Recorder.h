@@ -85,7 +85,12 @@ private:
   std::vector<int> m_currentCall;
   std::atomic<std::int64_t> m_captureNanos{0};
   std::map<std::pair<int, int>, std::vector<std::string>> m_shapes;
-  std::vector<std::pair<std::string, at::Tensor>> m_updateBefore;
+  struct UpdateSnapshot {
+    std::string name;
+    at::Tensor param;   ///< the live parameter
+    at::Tensor before;  ///< its values before the optimizer step
+  };
+  std::vector<UpdateSnapshot> m_updateBefore;
   mutable std::mutex m_orderMutex;  ///< gradient hooks may run on autograd's threads
   StepOrder m_order;
   std::vector<bool> m_keep;
