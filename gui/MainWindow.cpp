@@ -108,14 +108,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     QMetaObject::invokeMethod(m_engine, [engine = m_engine, bytes] { engine->setMemoryCap(bytes); });
     scheduleRedraw();
   });
-  connect(m_plots, &PlotsPanel::moduleClicked, this, [this](const QString& path) {
-    for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
-      if (QString::fromStdString(m_tree->modules()[m].path) == path) {
-        m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(int(m))));
-        m_treeView->scrollTo(m_treeView->currentIndex());
-      }
-    }
-  });
+  connect(m_plots, &PlotsPanel::moduleClicked, this, &MainWindow::selectModule);
 
   QSettings settings;
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
@@ -368,13 +361,18 @@ void MainWindow::showTreeMenu(const QPoint& at) {
   menu.exec(m_treeView->viewport()->mapToGlobal(at));
 }
 
-void MainWindow::jumpTo(qint64 step, const QString& module) {
+void MainWindow::selectModule(const QString& path) {
   for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
-    if (QString::fromStdString(m_tree->modules()[m].path) == module) {
+    if (QString::fromStdString(m_tree->modules()[m].path) == path) {
       m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(int(m))));
       m_treeView->scrollTo(m_treeView->currentIndex());
+      return;
     }
   }
+}
+
+void MainWindow::jumpTo(qint64 step, const QString& module) {
+  selectModule(module);
   m_plots->scrubTo(step);
 }
 

@@ -54,6 +54,8 @@ public:
   void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
   /// Sets a module's output intervention (ablation) and marks it in the tree.
   void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
+  /// Selects the layer with this dotted path in the tree (and so in the plots).
+  void selectModule(const QString& path);
   /// Selects a layer in the tree and shows `step` in every plot.
   void jumpTo(qint64 step, const QString& module);
   QString modelPath() const { return m_summary.path; }
