@@ -39,6 +39,12 @@ std::optional<OptimizerKind> parseOptimizerKind(const std::string& name) {
   return std::nullopt;
 }
 
+bool RunConfig::operator==(const RunConfig& o) const {
+  return std::tie(inputSpecs, dataFile, batchSize, loss, optimizer, lr, momentum, weightDecay, train, noGrad, seed, bins) ==
+         std::tie(o.inputSpecs, o.dataFile, o.batchSize, o.loss, o.optimizer, o.lr, o.momentum, o.weightDecay, o.train,
+                  o.noGrad, o.seed, o.bins);
+}
+
 std::string RunConfig::describe() const {
   std::ostringstream out;
   if (!dataFile.empty()) {

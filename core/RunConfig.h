@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace hookscope {
@@ -32,6 +33,9 @@ struct RunConfig {
 
   /// A one-line description, e.g. "input 8x1x28x28:float32, loss mean, sgd lr 0.01".
   std::string describe() const;
+  /// Every field equal.
+  bool operator==(const RunConfig& other) const;
+  bool operator!=(const RunConfig& other) const { return !(*this == other); }
 };
 
 } // namespace hookscope

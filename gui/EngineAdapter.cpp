@@ -175,9 +175,7 @@ bool EngineAdapter::prepare(const RunConfig& config) {
     return false;
   }
   std::string error;
-  if (!m_configured || config.describe() != m_config.describe() || config.seed != m_config.seed ||
-      config.bins != m_config.bins || config.momentum != m_config.momentum ||
-      config.weightDecay != m_config.weightDecay) {
+  if (!m_configured || config != m_config) {
     if (!m_runner->configure(config, &error)) {
       Q_EMIT failed(QString::fromStdString(error));
       return false;
