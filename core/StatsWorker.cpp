@@ -32,7 +32,9 @@ void StatsWorker::submit(std::int64_t step, SeriesKey key, const at::Tensor& ten
       return;
     }
   }
-  m_store->add(step, key, computeTensorStats(tensor, bins));  // queue full: no copy, no wait
+  // Queue full: no copy, no wait. Both cores are busy (the model here, the worker), so the
+  // statistics stay on this one.
+  m_store->add(step, key, computeTensorStats(tensor, bins, StatsCores::One));
 }
 
 void StatsWorker::drain() {
@@ -50,7 +52,8 @@ void StatsWorker::run() {
     m_busy = true;
     lock.unlock();
     try {
-      m_store->add(job.step, job.key, computeTensorStats(job.snapshot, job.bins));
+      // One core: the other one runs the model.
+      m_store->add(job.step, job.key, computeTensorStats(job.snapshot, job.bins, StatsCores::One));
     } catch (const std::exception&) {
       // A tensor whose statistics cannot be computed yields no capture; the step goes on.
     }

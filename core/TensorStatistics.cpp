@@ -1,10 +1,12 @@
 #include "TensorStatistics.h"
 
+#include "CorePool.h"
+
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <type_traits>
 
@@ -12,7 +14,17 @@ namespace hookscope {
 
 namespace {
 
-constexpr std::int64_t kGrain = 1 << 16;
+// Tensors at least this large are split over the idle cores (CorePool); below it, waking a
+// helper costs more than it saves.
+constexpr std::int64_t kParallelMin = std::int64_t(1) << 18;
+
+// The float32 loops get an AVX2 version chosen at run time on CPUs that have it, beside the
+// baseline x86-64 one (LibTorch's own kernels dispatch the same way).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define HOOKSCOPE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HOOKSCOPE_SIMD_CLONES
+#endif
 
 struct Partial {
   double min = std::numeric_limits<double>::infinity();
@@ -68,7 +80,7 @@ void scanRange(const T* data, std::int64_t begin, std::int64_t end, double shift
 // 256 values (64 per SIMD lane) and are added up in double: the relative rounding error of
 // a block's sum of squares is below 64 * 2^-24 = 4e-6 even in the worst case, inside the
 // 1e-5 parity tolerance, and about 1e-8 typically.
-void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
+HOOKSCOPE_SIMD_CLONES void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
   constexpr std::int64_t kBlock = 256;
   const float fshift = float(shift);
   for (std::int64_t first = begin; first < end; first += kBlock) {
@@ -112,31 +124,35 @@ void scanChunk(const T* data, std::int64_t begin, std::int64_t end, double shift
   }
 }
 
-// Two passes per block: bin indices computed branch-free (vectorized; non-finite values go
-// to a spare slot past the last bin), then increments spread over four copies of the counts
-// so consecutive increments of one bin rarely wait on each other.
+// Where a value falls, clamped to [0, top]: written so that NaN lands at 0, never outside.
 template <typename T>
-void histogramRange(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
-                    std::int64_t bins, std::int64_t* counts) {
+inline T binPosition(T v, T low, T scale, T top) {
+  T at = (v - low) * scale;
+  at = at > T(0) ? at : T(0);
+  return at < top ? at : top;
+}
+
+// Bin indices are computed branch-free and vectorized in the value's own precision (as
+// torch.histc does); non-finite values go to a spare slot past the last bin. Then the
+// increments are spread over four copies of the counts, so consecutive increments of one
+// bin rarely wait on each other.
+template <typename T>
+void histogramLanes(const T* data, std::int64_t begin, std::int64_t end, T low, T scale, std::int64_t bins,
+                    std::int64_t* counts) {
   constexpr std::int64_t kBlock = 2048;
-  constexpr double inf = std::numeric_limits<double>::infinity();
   const std::int64_t stride = bins + 1;
   std::vector<std::int64_t> lanes(std::size_t(4 * stride), 0);
   std::int32_t index[kBlock];
-  const double top = double(bins - 1);
+  const T top = T(bins - 1);
   const auto spare = std::int32_t(bins);
   for (std::int64_t first = begin; first < end; first += kBlock) {
     const std::int64_t n = std::min(kBlock, end - first);
     const T* block = data + first;
 #pragma omp simd
     for (std::int64_t j = 0; j < n; ++j) {
-      const double v = double(block[j]);
-      const bool ok = v == v && std::fabs(v) != inf;
-      // Written so that NaN (0 * inf on a degenerate range) lands in bin 0, never outside.
-      double at = (ok ? v - low : 0.0) * scale;
-      at = at > 0.0 ? at : 0.0;
-      at = at < top ? at : top;
-      index[j] = ok ? std::int32_t(at) : spare;
+      const T v = block[j];
+      const bool ok = std::fabs(v) <= std::numeric_limits<T>::max();
+      index[j] = ok ? std::int32_t(binPosition(v, low, scale, top)) : spare;
     }
     std::int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
@@ -153,24 +169,100 @@ void histogramRange(const T* data, std::int64_t begin, std::int64_t end, double 
   }
 }
 
-std::int64_t chunkCount(std::int64_t n) {
-  return std::max<std::int64_t>(1, std::min<std::int64_t>(at::get_num_threads(), n / kGrain));
-}
+// The float32 histogram for up to 64 bins, which is what captures use. The scalar count
+// increments are the cost, so each block's value k is paired with value k + half, and one
+// increment of a (bin, bin) cell counts both: half the increments, in a table of 65 x 65
+// cells (two copies, 33 KB, within L1) that is folded into bin counts at the end.
+constexpr std::int64_t kPairMaxBins = 64;
+constexpr std::int64_t kPairBlock = 4096;
 
-// Splits [0, n) into chunkCount(n) chunks so partial results can be kept per chunk.
-template <typename Fn>
-void forEachChunk(std::int64_t n, Fn&& fn) {
-  const std::int64_t chunks = chunkCount(n);
-  const std::int64_t size = (n + chunks - 1) / chunks;
-  at::parallel_for(0, chunks, 1, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t c = first; c < last; ++c) {
-      fn(c, c * size, std::min(n, (c + 1) * size));
+HOOKSCOPE_SIMD_CLONES void histogramPairs(const float* data, std::int64_t begin, std::int64_t end, float low,
+                                          float scale, std::int64_t bins, bool allFinite, std::int64_t* counts) {
+  constexpr std::int64_t kHalf = kPairBlock / 2;
+  constexpr std::int64_t kFlushBlocks = std::int64_t(1) << 20;  // keeps each uint32 cell below 2^30
+  const auto stride = std::int32_t(bins + 1);
+  const std::size_t cells = std::size_t(stride) * std::size_t(stride);
+  std::vector<std::uint32_t> table(2 * cells, 0);
+  std::vector<std::int64_t> folded(cells, 0);
+  std::int32_t pair[kHalf];
+  const float top = float(bins - 1);
+  const std::int32_t spare = stride - 1;
+  auto flush = [&] {
+    for (std::size_t c = 0; c < cells; ++c) {
+      folded[c] += std::int64_t(table[c]) + std::int64_t(table[cells + c]);
+      table[c] = table[cells + c] = 0;
     }
-  });
+  };
+  std::int64_t first = begin;
+  for (std::int64_t blocks = 1; first + kPairBlock <= end; first += kPairBlock, ++blocks) {
+    const float* a = data + first;
+    const float* b = a + kHalf;
+    if (allFinite) {
+      // Every value is finite and at least low, so v - low >= 0 needs no lower clamp.
+#pragma omp simd
+      for (std::int64_t j = 0; j < kHalf; ++j) {
+        pair[j] = std::int32_t(std::min((a[j] - low) * scale, top)) * stride +
+                  std::int32_t(std::min((b[j] - low) * scale, top));
+      }
+    } else {
+      constexpr float kMax = std::numeric_limits<float>::max();
+#pragma omp simd
+      for (std::int64_t j = 0; j < kHalf; ++j) {
+        const std::int32_t x = std::fabs(a[j]) <= kMax ? std::int32_t(binPosition(a[j], low, scale, top)) : spare;
+        const std::int32_t y = std::fabs(b[j]) <= kMax ? std::int32_t(binPosition(b[j], low, scale, top)) : spare;
+        pair[j] = x * stride + y;
+      }
+    }
+    std::uint32_t* second = table.data() + cells;
+    for (std::int64_t j = 0; j < kHalf; j += 2) {
+      ++table[std::size_t(pair[j])];
+      ++second[pair[j + 1]];
+    }
+    if (blocks % kFlushBlocks == 0) flush();
+  }
+  flush();
+  for (std::int64_t x = 0; x < bins; ++x) {
+    std::int64_t total = 0;
+    for (std::int64_t y = 0; y < stride; ++y) {
+      total += folded[std::size_t(x * stride + y)] + folded[std::size_t(y * stride + x)];
+    }
+    counts[x] += total;
+  }
+  if (first < end) histogramLanes(data, first, end, low, scale, bins, counts);
 }
 
 template <typename T>
-void fillStats(const at::Tensor& contiguous, int bins, TensorStats& s) {
+void histogramChunk(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
+                    std::int64_t bins, bool allFinite, std::int64_t* counts) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bins <= kPairMaxBins && end - begin >= 8 * kPairBlock) {
+      histogramPairs(data, begin, end, float(low), float(scale), bins, allFinite, counts);
+      return;
+    }
+  }
+  histogramLanes(data, begin, end, T(low), T(scale), bins, counts);
+}
+
+// How many parts [0, n) is cut into: one per core for large tensors. It depends only on n
+// and the machine, so results do not depend on whether the cores were free.
+std::int64_t partCount(std::int64_t n, StatsCores cores) {
+  if (n < kParallelMin || cores == StatsCores::One) return 1;
+  return std::min<std::int64_t>(CorePool::instance().width(), n / (kParallelMin / 2));
+}
+
+// Runs fn(part, begin, end) over the parts of [0, n): on the idle cores when the pool is
+// free, else one after the other on this thread.
+template <typename Fn>
+void forEachPart(std::int64_t n, std::int64_t parts, Fn&& fn) {
+  // Parts start on whole blocks, so float block sums group values as on one core.
+  const std::int64_t size = (n / parts + kPairBlock - 1) / kPairBlock * kPairBlock;
+  const std::function<void(int)> part = [&](int c) { fn(c, std::min(n, c * size), std::min(n, (c + 1) * size)); };
+  if (parts > 1 && CorePool::instance().tryRun(int(parts), part)) return;
+  for (int c = 0; c < int(parts); ++c) part(c);
+}
+
+template <typename T>
+void fillStats(const at::Tensor& contiguous, int bins, StatsCores cores, TensorStats& s) {
   const T* data = contiguous.data_ptr<T>();
   const std::int64_t n = contiguous.numel();
   double shift = 0;
@@ -180,9 +272,9 @@ void fillStats(const at::Tensor& contiguous, int bins, TensorStats& s) {
       break;
     }
   }
-  const auto chunks = static_cast<std::size_t>(chunkCount(n));
-  std::vector<Partial> partials(chunks);
-  forEachChunk(n, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
+  const std::int64_t parts = partCount(n, cores);
+  std::vector<Partial> partials(std::size_t(parts), Partial{});
+  forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
     scanChunk(data, b, e, shift, partials[std::size_t(c)]);
   });
   Partial total;
@@ -227,13 +319,13 @@ void fillStats(const at::Tensor& contiguous, int bins, TensorStats& s) {
     s.histHigh += pad;
   }
   const double scale = double(bins) / (s.histHigh - s.histLow);
-  std::vector<std::vector<std::int64_t>> counts(chunks,
-                                                std::vector<std::int64_t>(std::size_t(bins), 0));
-  forEachChunk(n, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
-    histogramRange(data, b, e, s.histLow, scale, bins, counts[std::size_t(c)].data());
+  const bool allFinite = total.finite == n;
+  std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
+  forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
+    histogramChunk(data, b, e, s.histLow, scale, bins, allFinite, counts[std::size_t(c)].data());
   });
-  for (const auto& chunk : counts) {
-    for (int i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += chunk[std::size_t(i)];
+  for (const auto& part : counts) {
+    for (int i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];
   }
 }
 
@@ -257,7 +349,7 @@ std::string dtypeName(const at::Tensor& tensor) {
   }
 }
 
-TensorStats computeTensorStats(const at::Tensor& tensor, int bins) {
+TensorStats computeTensorStats(const at::Tensor& tensor, int bins, StatsCores cores) {
   TensorStats s;
   bins = std::max(1, bins);
   s.shape = tensor.sizes().vec();
@@ -272,9 +364,9 @@ TensorStats computeTensorStats(const at::Tensor& tensor, int bins) {
   }
   values = values.contiguous();
   if (values.scalar_type() == at::kFloat) {
-    fillStats<float>(values, bins, s);
+    fillStats<float>(values, bins, cores, s);
   } else {
-    fillStats<double>(values, bins, s);
+    fillStats<double>(values, bins, cores, s);
   }
   return s;
 }

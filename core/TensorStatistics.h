@@ -10,9 +10,15 @@ namespace hookscope {
 
 constexpr int kDefaultHistogramBins = 64;
 
+/// Which cores one computation may use: the caller's and any idle ones, or the caller's only.
+enum class StatsCores { Idle, One };
+
 /// Computes a capture's statistics in one fused pass plus one histogram pass, without
-/// copying float32/float64 contiguous tensors; other dtypes are converted first.
-TensorStats computeTensorStats(const at::Tensor& tensor, int bins = kDefaultHistogramBins);
+/// copying float32/float64 contiguous tensors; other dtypes are converted first. Tensors of
+/// 2^18 elements and more are split over the idle cores (whether a core was free does
+/// not change the result).
+TensorStats computeTensorStats(const at::Tensor& tensor, int bins = kDefaultHistogramBins,
+                               StatsCores cores = StatsCores::Idle);
 
 /// The dtype's name as PyTorch prints it without the "torch." prefix ("float32", "int64").
 std::string dtypeName(const at::Tensor& tensor);

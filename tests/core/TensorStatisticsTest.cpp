@@ -131,3 +131,54 @@ TEST(TensorStatisticsTest, LargeNonContiguousTensorMatchesTorch) {
 }
 
 } // namespace
+
+namespace {
+
+// The kernel's binning written with ATen's own float ops: bin = min((v - low) * scale, bins - 1),
+// both steps rounded in float32, the way the kernel computes it.
+std::vector<std::int64_t> referenceHistogram(const at::Tensor& t, const TensorStats& s, int bins) {
+  const at::Tensor finite = t.index({at::isfinite(t)});
+  const float low = float(s.histLow);
+  const float scale = float(double(bins) / (s.histHigh - s.histLow));
+  const at::Tensor at = ((finite - low) * scale).clamp(0, float(bins - 1)).to(at::kLong);
+  const at::Tensor counts = at::bincount(at, {}, bins);
+  return std::vector<std::int64_t>(counts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>() + bins);
+}
+
+} // namespace
+
+TEST(TensorStatisticsTest, SplittingOverCoresGivesTheSameStatistics) {
+  at::manual_seed(5);
+  // ReLU-like (half exact zeros), large enough to be split, with a ragged tail.
+  const at::Tensor t = at::relu(at::randn({1 << 21 | 12345}));
+  const auto split = computeTensorStats(t, 64, StatsCores::Idle);
+  const auto one = computeTensorStats(t, 64, StatsCores::One);
+  EXPECT_EQ(split.histogram, one.histogram);
+  EXPECT_EQ(split.histogram, referenceHistogram(t, split, 64));
+  EXPECT_DOUBLE_EQ(split.min, one.min);
+  EXPECT_DOUBLE_EQ(split.max, one.max);
+  EXPECT_DOUBLE_EQ(split.zeroFraction, one.zeroFraction);
+  // Parts hold whole blocks, so only the order of adding block sums in double differs.
+  EXPECT_TRUE(closeRel(split.mean, one.mean, 1e-13));
+  EXPECT_TRUE(closeRel(split.std, one.std, 1e-13));
+  EXPECT_TRUE(closeRel(split.l2norm, one.l2norm, 1e-13));
+  const at::Tensor d = t.to(at::kDouble);
+  EXPECT_TRUE(closeRel(split.l2norm, d.norm().item<double>(), 1e-7));
+  EXPECT_DOUBLE_EQ(split.zeroFraction, (t == 0).sum().item<double>() / double(t.numel()));
+}
+
+TEST(TensorStatisticsTest, HistogramBinsEveryValueLikeTheFloatFormula) {
+  at::manual_seed(6);
+  for (const std::int64_t n : {std::int64_t(1000), std::int64_t(40000), std::int64_t(600001)}) {
+    at::Tensor t = at::randn({n}) * 3.0 + 1.0;
+    for (int bins : {7, 64, 100}) {
+      const auto s = computeTensorStats(t, bins);
+      EXPECT_EQ(s.histogram, referenceHistogram(t, s, bins)) << "numel " << n << ", " << bins << " bins";
+    }
+    // Non-finite values take the careful path and are left out of the bins.
+    t[n / 3] = kNan;
+    t[n / 2] = -kInf;
+    const auto s = computeTensorStats(t, 64);
+    EXPECT_EQ(s.histogram, referenceHistogram(t, s, 64)) << "numel " << n << " with NaN and Inf";
+  }
+}
