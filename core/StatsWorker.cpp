@@ -39,7 +39,28 @@ void StatsWorker::submit(std::int64_t step, SeriesKey key, const at::Tensor& ten
 
 void StatsWorker::drain() {
   std::unique_lock<std::mutex> lock(m_mutex);
-  m_idle.wait(lock, [this] { return m_jobs.empty() && !m_busy; });
+  // The caller would only wait here, so it takes queued captures too: at the end of a step
+  // both cores work through the backlog.
+  while (!m_jobs.empty()) process(lock);
+  m_idle.wait(lock, [this] { return m_jobs.empty() && m_busy == 0; });
+}
+
+void StatsWorker::process(std::unique_lock<std::mutex>& lock) {
+  Job job = std::move(m_jobs.front());
+  m_jobs.pop_front();
+  ++m_busy;
+  lock.unlock();
+  try {
+    // One core: the other one runs the model, or works through the same queue.
+    m_store->add(job.step, job.key, computeTensorStats(job.snapshot, job.bins, StatsCores::One));
+  } catch (const std::exception&) {
+    // A tensor whose statistics cannot be computed yields no capture; the step goes on.
+  }
+  job.snapshot = at::Tensor();
+  lock.lock();
+  --m_busy;
+  m_queuedBytes -= job.bytes;
+  if (m_jobs.empty() && m_busy == 0) m_idle.notify_all();
 }
 
 void StatsWorker::run() {
@@ -47,21 +68,7 @@ void StatsWorker::run() {
   for (;;) {
     m_wake.wait(lock, [this] { return m_stop || !m_jobs.empty(); });
     if (m_jobs.empty() && m_stop) return;
-    Job job = std::move(m_jobs.front());
-    m_jobs.pop_front();
-    m_busy = true;
-    lock.unlock();
-    try {
-      // One core: the other one runs the model.
-      m_store->add(job.step, job.key, computeTensorStats(job.snapshot, job.bins, StatsCores::One));
-    } catch (const std::exception&) {
-      // A tensor whose statistics cannot be computed yields no capture; the step goes on.
-    }
-    job.snapshot = at::Tensor();
-    lock.lock();
-    m_busy = false;
-    m_queuedBytes -= job.bytes;
-    if (m_jobs.empty()) m_idle.notify_all();
+    process(lock);
   }
 }
 

@@ -26,7 +26,8 @@ public:
   /// Stores the statistics of `tensor` as it is now (it is copied first, so later in-place
   /// changes do not matter). Computes inline when the queue already holds too much.
   void submit(std::int64_t step, SeriesKey key, const at::Tensor& tensor, int bins);
-  /// Waits until every capture submitted so far is in the store.
+  /// Returns once every capture submitted so far is in the store, computing queued ones on
+  /// the calling thread meanwhile.
   void drain();
   /// Bytes of snapshots the queue may hold before submit() computes inline.
   static constexpr std::size_t kMaxQueuedBytes = std::size_t(256) << 20;
@@ -40,6 +41,8 @@ private:
     std::size_t bytes;
   };
   void run();
+  /// Takes the oldest job and stores its statistics; the lock is released meanwhile.
+  void process(std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<CaptureStore> m_store;
   std::mutex m_mutex;
@@ -47,7 +50,7 @@ private:
   std::condition_variable m_idle;
   std::deque<Job> m_jobs;
   std::size_t m_queuedBytes = 0;
-  bool m_busy = false;
+  int m_busy = 0;  // jobs being computed, by the worker or a draining caller
   bool m_stop = false;
   std::thread m_thread;
 };
