@@ -109,13 +109,17 @@ std::vector<SeriesPoint> CaptureStore::series(const SeriesKey& key, std::int64_t
   return result;
 }
 
-std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double TensorStats::*field) const {
+std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double TensorStats::*field,
+                                              std::int64_t from) const {
   std::lock_guard<std::mutex> lock(m_mutex);
   std::vector<ScalarPoint> result;
   const auto it = m_series.find(key);
   if (it == m_series.end()) return result;
-  result.reserve(it->second.size());
-  for (const auto& point : it->second) result.push_back({point.step, point.stats.*field});
+  const auto& points = it->second;
+  auto pos = std::lower_bound(points.begin(), points.end(), from,
+                              [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
+  result.reserve(std::size_t(points.end() - pos));
+  for (; pos != points.end(); ++pos) result.push_back({pos->step, pos->stats.*field});
   return result;
 }
 

@@ -73,9 +73,9 @@ public:
   /// Copies of a series' points with from <= step <= to.
   std::vector<SeriesPoint> series(const SeriesKey& key, std::int64_t from = 0,
                                   std::int64_t to = kAllSteps) const;
-  /// One statistic of a series over steps (e.g. &TensorStats::l2norm), without copying
-  /// histograms: what line plots need.
-  std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field) const;
+  /// One statistic of a series over steps >= from (e.g. &TensorStats::l2norm), without
+  /// copying histograms: what line plots need.
+  std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
   /// The newest point of a series at or before `step`; false when there is none.
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
   /// Names of the scalar series, sorted.

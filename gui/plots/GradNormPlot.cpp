@@ -1,5 +1,6 @@
 #include "GradNormPlot.h"
 
+#include "LineBundle.h"
 #include "QCustomPlotInclude.h"
 
 #include <QToolTip>
@@ -35,23 +36,27 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
   m_plot->legend->setSelectableParts(QCPLegend::spItems);
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom | QCP::iSelectPlottables | QCP::iSelectLegend);
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-  // Many long lines: drawn without antialiasing (fast polylines measured no faster).
-  m_plot->setNotAntialiasedElements(QCP::aePlottables);
-  m_plot->setPlottingHint(QCP::phFastPolylines, false);
+  // Every line is drawn by one LineBundle; QCPGraphs (empty, hidden) only carry legend entries.
+  m_lines = new LineBundle(m_plot->xAxis, m_plot->yAxis);
+  m_lines->removeFromLegend();
   setLogScale(true);
-  connect(m_plot, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* plottable, int, QMouseEvent*) {
-    for (int i = 0; i < m_plot->graphCount(); ++i) {
-      if (m_plot->graph(i) == plottable) Q_EMIT moduleClicked(QString::fromStdString(m_keys[std::size_t(i)].module));
-    }
+  connect(m_plot, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* plottable, int, QMouseEvent* event) {
+    if (plottable == m_lines) emitClicked(m_lines->seriesAt(event->position(), m_plot->selectionTolerance()));
   });
   connect(m_plot, &QCustomPlot::legendClick, this, [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) {
     if (auto* plItem = qobject_cast<QCPPlottableLegendItem*>(item)) {
       for (int i = 0; i < m_plot->graphCount(); ++i) {
-        if (m_plot->graph(i) == plItem->plottable()) Q_EMIT moduleClicked(QString::fromStdString(m_keys[std::size_t(i)].module));
+        if (m_plot->graph(i) == plItem->plottable()) emitClicked(i);
       }
     }
   });
   connect(m_plot, &QCustomPlot::mouseMove, this, &GradNormPlot::onMouseMove);
+}
+
+void GradNormPlot::emitClicked(int series) {
+  if (series >= 0 && std::size_t(series) < m_keys.size()) {
+    Q_EMIT moduleClicked(QString::fromStdString(m_keys[std::size_t(series)].module));
+  }
 }
 
 void GradNormPlot::setLogScale(bool on) {
@@ -71,99 +76,119 @@ void GradNormPlot::setLogScale(bool on) {
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void GradNormPlot::updateLines(const ViewState& state) {
+  std::vector<SeriesKey> keys;
+  for (const auto& key : state.store->seriesKeys()) {
+    if (key.kind == CaptureKind::Gradient) keys.push_back(key);
+  }
+  // A thinning drops old points; anything else only appends (and may drop the newest point
+  // of the previous step when it is off the kept grid).
+  const std::size_t thinnings = state.store->thinning().size();
+  const bool reload = keys != m_keys || state.store.get() != m_store || thinnings != m_thinnings;
+  m_store = state.store.get();
+  m_thinnings = thinnings;
+  if (keys != m_keys) {
+    m_plot->clearGraphs();
+    m_keys = keys;
+    m_lines->reset(int(m_keys.size()));
+    // With many layers a legend would cover the plot (and its layout alone costs more than
+    // drawing): show it only while it stays readable.
+    for (std::size_t i = 0; i < m_keys.size(); ++i) {
+      m_lines->setColor(int(i), lineColor(int(i)));
+      if (m_keys.size() > 16) continue;
+      QCPGraph* entry = m_plot->addGraph();
+      entry->setName(seriesLabel(m_keys[i]));
+      entry->setPen(QPen(lineColor(int(i)), 1.5));
+      entry->setVisible(false);
+    }
+    m_plot->legend->setVisible(!m_keys.empty() && m_keys.size() <= 16);
+  } else if (reload) {
+    m_lines->reset(int(m_keys.size()));
+    for (std::size_t i = 0; i < m_keys.size(); ++i) m_lines->setColor(int(i), lineColor(int(i)));
+  }
+  for (std::size_t i = 0; i < m_keys.size(); ++i) {
+    const int line = int(i);
+    const QVector<double>& have = m_lines->keys(line);
+    const std::int64_t from = have.isEmpty() ? 0 : std::int64_t(have.back());
+    const auto points = state.store->values(m_keys[i], &TensorStats::l2norm, from);
+    std::size_t next = 0;
+    if (!have.isEmpty()) {
+      if (!points.empty() && double(points.front().step) == have.back()) {
+        next = 1;  // already drawn
+      } else {
+        m_lines->removeLast(line);  // that step was dropped
+      }
+    }
+    QVector<double> steps, norms;
+    steps.reserve(qsizetype(points.size() - next));
+    norms.reserve(qsizetype(points.size() - next));
+    for (; next < points.size(); ++next) {
+      steps.append(double(points[next].step));
+      norms.append(points[next].value);
+    }
+    m_lines->append(line, steps, norms);
+  }
+}
+
 void GradNormPlot::refresh(const ViewState& state) {
   setStepMarker(double(state.step), state.step >= 0);
   if (!state.store) {
     m_plot->clearGraphs();
+    m_lines->reset(0);
     m_keys.clear();
+    m_store = nullptr;
     m_version = 0;
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
   const std::string highlighted = state.hasSelection ? state.selected.module : std::string();
-  if (state.store->version() == m_version && highlighted == m_highlighted) {
+  if (state.store->version() == m_version && state.store.get() == m_store && highlighted == m_highlighted) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   }
-  if (state.store->version() != m_version) {
+  if (state.store->version() != m_version || state.store.get() != m_store) {
     m_version = state.store->version();
-    std::vector<SeriesKey> keys;
-    for (const auto& key : state.store->seriesKeys()) {
-      if (key.kind == CaptureKind::Gradient) keys.push_back(key);
-    }
-    if (keys != m_keys) {
-      m_plot->clearGraphs();
-      m_keys = keys;
-      for (std::size_t i = 0; i < m_keys.size(); ++i) {
-        QCPGraph* graph = m_plot->addGraph();
-        graph->setName(seriesLabel(m_keys[i]));
-        // Cosmetic 1-px lines: Qt strokes other pens as filled polygons, far too slow for
-        // 100 long lines.
-        QPen pen(lineColor(int(i)), 1);
-        pen.setCosmetic(true);
-        graph->setPen(pen);
-        graph->setSelectable(QCP::stWhole);
-      }
-      // With many layers a legend would cover the plot (and its layout alone costs more
-      // than drawing): show it only while it stays readable.
-      if (m_keys.size() > 16) m_plot->legend->clearItems();
-      m_plot->legend->setVisible(m_keys.size() <= 16);
-    }
-    for (std::size_t i = 0; i < m_keys.size(); ++i) {
-      QVector<double> steps, norms;
-      for (const auto& p : state.store->values(m_keys[i], &TensorStats::l2norm)) {
-        steps.append(double(p.step));
-        // Zero cannot be drawn on a log axis; NaN/Inf leave a gap that the tree flags.
-        norms.append(m_log && p.value <= 0 ? std::nan("") : p.value);
-      }
-      m_plot->graph(int(i))->setData(steps, norms, true);
-    }
+    updateLines(state);
     m_plot->rescaleAxes();
     // Keys span every step, also where values are NaN and not drawn.
     if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
+    m_highlighted.clear();
   }
   highlight(highlighted);
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void GradNormPlot::highlight(const std::string& module) {
-  if (module == m_highlighted && m_plot->graphCount() == int(m_keys.size())) return;
   m_highlighted = module;
+  int chosen = -1;
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
-    QPen pen = m_plot->graph(int(i))->pen();
-    pen.setWidthF(m_keys[i].module == module ? 2.5 : 1.0);
-    m_plot->graph(int(i))->setPen(pen);
+    if (m_keys[i].module == module) {
+      chosen = int(i);
+      break;
+    }
   }
+  m_lines->setHighlighted(chosen);
 }
 
 void GradNormPlot::onMouseMove(QMouseEvent* event) {
-  double best = 12;  // pixels
-  QString text;
-  for (int i = 0; i < m_plot->graphCount(); ++i) {
-    QCPGraph* graph = m_plot->graph(i);
-    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
-      if (std::isnan(it->value)) continue;
-      const QPointF at = graph->coordsToPixels(it->key, it->value);
-      const double d = std::hypot(at.x() - event->position().x(), at.y() - event->position().y());
-      if (d < best) {
-        best = d;
-        text = tr("%1\nstep %2: %3").arg(graph->name()).arg(it->key).arg(it->value, 0, 'g', 5);
-      }
-    }
-  }
-  if (text.isEmpty()) {
+  int series = -1, index = -1;
+  if (!m_lines->pointAt(event->position(), 12, &series, &index)) {
     QToolTip::hideText();
-  } else {
-    QToolTip::showText(event->globalPosition().toPoint(), text, m_plot);
+    return;
   }
+  const QString text = tr("%1\nstep %2: %3")
+                           .arg(seriesLabel(m_keys[std::size_t(series)]))
+                           .arg(m_lines->keys(series)[index])
+                           .arg(m_lines->values(series)[index], 0, 'g', 5);
+  QToolTip::showText(event->globalPosition().toPoint(), text, m_plot);
 }
 
-int GradNormPlot::lineCount() const { return m_plot->graphCount(); }
+int GradNormPlot::lineCount() const { return m_lines->seriesCount(); }
 
 int GradNormPlot::pointCount(const std::string& module) const {
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
     if (m_keys[i].module == module && m_keys[i].call == 0 && m_keys[i].index == 0) {
-      return m_plot->graph(int(i))->data()->size();
+      return int(m_lines->keys(int(i)).size());
     }
   }
   return 0;
@@ -171,10 +196,12 @@ int GradNormPlot::pointCount(const std::string& module) const {
 
 QString GradNormPlot::toCsv() const {
   QString csv = QStringLiteral("series,step,l2norm\n");
-  for (int i = 0; i < m_plot->graphCount(); ++i) {
-    const QCPGraph* graph = m_plot->graph(i);
-    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
-      csv += QStringLiteral("\"%1\",%2,%3\n").arg(graph->name()).arg(it->key).arg(it->value, 0, 'g', 17);
+  for (int i = 0; i < m_lines->seriesCount(); ++i) {
+    const QString name = seriesLabel(m_keys[std::size_t(i)]);
+    const auto& steps = m_lines->keys(i);
+    const auto& norms = m_lines->values(i);
+    for (int p = 0; p < steps.size(); ++p) {
+      csv += QStringLiteral("\"%1\",%2,%3\n").arg(name).arg(steps[p]).arg(norms[p], 0, 'g', 17);
     }
   }
   return csv;

@@ -4,6 +4,8 @@
 
 #include <QVector>
 
+class LineBundle;
+
 /// Gradient norm of every hooked layer over steps, one line each, log scale by default.
 /// Clicking a line or its legend entry selects that layer; hovering shows the value.
 class GradNormPlot : public PlotPage {
@@ -25,9 +27,15 @@ Q_SIGNALS:
 private:
   void onMouseMove(QMouseEvent* event);
   void highlight(const std::string& module);
+  /// Brings the lines up to the store: appends new steps, or reloads after a thinning.
+  void updateLines(const ViewState& state);
+  void emitClicked(int series);
 
+  LineBundle* m_lines;
   std::uint64_t m_version = 0;
-  std::vector<hookscope::SeriesKey> m_keys;  ///< one per graph, same order
+  const hookscope::CaptureStore* m_store = nullptr;
+  std::size_t m_thinnings = 0;
+  std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order; legend graphs too
   std::string m_highlighted;
   bool m_log = true;
 };

@@ -8,6 +8,8 @@ using namespace hookscope;
 
 namespace {
 constexpr int kRows = 96;
+// More columns than this are wider than the plot: neighbouring steps are summed.
+constexpr int kMaxColumns = 512;
 }
 
 HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps"), parent) {
@@ -27,50 +29,77 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   applyPalette();
 }
 
+void HeatmapPlot::updatePoints(const ViewState& state) {
+  const std::size_t thinnings = state.store->thinning().size();
+  if (!(state.selected == m_key) || state.store.get() != m_store || thinnings != m_thinnings) m_points.clear();
+  m_key = state.selected;
+  m_store = state.store.get();
+  m_thinnings = thinnings;
+  if (m_points.empty()) {
+    m_points = state.store->series(state.selected);
+    return;
+  }
+  // Only new steps are read; the newest cached one may have been dropped (off the kept grid).
+  auto fresh = state.store->series(state.selected, m_points.back().step);
+  std::size_t next = 0;
+  if (!fresh.empty() && fresh.front().step == m_points.back().step) {
+    next = 1;
+  } else {
+    m_points.pop_back();
+  }
+  for (; next < fresh.size(); ++next) m_points.push_back(std::move(fresh[next]));
+}
+
 void HeatmapPlot::refresh(const ViewState& state) {
   const bool ok = state.store && state.hasSelection;
   setStepMarker(double(state.step), ok && state.step >= 0);
   if (!ok) {
     m_map->data()->clear();
-    m_columns = 0;
+    m_points.clear();
+    m_store = nullptr;
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
   // The history only changes with the store; the marker moves with scrubbing.
-  if (state.store->version() == m_version && state.selected == m_key) {
+  if (state.store->version() == m_version && state.selected == m_key && state.store.get() == m_store) {
     replotMarker();
     return;
   }
   m_version = state.store->version();
-  m_key = state.selected;
-  const auto points = state.store->series(state.selected);
+  updatePoints(state);
   double lo = INFINITY, hi = -INFINITY;
-  for (const auto& p : points) {
+  for (const auto& p : m_points) {
     if (p.stats.histogram.empty() || !std::isfinite(p.stats.histLow)) continue;
     lo = std::min(lo, p.stats.histLow);
     hi = std::max(hi, p.stats.histHigh);
   }
-  m_columns = int(points.size());
-  if (points.empty() || !(hi > lo)) {
+  if (m_points.empty() || !(hi > lo)) {
     m_map->data()->clear();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  const double first = double(points.front().step), last = double(points.back().step);
-  m_map->data()->setSize(m_columns, kRows);
-  m_map->data()->setRange(QCPRange(first, std::max(last, first + 1)), QCPRange(lo, hi));
-  m_map->data()->fill(0);
-  // Thinned runs have gaps: each column spans from its step to the next one.
-  for (int column = 0; column < m_columns; ++column) {
-    const auto& s = points[std::size_t(column)].stats;
-    const auto edges = s.edges();
-    std::vector<double> rows(kRows, 0.0);
+  const double first = double(m_points.front().step), last = double(m_points.back().step);
+  const double span = std::max(last, first + 1) - first;
+  const int columns = std::min<int>(int(m_points.size()), kMaxColumns);
+  // Each column covers an equal share of the steps; thinned runs leave no gaps this way.
+  std::vector<double> cells(std::size_t(columns) * kRows, 0.0);
+  for (const auto& p : m_points) {
+    const auto& s = p.stats;
+    const int column = std::min(columns - 1, int((double(p.step) - first) / span * columns));
+    double* rows = cells.data() + std::size_t(column) * kRows;
+    const double binWidth = s.histogram.empty() ? 0 : (s.histHigh - s.histLow) / double(s.histogram.size());
     for (std::size_t b = 0; b < s.histogram.size(); ++b) {
-      const double center = 0.5 * (edges[b] + edges[b + 1]);
-      const int row = std::clamp(int((center - lo) / (hi - lo) * kRows), 0, kRows - 1);
-      rows[std::size_t(row)] += double(s.histogram[b]);
+      const double center = s.histLow + (double(b) + 0.5) * binWidth;
+      rows[std::clamp(int((center - lo) / (hi - lo) * kRows), 0, kRows - 1)] += double(s.histogram[b]);
     }
-    for (int row = 0; row < kRows; ++row) m_map->data()->setCell(column, row, std::log10(1.0 + rows[std::size_t(row)]));
+  }
+  m_map->data()->setSize(columns, kRows);
+  m_map->data()->setRange(QCPRange(first, first + span), QCPRange(lo, hi));
+  for (int column = 0; column < columns; ++column) {
+    for (int row = 0; row < kRows; ++row) {
+      const double count = cells[std::size_t(column) * kRows + std::size_t(row)];
+      m_map->data()->setCell(column, row, count > 0 ? std::log10(1.0 + count) : 0.0);
+    }
   }
   m_map->rescaleDataRange(true);
   m_plot->rescaleAxes();
@@ -80,7 +109,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
 QString HeatmapPlot::toCsv() const {
   QString csv = QStringLiteral("step_from,step_to,value_low,value_high,log10_1_plus_count\n");
   auto* data = m_map->data();  // QCPColorMapData::cell is not const
-  if (m_columns == 0) return csv;
+  if (m_points.empty() || data->isEmpty()) return csv;
   const QCPRange keys = data->keyRange(), values = data->valueRange();
   const int nx = data->keySize(), ny = data->valueSize();
   for (int x = 0; x < nx; ++x) {

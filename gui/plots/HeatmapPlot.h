@@ -13,13 +13,18 @@ public:
   explicit HeatmapPlot(QWidget* parent = nullptr);
   void refresh(const ViewState& state) override;
   QString toCsv() const override;
-  /// Steps drawn as columns.
-  int columnCount() const { return m_columns; }
+  /// Steps shown (each column holds one or, on long runs, several).
+  int columnCount() const { return int(m_points.size()); }
 
 private:
+  /// Brings the cached captures up to the store: appends new steps, or reloads.
+  void updatePoints(const ViewState& state);
+
   QCPColorMap* m_map;
   QCPColorScale* m_scale;
-  int m_columns = 0;
+  std::vector<hookscope::SeriesPoint> m_points;  ///< the shown series, as last read
+  const hookscope::CaptureStore* m_store = nullptr;
+  std::size_t m_thinnings = 0;
   std::uint64_t m_version = 0;
   hookscope::SeriesKey m_key;
 };

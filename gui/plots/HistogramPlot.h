@@ -4,7 +4,7 @@
 
 #include "TensorStats.h"
 
-class QCPBars;
+class QCPGraph;
 class QLabel;
 
 /// Histogram of the selected series at the current step, the previous step's as a faint
@@ -21,8 +21,8 @@ public:
   QString statsText() const;
 
 private:
-  QCPBars* m_current;
-  QCPBars* m_previous;
+  QCPGraph* m_current;
+  QCPGraph* m_previous;
   QLabel* m_stats;
   hookscope::TensorStats m_shown;
   std::int64_t m_shownStep = -1;

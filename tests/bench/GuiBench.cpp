@@ -2,6 +2,7 @@
 // history (offscreen). Prints figures; asserts nothing.
 #include "PlotsPanel.h"
 #include "plots/PlotPage.h"
+#include "plots/QCustomPlotInclude.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
@@ -72,9 +73,12 @@ int main(int argc, char** argv) {
   frame(panel);
   // Live: each frame follows one new step (the store changed).
   std::vector<double> live;
+  const auto pages = panel.pages();
+  std::vector<std::vector<double>> drawMs(std::size_t(pages.size()));
   for (int f = 0; f < frames; ++f) {
     addStep(history + f);
     live.push_back(frame(panel));
+    for (int i = 0; i < pages.size(); ++i) drawMs[std::size_t(i)].push_back(pages[i]->plot()->replotTime());
   }
   // Scrubbing: the store is unchanged, the shown step moves.
   std::vector<double> scrub;
@@ -89,6 +93,9 @@ int main(int argc, char** argv) {
               panel.width(), panel.height(), layers, history);
   std::printf("  live frame (a new step arrived): median %.2f ms, max %.2f ms\n", median(live),
               *std::max_element(live.begin(), live.end()));
+  for (int i = 0; i < pages.size(); ++i) {
+    std::printf("    of which drawing \"%s\": median %.2f ms\n", qPrintable(pages[i]->title()), median(drawMs[std::size_t(i)]));
+  }
   std::printf("  scrub frame (shown step moved): median %.2f ms\n", median(scrub));
   std::printf("RESULT gui live_ms=%.3f scrub_ms=%.3f\n", median(live), median(scrub));
   return 0;

@@ -42,6 +42,14 @@ TEST(CaptureStoreTest, SeriesAreKeyedAndQueriedByStepRange) {
   EXPECT_FALSE(store.pointAt(b, 1, &point));
   EXPECT_TRUE(store.series(SeriesKey{"nope", 0, CaptureKind::Activation, 0}).empty());
   EXPECT_EQ(store.steps(), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  // One statistic from a step on: what plots read to append only new steps.
+  const auto norms = store.values(g, &TensorStats::l2norm, 3);
+  ASSERT_EQ(norms.size(), 2u);
+  EXPECT_EQ(norms.front().step, 3);
+  EXPECT_DOUBLE_EQ(norms.front().value, -6);
+  EXPECT_DOUBLE_EQ(norms.back().value, -8);
+  EXPECT_EQ(store.values(g, &TensorStats::l2norm).size(), 5u);
+  EXPECT_TRUE(store.values(g, &TensorStats::l2norm, 5).empty());
 }
 
 TEST(CaptureStoreTest, ThinningKeepsFirstAndLastStepsAndRespectsTheCap) {

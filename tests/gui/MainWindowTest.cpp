@@ -20,6 +20,7 @@
 #include <QTreeView>
 
 using hookscope::CaptureKind;
+using hookscope::CaptureStore;
 
 namespace {
 
@@ -82,6 +83,43 @@ private Q_SLOTS:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName(QStringLiteral("HookScopeTest"));
+  }
+
+  // The plots read only new steps from the store each frame: through thinning (which drops old
+  // steps, and the newest off-grid step each time a new one arrives) they must still show
+  // exactly what the store holds.
+  void plotsFollowTheStoreThroughThinning() {
+    auto store = std::make_shared<CaptureStore>();
+    hookscope::TensorStats stats;
+    stats.shape = {8, 4};
+    stats.dtype = "float32";
+    stats.numel = 32;
+    stats.histogram.assign(64, 1);
+    stats.histLow = -1;
+    stats.histHigh = 1;
+    const std::size_t perStep = 2 * CaptureStore::pointBytes(stats);
+    store->setCapBytes(perStep * 40);  // thins once 40 steps are held
+    PlotsPanel panel;
+    panel.resize(900, 600);
+    panel.setStore(store);
+    panel.setSelectedModule("conv1");
+    const hookscope::SeriesKey gradient{"conv1", 0, CaptureKind::Gradient, 0};
+    const hookscope::SeriesKey activation{"conv1", 0, CaptureKind::Activation, 0};
+    for (int step = 0; step < 200; ++step) {
+      stats.l2norm = 1.0 + step;
+      store->add(step, gradient, stats);
+      store->add(step, activation, stats);
+      panel.refresh();
+      const auto norms = store->values(gradient, &hookscope::TensorStats::l2norm);
+      QCOMPARE(panel.gradNorms()->pointCount("conv1"), int(norms.size()));
+      QCOMPARE(panel.heatmap()->columnCount(), int(norms.size()));
+    }
+    QVERIFY(store->thinning().size() >= 2);
+    QString expected = QStringLiteral("series,step,l2norm\n");
+    for (const auto& p : store->values(gradient, &hookscope::TensorStats::l2norm)) {
+      expected += QStringLiteral("\"conv1\",%1,%2\n").arg(p.step).arg(p.value, 0, 'g', 17);
+    }
+    QCOMPARE(panel.gradNorms()->toCsv(), expected);
   }
 
   void loadingFillsTheTreeAndPassesTheModelTester() {

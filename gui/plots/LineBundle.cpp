@@ -1,0 +1,263 @@
+#include "LineBundle.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace {
+
+double distanceToSegment(const QPointF& p, const QPointF& a, const QPointF& b) {
+  const QPointF ab = b - a;
+  const double length2 = QPointF::dotProduct(ab, ab);
+  const double t = length2 > 0 ? std::clamp(QPointF::dotProduct(p - a, ab) / length2, 0.0, 1.0) : 0.0;
+  const QPointF d = p - (a + t * ab);
+  return std::hypot(d.x(), d.y());
+}
+
+} // namespace
+
+LineBundle::LineBundle(QCPAxis* keyAxis, QCPAxis* valueAxis) : QCPAbstractPlottable(keyAxis, valueAxis) {
+  setSelectable(QCP::stWhole);
+}
+
+void LineBundle::reset(int count) {
+  m_series.assign(std::size_t(std::max(0, count)), Series());
+  m_highlighted = -1;
+}
+
+void LineBundle::setColor(int series, const QColor& color) { m_series[std::size_t(series)].color = color.rgba(); }
+
+double LineBundle::axisValue(double value) const {
+  if (m_logAxis) return value > 0 && std::isfinite(value) ? std::log10(value) : NAN;
+  return value;
+}
+
+void LineBundle::append(int series, const QVector<double>& keys, const QVector<double>& values) {
+  Series& s = m_series[std::size_t(series)];
+  s.keys += keys;
+  s.values += values;
+  for (double v : values) s.axisValues.append(axisValue(v));
+}
+
+void LineBundle::removeLast(int series) {
+  Series& s = m_series[std::size_t(series)];
+  if (s.keys.isEmpty()) return;
+  s.keys.removeLast();
+  s.values.removeLast();
+  s.axisValues.removeLast();
+}
+
+void LineBundle::updateAxisValues() {
+  const bool log = valueAxis()->scaleType() == QCPAxis::stLogarithmic;
+  if (log == m_logAxis) return;
+  m_logAxis = log;
+  for (Series& s : m_series) {
+    for (int i = 0; i < s.values.size(); ++i) s.axisValues[i] = axisValue(s.values[i]);
+  }
+}
+
+LineBundle::Mapping LineBundle::mapping() const {
+  Mapping m{};
+  const QCPAxis* k = keyAxis();
+  const QCPAxis* v = valueAxis();
+  const QCPRange kr = k->range(), vr = v->range();
+  const double kp1 = k->coordToPixel(kr.lower), kp2 = k->coordToPixel(kr.upper);
+  m.kx = kr.size() > 0 ? (kp2 - kp1) / kr.size() : 0;
+  m.kx0 = kp1 - m.kx * kr.lower;
+  const double vp1 = v->coordToPixel(vr.lower), vp2 = v->coordToPixel(vr.upper);
+  const double a1 = m_logAxis ? std::log10(vr.lower) : vr.lower;
+  const double a2 = m_logAxis ? std::log10(vr.upper) : vr.upper;
+  m.vy = a2 != a1 ? (vp2 - vp1) / (a2 - a1) : 0;
+  m.vy0 = vp1 - m.vy * a1;
+  return m;
+}
+
+std::pair<int, int> LineBundle::visibleRange(const Series& s, double lo, double hi) const {
+  const auto first = std::lower_bound(s.keys.cbegin(), s.keys.cend(), lo) - s.keys.cbegin();
+  const auto last = std::upper_bound(s.keys.cbegin(), s.keys.cend(), hi) - s.keys.cbegin();
+  return {int(std::max<qsizetype>(0, first - 1)), int(std::min<qsizetype>(s.keys.size(), last + 1))};
+}
+
+void LineBundle::draw(QCPPainter* painter) {
+  if (!keyAxis() || !valueAxis() || keyAxis()->orientation() != Qt::Horizontal) return;
+  updateAxisValues();
+  const QRect clip = clipRect();
+  if (clip.isEmpty()) return;
+  const double dpr = painter->device() ? painter->device()->devicePixelRatioF() : 1.0;
+  const QSize size(int(std::ceil(clip.width() * dpr)), int(std::ceil(clip.height() * dpr)));
+  if (m_image.size() != size) m_image = QImage(size, QImage::Format_ARGB32_Premultiplied);
+  m_image.fill(Qt::transparent);
+  const Mapping m = mapping();
+  for (int index = 0; index < seriesCount(); ++index) {
+    if (index != m_highlighted) rasterize(m_series[std::size_t(index)], m, clip.topLeft(), dpr, 0);
+  }
+  // On top, and three pixels wide (a 2.5 px QPainter polyline alone takes 10 ms here).
+  if (m_highlighted >= 0 && m_highlighted < seriesCount()) {
+    rasterize(m_series[std::size_t(m_highlighted)], m, clip.topLeft(), dpr, int(std::lround(dpr)));
+  }
+  m_image.setDevicePixelRatio(dpr);
+  painter->drawImage(clip.topLeft(), m_image);
+}
+
+void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, double dpr, int halfWidth) {
+  const int width = m_image.width(), height = m_image.height();
+  uchar* bits = m_image.bits();
+  const qsizetype stride = m_image.bytesPerLine();
+  const QRgb color = s.color;
+  // One column's vertical extent, in image pixels, widened by halfWidth on every side.
+  auto span = [&](int x, double y0, double y1) {
+    const double lo = std::max(std::min(y0, y1) - halfWidth, -1.0);
+    const double hi = std::min(std::max(y0, y1) + halfWidth, double(height));
+    const int a = std::max(0, int(std::floor(lo))), b = std::min(height - 1, int(std::floor(hi)));
+    for (int column = std::max(0, x - halfWidth); column <= std::min(width - 1, x + halfWidth); ++column) {
+      for (int y = a; y <= b; ++y) reinterpret_cast<QRgb*>(bits + y * stride)[column] = color;
+    }
+  };
+  const QCPRange keys = keyAxis()->range();
+  const auto [first, last] = visibleRange(s, keys.lower, keys.upper);
+  bool open = false;  // a run of finite points is being drawn
+  int column = 0;
+  double low = 0, high = 0, lastX = 0, lastY = 0;
+  for (int i = first; i < last; ++i) {
+    const double av = s.axisValues[i];
+    if (!std::isfinite(av)) {
+      if (open) span(column, low, high);
+      open = false;
+      continue;
+    }
+    const double x = std::clamp((m.kx0 + m.kx * s.keys[i] - origin.x()) * dpr, -1e9, 1e9);
+    const double y = std::clamp((m.vy0 + m.vy * av - origin.y()) * dpr, -1e9, 1e9);
+    const int c = int(std::floor(x));
+    if (open && c == column) {
+      low = std::min(low, y);
+      high = std::max(high, y);
+    } else if (!open) {
+      open = true;
+      column = c;
+      low = high = y;
+    } else {
+      span(column, low, high);
+      // The segment from the last point crosses the columns in between: each gets the part
+      // of the line that falls in it.
+      double enter = lastY;
+      if (c > column + 1) {
+        const double slope = (y - lastY) / (x - lastX);
+        const int from = std::max(column + 1, 0), to = std::min(c, width);
+        enter = lastY + slope * (double(from) - lastX);
+        for (int k = from; k < to; ++k) {
+          const double leave = lastY + slope * (double(k + 1) - lastX);
+          span(k, enter, leave);
+          enter = leave;
+        }
+        if (to < c) enter = y;  // the rest lies beyond the image
+      }
+      column = c;
+      low = std::min(enter, y);
+      high = std::max(enter, y);
+    }
+    lastX = x;
+    lastY = y;
+  }
+  if (open) span(column, low, high);
+}
+
+void LineBundle::drawLegendIcon(QCPPainter* painter, const QRectF& rect) const {
+  painter->setPen(QPen(m_series.empty() ? QColor(Qt::black) : QColor::fromRgba(m_series.front().color), 1));
+  painter->drawLine(QLineF(rect.left(), rect.center().y(), rect.right(), rect.center().y()));
+}
+
+int LineBundle::seriesAt(const QPointF& pixel, double tolerance, double* distance) const {
+  if (!keyAxis() || !valueAxis()) return -1;
+  const Mapping m = mapping();
+  double k1 = keyAxis()->pixelToCoord(pixel.x() - tolerance), k2 = keyAxis()->pixelToCoord(pixel.x() + tolerance);
+  if (k1 > k2) std::swap(k1, k2);
+  int best = -1;
+  double bestDistance = tolerance;
+  for (int index = 0; index < seriesCount(); ++index) {
+    const Series& s = m_series[std::size_t(index)];
+    const auto [first, last] = visibleRange(s, k1, k2);
+    bool havePrevious = false;
+    QPointF previous;
+    for (int i = first; i < last; ++i) {
+      const double av = s.axisValues[i];
+      if (!std::isfinite(av)) {
+        havePrevious = false;
+        continue;
+      }
+      const QPointF at(m.kx0 + m.kx * s.keys[i], m.vy0 + m.vy * av);
+      const double d = havePrevious ? distanceToSegment(pixel, previous, at) : distanceToSegment(pixel, at, at);
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = index;
+      }
+      previous = at;
+      havePrevious = true;
+    }
+  }
+  if (distance) *distance = bestDistance;
+  return best;
+}
+
+bool LineBundle::pointAt(const QPointF& pixel, double tolerance, int* series, int* index) const {
+  if (!keyAxis() || !valueAxis()) return false;
+  const Mapping m = mapping();
+  double k1 = keyAxis()->pixelToCoord(pixel.x() - tolerance), k2 = keyAxis()->pixelToCoord(pixel.x() + tolerance);
+  if (k1 > k2) std::swap(k1, k2);
+  double best = tolerance;
+  bool found = false;
+  for (int n = 0; n < seriesCount(); ++n) {
+    const Series& s = m_series[std::size_t(n)];
+    const auto [first, last] = visibleRange(s, k1, k2);
+    for (int i = first; i < last; ++i) {
+      const double av = s.axisValues[i];
+      if (!std::isfinite(av)) continue;
+      const double d = std::hypot(m.kx0 + m.kx * s.keys[i] - pixel.x(), m.vy0 + m.vy * av - pixel.y());
+      if (d < best) {
+        best = d;
+        *series = n;
+        *index = i;
+        found = true;
+      }
+    }
+  }
+  return found;
+}
+
+double LineBundle::selectTest(const QPointF& pos, bool onlySelectable, QVariant* details) const {
+  Q_UNUSED(details)
+  if ((onlySelectable && mSelectable == QCP::stNone) || !keyAxis() || !valueAxis()) return -1;
+  if (!keyAxis()->axisRect()->rect().contains(pos.toPoint())) return -1;
+  double distance = 0;
+  return seriesAt(pos, mParentPlot->selectionTolerance(), &distance) >= 0 ? distance : -1;
+}
+
+QCPRange LineBundle::getKeyRange(bool& foundRange, QCP::SignDomain inSignDomain) const {
+  QCPRange range(std::numeric_limits<double>::max(), -std::numeric_limits<double>::max());
+  foundRange = false;
+  for (const Series& s : m_series) {
+    for (double k : s.keys) {
+      if ((inSignDomain == QCP::sdPositive && k <= 0) || (inSignDomain == QCP::sdNegative && k >= 0)) continue;
+      range.lower = std::min(range.lower, k);
+      range.upper = std::max(range.upper, k);
+      foundRange = true;
+    }
+  }
+  return foundRange ? range : QCPRange();
+}
+
+QCPRange LineBundle::getValueRange(bool& foundRange, QCP::SignDomain inSignDomain, const QCPRange& inKeyRange) const {
+  const bool anyKey = inKeyRange == QCPRange();
+  QCPRange range(std::numeric_limits<double>::max(), -std::numeric_limits<double>::max());
+  foundRange = false;
+  for (const Series& s : m_series) {
+    for (int i = 0; i < s.values.size(); ++i) {
+      const double v = s.values[i];
+      if (!std::isfinite(v) || (!anyKey && !inKeyRange.contains(s.keys[i]))) continue;
+      if ((inSignDomain == QCP::sdPositive && v <= 0) || (inSignDomain == QCP::sdNegative && v >= 0)) continue;
+      range.lower = std::min(range.lower, v);
+      range.upper = std::max(range.upper, v);
+      foundRange = true;
+    }
+  }
+  return foundRange ? range : QCPRange();
+}
