@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the engine and its tests with ThreadSanitizer (into build-tsan/) and runs the tests
 # that drive the runner and the store from several threads: pause and stop during a run,
-# and concurrent writers and readers of the capture store.
+# concurrent writers and readers of the capture store, and statistics split over the cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -15,5 +15,5 @@ fixtures="$root/build-tsan/fixtures"
 # halt_on_error: any race report fails the run.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
   "$root/build-tsan/tests/hookscope_core_tests" \
-  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders' \
+  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics' \
   --gtest_repeat=3
