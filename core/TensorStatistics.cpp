@@ -132,6 +132,12 @@ inline T binPosition(T v, T low, T scale, T top) {
   return at < top ? at : top;
 }
 
+// The bin of a value, or `spare` (one past the last bin) for NaN and Inf.
+template <typename T>
+inline std::int32_t binIndex(T v, T low, T scale, T top, std::int32_t spare) {
+  return std::fabs(v) <= std::numeric_limits<T>::max() ? std::int32_t(binPosition(v, low, scale, top)) : spare;
+}
+
 // Bin indices are computed branch-free and vectorized in the value's own precision (as
 // torch.histc does); non-finite values go to a spare slot past the last bin. Then the
 // increments are spread over four copies of the counts, so consecutive increments of one
@@ -150,9 +156,7 @@ void histogramLanes(const T* data, std::int64_t begin, std::int64_t end, T low, 
     const T* block = data + first;
 #pragma omp simd
     for (std::int64_t j = 0; j < n; ++j) {
-      const T v = block[j];
-      const bool ok = std::fabs(v) <= std::numeric_limits<T>::max();
-      index[j] = ok ? std::int32_t(binPosition(v, low, scale, top)) : spare;
+      index[j] = binIndex(block[j], low, scale, top, spare);
     }
     std::int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
@@ -205,12 +209,9 @@ HOOKSCOPE_SIMD_CLONES void histogramPairs(const float* data, std::int64_t begin,
                   std::int32_t(std::min((b[j] - low) * scale, top));
       }
     } else {
-      constexpr float kMax = std::numeric_limits<float>::max();
 #pragma omp simd
       for (std::int64_t j = 0; j < kHalf; ++j) {
-        const std::int32_t x = std::fabs(a[j]) <= kMax ? std::int32_t(binPosition(a[j], low, scale, top)) : spare;
-        const std::int32_t y = std::fabs(b[j]) <= kMax ? std::int32_t(binPosition(b[j], low, scale, top)) : spare;
-        pair[j] = x * stride + y;
+        pair[j] = binIndex(a[j], low, scale, top, spare) * stride + binIndex(b[j], low, scale, top, spare);
       }
     }
     std::uint32_t* second = table.data() + cells;

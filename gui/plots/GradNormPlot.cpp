@@ -81,28 +81,21 @@ void GradNormPlot::updateLines(const ViewState& state) {
   for (const auto& key : state.store->seriesKeys()) {
     if (key.kind == CaptureKind::Gradient) keys.push_back(key);
   }
-  // A thinning drops old points; anything else only appends (and may drop the newest point
-  // of the previous step when it is off the kept grid).
-  const std::size_t thinnings = state.store->thinning().size();
-  const bool reload = keys != m_keys || state.store.get() != m_store || thinnings != m_thinnings;
-  m_store = state.store.get();
-  m_thinnings = thinnings;
+  const bool reload = m_follower.mustReload(state.store.get()) || keys != m_keys;
   if (keys != m_keys) {
     m_plot->clearGraphs();
     m_keys = keys;
-    m_lines->reset(int(m_keys.size()));
     // With many layers a legend would cover the plot (and its layout alone costs more than
     // drawing): show it only while it stays readable.
-    for (std::size_t i = 0; i < m_keys.size(); ++i) {
-      m_lines->setColor(int(i), lineColor(int(i)));
-      if (m_keys.size() > 16) continue;
+    for (std::size_t i = 0; i < m_keys.size() && m_keys.size() <= 16; ++i) {
       QCPGraph* entry = m_plot->addGraph();
       entry->setName(seriesLabel(m_keys[i]));
       entry->setPen(QPen(lineColor(int(i)), 1.5));
       entry->setVisible(false);
     }
     m_plot->legend->setVisible(!m_keys.empty() && m_keys.size() <= 16);
-  } else if (reload) {
+  }
+  if (reload) {
     m_lines->reset(int(m_keys.size()));
     for (std::size_t i = 0; i < m_keys.size(); ++i) m_lines->setColor(int(i), lineColor(int(i)));
   }
@@ -113,11 +106,9 @@ void GradNormPlot::updateLines(const ViewState& state) {
     const auto points = state.store->values(m_keys[i], &TensorStats::l2norm, from);
     std::size_t next = 0;
     if (!have.isEmpty()) {
-      if (!points.empty() && double(points.front().step) == have.back()) {
-        next = 1;  // already drawn
-      } else {
-        m_lines->removeLast(line);  // that step was dropped
-      }
+      bool dropShown = false;
+      next = StoreFollower::firstNew(points, from, &dropShown);
+      if (dropShown) m_lines->removeLast(line);
     }
     QVector<double> steps, norms;
     steps.reserve(qsizetype(points.size() - next));
@@ -136,23 +127,23 @@ void GradNormPlot::refresh(const ViewState& state) {
     m_plot->clearGraphs();
     m_lines->reset(0);
     m_keys.clear();
-    m_store = nullptr;
+    m_follower.forget();
     m_version = 0;
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
   const std::string highlighted = state.hasSelection ? state.selected.module : std::string();
-  if (state.store->version() == m_version && state.store.get() == m_store && highlighted == m_highlighted) {
+  const bool sameStore = state.store.get() == m_follower.store();
+  if (state.store->version() == m_version && sameStore && highlighted == m_highlighted) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   }
-  if (state.store->version() != m_version || state.store.get() != m_store) {
+  if (state.store->version() != m_version || !sameStore) {
     m_version = state.store->version();
     updateLines(state);
     m_plot->rescaleAxes();
     // Keys span every step, also where values are NaN and not drawn.
     if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
-    m_highlighted.clear();
   }
   highlight(highlighted);
   m_plot->replot(QCustomPlot::rpQueuedReplot);

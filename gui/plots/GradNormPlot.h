@@ -1,6 +1,7 @@
 #pragma once
 
 #include "PlotPage.h"
+#include "StoreFollower.h"
 
 #include <QVector>
 
@@ -33,8 +34,7 @@ private:
 
   LineBundle* m_lines;
   std::uint64_t m_version = 0;
-  const hookscope::CaptureStore* m_store = nullptr;
-  std::size_t m_thinnings = 0;
+  StoreFollower m_follower;
   std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order; legend graphs too
   std::string m_highlighted;
   bool m_log = true;

@@ -30,23 +30,16 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
 }
 
 void HeatmapPlot::updatePoints(const ViewState& state) {
-  const std::size_t thinnings = state.store->thinning().size();
-  if (!(state.selected == m_key) || state.store.get() != m_store || thinnings != m_thinnings) m_points.clear();
+  if (m_follower.mustReload(state.store.get()) || !(state.selected == m_key)) m_points.clear();
   m_key = state.selected;
-  m_store = state.store.get();
-  m_thinnings = thinnings;
   if (m_points.empty()) {
     m_points = state.store->series(state.selected);
     return;
   }
-  // Only new steps are read; the newest cached one may have been dropped (off the kept grid).
   auto fresh = state.store->series(state.selected, m_points.back().step);
-  std::size_t next = 0;
-  if (!fresh.empty() && fresh.front().step == m_points.back().step) {
-    next = 1;
-  } else {
-    m_points.pop_back();
-  }
+  bool dropShown = false;
+  std::size_t next = StoreFollower::firstNew(fresh, m_points.back().step, &dropShown);
+  if (dropShown) m_points.pop_back();
   for (; next < fresh.size(); ++next) m_points.push_back(std::move(fresh[next]));
 }
 
@@ -56,12 +49,12 @@ void HeatmapPlot::refresh(const ViewState& state) {
   if (!ok) {
     m_map->data()->clear();
     m_points.clear();
-    m_store = nullptr;
+    m_follower.forget();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
   // The history only changes with the store; the marker moves with scrubbing.
-  if (state.store->version() == m_version && state.selected == m_key && state.store.get() == m_store) {
+  if (state.store->version() == m_version && state.selected == m_key && state.store.get() == m_follower.store()) {
     replotMarker();
     return;
   }

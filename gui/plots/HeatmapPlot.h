@@ -1,6 +1,7 @@
 #pragma once
 
 #include "PlotPage.h"
+#include "StoreFollower.h"
 
 class QCPColorMap;
 class QCPColorScale;
@@ -23,8 +24,7 @@ private:
   QCPColorMap* m_map;
   QCPColorScale* m_scale;
   std::vector<hookscope::SeriesPoint> m_points;  ///< the shown series, as last read
-  const hookscope::CaptureStore* m_store = nullptr;
-  std::size_t m_thinnings = 0;
+  StoreFollower m_follower;
   std::uint64_t m_version = 0;
   hookscope::SeriesKey m_key;
 };

@@ -166,11 +166,15 @@ void LineBundle::drawLegendIcon(QCPPainter* painter, const QRectF& rect) const {
   painter->drawLine(QLineF(rect.left(), rect.center().y(), rect.right(), rect.center().y()));
 }
 
+std::pair<double, double> LineBundle::keyWindow(double x, double tolerance) const {
+  const double k1 = keyAxis()->pixelToCoord(x - tolerance), k2 = keyAxis()->pixelToCoord(x + tolerance);
+  return {std::min(k1, k2), std::max(k1, k2)};
+}
+
 int LineBundle::seriesAt(const QPointF& pixel, double tolerance, double* distance) const {
   if (!keyAxis() || !valueAxis()) return -1;
   const Mapping m = mapping();
-  double k1 = keyAxis()->pixelToCoord(pixel.x() - tolerance), k2 = keyAxis()->pixelToCoord(pixel.x() + tolerance);
-  if (k1 > k2) std::swap(k1, k2);
+  const auto [k1, k2] = keyWindow(pixel.x(), tolerance);
   int best = -1;
   double bestDistance = tolerance;
   for (int index = 0; index < seriesCount(); ++index) {
@@ -201,8 +205,7 @@ int LineBundle::seriesAt(const QPointF& pixel, double tolerance, double* distanc
 bool LineBundle::pointAt(const QPointF& pixel, double tolerance, int* series, int* index) const {
   if (!keyAxis() || !valueAxis()) return false;
   const Mapping m = mapping();
-  double k1 = keyAxis()->pixelToCoord(pixel.x() - tolerance), k2 = keyAxis()->pixelToCoord(pixel.x() + tolerance);
-  if (k1 > k2) std::swap(k1, k2);
+  const auto [k1, k2] = keyWindow(pixel.x(), tolerance);
   double best = tolerance;
   bool found = false;
   for (int n = 0; n < seriesCount(); ++n) {

@@ -58,6 +58,8 @@ private:
   void rasterize(const Series& s, const Mapping& m, QPoint origin, double dpr, int halfWidth);
   void updateAxisValues();
   double axisValue(double value) const;
+  /// The keys within `tolerance` pixels of pixel column x, lower first.
+  std::pair<double, double> keyWindow(double x, double tolerance) const;
   /// First and one-past-last point index with keys in [lo, hi], widened by one on each side.
   std::pair<int, int> visibleRange(const Series& s, double lo, double hi) const;
 
