@@ -40,6 +40,23 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
   m_version.fetch_add(1, std::memory_order_release);
 }
 
+bool CaptureStore::remove(std::int64_t step, const SeriesKey& key) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  const auto series = m_series.find(key);
+  if (series == m_series.end()) return false;
+  auto& points = series->second;
+  const auto point = std::lower_bound(points.begin(), points.end(), step,
+                                      [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
+  if (point == points.end() || point->step != step) return false;
+  m_bytes -= pointBytes(point->stats);
+  points.erase(point);
+  const auto count = m_stepCaptures.find(step);
+  if (--count->second == 0) m_stepCaptures.erase(count);
+  --m_captures;
+  m_version.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
 void CaptureStore::addScalar(std::int64_t step, const std::string& name, double value) {
   std::lock_guard<std::mutex> lock(m_mutex);
   auto& points = m_scalars[name];

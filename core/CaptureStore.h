@@ -65,6 +65,8 @@ public:
 
   /// Adds one capture.
   void add(std::int64_t step, const SeriesKey& key, TensorStats stats);
+  /// Removes one capture; false when the store does not hold it.
+  bool remove(std::int64_t step, const SeriesKey& key);
   /// Adds a scalar value for a step (never thinned).
   void addScalar(std::int64_t step, const std::string& name, double value);
 

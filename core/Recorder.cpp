@@ -44,12 +44,23 @@ Recorder::Recorder(std::shared_ptr<ModelImpl> model, std::shared_ptr<CaptureStor
     : m_model(std::move(model)), m_store(std::move(store)),
       m_nextCall(m_model->instances.size(), 0), m_currentCall(m_model->instances.size(), 0) {
   if (std::thread::hardware_concurrency() > 1) m_worker = std::make_unique<StatsWorker>(m_store);
+  auto note = [this](const at::Tensor& t) {
+    if (t.defined() && t.has_storage()) m_parameterStorage.insert(t.storage().unsafeGetStorageImpl());
+  };
+  for (const auto& parameter : m_model->module.parameters(/*recurse=*/true)) note(parameter);
+  for (const auto& buffer : m_model->module.buffers(/*recurse=*/true)) note(buffer);
 }
 
 void Recorder::finishStep() {
   if (!m_worker) return;
   const auto start = std::chrono::steady_clock::now();
   m_worker->drain();
+  // A shared tensor that an in-place op changed meanwhile: its statistics may show the new
+  // values, so the capture goes (a gap, not a wrong number). The series is copied from now on.
+  const StatsWorker::StepEnd end = m_worker->endStep();
+  for (const auto& [step, key] : end.suspect) m_store->remove(step, key);
+  m_copied += end.copied;
+  m_shared += end.shared;
   m_captureNanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - start).count();
 }
@@ -57,7 +68,11 @@ void Recorder::finishStep() {
 void Recorder::store(std::int64_t step, SeriesKey key, const at::Tensor& tensor) {
   const auto start = std::chrono::steady_clock::now();
   if (m_worker) {
-    m_worker->submit(step, std::move(key), tensor, m_bins);
+    const bool parameterKind = key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad ||
+                               key.kind == CaptureKind::Update;
+    const bool onParameter =
+        tensor.has_storage() && m_parameterStorage.count(tensor.storage().unsafeGetStorageImpl());
+    m_worker->submit(step, std::move(key), tensor, m_bins, !parameterKind && !onParameter);
   } else {
     m_store->add(step, key, computeTensorStats(tensor, m_bins));
   }
@@ -78,6 +93,7 @@ void Recorder::beginStep(std::int64_t step) {
   }
   std::fill(m_nextCall.begin(), m_nextCall.end(), 0);
   m_captureNanos = 0;
+  m_copied = m_shared = 0;
 }
 
 void Recorder::record(int module, int call, CaptureKind kind, int index, const at::Tensor& tensor) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace hookscope {
@@ -62,6 +63,9 @@ public:
   /// Seconds the engine thread spent on captures (copies, or statistics computed inline,
   /// and waiting for the worker at the end of the step) since the last beginStep.
   double captureSeconds() const { return double(m_captureNanos.load()) * 1e-9; }
+  /// Captures of the step that were copied for the worker, and those it read in place.
+  int capturesCopied() const { return m_copied; }
+  int capturesShared() const { return m_shared; }
 
   /// The recorder taps on this thread report to, or null.
   static Recorder* current();
@@ -78,12 +82,17 @@ private:
   std::shared_ptr<ModelImpl> m_model;
   std::shared_ptr<CaptureStore> m_store;
   std::unique_ptr<StatsWorker> m_worker;  ///< null on a single-core machine: computed inline
+  /// Storage of the model's parameters and buffers. LibTorch's optimizers (and BatchNorm's
+  /// running statistics) change them without a version bump, so captures on them are copied.
+  std::unordered_set<const void*> m_parameterStorage;
   int m_bins = 64;
   bool m_shapeProbe = false;
   std::int64_t m_step = 0;
   std::vector<int> m_nextCall;
   std::vector<int> m_currentCall;
   std::atomic<std::int64_t> m_captureNanos{0};
+  int m_copied = 0;
+  int m_shared = 0;
   std::map<std::pair<int, int>, std::vector<std::string>> m_shapes;
   struct UpdateSnapshot {
     std::string name;

@@ -18,34 +18,70 @@ StatsWorker::~StatsWorker() {
   m_thread.join();
 }
 
-void StatsWorker::submit(std::int64_t step, SeriesKey key, const at::Tensor& tensor, int bins) {
+void StatsWorker::submit(std::int64_t step, SeriesKey key, const at::Tensor& tensor, int bins, bool mayShare) {
   const std::size_t bytes = std::size_t(tensor.numel()) * tensor.element_size();
-  {
-    std::unique_lock<std::mutex> lock(m_mutex);
-    if (m_queuedBytes + bytes <= kMaxQueuedBytes) {
-      at::NoGradGuard noGrad;
-      at::Tensor snapshot = tensor.detach().clone(at::MemoryFormat::Contiguous);
-      m_queuedBytes += bytes;
-      m_jobs.push_back({step, std::move(key), std::move(snapshot), bins, bytes});
-      lock.unlock();
-      m_wake.notify_one();
-      return;
-    }
+  std::vector<at::Tensor> released;  // let go of after the lock, on this thread
+  std::unique_lock<std::mutex> lock(m_mutex);
+  released.swap(m_released);
+  if (m_queuedBytes + bytes > kMaxQueuedBytes) {
+    // Queue full: no copy, no wait. Both cores are busy (the model here, the worker), so the
+    // statistics stay on this one.
+    lock.unlock();
+    m_store->add(step, key, computeTensorStats(tensor, bins, StatsCores::One));
+    return;
   }
-  // Queue full: no copy, no wait. Both cores are busy (the model here, the worker), so the
-  // statistics stay on this one.
-  m_store->add(step, key, computeTensorStats(tensor, bins, StatsCores::One));
+  const c10::VariableVersion& counter = tensor.unsafeGetTensorImpl()->version_counter();
+  // Inference tensors have no version counter: nothing could tell that they changed.
+  const bool watched = counter.enabled();
+  const auto known = m_share.find(key);
+  const bool share = mayShare && watched && known != m_share.end() && known->second;
+  if (watched) m_watches.push_back({step, key, counter, counter.current_version(), share});
+  m_queuedBytes += bytes;
+  ++(share ? m_sharedCount : m_copied);
+  lock.unlock();  // the worker goes on while this thread copies
+  at::Tensor snapshot;
+  try {
+    at::NoGradGuard noGrad;
+    snapshot = share ? tensor.detach() : tensor.detach().clone(at::MemoryFormat::Contiguous);
+  } catch (...) {
+    lock.lock();
+    m_queuedBytes -= bytes;
+    throw;
+  }
+  lock.lock();
+  m_jobs.push_back({step, std::move(key), std::move(snapshot), bins, bytes, share});
+  lock.unlock();
+  m_wake.notify_one();
+}
+
+StatsWorker::StepEnd StatsWorker::endStep() {
+  StepEnd end;
+  std::lock_guard<std::mutex> lock(m_mutex);
+  end.copied = std::exchange(m_copied, 0);
+  end.shared = std::exchange(m_sharedCount, 0);
+  for (Watch& watch : m_watches) {
+    const bool touched = watch.counter.current_version() != watch.version;
+    if (touched && watch.shared) end.suspect.emplace_back(watch.step, watch.key);
+    // A series touched once is copied for good; one never touched is shared.
+    auto [it, inserted] = m_share.try_emplace(std::move(watch.key), !touched);
+    if (!inserted) it->second = it->second && !touched;
+  }
+  m_watches.clear();
+  return end;
 }
 
 void StatsWorker::drain() {
   std::unique_lock<std::mutex> lock(m_mutex);
   // The caller would only wait here, so it takes queued captures too: at the end of a step
   // both cores work through the backlog.
-  while (!m_jobs.empty()) process(lock);
+  while (!m_jobs.empty()) process(lock, false);
   m_idle.wait(lock, [this] { return m_jobs.empty() && m_busy == 0; });
+  std::vector<at::Tensor> released;
+  released.swap(m_released);
+  lock.unlock();
 }
 
-void StatsWorker::process(std::unique_lock<std::mutex>& lock) {
+void StatsWorker::process(std::unique_lock<std::mutex>& lock, bool onWorker) {
   Job job = std::move(m_jobs.front());
   m_jobs.pop_front();
   ++m_busy;
@@ -56,8 +92,12 @@ void StatsWorker::process(std::unique_lock<std::mutex>& lock) {
   } catch (const std::exception&) {
     // A tensor whose statistics cannot be computed yields no capture; the step goes on.
   }
-  job.snapshot = at::Tensor();
+  // A copy is the worker's own to free. A shared tensor goes back to the engine thread, which
+  // drops it at its next submit or drain: the engine frees it later in LibTorch, whose
+  // reference counts ThreadSanitizer cannot see, so the hand-over must go through this mutex.
+  if (!onWorker || !job.shared) job.snapshot = at::Tensor();
   lock.lock();
+  if (job.snapshot.defined()) m_released.push_back(std::move(job.snapshot));
   --m_busy;
   m_queuedBytes -= job.bytes;
   if (m_jobs.empty() && m_busy == 0) m_idle.notify_all();
@@ -68,7 +108,7 @@ void StatsWorker::run() {
   for (;;) {
     m_wake.wait(lock, [this] { return m_stop || !m_jobs.empty(); });
     if (m_jobs.empty() && m_stop) return;
-    process(lock);
+    process(lock, true);
   }
 }
 

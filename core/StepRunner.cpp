@@ -317,6 +317,8 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   }
   recorder.finishStep();  // every capture of this step is stored before it counts as done
   r.captureMs = recorder.captureSeconds() * 1e3;
+  r.capturesCopied = recorder.capturesCopied();
+  r.capturesShared = recorder.capturesShared();
   r.totalMs = msSince(stepStart);
   m_store->addScalar(r.step, "loss", r.loss);
   m_store->addScalar(r.step, "lr", impl.optimizer ? impl.config.lr : 0.0);

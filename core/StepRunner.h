@@ -25,6 +25,8 @@ struct StepResult {
   double optimizerMs = 0;
   double captureMs = 0;  ///< time spent computing statistics, inside the other parts
   double totalMs = 0;
+  int capturesCopied = 0;  ///< captured tensors copied for the statistics thread
+  int capturesShared = 0;  ///< and read in place, since no in-place op touches them
 };
 
 /// Output shapes of one module call, for the tree and for `inspect`.

@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,13 +39,24 @@ struct Config {
   std::unique_ptr<StepRunner> runner;
   std::vector<double> stepMs;
   std::vector<double> captureMs;
+  std::vector<double> faults;
+  std::vector<double> forwardMs;
+  std::vector<double> backwardMs;
+  std::vector<double> optimizerMs;
+  StepResult last;
 };
+
+long minorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
 
 int overhead(const std::string& path, const std::string& spec, int rounds) {
   std::vector<Config> configs;
-  configs.push_back({"(a) not instrumented", false, false, nullptr, nullptr, {}, {}});
-  configs.push_back({"(b) instrumented, nothing ticked", true, false, nullptr, nullptr, {}, {}});
-  configs.push_back({"(c) every module: activations + gradients", true, true, nullptr, nullptr, {}, {}});
+  configs.push_back({"(a) not instrumented", false, false, nullptr, nullptr, {}, {}, {}, {}, {}, {}, {}});
+  configs.push_back({"(b) instrumented, nothing ticked", true, false, nullptr, nullptr, {}, {}, {}, {}, {}, {}, {}});
+  configs.push_back({"(c) every module: activations + gradients", true, true, nullptr, nullptr, {}, {}, {}, {}, {}, {}, {}});
   for (auto& c : configs) {
     std::string error;
     LoadOptions options;
@@ -76,6 +89,7 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
       for (int s = 0; s < stepsPerTurn; ++s) {
         StepResult r;
         std::string error;
+        const long faultsBefore = minorFaults();
         const auto start = Clock::now();
         if (!c.runner->step(&r, &error)) {
           std::fprintf(stderr, "%s\n", error.c_str());
@@ -83,6 +97,11 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
         }
         c.stepMs.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
         c.captureMs.push_back(r.captureMs);
+        c.forwardMs.push_back(r.forwardMs);
+        c.backwardMs.push_back(r.backwardMs);
+        c.optimizerMs.push_back(r.optimizerMs);
+        c.last = r;
+        c.faults.push_back(double(minorFaults() - faultsBefore));
       }
     }
   }
@@ -90,8 +109,11 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
   std::printf("step overhead: %s, input %s, SGD, %d threads, %d rounds x %d steps, alternating\n", path.c_str(),
               spec.c_str(), at::get_num_threads(), rounds, stepsPerTurn);
   for (const auto& c : configs) {
-    std::printf("  %-44s median %9.2f ms  ratio to (a) %.3f  (statistics inside: %.2f ms)\n", c.name, median(c.stepMs),
-                median(c.stepMs) / a, median(c.captureMs));
+    std::printf("  %-44s median %9.2f ms  ratio to (a) %.3f  (statistics inside: %.2f ms, page faults: %.0f)\n",
+                c.name, median(c.stepMs), median(c.stepMs) / a, median(c.captureMs), median(c.faults));
+    std::printf("  %-44s forward %.2f ms, backward %.2f ms, optimizer %.2f ms; captures copied %d, shared %d\n", "",
+                median(c.forwardMs), median(c.backwardMs), median(c.optimizerMs), c.last.capturesCopied,
+                c.last.capturesShared);
   }
   std::printf("RESULT overhead b/a=%.4f c/a=%.4f a_ms=%.3f c_ms=%.3f\n", median(configs[1].stepMs) / a,
               median(configs[2].stepMs) / a, a, median(configs[2].stepMs));

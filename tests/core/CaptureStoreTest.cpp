@@ -52,6 +52,31 @@ TEST(CaptureStoreTest, SeriesAreKeyedAndQueriedByStepRange) {
   EXPECT_TRUE(store.values(g, &TensorStats::l2norm, 5).empty());
 }
 
+TEST(CaptureStoreTest, RemovingOneCaptureLeavesTheOthersAndTheCounts) {
+  CaptureStore store;
+  const SeriesKey a{"fc1", 0, CaptureKind::Activation, 0};
+  const SeriesKey g{"fc1", 0, CaptureKind::Gradient, 0};
+  for (int step = 0; step < 3; ++step) {
+    store.add(step, a, statsOf(step));
+    store.add(step, g, statsOf(-step));
+  }
+  const std::size_t bytes = store.bytesUsed();
+  const std::uint64_t version = store.version();
+  EXPECT_TRUE(store.remove(2, a));
+  EXPECT_FALSE(store.remove(2, a)) << "already gone";
+  EXPECT_FALSE(store.remove(7, g)) << "no such step";
+  EXPECT_FALSE(store.remove(0, {"nope", 0, CaptureKind::Activation, 0}));
+  EXPECT_GT(store.version(), version);
+  EXPECT_EQ(store.bytesUsed(), bytes - CaptureStore::pointBytes(statsOf(2)));
+  EXPECT_EQ(store.captureCount(), 5u);
+  ASSERT_EQ(store.series(a).size(), 2u);
+  EXPECT_EQ(store.series(a).back().step, 1);
+  EXPECT_EQ(store.series(g).size(), 3u);
+  EXPECT_EQ(store.steps(), (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_TRUE(store.remove(2, g));
+  EXPECT_EQ(store.steps(), (std::vector<std::int64_t>{0, 1})) << "a step with no captures left is gone";
+}
+
 TEST(CaptureStoreTest, ThinningKeepsFirstAndLastStepsAndRespectsTheCap) {
   const std::size_t perPoint = CaptureStore::pointBytes(statsOf(0));
   const std::size_t cap = perPoint * 60;  // room for about 60 of 200 steps of 2 series

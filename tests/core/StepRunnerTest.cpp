@@ -101,6 +101,50 @@ TEST(StepRunnerTest, TheSampleMlpLearnsToo) {
   EXPECT_LT(last, 0.5 * first) << "cross-entropy went from " << first << " to " << last;
 }
 
+TEST(StepRunnerTest, CapturesOnParametersStayCopiedOthersAreShared) {
+  // table returns a view of its weight, which SGD changes in place without a version bump.
+  std::string error;
+  auto model = Model::load(fixture("param_view.pt"), &error);
+  ASSERT_TRUE(model) << error;
+  const int table = model->findModule("table");
+  const int fc = model->findModule("fc");
+  ASSERT_GE(table, 0);
+  ASSERT_GE(fc, 0);
+  model->setHooks(table, kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Param));
+  model->setHooks(fc, kindBit(CaptureKind::Activation));
+  auto store = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, store);
+  RunConfig config;
+  config.inputSpecs = {"8x8"};
+  config.loss = LossKind::Mean;
+  config.optimizer = OptimizerKind::Sgd;
+  config.lr = 0.5;
+  ASSERT_TRUE(runner.configure(config, &error)) << error;
+  std::vector<StepResult> results;
+  ASSERT_EQ(runner.run(4, [&](const StepResult& r) { results.push_back(r); }, &error),
+            StepRunner::RunEnd::Finished) << error;
+  ASSERT_EQ(results.size(), 4u);
+  // Three captures a step. The first step copies all; then fc's output, untouched, is shared.
+  EXPECT_EQ(results[0].capturesCopied, 3);
+  EXPECT_EQ(results[0].capturesShared, 0);
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].capturesCopied, 2) << "step " << i << ": the weight's view and the weight";
+    EXPECT_EQ(results[i].capturesShared, 1) << "step " << i << ": fc's output";
+  }
+  // The view shows the weight as it was when the step used it, before SGD changed it.
+  const auto view = store->series({"table", 0, CaptureKind::Activation, 0});
+  const auto weight = store->series({"table.weight", 0, CaptureKind::Param, 0});
+  ASSERT_EQ(view.size(), 4u);
+  ASSERT_EQ(weight.size(), 4u);
+  for (std::size_t i = 0; i < view.size(); ++i) {
+    EXPECT_EQ(view[i].stats.mean, weight[i].stats.mean) << "step " << i;
+    EXPECT_EQ(view[i].stats.l2norm, weight[i].stats.l2norm) << "step " << i;
+    if (i > 0) {
+      EXPECT_NE(weight[i].stats.mean, weight[i - 1].stats.mean) << "SGD changed the weight";
+    }
+  }
+}
+
 TEST(StepRunnerTest, SgdStepMatchesPythonReference) {
   auto model = loadSample();
   ASSERT_TRUE(model);
