@@ -23,6 +23,18 @@ TensorStats submitThenOverwrite(StatsWorker& worker, std::int64_t step) {
   return seen;
 }
 
+// The store holds, for `step`, exactly the statistics the hook's tensor had.
+void expectStoredAsSeen(const CaptureStore& store, std::int64_t step, const TensorStats& seen) {
+  SeriesPoint point;
+  ASSERT_TRUE(store.pointAt(kKey, step, &point));
+  ASSERT_EQ(point.step, step);
+  EXPECT_EQ(point.stats.min, seen.min);
+  EXPECT_EQ(point.stats.max, seen.max);
+  EXPECT_EQ(point.stats.mean, seen.mean);
+  EXPECT_EQ(point.stats.l2norm, seen.l2norm);
+  EXPECT_EQ(point.stats.histogram, seen.histogram);
+}
+
 TEST(StatsWorkerTest, ASeriesTouchedInPlaceIsCopiedEveryStep) {
   auto store = std::make_shared<CaptureStore>();
   StatsWorker worker(store);
@@ -33,13 +45,7 @@ TEST(StatsWorkerTest, ASeriesTouchedInPlaceIsCopiedEveryStep) {
     EXPECT_TRUE(end.suspect.empty()) << "a copied capture is never in doubt";
     EXPECT_EQ(end.copied, 1);
     EXPECT_EQ(end.shared, 0);
-    SeriesPoint point;
-    ASSERT_TRUE(store->pointAt(kKey, step, &point));
-    ASSERT_EQ(point.step, step);
-    EXPECT_EQ(point.stats.min, seen.min);
-    EXPECT_EQ(point.stats.max, seen.max);
-    EXPECT_EQ(point.stats.l2norm, seen.l2norm);
-    EXPECT_EQ(point.stats.histogram, seen.histogram);
+    expectStoredAsSeen(*store, step, seen);
   }
 }
 
@@ -66,11 +72,7 @@ TEST(StatsWorkerTest, AnUntouchedSeriesIsSharedAndALaterTouchDropsThatCapture) {
   const auto after = worker.endStep();
   EXPECT_TRUE(after.suspect.empty());
   EXPECT_EQ(after.copied, 1);
-  SeriesPoint point;
-  ASSERT_TRUE(store->pointAt(kKey, 2, &point));
-  ASSERT_EQ(point.step, 2);
-  EXPECT_EQ(point.stats.mean, seen.mean);
-  EXPECT_EQ(point.stats.histogram, seen.histogram);
+  expectStoredAsSeen(*store, 2, seen);
 }
 
 TEST(StatsWorkerTest, ATensorChangedOnlyAfterItsStepIsStillShared) {
