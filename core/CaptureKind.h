@@ -14,6 +14,11 @@ enum class CaptureKind : std::uint8_t { Activation = 0, Input, Gradient, Param, 
 
 constexpr int kCaptureKindCount = 6;
 
+/// Whether series of this kind are named after a parameter ("fc1.weight") instead of a module.
+constexpr bool isParameterKind(CaptureKind kind) {
+  return kind == CaptureKind::Param || kind == CaptureKind::ParamGrad || kind == CaptureKind::Update;
+}
+
 /// One bit per kind, for per-module hook flags.
 constexpr std::uint8_t kindBit(CaptureKind kind) { return std::uint8_t(1u << unsigned(kind)); }
 

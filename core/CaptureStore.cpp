@@ -9,6 +9,12 @@ constexpr std::size_t kSeriesOverhead = sizeof(SeriesKey) + 64;
 constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
 } // namespace
 
+std::string ownerModule(const SeriesKey& key) {
+  if (!isParameterKind(key.kind)) return key.module;
+  const auto dot = key.module.rfind('.');
+  return dot == std::string::npos ? std::string() : key.module.substr(0, dot);
+}
+
 CaptureStore::CaptureStore(std::size_t capBytes) : m_cap(capBytes) {}
 
 std::size_t CaptureStore::pointBytes(const TensorStats& stats) {

@@ -30,6 +30,10 @@ struct SeriesKey {
   }
 };
 
+/// The module a series belongs to: its own path, or for the parameter kinds the module that
+/// owns the parameter ("fc1" for "fc1.weight", "" for a parameter of the root).
+std::string ownerModule(const SeriesKey& key);
+
 /// One stored capture of a series.
 struct SeriesPoint {
   std::int64_t step = 0;

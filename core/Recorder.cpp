@@ -68,11 +68,10 @@ void Recorder::finishStep() {
 void Recorder::store(std::int64_t step, SeriesKey key, const at::Tensor& tensor) {
   const auto start = std::chrono::steady_clock::now();
   if (m_worker) {
-    const bool parameterKind = key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad ||
-                               key.kind == CaptureKind::Update;
     const bool onParameter =
         tensor.has_storage() && m_parameterStorage.count(tensor.storage().unsafeGetStorageImpl());
-    m_worker->submit(step, std::move(key), tensor, m_bins, !parameterKind && !onParameter);
+    const bool mayShare = !isParameterKind(key.kind) && !onParameter;
+    m_worker->submit(step, std::move(key), tensor, m_bins, mayShare);
   } else {
     m_store->add(step, key, computeTensorStats(tensor, m_bins));
   }

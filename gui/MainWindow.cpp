@@ -508,12 +508,7 @@ void MainWindow::redraw() {
     std::vector<bool> nonFinite(modules.size(), false);
     const std::int64_t step = m_plots->shownStep();
     for (const auto& key : m_summary.store->seriesKeys()) {
-      std::string path = key.module;
-      if (key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad || key.kind == CaptureKind::Update) {
-        const auto dot = path.rfind('.');
-        path = dot == std::string::npos ? std::string() : path.substr(0, dot);
-      }
-      const auto found = byPath.find(path);
+      const auto found = byPath.find(ownerModule(key));
       if (found == byPath.end()) continue;
       SeriesPoint point;
       if (!m_summary.store->pointAt(key, step, &point) || point.step != step) continue;

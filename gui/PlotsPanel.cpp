@@ -89,21 +89,13 @@ void PlotsPanel::setSelectedModule(const std::string& path) {
 void PlotsPanel::updateSeriesChoices() {
   std::vector<SeriesKey> choices;
   if (m_state.store) {
+    // The layer's own series first, then its parameters' (captured as "fc1.weight").
+    std::vector<SeriesKey> parameters;
     for (const auto& key : m_state.store->seriesKeys()) {
-      if (key.module == m_module && key.kind != CaptureKind::Param && key.kind != CaptureKind::ParamGrad &&
-          key.kind != CaptureKind::Update) {
-        choices.push_back(key);
-      }
+      if (ownerModule(key) != m_module) continue;
+      (isParameterKind(key.kind) ? parameters : choices).push_back(key);
     }
-    // A layer's parameters are captured under their own names ("fc1.weight").
-    for (const auto& key : m_state.store->seriesKeys()) {
-      const std::string prefix = m_module.empty() ? std::string() : m_module + ".";
-      const bool own = key.module.size() > prefix.size() && key.module.compare(0, prefix.size(), prefix) == 0 &&
-                       key.module.find('.', prefix.size()) == std::string::npos;
-      if (own && (key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad || key.kind == CaptureKind::Update)) {
-        choices.push_back(key);
-      }
-    }
+    choices.insert(choices.end(), parameters.begin(), parameters.end());
   }
   if (choices == m_choices) return;
   const SeriesKey previous = m_state.selected;
@@ -114,7 +106,7 @@ void PlotsPanel::updateSeriesChoices() {
   for (std::size_t i = 0; i < m_choices.size(); ++i) {
     const auto& key = m_choices[i];
     QString label = QString::fromLatin1(captureKindName(key.kind));
-    if (key.kind == CaptureKind::Param || key.kind == CaptureKind::ParamGrad || key.kind == CaptureKind::Update) {
+    if (isParameterKind(key.kind)) {
       label += QStringLiteral(" ") + QString::fromStdString(key.module.substr(key.module.rfind('.') + 1));
     } else {
       if (key.call > 0) label += tr(" · call %1").arg(key.call);

@@ -52,6 +52,16 @@ TEST(CaptureStoreTest, SeriesAreKeyedAndQueriedByStepRange) {
   EXPECT_TRUE(store.values(g, &TensorStats::l2norm, 5).empty());
 }
 
+TEST(CaptureStoreTest, ParameterSeriesBelongToTheModuleThatOwnsThem) {
+  EXPECT_EQ(ownerModule({"layer1.0.conv1", 0, CaptureKind::Activation, 0}), "layer1.0.conv1");
+  EXPECT_EQ(ownerModule({"layer1.0.conv1", 0, CaptureKind::Gradient, 0}), "layer1.0.conv1");
+  EXPECT_EQ(ownerModule({"layer1.0.conv1.weight", 0, CaptureKind::Param, 0}), "layer1.0.conv1");
+  EXPECT_EQ(ownerModule({"fc1.bias", 0, CaptureKind::ParamGrad, 0}), "fc1");
+  EXPECT_EQ(ownerModule({"fc1.bias", 0, CaptureKind::Update, 0}), "fc1");
+  EXPECT_EQ(ownerModule({"scale", 0, CaptureKind::Param, 0}), "") << "a parameter of the root";
+  EXPECT_EQ(ownerModule({"", 0, CaptureKind::Activation, 0}), "");
+}
+
 TEST(CaptureStoreTest, RemovingOneCaptureLeavesTheOthersAndTheCounts) {
   CaptureStore store;
   const SeriesKey a{"fc1", 0, CaptureKind::Activation, 0};

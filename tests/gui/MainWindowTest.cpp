@@ -11,6 +11,7 @@
 #include "plots/LossPlot.h"
 
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
@@ -120,6 +121,38 @@ private Q_SLOTS:
       expected += QStringLiteral("\"conv1\",%1,%2\n").arg(p.step).arg(p.value, 0, 'g', 17);
     }
     QCOMPARE(panel.gradNorms()->toCsv(), expected);
+  }
+
+  void theSeriesChooserListsALayersOwnSeriesThenItsParameters() {
+    auto store = std::make_shared<CaptureStore>();
+    hookscope::TensorStats stats;
+    stats.shape = {4};
+    stats.numel = 4;
+    stats.histogram.assign(64, 1);
+    for (const hookscope::SeriesKey& key : std::vector<hookscope::SeriesKey>{
+             {"fc1", 0, CaptureKind::Activation, 0},
+             {"fc1", 0, CaptureKind::Gradient, 0},
+             {"fc1.weight", 0, CaptureKind::Param, 0},
+             {"fc1.weight", 0, CaptureKind::ParamGrad, 0},
+             {"fc1.sub", 0, CaptureKind::Activation, 0},        // a child's output
+             {"fc1.sub.weight", 0, CaptureKind::Param, 0},      // a child's parameter
+             {"fc2", 0, CaptureKind::Activation, 0},
+             {"scale", 0, CaptureKind::Param, 0}}) {            // the root's parameter
+      store->add(0, key, stats);
+    }
+    PlotsPanel panel;
+    panel.setStore(store);
+    auto* chooser = panel.findChild<QComboBox*>();
+    QVERIFY(chooser);
+    auto items = [&] {
+      QStringList texts;
+      for (int i = 0; i < chooser->count(); ++i) texts << chooser->itemText(i);
+      return texts;
+    };
+    panel.setSelectedModule("fc1");
+    QCOMPARE(items(), (QStringList{"activation", "gradient", "param weight", "param_grad weight"}));
+    panel.setSelectedModule("");
+    QCOMPARE(items(), (QStringList{"param scale"}));
   }
 
   void loadingFillsTheTreeAndPassesTheModelTester() {
