@@ -190,7 +190,7 @@ bool Model::instrumented() const { return m_impl->instrumented; }
 int Model::tapSites() const { return m_impl->tapSites; }
 
 void Model::setHook(int module, CaptureKind kind, bool on) {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  if (!hasModule(module)) return;
   if (on) {
     m_impl->flags[std::size_t(module)].fetch_or(kindBit(kind));
   } else {
@@ -199,12 +199,12 @@ void Model::setHook(int module, CaptureKind kind, bool on) {
 }
 
 void Model::setHooks(int module, std::uint8_t mask) {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  if (!hasModule(module)) return;
   m_impl->flags[std::size_t(module)] = mask;
 }
 
 std::uint8_t Model::hooks(int module) const {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return 0;
+  if (!hasModule(module)) return 0;
   return m_impl->flags[std::size_t(module)].load();
 }
 
@@ -220,13 +220,13 @@ std::string GradientIntervention::describe() const {
 }
 
 void Model::setGradientIntervention(int module, GradientIntervention intervention) {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  if (!hasModule(module)) return;
   m_impl->interventionValues[std::size_t(module)] = intervention.value;
   m_impl->interventionKinds[std::size_t(module)] = intervention.kind;
 }
 
 GradientIntervention Model::gradientIntervention(int module) const {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
+  if (!hasModule(module)) return {};
   return {GradientIntervention::Kind(m_impl->interventionKinds[std::size_t(module)].load()),
           m_impl->interventionValues[std::size_t(module)].load()};
 }
@@ -236,12 +236,12 @@ std::string OutputIntervention::describe() const {
 }
 
 void Model::setOutputIntervention(int module, OutputIntervention intervention) {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+  if (!hasModule(module)) return;
   m_impl->outputInterventions[std::size_t(module)] = intervention.kind;
 }
 
 OutputIntervention Model::outputIntervention(int module) const {
-  if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
+  if (!hasModule(module)) return {};
   return {OutputIntervention::Kind(m_impl->outputInterventions[std::size_t(module)].load())};
 }
 

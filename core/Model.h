@@ -103,6 +103,9 @@ public:
 
 private:
   Model() = default;
+  /// Whether `module` is an index into modules(); the setters ignore, the getters answer
+  /// "nothing" for, any other.
+  bool hasModule(int module) const { return module >= 0 && std::size_t(module) < m_modules.size(); }
   std::shared_ptr<ModelImpl> m_impl;
   std::string m_path;
   std::string m_exampleInputSpec;
