@@ -48,6 +48,16 @@ bool validateSpecs(const std::vector<std::string>& specs, std::string* message) 
   return true;
 }
 
+// Splits "NAME=NUMBER" at its last '='; false unless a whole number follows it.
+bool splitAssignment(const std::string& spec, std::string* name, double* value) {
+  const auto eq = spec.rfind('=');
+  if (eq == std::string::npos) return false;
+  char* end = nullptr;
+  *value = std::strtod(spec.c_str() + eq + 1, &end);
+  *name = spec.substr(0, eq);
+  return end && *end == '\0';
+}
+
 std::string displayName(const ModuleInfo& info) {
   return info.path.empty() ? "(root " + info.name + ")" : info.path;
 }
@@ -134,11 +144,11 @@ int runCapture(const CaptureOptions& options) {
   }
   RuleSettings ruleSettings;
   for (const auto& spec : options.thresholds) {
-    const auto eq = spec.find('=');
-    const auto rule = parseRuleName(spec.substr(0, eq));
-    char* end = nullptr;
-    const double value = eq == std::string::npos ? 0 : std::strtod(spec.c_str() + eq + 1, &end);
-    if (!rule || eq == std::string::npos || !end || *end != '\0') {
+    std::string name;
+    double value = 0;
+    const bool assignment = splitAssignment(spec, &name, &value);
+    const auto rule = parseRuleName(name);
+    if (!assignment || !rule) {
       return error(kUsage, "--threshold '" + spec + "' needs RULE=VALUE with a rule name and a number");
     }
     if (!setRuleThreshold(ruleSettings, *rule, value, &message)) return error(kUsage, message);
@@ -189,13 +199,10 @@ int runCapture(const CaptureOptions& options) {
   auto intervene = [&](const std::vector<std::string>& specs, GradientIntervention::Kind kind, bool needsValue,
                        const char* option) -> bool {
     for (const auto& spec : specs) {
-      const auto eq = spec.rfind('=');
-      const std::string pattern = needsValue ? spec.substr(0, eq) : spec;
+      std::string pattern = spec;
       double value = 0;
       if (needsValue) {
-        char* end = nullptr;
-        value = eq == std::string::npos ? 0 : std::strtod(spec.c_str() + eq + 1, &end);
-        if (eq == std::string::npos || !end || *end != '\0' || !std::isfinite(value) ||
+        if (!splitAssignment(spec, &pattern, &value) || !std::isfinite(value) ||
             (kind == GradientIntervention::Clamp && value <= 0)) {
           message = std::string(option) + " '" + spec + "' needs PATTERN=VALUE with a " +
                     (kind == GradientIntervention::Clamp ? "positive" : "finite") + " value";
