@@ -1,49 +1,10 @@
 // Taps: switches that take effect between steps, call numbering, shared types, no-grad runs.
-#include "TestSupport.h"
-
-#include "CaptureStore.h"
-#include "Model.h"
-#include "StepRunner.h"
+#include "TestSession.h"
 
 using namespace hookscope;
 using namespace hookscope::test;
 
 namespace {
-
-struct Session {
-  std::unique_ptr<Model> model;
-  std::shared_ptr<CaptureStore> store = std::make_shared<CaptureStore>();
-  std::unique_ptr<StepRunner> runner;
-
-  explicit Session(const std::string& file, LoadOptions options = {}) {
-    std::string error;
-    model = Model::load(file, &error, options);
-    if (!model) {
-      ADD_FAILURE() << error;
-      return;
-    }
-    runner = std::make_unique<StepRunner>(*model, store);
-  }
-  void configure(RunConfig config) {
-    std::string error;
-    ASSERT_TRUE(runner->configure(config, &error)) << error;
-  }
-  void step() {
-    std::string error;
-    StepResult result;
-    ASSERT_TRUE(runner->step(&result, &error)) << error;
-  }
-  int module(const std::string& path) {
-    const int index = model->findModule(path);
-    EXPECT_GE(index, 0) << path;
-    return index;
-  }
-  std::vector<std::int64_t> steps(const SeriesKey& key) {
-    std::vector<std::int64_t> result;
-    for (const auto& p : store->series(key)) result.push_back(p.step);
-    return result;
-  }
-};
 
 RunConfig parityConfig(const std::string& name) {
   RunConfig config;

@@ -1,42 +1,30 @@
 // Rules on real runs: NaN origin, dead units, exploding gradients; plateau on a store.
-#include "TestSupport.h"
+#include "TestSession.h"
 
-#include "CaptureStore.h"
-#include "Model.h"
 #include "RuleEngine.h"
-#include "StepRunner.h"
 
 using namespace hookscope;
 using namespace hookscope::test;
 
 namespace {
 
-struct RuleRun {
-  std::unique_ptr<Model> model;
-  std::shared_ptr<CaptureStore> store = std::make_shared<CaptureStore>();
-  std::unique_ptr<StepRunner> runner;
+// Every module hooked for activations and gradients; each step is followed by the rules.
+struct RuleRun : Session {
   RuleEngine rules;
 
-  RuleRun(const std::string& file, RunConfig config) {
-    std::string error;
-    model = Model::load(file, &error);
-    if (!model) {
-      ADD_FAILURE() << error;
-      return;
-    }
+  RuleRun(const std::string& file, RunConfig config) : Session(file) {
+    if (!model) return;
     std::map<std::string, std::string> types;
     for (std::size_t i = 0; i < model->modules().size(); ++i) {
       model->setHooks(int(i), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
       types[model->modules()[i].path] = model->modules()[i].typeName;
     }
     rules.setModuleTypes(types);
-    runner = std::make_unique<StepRunner>(*model, store);
-    EXPECT_TRUE(runner->configure(config, &error)) << error;
+    configure(config);
   }
   std::vector<Alert> step() {
     StepResult result;
-    std::string error;
-    EXPECT_TRUE(runner->step(&result, &error)) << error;
+    Session::step(&result);
     return rules.evaluate(*store, result.step, runner->lastStepOrder());
   }
 };
