@@ -17,7 +17,7 @@
 namespace hookscope {
 
 /// Takes snapshots of captured tensors and computes their statistics on its own thread, so
-/// the engine thread only pays for the copy. LibTorch often runs a step on one core; this
+/// the engine thread pays at most for a copy. LibTorch often runs a step on one core; this
 /// puts the statistics on another. drain() waits until every submitted capture is stored.
 ///
 /// A snapshot is a copy only where one is needed. Every capture's version counter is

@@ -19,8 +19,9 @@ namespace {
 // helper costs more than it saves.
 constexpr std::int64_t kParallelMin = std::int64_t(1) << 18;
 
-// The float32 loops get an AVX2 version chosen at run time on CPUs that have it, beside the
-// baseline x86-64 one (LibTorch's own kernels dispatch the same way).
+// The float32 loops get AVX-512 (x86-64-v4) and AVX2 with FMA (x86-64-v3) versions, chosen at
+// run time by what the CPU has, beside the baseline x86-64 one (LibTorch's own kernels
+// dispatch the same way).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define HOOKSCOPE_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
