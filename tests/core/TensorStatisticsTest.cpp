@@ -118,7 +118,7 @@ TEST(TensorStatisticsTest, LargeNonContiguousTensorMatchesTorch) {
   const at::Tensor d = t.to(at::kDouble);
   EXPECT_TRUE(closeRel(s.mean, d.mean().item<double>(), 1e-12));
   EXPECT_TRUE(closeRel(s.std, d.std().item<double>(), 1e-9));
-  // float32 is summed in float over blocks of 256, then in double (see scanRangeFast).
+  // float32 is summed in float over blocks of 1024, then in double (see scanRangeFast in StatsKernels.cpp).
   EXPECT_TRUE(closeRel(s.l2norm, d.norm().item<double>(), 1e-7));
   EXPECT_DOUBLE_EQ(s.min, d.min().item<double>());
   EXPECT_DOUBLE_EQ(s.max, d.max().item<double>());

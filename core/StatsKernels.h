@@ -1,0 +1,40 @@
+#pragma once
+// Internal to core: the loops that compute a capture's statistics over a range of float32 or
+// float64 values. Plain C++ on raw pointers, no LibTorch: TensorStatistics cuts a tensor
+// into parts, runs these on the idle cores and merges the parts.
+
+#include <cstdint>
+#include <limits>
+
+namespace hookscope::kernels {
+
+/// Values a part's statistics are merged from.
+struct Partial {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double shiftedSum = 0;    // sum of (x - shift)
+  double shiftedSumSq = 0;  // sum of (x - shift)^2, for a stable variance
+  double sumSq = 0;         // sum of x^2, for the norm
+  std::int64_t finite = 0;
+  std::int64_t zeros = 0;
+  std::int64_t nans = 0;
+  std::int64_t infs = 0;
+};
+
+/// Parts start on multiples of this many values, so float block sums group values the same
+/// whichever way a tensor is cut.
+constexpr std::int64_t kPartAlign = 4096;
+
+/// Adds the range's min, max, sums, zeros and non-finite counts to p. shift is subtracted
+/// before the sums of squares, for a stable variance (any value near the data will do).
+template <typename T>
+void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p);
+
+/// Adds the range's finite values to counts[0, bins): bin = min((v - low) * scale, bins - 1)
+/// in the values' precision, clamped at 0. allFinite promises the range has no NaN or Inf
+/// and no value below low.
+template <typename T>
+void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
+                     std::int64_t bins, bool allFinite, std::int64_t* counts);
+
+} // namespace hookscope::kernels
