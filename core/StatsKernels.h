@@ -30,11 +30,19 @@ constexpr std::int64_t kPartAlign = 4096;
 template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p);
 
+/// Which histogram loop to use: Portable is the one any CPU runs, for tests to compare with.
+enum class HistogramKernel { Best, Portable };
+
+/// Whether this CPU runs the one-hot histogram (AVX-512), which Best picks for float32 with
+/// every value finite and at most 64 bins.
+bool hasOneHotKernel();
+
 /// Adds the range's finite values to counts[0, bins): bin = min((v - low) * scale, bins - 1)
 /// in the values' precision, clamped at 0. allFinite promises the range has no NaN or Inf
 /// and no value below low.
 template <typename T>
 void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
-                     std::int64_t bins, bool allFinite, std::int64_t* counts);
+                     std::int64_t bins, bool allFinite, std::int64_t* counts,
+                     HistogramKernel kernel = HistogramKernel::Best);
 
 } // namespace hookscope::kernels

@@ -1,0 +1,94 @@
+// The statistics loops on raw values: the AVX-512 one-hot histogram must count exactly like
+// the portable one and like the float formula, whatever the data and the number of bins.
+#include "StatsKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace hookscope::kernels;
+
+namespace {
+
+struct Range {
+  float low = 0;
+  float scale = 0;
+};
+
+// The bin range as TensorStatistics sets it: [min, max], or a pad around a single value.
+Range rangeOf(const std::vector<float>& values, int bins) {
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  double low = *lo, high = *hi;
+  if (high <= low) {
+    low -= 0.5;
+    high += 0.5;
+  }
+  return {float(low), float(double(bins) / (high - low))};
+}
+
+// bin = min((v - low) * scale, bins - 1), each step rounded in float.
+std::vector<std::int64_t> byFormula(const std::vector<float>& values, Range r, int bins) {
+  std::vector<std::int64_t> counts(std::size_t(bins), 0);
+  const float top = float(bins - 1);
+  for (const float v : values) {
+    const float at = (v - r.low) * r.scale;
+    ++counts[std::size_t(std::min(at, top))];
+  }
+  return counts;
+}
+
+std::vector<std::int64_t> byKernel(const std::vector<float>& values, Range r, int bins, HistogramKernel kernel) {
+  std::vector<std::int64_t> counts(std::size_t(bins), 0);
+  histogramValues(values.data(), 0, std::int64_t(values.size()), r.low, r.scale, bins, true, counts.data(), kernel);
+  return counts;
+}
+
+// Normal values, ReLU-like values (half exact zeros, so half land in bin 0), one value
+// repeated (every count in one bin, the carries of the bit planes at their longest), and
+// values spread evenly with the maximum repeated (the top bin full).
+std::vector<std::pair<std::string, std::vector<float>>> datasets(std::size_t n) {
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal(1.0f, 3.0f);
+  std::vector<float> gaussian(n), relu(n), equal(n, 0.25f), even(n);
+  for (auto& v : gaussian) v = normal(random);
+  for (auto& v : relu) v = std::max(0.0f, normal(random) - 1.0f);
+  for (std::size_t i = 0; i < n; ++i) even[i] = i % 5 == 0 ? 100.0f : float(i % 1000) / 10.0f;
+  return {{"gaussian", gaussian}, {"relu", relu}, {"equal", equal}, {"even", even}};
+}
+
+} // namespace
+
+TEST(StatsKernelsTest, OneHotHistogramCountsLikeThePortableOneAndTheFormula) {
+  if (!hasOneHotKernel()) GTEST_SKIP() << "this CPU has no AVX-512; the portable histogram is the only one";
+  // 100 values (the tail loop only), one step and a tail, and 3.5 flushes of the bit planes
+  // (255 steps of 256 values each) with a ragged tail.
+  for (const std::size_t n : {std::size_t(100), std::size_t(256 + 17), std::size_t(255 * 256 * 3 + 128 * 256 + 99)}) {
+    for (const auto& [name, values] : datasets(n)) {
+      for (const int bins : {1, 7, 32, 33, 64}) {
+        const Range r = rangeOf(values, bins);
+        const auto expected = byFormula(values, r, bins);
+        EXPECT_EQ(byKernel(values, r, bins, HistogramKernel::Best), expected)
+            << name << ", " << n << " values, " << bins << " bins";
+        EXPECT_EQ(byKernel(values, r, bins, HistogramKernel::Portable), expected)
+            << name << ", " << n << " values, " << bins << " bins (portable)";
+      }
+    }
+  }
+}
+
+TEST(StatsKernelsTest, HistogramOfPartsAddsUpToTheWhole) {
+  // The parts TensorStatistics hands to the cores: counts add up across any cut.
+  const auto values = datasets(300001)[0].second;
+  const Range r = rangeOf(values, 64);
+  const auto whole = byKernel(values, r, 64, HistogramKernel::Best);
+  std::vector<std::int64_t> parts(64, 0);
+  const std::int64_t cut = 4 * kPartAlign + 13;
+  histogramValues(values.data(), 0, cut, r.low, r.scale, 64, true, parts.data());
+  histogramValues(values.data(), cut, std::int64_t(values.size()), r.low, r.scale, 64, true, parts.data());
+  EXPECT_EQ(parts, whole);
+  EXPECT_EQ(whole, byFormula(values, r, 64));
+}
