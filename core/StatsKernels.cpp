@@ -32,7 +32,6 @@ namespace {
 #define HOOKSCOPE_SIMD_CLONES
 #endif
 
-
 // The careful scan: non-finite values are selected away and counted. Branch-free, with
 // reductions that may be reassociated (omp simd, built with -fopenmp-simd).
 template <typename T>
@@ -213,7 +212,6 @@ void histogramLanes(const T* data, std::int64_t begin, std::int64_t end, T low, 
 // at the end. The increments read no data, so while they run the next block is prefetched
 // into L2: its bin indices are then computed from L2 instead of waiting on memory.
 constexpr std::int64_t kPairMaxBins = 64;
-constexpr std::int64_t kOneHotMaxBins = 64;
 constexpr std::int64_t kPairBlock = 4096;
 
 HOOKSCOPE_SIMD_CLONES void histogramPairs(const float* data, std::int64_t begin, std::int64_t end, float low,
@@ -278,7 +276,6 @@ HOOKSCOPE_SIMD_CLONES void histogramPairs(const float* data, std::int64_t begin,
   if (first < end) histogramLanes(data, first, end, low, scale, bins, counts);
 }
 
-
 #if HOOKSCOPE_ONE_HOT_KERNEL
 // The float32 histogram on CPUs with AVX-512, for up to 64 bins when every value is finite.
 // No counter is incremented per value. Each value becomes a one-hot word (bit b set for bin
@@ -291,6 +288,7 @@ HOOKSCOPE_SIMD_CLONES void histogramPairs(const float* data, std::int64_t begin,
 // its cost does not depend on the data: a tensor of equal values makes the pair table's
 // increments wait on each other.
 #define HOOKSCOPE_AVX512 __attribute__((target("avx512f")))
+constexpr std::int64_t kOneHotMaxBins = 64;
 
 struct OneHotConstants {
   __m512 low, scale, top;
@@ -402,17 +400,18 @@ HOOKSCOPE_AVX512 void histogramOneHot(const float* data, std::int64_t begin, std
   if (first < end) histogramLanes(data, first, end, low, scale, bins, counts);
 }
 
-bool hasOneHotCpu() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
-#else
-bool hasOneHotCpu() { return false; }
 #endif
 
 } // namespace
 
-bool hasOneHotKernel() { return hasOneHotCpu(); }
+bool hasOneHotKernel() {
+#if HOOKSCOPE_ONE_HOT_KERNEL
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+#else
+  return false;
+#endif
+}
 
 template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
@@ -425,12 +424,15 @@ void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shif
 
 template <typename T>
 void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
-                    std::int64_t bins, bool allFinite, std::int64_t* counts, HistogramKernel kernel) {
+                    std::int64_t bins, bool allFinite, std::int64_t* counts,
+                    [[maybe_unused]] HistogramKernel kernel) {
   if constexpr (std::is_same_v<T, float>) {
-    if (kernel == HistogramKernel::Best && allFinite && bins <= kOneHotMaxBins && hasOneHotCpu()) {
+#if HOOKSCOPE_ONE_HOT_KERNEL
+    if (kernel == HistogramKernel::Best && allFinite && bins <= kOneHotMaxBins && hasOneHotKernel()) {
       histogramOneHot(data, begin, end, float(low), float(scale), bins, counts);
       return;
     }
+#endif
     if (bins <= kPairMaxBins && end - begin >= 8 * kPairBlock) {
       histogramPairs(data, begin, end, float(low), float(scale), bins, allFinite, counts);
       return;
