@@ -1,3 +1,4 @@
+#include "Allocator.h"
 #include "CliCommands.h"
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,7 @@
 using namespace hookscope::cli;
 
 int main(int argc, char** argv) {
+  hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
                "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written)."};

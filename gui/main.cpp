@@ -1,3 +1,4 @@
+#include "Allocator.h"
 #include "MainWindow.h"
 
 #include <QApplication>
@@ -7,6 +8,7 @@
 #include <QIcon>
 
 int main(int argc, char** argv) {
+  hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("HookScope"));
   QApplication::setApplicationName(QStringLiteral("HookScope"));

@@ -2,6 +2,7 @@
 //   hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS]
 //   hookscope-core-bench stats
 //   hookscope-core-bench memory
+#include "Allocator.h"
 #include "CaptureStore.h"
 #include "Model.h"
 #include "StepRunner.h"
@@ -188,6 +189,7 @@ int memory() {
 } // namespace
 
 int main(int argc, char** argv) {
+  keepFreedMemory();  // as HookScope's programs do
   if (argc >= 4 && std::strcmp(argv[1], "overhead") == 0) {
     return overhead(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 5);
   }

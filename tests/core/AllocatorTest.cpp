@@ -1,0 +1,41 @@
+// keepFreedMemory: a block freed and allocated again, as every training step does, is
+// served from memory the process kept, without the kernel mapping fresh pages.
+#include "Allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+long minorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// Page faults while allocating, filling and freeing `bytes`.
+long faultsOfOneBlock(std::size_t bytes) {
+  const long before = minorFaults();
+  void* block = std::malloc(bytes);
+  std::memset(block, 1, bytes);
+  asm volatile("" : : "r"(block) : "memory");  // the fill is not optimized away
+  std::free(block);
+  return minorFaults() - before;
+}
+
+} // namespace
+
+#if defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
+TEST(AllocatorTest, ABlockFreedAndAllocatedAgainTakesNoFreshPages) {
+  hookscope::keepFreedMemory();
+  constexpr std::size_t kBytes = std::size_t(40) << 20;  // 10,240 pages of 4 KiB
+  faultsOfOneBlock(kBytes);                               // the first time maps them
+  for (int again = 0; again < 3; ++again) {
+    EXPECT_LT(faultsOfOneBlock(kBytes), 100) << "time " << again + 2;
+  }
+}
+#endif
