@@ -12,6 +12,7 @@
 // GCC 12 warns that its own intrinsics read an uninitialized "don't care" operand
 // (_mm512_undefined_*): a false positive, GCC bug 105593.
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop

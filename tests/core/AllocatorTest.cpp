@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)  // ThreadSanitizer brings its own malloc
+
 namespace {
 
 long minorFaults() {
@@ -29,7 +31,6 @@ long faultsOfOneBlock(std::size_t bytes) {
 
 } // namespace
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
 TEST(AllocatorTest, ABlockFreedAndAllocatedAgainTakesNoFreshPages) {
   hookscope::keepFreedMemory();
   constexpr std::size_t kBytes = std::size_t(40) << 20;  // 10,240 pages of 4 KiB
