@@ -62,6 +62,18 @@ std::string displayName(const ModuleInfo& info) {
   return info.path.empty() ? "(root " + info.name + ")" : info.path;
 }
 
+// Indices of the modules whose path matches `pattern`, in tree order; without the root
+// when only submodules may take part.
+std::vector<int> matchingModules(const std::string& pattern, const std::vector<ModuleInfo>& modules,
+                                 bool submodulesOnly = false) {
+  std::vector<int> matched;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    if (submodulesOnly && modules[i].path.empty()) continue;
+    if (matchesPattern(pattern, modules[i].path)) matched.push_back(int(i));
+  }
+  return matched;
+}
+
 } // namespace
 
 bool matchesPattern(const std::string& pattern, const std::string& path) {
@@ -166,9 +178,7 @@ int runCapture(const CaptureOptions& options) {
   std::vector<HookedModule> hooked;
   std::vector<int> keep;
   for (const auto& pattern : patterns) {
-    bool any = false;
-    for (const auto& info : modules) any = any || matchesPattern(pattern, info.path);
-    if (!any) {
+    if (matchingModules(pattern, modules).empty()) {
       return error(kUsage, "--hook '" + pattern + "' matches no module; `hookscope-cli inspect " +
                                options.model + "` lists the module paths");
     }
@@ -185,14 +195,9 @@ int runCapture(const CaptureOptions& options) {
     hooked.push_back(entry);
   }
   for (const auto& pattern : options.saveTensors) {
-    bool any = false;
-    for (std::size_t i = 0; i < modules.size(); ++i) {
-      if (matchesPattern(pattern, modules[i].path)) {
-        keep.push_back(int(i));
-        any = true;
-      }
-    }
-    if (!any) return error(kUsage, "--save-tensors '" + pattern + "' matches no module");
+    const std::vector<int> matched = matchingModules(pattern, modules);
+    if (matched.empty()) return error(kUsage, "--save-tensors '" + pattern + "' matches no module");
+    keep.insert(keep.end(), matched.begin(), matched.end());
   }
 
   std::vector<InterventionRecord> interventions;
@@ -209,17 +214,15 @@ int runCapture(const CaptureOptions& options) {
           return false;
         }
       }
-      bool any = false;
-      for (std::size_t i = 0; i < modules.size(); ++i) {
-        if (!matchesPattern(pattern, modules[i].path)) continue;
-        any = true;
-        const GradientIntervention gi{kind, value};
-        model->setGradientIntervention(int(i), gi);
-        interventions.push_back({modules[i].path, "gradient", gi.describe(), 0, 0});
-      }
-      if (!any) {
+      const std::vector<int> matched = matchingModules(pattern, modules);
+      if (matched.empty()) {
         message = std::string(option) + " '" + pattern + "' matches no module";
         return false;
+      }
+      const GradientIntervention gi{kind, value};
+      for (const int i : matched) {
+        model->setGradientIntervention(i, gi);
+        interventions.push_back({modules[std::size_t(i)].path, "gradient", gi.describe(), 0, 0});
       }
     }
     return true;
@@ -233,14 +236,12 @@ int runCapture(const CaptureOptions& options) {
        {std::tuple{&options.zeroOutput, OutputIntervention::Zero, "--zero-output"},
         std::tuple{&options.meanOutput, OutputIntervention::Mean, "--mean-output"}}) {
     for (const auto& pattern : *patterns) {
-      bool any = false;
-      for (std::size_t i = 0; i < modules.size(); ++i) {
-        if (modules[i].path.empty() || !matchesPattern(pattern, modules[i].path)) continue;  // not the root
-        any = true;
-        model->setOutputIntervention(int(i), {kind});
-        interventions.push_back({modules[i].path, "output", OutputIntervention{kind}.describe(), 0, 0});
+      const std::vector<int> matched = matchingModules(pattern, modules, /*submodulesOnly=*/true);
+      if (matched.empty()) return error(kUsage, std::string(option) + " '" + pattern + "' matches no submodule");
+      for (const int i : matched) {
+        model->setOutputIntervention(i, {kind});
+        interventions.push_back({modules[std::size_t(i)].path, "output", OutputIntervention{kind}.describe(), 0, 0});
       }
-      if (!any) return error(kUsage, std::string(option) + " '" + pattern + "' matches no submodule");
     }
   }
 
