@@ -272,9 +272,7 @@ int runCapture(const CaptureOptions& options) {
   runner.keepTensors(keep);
 
   RuleEngine rules(ruleSettings);
-  std::map<std::string, std::string> types;
-  for (const auto& info : modules) types[info.path] = info.typeName;
-  rules.setModuleTypes(types);
+  rules.setModuleTypes(model->moduleTypes());
   std::optional<Alert> breakAlert;
   const bool terminal = ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();

@@ -186,6 +186,12 @@ int Model::findModule(const std::string& path) const {
   return -1;
 }
 
+std::map<std::string, std::string> Model::moduleTypes() const {
+  std::map<std::string, std::string> types;
+  for (const auto& info : m_modules) types[info.path] = info.typeName;
+  return types;
+}
+
 bool Model::instrumented() const { return m_impl->instrumented; }
 int Model::tapSites() const { return m_impl->tapSites; }
 

@@ -65,9 +65,7 @@ void EngineAdapter::loadModel(const QString& path) {
   m_stepsDone = 0;
   m_interventions.clear();
   m_rules = std::make_unique<RuleEngine>(m_ruleSettings);
-  std::map<std::string, std::string> types;
-  for (const auto& info : m_model->modules()) types[info.path] = info.typeName;
-  m_rules->setModuleTypes(std::move(types));
+  m_rules->setModuleTypes(m_model->moduleTypes());
   ModelSummary summary;
   summary.path = path;
   summary.fileName = QString::fromStdString(m_model->fileName());

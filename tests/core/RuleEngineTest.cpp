@@ -14,12 +14,10 @@ struct RuleRun : Session {
 
   RuleRun(const std::string& file, RunConfig config) : Session(file) {
     if (!model) return;
-    std::map<std::string, std::string> types;
     for (std::size_t i = 0; i < model->modules().size(); ++i) {
       model->setHooks(int(i), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
-      types[model->modules()[i].path] = model->modules()[i].typeName;
     }
-    rules.setModuleTypes(types);
+    rules.setModuleTypes(model->moduleTypes());
     configure(config);
   }
   std::vector<Alert> step() {
