@@ -7,6 +7,13 @@ namespace hookscope {
 namespace {
 constexpr std::size_t kSeriesOverhead = sizeof(SeriesKey) + 64;
 constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
+
+// The first point of a series (kept in step order) at or after `step`.
+template <typename Points>
+auto firstAtOrAfter(Points& points, std::int64_t step) {
+  return std::lower_bound(points.begin(), points.end(), step,
+                          [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
+}
 } // namespace
 
 std::string ownerModule(const SeriesKey& key) {
@@ -51,8 +58,7 @@ bool CaptureStore::remove(std::int64_t step, const SeriesKey& key) {
   const auto series = m_series.find(key);
   if (series == m_series.end()) return false;
   auto& points = series->second;
-  const auto point = std::lower_bound(points.begin(), points.end(), step,
-                                      [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
+  const auto point = firstAtOrAfter(points, step);
   if (point == points.end() || point->step != step) return false;
   m_bytes -= pointBytes(point->stats);
   points.erase(point);
@@ -126,8 +132,8 @@ std::vector<SeriesPoint> CaptureStore::series(const SeriesKey& key, std::int64_t
   std::vector<SeriesPoint> result;
   const auto it = m_series.find(key);
   if (it == m_series.end()) return result;
-  for (const auto& point : it->second) {
-    if (point.step >= from && point.step <= to) result.push_back(point);
+  for (auto pos = firstAtOrAfter(it->second, from); pos != it->second.end() && pos->step <= to; ++pos) {
+    result.push_back(*pos);
   }
   return result;
 }
@@ -139,8 +145,7 @@ std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double Tenso
   const auto it = m_series.find(key);
   if (it == m_series.end()) return result;
   const auto& points = it->second;
-  auto pos = std::lower_bound(points.begin(), points.end(), from,
-                              [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
+  auto pos = firstAtOrAfter(points, from);
   result.reserve(std::size_t(points.end() - pos));
   for (; pos != points.end(); ++pos) result.push_back({pos->step, pos->stats.*field});
   return result;
