@@ -1,5 +1,7 @@
 #include "Allocator.h"
 
+#include <sys/resource.h>
+
 #include <cstdlib>  // defines __GLIBC__ where it applies
 
 #if defined(__GLIBC__)
@@ -14,6 +16,12 @@ void keepFreedMemory() {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
+}
+
+long minorPageFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
 }
 
 } // namespace hookscope

@@ -12,4 +12,8 @@ namespace hookscope {
 /// of free memory stays at its top. Call it first thing in main().
 void keepFreedMemory();
 
+/// Minor page faults of this process so far: the kernel mapping a fresh page on first touch.
+/// What keepFreedMemory saves, for its test and the benchmarks.
+long minorPageFaults();
+
 } // namespace hookscope

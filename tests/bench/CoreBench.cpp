@@ -11,8 +11,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,12 +44,6 @@ struct Config {
   std::vector<double> optimizerMs;
   StepResult last;
 };
-
-long minorFaults() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
-}
 
 int overhead(const std::string& path, const std::string& spec, int rounds) {
   std::vector<Config> configs;
@@ -90,7 +82,7 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
       for (int s = 0; s < stepsPerTurn; ++s) {
         StepResult r;
         std::string error;
-        const long faultsBefore = minorFaults();
+        const long faultsBefore = minorPageFaults();
         const auto start = Clock::now();
         if (!c.runner->step(&r, &error)) {
           std::fprintf(stderr, "%s\n", error.c_str());
@@ -102,7 +94,7 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
         c.backwardMs.push_back(r.backwardMs);
         c.optimizerMs.push_back(r.optimizerMs);
         c.last = r;
-        c.faults.push_back(double(minorFaults() - faultsBefore));
+        c.faults.push_back(double(minorPageFaults() - faultsBefore));
       }
     }
   }

@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-
 #include <cstdlib>
 #include <cstring>
 
@@ -13,20 +11,14 @@
 
 namespace {
 
-long minorFaults() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
-}
-
 // Page faults while allocating, filling and freeing `bytes`.
 long faultsOfOneBlock(std::size_t bytes) {
-  const long before = minorFaults();
+  const long before = hookscope::minorPageFaults();
   void* block = std::malloc(bytes);
   std::memset(block, 1, bytes);
   asm volatile("" : : "r"(block) : "memory");  // the fill is not optimized away
   std::free(block);
-  return minorFaults() - before;
+  return hookscope::minorPageFaults() - before;
 }
 
 } // namespace
