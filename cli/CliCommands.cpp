@@ -3,6 +3,7 @@
 #include "ExportFolder.h"
 #include "InputSpec.h"
 #include "Model.h"
+#include "OperatorLibraries.h"
 #include "RuleEngine.h"
 #include "Sha256.h"
 #include "StepRunner.h"
@@ -75,6 +76,17 @@ std::vector<int> matchingModules(const std::string& pattern, const std::vector<M
 }
 
 } // namespace
+
+bool loadLibraries(const std::vector<std::string>& paths) {
+  for (const auto& path : paths) {
+    std::string message;
+    if (!loadOperatorLibrary(path, &message)) {
+      error(kModelLoad, message);
+      return false;
+    }
+  }
+  return true;
+}
 
 bool matchesPattern(const std::string& pattern, const std::string& path) {
   return ::fnmatch(pattern.c_str(), path.c_str(), 0) == 0;

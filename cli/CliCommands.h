@@ -51,6 +51,9 @@ struct CaptureOptions {
   std::vector<std::string> meanOutput; ///< PATTERN
 };
 
+/// Loads operator libraries given with --load-library; false after reporting the first failure.
+bool loadLibraries(const std::vector<std::string>& paths);
+
 int runInspect(const InspectOptions& options);
 int runCapture(const CaptureOptions& options);
 int runShow(const std::string& dir);

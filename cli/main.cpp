@@ -14,6 +14,12 @@ int main(int argc, char** argv) {
                "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written)."};
   app.require_subcommand(1);
 
+  std::vector<std::string> libraries;
+  const std::string libraryHelp =
+      "shared library of TorchScript operators to load first, like torch.ops.load_library "
+      "(repeatable): for a model that uses operators outside PyTorch itself, e.g. torchvision's "
+      "_C.so for torchvision::nms. torchvision's beside the linked PyTorch is loaded by itself.";
+
   InspectOptions inspect;
   auto* inspectCmd = app.add_subcommand(
       "inspect", "Print the module tree (path, type, own and total parameters); with --input, run "
@@ -22,12 +28,14 @@ int main(int argc, char** argv) {
   inspectCmd->add_option("--input", inspect.inputs,
                          "synthetic input SHAPE[:DTYPE[:LOW:HIGH]], one per model input, e.g. "
                          "8x1x28x28 or 8x128:int64:0:30000");
+  inspectCmd->add_option("--load-library", libraries, libraryHelp);
 
   CaptureOptions capture;
   auto* captureCmd = app.add_subcommand(
       "capture", "Run training steps with hooks on the chosen modules and write an export folder.");
   captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
   captureCmd->add_option("--out", capture.out, "export folder to write")->required();
+  captureCmd->add_option("--load-library", libraries, libraryHelp);
   captureCmd->add_option("--hook", capture.hooks,
                          "glob on module paths, repeatable: 'layer1.*', 'fc', '*' for all "
                          "(the root's path is '' and '*' matches it)");
@@ -101,6 +109,7 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kOk : kUsage;
   }
+  if ((*inspectCmd || *captureCmd) && !loadLibraries(libraries)) return kModelLoad;
   if (*inspectCmd) return runInspect(inspect);
   if (*captureCmd) return runCapture(capture);
   if (*showCmd) return runShow(showDir);

@@ -1,6 +1,7 @@
 #include "ExportFolder.h"
 
 #include "CsvFormat.h"
+#include "TorchSaveFile.h"
 
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -114,7 +115,7 @@ std::vector<char> histogramsPickle(const std::vector<std::pair<SeriesKey, std::v
                              std::to_string(key.call) + "/" + std::to_string(key.index);
     result.insert(name, entry);
   }
-  return torch::pickle_save(c10::IValue(result));
+  return saveTorchFile(c10::IValue(result));
 }
 
 std::string readText(const fs::path& path) {

@@ -2,12 +2,14 @@
 
 #include "Instrumentation.h"
 #include "ModelImpl.h"
+#include "OperatorLibraries.h"
 #include "TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 namespace hookscope {
@@ -21,6 +23,31 @@ constexpr const char* kInputSpecExtraFile = "hookscope/input_spec";
 std::string howToSave() {
   return "Save the model as TorchScript in Python: torch.jit.script(model).save(\"model.pt\") "
          "or torch.jit.trace(model, example_input).save(\"model.pt\"), and open that file.";
+}
+
+// For a file whose format is newer than the linked LibTorch reads: both versions and what to
+// do; "" when `reason` is about something else.
+std::string explainNewerFormat(const std::string& reason) {
+  static const std::regex version(R"(PyTorch file with version (\d+).*maximum supported version for reading is (\d+))");
+  std::smatch match;
+  if (!std::regex_search(reason, match, version)) return "";
+  return "its file format version is " + match[1].str() + ", and PyTorch " + linkedTorchVersion() +
+         " (the version HookScope is built on) reads up to version " + match[2].str() +
+         ": the file was saved by a newer PyTorch. Save it with PyTorch " + linkedTorchVersion() +
+         ", or build HookScope on the newer PyTorch (HOOKSCOPE_PYTHON=/path/to/python "
+         "scripts/build.sh).";
+}
+
+// What LibTorch's refusal means for the user, and what to do about it.
+std::string explainLoadError(const std::string& path, std::string reason) {
+  while (!reason.empty() && reason.back() == '.') reason.pop_back();
+  const std::string prefix = "LibTorch " + linkedTorchVersion() + " could not load " + path + ": ";
+  if (std::string help = explainMissingOperator(reason); !help.empty()) {
+    return prefix + reason + ". " + help;
+  }
+  if (std::string help = explainNewerFormat(reason); !help.empty()) return prefix + help;
+  return prefix + reason + ". Check that the file is a TorchScript model saved by "
+         "torch.jit.script(model).save(path) or torch.jit.trace(...).save(path).";
 }
 
 // Checks the things LibTorch reports badly (or not at all) before handing it the file.
@@ -77,8 +104,11 @@ std::string checkModelFile(const std::string& path) {
       }
     }
   } catch (const std::exception& e) {
-    return path + " is truncated or damaged (" + summarizeTorchError(e) +
-           "). Copy or save the model again.";
+    const std::string reason = summarizeTorchError(e);
+    if (std::string help = explainNewerFormat(reason); !help.empty()) {
+      return "LibTorch " + linkedTorchVersion() + " cannot read " + path + ": " + help;
+    }
+    return path + " is truncated or damaged (" + reason + "). Copy or save the model again.";
   }
   return "";
 }
@@ -139,6 +169,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
     return std::unique_ptr<Model>();
   };
   if (std::string problem = checkModelFile(path); !problem.empty()) return fail(problem);
+  loadBundledOperatorLibraries();
 
   std::unique_ptr<Model> model(new Model());
   model->m_impl = std::make_shared<ModelImpl>();
@@ -148,9 +179,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
   try {
     impl.module = torch::jit::load(path, c10::Device(c10::kCPU), extra);
   } catch (const std::exception& e) {
-    return fail("LibTorch could not load " + path + ": " + summarizeTorchError(e) +
-                ". The file may come from a PyTorch newer than 1.13 or use an operator this "
-                "build lacks; save it again with PyTorch 1.13 if you can.");
+    return fail(explainLoadError(path, summarizeTorchError(e)));
   }
   model->m_exampleInputSpec = trim(extra[kInputSpecExtraFile]);
   std::string rootName = shortTypeName(impl.module);

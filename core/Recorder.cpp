@@ -224,7 +224,7 @@ void Recorder::captureParameters() {
 
 void Recorder::snapshotForUpdate() {
   m_updateBefore.clear();
-  at::NoGradGuard noGrad;
+  c10::NoGradGuard noGrad;
   for (std::size_t m = 0; m < m_model->instances.size(); ++m) {
     if (!(m_model->flags[m].load(std::memory_order_relaxed) & kindBit(CaptureKind::Update))) continue;
     for (const auto& [name, param] : m_model->ownParams[m]) {
@@ -234,7 +234,7 @@ void Recorder::snapshotForUpdate() {
 }
 
 void Recorder::captureUpdates() {
-  at::NoGradGuard noGrad;
+  c10::NoGradGuard noGrad;
   for (const auto& snapshot : m_updateBefore) {
     const double norm = snapshot.before.norm().item<double>();
     at::Tensor relative = (snapshot.param.detach() - snapshot.before) / (norm > 0 ? norm : 1.0);

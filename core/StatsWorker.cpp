@@ -3,6 +3,7 @@
 #include "TensorStatistics.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 namespace hookscope {
 
@@ -41,7 +42,7 @@ void StatsWorker::submit(std::int64_t step, SeriesKey key, const at::Tensor& ten
   lock.unlock();  // the worker goes on while this thread copies
   at::Tensor snapshot;
   try {
-    at::NoGradGuard noGrad;
+    c10::NoGradGuard noGrad;
     snapshot = share ? tensor.detach() : tensor.detach().clone(at::MemoryFormat::Contiguous);
   } catch (...) {
     lock.lock();

@@ -235,8 +235,8 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   auto& module = m_model.impl().module;
   module.train(impl.config.train);
 
-  std::unique_ptr<at::NoGradGuard> noGrad;
-  if (impl.config.noGrad) noGrad = std::make_unique<at::NoGradGuard>();
+  std::unique_ptr<c10::NoGradGuard> noGrad;
+  if (impl.config.noGrad) noGrad = std::make_unique<c10::NoGradGuard>();
   if (impl.optimizer) {
     impl.optimizer->zero_grad();
   } else {
@@ -392,7 +392,7 @@ std::vector<char> StepRunner::keptTensorsPickle() const {
   if (kept.empty()) return {};
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, tensor] : kept) dict.insert(name, tensor);
-  return torch::pickle_save(c10::IValue(dict));
+  return saveTorchFile(c10::IValue(dict));
 }
 
 } // namespace hookscope

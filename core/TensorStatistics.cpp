@@ -4,6 +4,7 @@
 #include "StatsKernels.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -130,7 +131,7 @@ TensorStats computeTensorStats(const at::Tensor& tensor, int bins, StatsCores co
   s.shape = tensor.sizes().vec();
   s.dtype = dtypeName(tensor);
   s.numel = tensor.numel();
-  at::NoGradGuard noGrad;
+  c10::NoGradGuard noGrad;
   at::Tensor values = tensor.detach();
   if (values.is_complex()) values = values.abs();  // statistics of the magnitudes
   if (values.device().type() != at::kCPU) values = values.cpu();

@@ -4,7 +4,9 @@
 #include "TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <fstream>
@@ -47,6 +49,24 @@ c10::IValue loadTorchSaveFile(const std::string& path) {
   } catch (const std::exception& e) {
     throw std::runtime_error(summarizeTorchError(e));
   }
+}
+
+std::vector<char> saveTorchFile(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* bytes, std::size_t size) { pickle.insert(pickle.end(), bytes, bytes + size); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> file;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, std::size_t size) {
+    const char* bytes = static_cast<const char*>(data);
+    file.insert(file.end(), bytes, bytes + size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return file;
 }
 
 } // namespace hookscope

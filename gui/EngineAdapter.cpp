@@ -1,6 +1,7 @@
 #include "EngineAdapter.h"
 
 #include "ExportFolder.h"
+#include "OperatorLibraries.h"
 #include "Sha256.h"
 
 #include <QFileInfo>
@@ -31,6 +32,19 @@ void EngineAdapter::requestStop() {
   m_stop = true;
   if (m_paused.load() && m_running.load()) {
     QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+  }
+}
+
+void EngineAdapter::loadOperatorLibraries(const QStringList& paths) {
+  const auto loaded = operatorLibraries();
+  for (const QString& path : paths) {
+    const bool already = std::any_of(loaded.begin(), loaded.end(), [&](const OperatorLibrary& l) {
+      return l.loaded && l.path == path.toStdString();
+    });
+    std::string error;
+    if (!already && !loadOperatorLibrary(path.toStdString(), &error)) {
+      Q_EMIT libraryFailed(QString::fromStdString(error));
+    }
   }
 }
 

@@ -41,6 +41,8 @@ public:
   qint64 stepsDone() const { return m_stepsDone.load(); }
 
 public Q_SLOTS:
+  /// Loads operator libraries not loaded yet; each failure is reported by libraryFailed().
+  void loadOperatorLibraries(const QStringList& paths);
   void loadModel(const QString& path);
   void openCapture(const QString& dir);
   /// Runs `steps` steps with this configuration (<= 0: until stopped).
@@ -57,6 +59,7 @@ public Q_SLOTS:
 Q_SIGNALS:
   void modelLoaded(const ModelSummary& summary);
   void loadFailed(const QString& message);
+  void libraryFailed(const QString& message);
   void stepFinished(const StepSummary& summary);
   void runStateChanged(bool running, bool paused);
   /// A step or run failed; the engine stays usable.

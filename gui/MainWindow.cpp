@@ -3,6 +3,7 @@
 #include "AlertsPanel.h"
 #include "EngineAdapter.h"
 #include "GradNormDelegate.h"
+#include "OperatorLibrariesDialog.h"
 #include "PlotsPanel.h"
 #include "RunControls.h"
 #include "models/ModuleTreeModel.h"
@@ -87,6 +88,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     m_pendingOpen.clear();
     showMessage(tr("Cannot open"), message);
   });
+  connect(m_engine, &EngineAdapter::libraryFailed, this, [this](const QString& message) {
+    showMessage(tr("Operator library not loaded"), message);
+  });
   connect(m_engine, &EngineAdapter::stepFinished, this, &MainWindow::onStepFinished);
   connect(m_engine, &EngineAdapter::runStateChanged, this, &MainWindow::onRunState);
   connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) {
@@ -111,6 +115,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   connect(m_plots, &PlotsPanel::moduleClicked, this, &MainWindow::selectModule);
 
   QSettings settings;
+  // Before any model is opened: the engine takes queued calls in order.
+  const QStringList libraries = settings.value(QStringLiteral("engine/operatorLibraries")).toStringList();
+  if (!libraries.isEmpty()) {
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine, libraries] { engine->loadOperatorLibraries(libraries); });
+  }
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
   if (!settings.contains(QStringLiteral("window/geometry"))) resize(1400, 900);
@@ -237,6 +246,9 @@ void MainWindow::buildActions() {
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
 
+  QMenu* settingsMenu = menuBar()->addMenu(tr("&Settings"));
+  settingsMenu->addAction(tr("&Operator libraries…"), this, &MainWindow::editOperatorLibraries);
+
   QToolBar* toolbar = addToolBar(tr("Run"));
   toolbar->setObjectName(QStringLiteral("runToolbar"));
   toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
@@ -296,6 +308,15 @@ void MainWindow::setOutputIntervention(int module, OutputIntervention interventi
 void MainWindow::markInterventions(int module) {
   const auto& [gradient, output] = m_interventions[module];
   m_tree->setIntervention(module, QString::fromStdString(gradient.describe()), QString::fromStdString(output.describe()));
+}
+
+void MainWindow::editOperatorLibraries() {
+  const QString key = QStringLiteral("engine/operatorLibraries");
+  OperatorLibrariesDialog dialog(QSettings().value(key).toStringList(), this);
+  if (dialog.exec() != QDialog::Accepted) return;
+  const QStringList paths = dialog.paths();
+  QSettings().setValue(key, paths);
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, paths] { engine->loadOperatorLibraries(paths); });
 }
 
 void MainWindow::editRuleThresholds() {

@@ -101,6 +101,7 @@ private:
   void hookAllOfType();
   void showTreeMenu(const QPoint& at);
   void editRuleThresholds();
+  void editOperatorLibraries();
   hookscope::RuleSettings m_ruleSettings;
   void markInterventions(int module);
   std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;

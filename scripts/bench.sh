@@ -3,18 +3,18 @@
 # step overhead (sample CNN and resnet18, against the Python peer), the statistics kernel
 # against one sum, GUI refresh, and capture memory. Takes a few minutes on 2 cores.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 build="$root/build"
 fixtures="$build/fixtures"
-[ -f "$fixtures/resnet18_scripted.pt" ] || /usr/bin/python3 "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+[ -f "$fixtures/resnet18_scripted.pt" ] || "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
 rounds=${ROUNDS:-5}
 log=$(mktemp)
 run() { echo "\$ $*" >&2; "$@" | tee -a "$log"; echo; }
 run "$build/tests/bench/hookscope-core-bench" overhead "$root/resources/models/small_cnn.pt" 8x1x28x28 $((rounds * 4))
 run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scripted.pt" 8x3x112x112 "$rounds"
-run /usr/bin/python3 "$root/tests/bench/python_peer.py" "$rounds"
+run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$build/tests/bench/hookscope-core-bench" stats
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
 run "$build/tests/bench/hookscope-core-bench" memory

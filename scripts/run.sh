@@ -2,7 +2,7 @@
 # Sets everything up on Debian 12, builds, and opens HookScope on the bundled sample model
 # (or on the model file given as the first argument).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 model=${1:-$root/resources/models/small_cnn.pt}

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Installs HookScope's build and test dependencies from Debian's archive.
-# Safe to run again: it installs only what is missing.
+# Installs HookScope's build and test dependencies: Debian's packages, and a Python venv in
+# .venv/ with the PyTorch 2.x (CPU) whose LibTorch HookScope builds on. Safe to run again: it
+# installs only what is missing. With HOOKSCOPE_PYTHON set, that Python's PyTorch is used and
+# no venv is made.
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 packages=(
   build-essential cmake ccache pkg-config
-  libtorch-dev qt6-base-dev libqcustomplot-dev
+  qt6-base-dev libqcustomplot-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev
-  python3-torch python3-torchvision
+  python3-venv
   xvfb xauth
 )
 missing=()
@@ -19,4 +22,18 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Pinned: an unpinned torch would bring a CUDA build of several GB.
+torch_version=2.13.0
+if [ -z "${HOOKSCOPE_PYTHON:-}" ]; then
+  venv="$root/.venv"
+  if ! "$venv/bin/python" -c "import torch, numpy, pytest; assert torch.__version__.startswith('$torch_version')" 2>/dev/null; then
+    echo "setup: making $venv with torch==$torch_version (CPU)" >&2
+    [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "torch==$torch_version" numpy pytest
+  fi
+elif ! "$python" -c "import torch" 2>/dev/null; then
+  echo "setup: HOOKSCOPE_PYTHON=$python cannot import torch; install PyTorch 2.x there" >&2
+  exit 1
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up on Debian 12, builds, and runs every test (core, CLI, export, GUI).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 export QT_QPA_PLATFORM=offscreen

@@ -3,15 +3,13 @@
 # that drive the runner and the store from several threads: pause and stop during a run,
 # concurrent writers and readers of the capture store, and statistics split over the cores.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOOKSCOPE_TSAN=ON \
-  -DHOOKSCOPE_BUILD_GUI=OFF "${launcher[@]}" >/dev/null
-cmake --build "$root/build-tsan" -j2 --target hookscope_core_tests
+"$cmake" -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOOKSCOPE_TSAN=ON \
+  -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
+"$cmake" --build "$root/build-tsan" -j2 --target hookscope_core_tests
 fixtures="$root/build-tsan/fixtures"
-[ -f "$fixtures/quadrants.data.pt" ] || /usr/bin/python3 "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+[ -f "$fixtures/quadrants.data.pt" ] || "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
 # halt_on_error: any race report fails the run.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
   "$root/build-tsan/tests/hookscope_core_tests" \

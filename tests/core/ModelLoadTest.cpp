@@ -1,7 +1,8 @@
 // Every kind of bad model file gives a message that says what is wrong and what to do.
-#include "TestSupport.h"
+#include "TestSession.h"
 
 #include "Model.h"
+#include "OperatorLibraries.h"
 
 using namespace hookscope;
 using namespace hookscope::test;
@@ -36,7 +37,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFile{"eager_zip.pt", "torch.jit.script(model).save"},
                       BadFile{"eager_legacy.pt", "torch.jit.script(model).save"},
                       BadFile{"state_dict.pt", "written by torch.save"},
-                      BadFile{"rejected.pt", "LibTorch could not load"}),
+                      BadFile{"rejected.pt", "could not load"},
+                      BadFile{"future_format.pt", "file format version is 99"}),
     [](const auto& info) {
       std::string name = info.param.file;
       return name.substr(0, name.find('.'));
@@ -47,6 +49,51 @@ TEST(ModelLoadTest, RejectedFileMessageCarriesLibTorchReason) {
   ASSERT_FALSE(Model::load(fixture("bad/rejected.pt"), &error));
   // The reason LibTorch gave, not an empty string after the colon.
   EXPECT_EQ(error.find(": ."), std::string::npos) << error;
+}
+
+TEST(ModelLoadTest, NewerFileFormatNamesBothVersions) {
+  std::string error;
+  ASSERT_FALSE(Model::load(fixture("bad/future_format.pt"), &error));
+  EXPECT_NE(error.find("version is 99"), std::string::npos) << error;
+  EXPECT_NE(error.find("PyTorch " + linkedTorchVersion()), std::string::npos) << error;
+  EXPECT_NE(error.find("reads up to version"), std::string::npos) << error;
+}
+
+// These two run in this order (ctest runs each in its own process; a library once loaded
+// stays loaded).
+TEST(ModelLoadTest, UnknownOperatorNamesItTheLibraryAndTheOption) {
+  std::string error;
+  ASSERT_FALSE(Model::load(fixture("custom_op.pt"), &error)) << "the test library is loaded already";
+  EXPECT_NE(error.find("hookscope_test::scale"), std::string::npos) << error;
+  EXPECT_NE(error.find("--load-library"), std::string::npos) << error;
+  EXPECT_NE(error.find("Operator libraries"), std::string::npos) << error;
+  EXPECT_EQ(error.find("1.13"), std::string::npos) << error;
+  EXPECT_EQ(error.find(".."), std::string::npos) << error;
+}
+
+TEST(ModelLoadTest, ALoadedOperatorLibraryLetsTheModelLoadAndTrain) {
+  std::string error;
+  EXPECT_FALSE(loadOperatorLibrary(fixture("no_such_library.so"), &error));
+  EXPECT_NE(error.find("No operator library at"), std::string::npos) << error;
+  ASSERT_TRUE(loadOperatorLibrary(HOOKSCOPE_TEST_OPS, &error)) << error;
+  Session s(fixture("custom_op.pt"));
+  ASSERT_TRUE(s.runner);
+  s.model->setHooks(s.module("fc"), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
+  s.model->setHooks(0, kindBit(CaptureKind::Activation));
+  RunConfig config;
+  config.inputSpecs = {"3x4"};
+  config.loss = LossKind::Sum;
+  config.optimizer = OptimizerKind::None;
+  s.configure(config);
+  s.step();
+  // The root's output is the operator's: twice fc's, and fc's gradient flows through it.
+  SeriesPoint fc, root, grad;
+  ASSERT_TRUE(s.store->pointAt({"fc", 0, CaptureKind::Activation, 0}, 0, &fc));
+  ASSERT_TRUE(s.store->pointAt({"", 0, CaptureKind::Activation, 0}, 0, &root));
+  ASSERT_TRUE(s.store->pointAt({"fc", 0, CaptureKind::Gradient, 0}, 0, &grad));
+  EXPECT_TRUE(closeRel(root.stats.l2norm, 2 * fc.stats.l2norm, 1e-6));
+  EXPECT_DOUBLE_EQ(grad.stats.min, 2.0);
+  EXPECT_DOUBLE_EQ(grad.stats.max, 2.0);
 }
 
 TEST(ModelLoadTest, SampleModelTree) {

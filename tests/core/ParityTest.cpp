@@ -77,6 +77,8 @@ TEST_P(ParityTest, ActivationsAndGradientsEqualPythonHooks) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ParityTest,
                          ::testing::Values("parity_scripted", "parity_traced", "resnet18_scripted",
-                                           "lstm_scripted"));
+                                           "lstm_scripted", "encoder_scripted", "encoder_traced",
+                                           "attention_scripted", "attention_traced",
+                                           "sdpa_scripted", "sdpa_traced"));
 
 } // namespace

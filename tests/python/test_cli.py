@@ -1,7 +1,7 @@
 """hookscope-cli from the outside: exit codes, and export folders read by Python.
 
-Run by ctest (which sets HOOKSCOPE_CLI, HOOKSCOPE_FIXTURES and HOOKSCOPE_MODELS) with
-/usr/bin/python3, the interpreter that has torch.
+Run by ctest (which sets HOOKSCOPE_CLI, HOOKSCOPE_FIXTURES, HOOKSCOPE_MODELS and
+HOOKSCOPE_TEST_OPS) with HOOKSCOPE_PYTHON, whose PyTorch the engine links.
 """
 import csv
 import hashlib
@@ -80,6 +80,17 @@ class ExitCodes(CliTestCase):
                 path = os.path.join(FIXTURES, "bad", name)
                 self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x3"), 3, says)
                 self.assertExit(run("inspect", path), 3, says)
+
+    def test_operator_libraries(self):
+        model = os.path.join(FIXTURES, "custom_op.pt")
+        missing = run("inspect", model)
+        self.assertExit(missing, 3, "hookscope_test::scale")
+        self.assertIn("--load-library", missing.stderr)
+        self.assertExit(run("inspect", model, "--load-library", os.path.join(self.tmp, "none.so")), 3,
+                        "No operator library at")
+        loaded = run("inspect", model, "--input", "3x4", "--load-library", os.environ["HOOKSCOPE_TEST_OPS"])
+        self.assertExit(loaded, 0)
+        self.assertIn("3x2", loaded.stdout)
 
     def test_unreadable_or_rejected_data_exits_4(self):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--data", os.path.join(self.tmp, "none.pt")),
@@ -247,7 +258,7 @@ class ExportFolder(CliTestCase):
             float(r["min"]), float(r["l2norm"])  # parseable, nan/inf spelled so
 
     def test_numbers_equal_python_on_the_saved_tensor(self):
-        tensors = torch.load(os.path.join(self.export, "tensors.pt"))
+        tensors = torch.load(os.path.join(self.export, "tensors.pt"), weights_only=True)
         self.assertEqual(list(tensors), ["fc1/0/0"])
         t = tensors["fc1/0/0"].double()
         self.assertEqual(list(t.shape), [8, 64])
@@ -262,7 +273,7 @@ class ExportFolder(CliTestCase):
         self.assertEqual(float(row["zero_frac"]), (t == 0).double().mean().item())
 
     def test_histograms_pt(self):
-        hist = torch.load(os.path.join(self.export, "histograms.pt"))
+        hist = torch.load(os.path.join(self.export, "histograms.pt"), weights_only=True)
         rows = read_stats(self.export)
         self.assertEqual(len(hist), len({(r["kind"], r["module"], r["call"], r["index"]) for r in rows}))
         for r in rows:

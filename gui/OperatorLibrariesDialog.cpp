@@ -1,0 +1,65 @@
+#include "OperatorLibrariesDialog.h"
+
+#include "OperatorLibraries.h"
+
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+using namespace hookscope;
+
+OperatorLibrariesDialog::OperatorLibrariesDialog(const QStringList& paths, QWidget* parent)
+    : QDialog(parent), m_list(new QListWidget(this)) {
+  setWindowTitle(tr("Operator libraries"));
+  auto* layout = new QVBoxLayout(this);
+  auto* intro = new QLabel(
+      tr("Models that use operators from outside PyTorch (torchvision::nms, your own "
+         "TORCH_LIBRARY build) need the shared library that registers them, built for PyTorch %1. "
+         "Libraries are loaded when you press OK and whenever HookScope starts; removing one takes "
+         "effect at the next start.")
+          .arg(QString::fromStdString(linkedTorchVersion())),
+      this);
+  intro->setWordWrap(true);
+  layout->addWidget(intro);
+  m_list->addItems(paths);
+  layout->addWidget(m_list);
+  auto* row = new QHBoxLayout;
+  auto* add = new QPushButton(tr("&Add…"), this);
+  auto* remove = new QPushButton(tr("&Remove"), this);
+  row->addWidget(add);
+  row->addWidget(remove);
+  row->addStretch();
+  layout->addLayout(row);
+  QStringList bundled;
+  for (const auto& library : loadBundledOperatorLibraries()) {
+    bundled << (library.loaded ? tr("%1 (loaded)") : tr("%1 (not loaded: %2)"))
+                   .arg(QString::fromStdString(library.path), QString::fromStdString(library.error));
+  }
+  auto* builtIn = new QLabel(bundled.isEmpty()
+                                 ? tr("This build found no torchvision beside its PyTorch to load by itself.")
+                                 : tr("Loaded by itself: %1").arg(bundled.join(QStringLiteral("; "))),
+                             this);
+  builtIn->setWordWrap(true);
+  layout->addWidget(builtIn);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  layout->addWidget(buttons);
+  connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  connect(add, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Add operator library"), QString(),
+                                                      tr("Shared libraries (*.so *.so.*);;All files (*)"));
+    if (!path.isEmpty() && m_list->findItems(path, Qt::MatchExactly).isEmpty()) m_list->addItem(path);
+  });
+  connect(remove, &QPushButton::clicked, this, [this] { delete m_list->currentItem(); });
+  resize(560, 320);
+}
+
+QStringList OperatorLibrariesDialog::paths() const {
+  QStringList result;
+  for (int i = 0; i < m_list->count(); ++i) result << m_list->item(i)->text();
+  return result;
+}
