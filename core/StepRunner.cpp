@@ -260,9 +260,12 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   LossKind loss = impl.config.loss;
   at::Tensor target = dataTarget;
   if (loss == LossKind::Auto) {
-    loss = !target.defined() ? LossKind::Mean
-           : target.is_floating_point() ? LossKind::Mse
-                                        : LossKind::CrossEntropy;
+    // Without targets: a loss with a floor, so a default run trains instead of diverging as
+    // the mean of the output does. Classes for an [N, C] output, else regression to fixed values.
+    const bool classes = out.is_floating_point() && out.dim() == 2 && out.size(1) >= 2;
+    loss = target.defined() ? (target.is_floating_point() ? LossKind::Mse : LossKind::CrossEntropy)
+           : classes        ? LossKind::CrossEntropy
+                            : LossKind::Mse;
   }
   at::Tensor lossValue;
   try {

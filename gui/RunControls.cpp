@@ -43,11 +43,10 @@ RunControls::RunControls(QWidget* parent) : QWidget(parent) {
   for (auto kind : {LossKind::Auto, LossKind::CrossEntropy, LossKind::Mse, LossKind::Mean, LossKind::Sum}) {
     m_loss->addItem(QString::fromLatin1(lossKindName(kind)), int(kind));
   }
-  m_loss->setToolTip(tr("cross_entropy without targets uses fixed random classes; auto is cross_entropy "
-                        "for integer targets, mse for float targets, mean of the output without targets"));
-  // Mean of the output (auto without targets) has no lower bound and diverges in training;
-  // cross-entropy against fixed random classes is the sensible first run on a classifier.
-  m_loss->setCurrentIndex(m_loss->findData(int(LossKind::CrossEntropy)));
+  m_loss->setToolTip(tr("auto (the default, as in hookscope-cli): cross_entropy for integer targets, "
+                        "mse for float targets; without targets cross_entropy against fixed random "
+                        "classes for an [N, classes] output, else mse against fixed random values"));
+  m_loss->setCurrentIndex(m_loss->findData(int(LossKind::Auto)));
   form->addRow(tr("&Loss"), m_loss);
   m_optimizer = new QComboBox(this);
   for (auto kind : {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::None}) {
