@@ -9,7 +9,11 @@
 #include "StepRunner.h"
 
 #include <fnmatch.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cstring>
 
 #include <chrono>
 #include <cmath>
@@ -32,6 +36,38 @@ int error(int code, const std::string& message) {
   std::cerr << "hookscope-cli: " << message << "\n";
   return code;
 }
+
+void note(const std::string& message) { std::cerr << "hookscope-cli (note): " << message << "\n"; }
+
+// The first SIGINT or SIGTERM asks the run to stop after the current step and write what was
+// captured; a second one ends the process at once, as the signal would have.
+std::atomic<int> g_stopSignal{0};
+
+void onStopSignal(int signo) {
+  if (g_stopSignal.exchange(signo) != 0) {
+    ::signal(signo, SIG_DFL);
+    ::raise(signo);
+  }
+}
+
+class StopSignals {
+public:
+  StopSignals() {
+    struct sigaction action {};
+    action.sa_handler = onStopSignal;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &m_int);
+    ::sigaction(SIGTERM, &action, &m_term);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &m_int, nullptr);
+    ::sigaction(SIGTERM, &m_term, nullptr);
+  }
+  static int received() { return g_stopSignal.load(); }
+
+private:
+  struct sigaction m_int {}, m_term {};
+};
 
 std::unique_ptr<Model> loadOrReport(const std::string& path, int* code) {
   std::string message;
@@ -177,9 +213,14 @@ int runCapture(const CaptureOptions& options) {
     }
     if (!setRuleThreshold(ruleSettings, *rule, value, &message)) return error(kUsage, message);
   }
+  // The export folder is checked and held before the run, so a run never ends in "cannot write".
+  for (const auto& line : recoverInterruptedWrites(options.out)) note(line);
   if (std::string problem = checkExportTarget(options.out, options.force); !problem.empty()) {
     return error(kOutput, problem);
   }
+  const auto lock = ExportLock::acquire(options.out, &message);
+  if (!lock) return error(kOutput, message);
+  StopSignals signals;
 
   int code = kOk;
   auto model = loadOrReport(options.model, &code);
@@ -288,7 +329,9 @@ int runCapture(const CaptureOptions& options) {
   std::optional<Alert> breakAlert;
   const bool terminal = ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
+  if (StopSignals::received()) return 128 + StopSignals::received();
   const auto end = runner.run(options.steps, [&](const StepResult& r) {
+    if (StopSignals::received()) runner.requestStop();
     for (const auto& alert : rules.evaluate(*store, r.step, runner.lastStepOrder())) {
       if (breakOn.count(alert.rule) && !breakAlert) {
         breakAlert = alert;
@@ -320,8 +363,11 @@ int runCapture(const CaptureOptions& options) {
   manifest.interventions = interventions;
   manifest.thinning = store->thinning();
   manifest.memoryCapBytes = store->capBytes();
+  const int stopSignal = StopSignals::received();
+  if (stopSignal) manifest.interrupted = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
   ExportOptions exportOptions;
   exportOptions.overwrite = options.force;
+  exportOptions.lockHeld = true;
   exportOptions.extraFiles = {{"alerts.csv", alertsCsv(rules.alerts())}};
   if (!writeExport(options.out, manifest, *store, runner.keptTensorsPickle(), exportOptions, &message)) {
     return error(kOutput, message);
@@ -329,6 +375,12 @@ int runCapture(const CaptureOptions& options) {
   std::cerr << "wrote " << options.out << ": " << store->captureCount() << " captures of "
             << store->seriesKeys().size() << " series over " << runner.stepsDone() << " steps, "
             << rules.alerts().size() << " alerts\n";
+  if (stopSignal) {
+    error(128 + stopSignal, "interrupted by " + manifest.interrupted + " after step " +
+                                std::to_string(runner.stepsDone()) + ": the export of the steps captured so far is in " +
+                                options.out + " (marked interrupted in its manifest)");
+    return 128 + stopSignal;
+  }
   if (breakAlert) {
     return error(kBreak, std::string("stopped at step ") + std::to_string(breakAlert->step) + " on " +
                              ruleName(breakAlert->rule) + ": " + breakAlert->message);
@@ -349,6 +401,9 @@ int runShow(const std::string& dir) {
             << "  hooked:   " << m.hooked.size() << " modules\n"
             << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size()
             << " series, " << store.steps().size() << " steps kept\n";
+  if (!m.interrupted.empty()) {
+    std::cout << "  interrupted: by " << m.interrupted << " after step " << m.steps << "\n";
+  }
   if (m.thinned()) {
     std::cout << "  thinned:  yes, " << m.thinning.size() << " times to stay under "
               << m.memoryCapBytes / (1024 * 1024) << " MiB\n";

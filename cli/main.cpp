@@ -58,8 +58,10 @@ int main(int argc, char** argv) {
   captureCmd->add_option("--steps", capture.steps, "number of steps")->capture_default_str()
       ->check(CLI::PositiveNumber);
   captureCmd->add_option("--loss", capture.loss,
-                         "auto, cross_entropy, mse, mean or sum; auto is cross_entropy for "
-                         "integer targets, mse for float targets, mean without targets")
+                         "auto, cross_entropy, mse, mean or sum; auto (also the window's default) "
+                         "is cross_entropy for integer targets, mse for float targets; without "
+                         "targets, cross_entropy against fixed random classes for an [N, classes] "
+                         "output, else mse against fixed random values")
       ->capture_default_str();
   captureCmd->add_option("--optimizer", capture.optimizer, "none, sgd or adam")->capture_default_str();
   captureCmd->add_option("--lr", capture.lr, "learning rate")->capture_default_str();

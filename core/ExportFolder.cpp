@@ -165,20 +165,6 @@ std::vector<std::int64_t> parseShape(const std::string& text) {
 
 } // namespace
 
-std::string checkExportTarget(const std::string& dir, bool overwrite) {
-  std::error_code ec;
-  const fs::path target(dir);
-  if (dir.empty()) return "no export folder given";
-  if (fs::exists(target, ec) && !fs::is_directory(target, ec)) {
-    return dir + " exists and is a file, not a folder: choose another export folder.";
-  }
-  if (fs::is_directory(target, ec) && !fs::is_empty(target, ec) && !overwrite) {
-    return "export folder " + dir + " already exists and is not empty: choose another folder, "
-           "or replace it (--force in hookscope-cli).";
-  }
-  return "";
-}
-
 bool writeExport(const std::string& dir, const ExportManifest& manifest, const CaptureStore& store,
                  const std::vector<char>& tensorsPickle, const ExportOptions& options,
                  std::string* error) {
@@ -187,14 +173,16 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     return false;
   };
   if (std::string problem = checkExportTarget(dir, options.overwrite); !problem.empty()) return fail(problem);
+  std::unique_ptr<ExportLock> lock;
+  std::string lockError;
+  if (!options.lockHeld && !(lock = ExportLock::acquire(dir, &lockError))) return fail(lockError);
+  recoverInterruptedWrites(dir);
   std::error_code ec;
-  fs::path target = fs::absolute(fs::path(dir), ec);
-  if (target.filename().empty()) target = target.parent_path();
+  const fs::path target(exportTargetPath(dir));
   const fs::path parent = target.parent_path();
   fs::create_directories(parent, ec);
   if (ec) return fail("cannot create " + parent.string() + ": " + ec.message());
-  const std::string tag = std::to_string(::getpid());
-  const fs::path temp = parent / ("." + target.filename().string() + ".hookscope-tmp-" + tag);
+  const fs::path temp = parent / ("." + target.filename().string() + ".hookscope-tmp-" + std::to_string(::getpid()));
   fs::remove_all(temp, ec);
   if (!fs::create_directory(temp, ec)) {
     return fail("cannot write into " + parent.string() + ": " +
@@ -215,25 +203,11 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     fs::remove_all(temp, ec);
     return fail(std::string("export failed, ") + dir + " is unchanged: " + e.what());
   }
-  // Move the complete folder into place; an existing one is kept aside until that worked.
-  const fs::path old = parent / ("." + target.filename().string() + ".hookscope-old-" + tag);
-  const bool replacing = fs::exists(target, ec);
-  if (replacing) {
-    fs::remove_all(old, ec);
-    fs::rename(target, old, ec);
-    if (ec) {
-      fs::remove_all(temp, ec);
-      return fail("cannot replace " + dir + ": " + ec.message());
-    }
-  }
-  fs::rename(temp, target, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    if (replacing) fs::rename(old, target, ec);
+  std::string moveError;
+  if (!moveIntoPlace(temp.string(), target.string(), &moveError)) {
     fs::remove_all(temp, ec);
-    return fail("cannot move the export into " + dir + ": " + why);
+    return fail(moveError);
   }
-  if (replacing) fs::remove_all(old, ec);
   return true;
 }
 

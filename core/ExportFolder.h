@@ -3,6 +3,7 @@
 #include "CaptureStore.h"
 #include "CsvFormat.h"
 #include "ExportManifest.h"
+#include "ExportTarget.h"
 
 #include <memory>
 #include <string>
@@ -12,7 +13,8 @@ namespace hookscope {
 
 /// How an export is written.
 struct ExportOptions {
-  bool overwrite = false;  ///< replace an existing non-empty folder
+  bool overwrite = false;  ///< replace an existing HookScope export
+  bool lockHeld = false;   ///< the caller holds the folder's ExportLock (taken before its run)
   /// Fault injection for tests: fail as if the disk failed after this many files (-1: never).
   int failAfterFiles = -1;
   /// More text files to write into the folder (name, contents), e.g. alerts.csv.
@@ -23,12 +25,10 @@ struct ExportOptions {
 constexpr const char* kStatsCsvHeader =
     "step,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count";
 
-/// "" when an export may be written to `dir`, else why not and what to do.
-std::string checkExportTarget(const std::string& dir, bool overwrite);
-
 /// Writes manifest.json, stats.csv, scalars.csv, histograms.pt and (when given) tensors.pt
-/// into a temporary folder beside `dir` and renames it into place when complete, so a
-/// failure leaves `dir` as it was. False with a message on failure.
+/// into a temporary folder beside `dir` and moves it into place when complete (swapped
+/// atomically with an earlier export), so a failure or a kill leaves `dir` as it was; what an
+/// interrupted earlier write left beside `dir` is tidied first. False with a message on failure.
 bool writeExport(const std::string& dir, const ExportManifest& manifest, const CaptureStore& store,
                  const std::vector<char>& tensorsPickle, const ExportOptions& options,
                  std::string* error);

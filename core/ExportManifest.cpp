@@ -58,6 +58,7 @@ std::string ExportManifest::toJson() const {
       {"thinned", thinned()},
       {"thinning", thin},
       {"memory_cap_bytes", memoryCapBytes},
+      {"interrupted", interrupted.empty() ? json(nullptr) : json(interrupted)},
   };
   return j.dump(2) + "\n";
 }
@@ -107,6 +108,7 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
                             t.value("stride", std::int64_t(1))});
     }
     m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
+    if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];
     *manifest = std::move(m);
     return true;
   } catch (const std::exception& e) {

@@ -38,6 +38,8 @@ struct ExportManifest {
   std::vector<InterventionRecord> interventions;
   std::vector<ThinningEvent> thinning;
   std::size_t memoryCapBytes = 0;
+  /// The signal that ended the run before its last step ("SIGINT", "SIGTERM"); "" when it ran to its end.
+  std::string interrupted;
 
   bool thinned() const { return !thinning.empty(); }
   /// The manifest as JSON text.

@@ -1,6 +1,7 @@
 #include "MainWindow.h"
 
 #include "AlertsPanel.h"
+#include "ExportTarget.h"
 #include "EngineAdapter.h"
 #include "GradNormDelegate.h"
 #include "OperatorLibrariesDialog.h"
@@ -598,12 +599,17 @@ void MainWindow::exportCaptures() {
   bool overwrite = false;
   QDir target(dir);
   if (target.exists() && !target.isEmpty()) {
-    if (!m_interactive) {
-      showMessage(tr("Export"), tr("%1 already exists and is not empty.").arg(dir));
+    // Only an earlier HookScope export may be replaced; any other folder keeps its files.
+    if (!hookscope::isHookScopeExport(dir.toStdString())) {
+      showMessage(tr("Export"), QString::fromStdString(hookscope::checkExportTarget(dir.toStdString(), true)));
       return;
     }
-    overwrite = QMessageBox::question(this, tr("Replace folder?"),
-                                      tr("%1 already exists and is not empty. Replace it? Its files will be lost.").arg(dir)) ==
+    if (!m_interactive) {
+      showMessage(tr("Export"), tr("%1 already holds a HookScope export.").arg(dir));
+      return;
+    }
+    overwrite = QMessageBox::question(this, tr("Replace export?"),
+                                      tr("%1 already holds a HookScope export. Replace it with this one?").arg(dir)) ==
                 QMessageBox::Yes;
     if (!overwrite) return;
   }

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Makes HookScope's bundled sample models (TorchScript, random weights, seeded).
 
-Run with Debian's interpreter, which has torch:  /usr/bin/python3 make_models.py [OUT_DIR]
+Run with the Python whose PyTorch HookScope builds on:  .venv/bin/python make_models.py [OUT_DIR]
 Each archive carries the input spec it expects as the extra file
 'hookscope/input_spec', which HookScope offers as the default input.
 """

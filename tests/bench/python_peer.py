@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The Python peer of HookScope's overhead benchmark: hooks on every module of resnet18
-(torchvision's, as written in tests/fixtures/architectures.py) computing min/max/mean/std/norm and a 64-bin histogram of each output and, through
+(torchvision's, as written in tests/fixtures/architectures.py) computing min/max/mean/std/norm
+and a 64-bin histogram of each output and, through
 a tensor hook, of its gradient. Prints the median step time with and without the hooks.
 
 Usage: PYTHON python_peer.py [ROUNDS], with the PyTorch HookScope is built on.

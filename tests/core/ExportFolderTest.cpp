@@ -5,6 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+
+#include <sys/wait.h>
+#include <unistd.h>
 #include <limits>
 
 using namespace hookscope;
@@ -106,24 +110,104 @@ TEST_F(ExportFolderTest, RoundTripIsExact) {
   EXPECT_EQ(loss[2].value, 2.5 / 3);
 }
 
-TEST_F(ExportFolderTest, ExistingNonEmptyFolderIsRefusedUnlessOverwriting) {
+TEST_F(ExportFolderTest, OnlyAHookScopeExportIsReplacedAndOnlyWhenAsked) {
   CaptureStore store;
   fillSample(store);
-  const fs::path dir = m_root / "export";
-  fs::create_directories(dir);
-  std::ofstream(dir / "precious.txt") << "keep me";
+  const fs::path dir = m_root / "thesis";
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "thesis.tex") << "precious";
   std::string error;
-  EXPECT_FALSE(writeExport(dir.string(), manifest(), store, {}, {}, &error));
-  EXPECT_NE(error.find("already exists"), std::string::npos) << error;
-  EXPECT_TRUE(fs::exists(dir / "precious.txt"));
+  for (const bool overwrite : {false, true}) {
+    ExportOptions options;
+    options.overwrite = overwrite;
+    EXPECT_FALSE(writeExport(dir.string(), manifest(), store, {}, options, &error));
+    EXPECT_NE(error.find("not a HookScope export"), std::string::npos) << error;
+    EXPECT_TRUE(fs::exists(dir / "thesis.tex"));
+    EXPECT_TRUE(fs::exists(dir / "sub"));
+  }
+  const fs::path exportDir = m_root / "export";
+  ASSERT_TRUE(writeExport(exportDir.string(), manifest(), store, {}, {}, &error)) << error;
+  EXPECT_TRUE(isHookScopeExport(exportDir.string()));
+  EXPECT_FALSE(writeExport(exportDir.string(), manifest(), store, {}, {}, &error));
+  EXPECT_NE(error.find("already holds a HookScope export"), std::string::npos) << error;
   ExportOptions options;
   options.overwrite = true;
-  ASSERT_TRUE(writeExport(dir.string(), manifest(), store, {}, options, &error)) << error;
-  EXPECT_FALSE(fs::exists(dir / "precious.txt"));
-  EXPECT_TRUE(fs::exists(dir / "manifest.json"));
+  CaptureStore smaller;
+  ASSERT_TRUE(writeExport(exportDir.string(), manifest(), smaller, {}, options, &error)) << error;
+  ExportData data;
+  ASSERT_TRUE(readExport(exportDir.string(), &data, &error)) << error;
+  EXPECT_EQ(data.store->captureCount(), 0u);
   // An empty folder may be written into without asking.
   fs::create_directories(m_root / "empty");
   EXPECT_TRUE(writeExport((m_root / "empty").string(), manifest(), store, {}, {}, &error)) << error;
+  // Nothing is left beside the folders: the replaced export was swapped out and removed.
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(m_root)) names.insert(entry.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"empty", "export", "thesis"}));
+}
+
+TEST_F(ExportFolderTest, LeftoversOfAnInterruptedWriteAreTidiedOrRestored) {
+  CaptureStore store;
+  fillSample(store);
+  std::string error;
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string tag = std::to_string(dead);
+  // Killed while writing: an incomplete temporary folder.
+  const fs::path target = m_root / "run1";
+  fs::create_directories(m_root / (".run1.hookscope-tmp-" + tag));
+  // Killed by an older HookScope between its two renames: the earlier export set aside.
+  ASSERT_TRUE(writeExport((m_root / "aside").string(), manifest(), store, {}, {}, &error)) << error;
+  fs::rename(m_root / "aside", m_root / (".run1.hookscope-old-" + tag));
+  // A write still in progress elsewhere (our parent process runs): left alone.
+  const fs::path live = m_root / (".run1.hookscope-tmp-" + std::to_string(::getppid()));
+  fs::create_directories(live);
+  const auto notes = recoverInterruptedWrites(target.string());
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_FALSE(fs::exists(m_root / (".run1.hookscope-tmp-" + tag)));
+  EXPECT_FALSE(fs::exists(m_root / (".run1.hookscope-old-" + tag)));
+  EXPECT_TRUE(isHookScopeExport(target.string())) << "the set-aside export is back under its name";
+  EXPECT_TRUE(fs::exists(live));
+  std::string all;
+  for (const auto& note : notes) all += note + "\n";
+  EXPECT_NE(all.find("restored the earlier export"), std::string::npos) << all;
+  EXPECT_NE(all.find("removed"), std::string::npos) << all;
+  EXPECT_NE(all.find("still running"), std::string::npos) << all;
+}
+
+TEST_F(ExportFolderTest, ASecondWriterIsRefusedAtOnceWhileTheFirstHoldsTheFolder) {
+  const std::string dir = (m_root / "run").string();
+  std::string error;
+  auto first = ExportLock::acquire(dir, &error);
+  ASSERT_TRUE(first) << error;
+  EXPECT_FALSE(ExportLock::acquire(dir, &error));
+  EXPECT_NE(error.find("another HookScope process is writing"), std::string::npos) << error;
+  CaptureStore store;
+  EXPECT_FALSE(writeExport(dir, manifest(), store, {}, {}, &error));
+  ExportOptions held;
+  held.lockHeld = true;
+  EXPECT_TRUE(writeExport(dir, manifest(), store, {}, held, &error)) << error;
+  first.reset();
+  EXPECT_TRUE(ExportLock::acquire(dir, &error)) << error;
+}
+
+TEST_F(ExportFolderTest, TargetsThatCannotBeReplacedAreRefusedWithTheRealReason) {
+  std::string error;
+  const fs::path file = m_root / "file";
+  std::ofstream(file) << "x";
+  EXPECT_NE(checkExportTarget(file.string(), true).find("is a file"), std::string::npos);
+  fs::create_symlink(m_root, m_root / "link");
+  EXPECT_NE(checkExportTarget((m_root / "link").string(), true).find("symbolic link"), std::string::npos);
+  // The folder the process is in, even when it is an export.
+  CaptureStore store;
+  ASSERT_TRUE(writeExport((m_root / "here").string(), manifest(), store, {}, {}, &error)) << error;
+  const auto cwd = fs::current_path();
+  fs::current_path(m_root / "here");
+  const std::string problem = checkExportTarget(".", true);
+  fs::current_path(cwd);
+  EXPECT_NE(problem.find("holds the current folder"), std::string::npos) << problem;
 }
 
 TEST_F(ExportFolderTest, FailureWhileWritingLeavesNothingBehindAndLosesNothing) {

@@ -340,7 +340,7 @@ private Q_SLOTS:
     // Exporting again to the same folder without consent is refused, nothing lost.
     window->exportCapturesTo(dir, false);
     QTRY_COMPARE_WITH_TIMEOUT(done.size(), 2, kTimeout);
-    QVERIFY(done.back().at(1).toString().contains(QStringLiteral("already exists")));
+    QVERIFY(done.back().at(1).toString().contains(QStringLiteral("already holds a HookScope export")));
 
     // Reopened without the model: read-only, the same series as the live session.
     const auto live = window->store();

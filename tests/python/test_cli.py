@@ -9,6 +9,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -104,13 +105,93 @@ class ExitCodes(CliTestCase):
         os.makedirs(self.out())
         with open(os.path.join(self.out(), "keep.txt"), "w") as f:
             f.write("precious")
-        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "1"), 5, "already exists")
-        self.assertTrue(os.path.exists(os.path.join(self.out(), "keep.txt")))
+        os.makedirs(os.path.join(self.out(), "sub"))
+        # A folder that is not a HookScope export is never replaced, --force or not.
+        for force in ([], ["--force"]):
+            self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "1", *force), 5,
+                            "not a HookScope export")
+            self.assertTrue(os.path.exists(os.path.join(self.out(), "keep.txt")))
+            self.assertTrue(os.path.isdir(os.path.join(self.out(), "sub")))
         a_file = os.path.join(self.tmp, "a_file")
         open(a_file, "w").close()
         self.assertExit(run("capture", CNN, "--out", a_file, "--steps", "1"), 5, "is a file")
-        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "1", "--force"), 0)
-        self.assertFalse(os.path.exists(os.path.join(self.out(), "keep.txt")))
+        # An export is replaced only with --force, atomically: nothing is left beside it.
+        export = self.out("run")
+        self.assertExit(run("capture", CNN, "--out", export, "--steps", "1"), 0)
+        self.assertExit(run("capture", CNN, "--out", export, "--steps", "1"), 5, "already holds a HookScope export")
+        self.assertExit(run("capture", CNN, "--out", export, "--steps", "2", "--force"), 0)
+        with open(os.path.join(export, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["steps"], 2)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["a_file", "export", "run"])
+
+    def test_out_dot_is_checked_before_the_run_with_the_real_reason(self):
+        here = self.out("here")
+        os.makedirs(here)
+        open(os.path.join(here, "notes.txt"), "w").close()
+        result = subprocess.run([os.path.abspath(CLI), "capture", os.path.abspath(CNN), "--out", ".", "--force",
+                                 "--steps", "500"], cwd=here, capture_output=True, text=True, timeout=300)
+        self.assertExit(result, 5, "not a HookScope export")
+        self.assertNotIn("step 1/", result.stderr, "refused before the run, not after it")
+        self.assertNotIn("Success", result.stderr)
+
+    def test_leftovers_of_a_killed_write_are_removed_and_reported(self):
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        leftover = os.path.join(self.tmp, f".export.hookscope-tmp-{dead.pid}")
+        os.makedirs(leftover)
+        result = run("capture", CNN, "--out", self.out("export"), "--steps", "1")
+        self.assertExit(result, 0)
+        self.assertIn("removed " + leftover, result.stderr)
+        self.assertFalse(os.path.exists(leftover))
+
+
+class DefaultLoss(CliTestCase):
+    def test_a_default_run_trains_instead_of_diverging(self):
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "80"), 0)
+        with open(os.path.join(self.out(), "manifest.json")) as f:
+            self.assertEqual(json.load(f)["loss"], "auto")
+        losses = [float(r["value"]) for r in csv.DictReader(open(os.path.join(self.out(), "scalars.csv")))
+                  if r["name"] == "loss"]
+        self.assertEqual(len(losses), 80)
+        self.assertTrue(all(math.isfinite(v) for v in losses), losses)
+        self.assertLess(sum(losses[-10:]) / 10, 0.75 * sum(losses[:10]) / 10, losses)
+
+
+class Interrupted(CliTestCase):
+    def start(self, steps="100000"):
+        process = subprocess.Popen([CLI, "capture", CNN, "--out", self.out(), "--steps", steps],
+                                   stderr=subprocess.PIPE, text=True)
+        for line in process.stderr:  # progress lines: "step N/M ..."
+            if line.startswith("step 5/"):
+                break
+        return process
+
+    def test_first_signal_stops_after_the_step_and_writes_what_was_captured(self):
+        for signo, code, name in [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")]:
+            with self.subTest(signal=name):
+                shutil.rmtree(self.out(), ignore_errors=True)
+                process = self.start()
+                process.send_signal(signo)
+                rest = process.stderr.read()
+                self.assertEqual(process.wait(timeout=120), code, rest)
+                self.assertIn("interrupted by " + name, rest)
+                with open(os.path.join(self.out(), "manifest.json")) as f:
+                    manifest = json.load(f)
+                self.assertEqual(manifest["interrupted"], name)
+                self.assertGreaterEqual(manifest["steps"], 5)
+                losses = [r for r in csv.DictReader(open(os.path.join(self.out(), "scalars.csv")))
+                          if r["name"] == "loss"]
+                self.assertEqual([int(r["step"]) for r in losses], list(range(manifest["steps"])))
+                self.assertIn("interrupted: by " + name, run("show", self.out()).stdout)
+
+    def test_a_second_signal_ends_it_at_once(self):
+        process = self.start()
+        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
+        process.stderr.read()
+        # Whichever of the two is handled second ends the process as its default action would.
+        self.assertIn(process.wait(timeout=120), (-signal.SIGINT, -signal.SIGTERM))
+        self.assertFalse(os.path.exists(os.path.join(self.out(), "manifest.json")))
 
 
 class Breakpoints(CliTestCase):

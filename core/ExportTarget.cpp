@@ -1,0 +1,210 @@
+#include "ExportTarget.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace hookscope {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::uintmax_t kManifestMaxBytes = 16 * 1024 * 1024;
+
+// ".NAME.hookscope-KIND-" : the prefix of what a write to NAME leaves beside it.
+std::string leftoverPrefix(const fs::path& target, const char* kind) {
+  return "." + target.filename().string() + ".hookscope-" + kind + "-";
+}
+
+bool processRuns(long pid) { return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM); }
+
+// The pid at the end of a leftover's name, or -1 when the rest is not a number.
+long pidSuffix(const std::string& name, const std::string& prefix) {
+  const std::string rest = name.substr(prefix.size());
+  if (rest.empty() || rest.size() > 9 || rest.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stol(rest);
+}
+
+std::string errnoText(int code) { return std::strerror(code); }
+
+} // namespace
+
+std::string exportTargetPath(const std::string& dir) {
+  std::error_code ec;
+  // Lexical, so a symbolic link stays one (and is refused) rather than being followed.
+  fs::path target = fs::absolute(fs::path(dir), ec).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  return target.string();
+}
+
+bool isHookScopeExport(const std::string& dir) {
+  std::error_code ec;
+  const fs::path manifest = fs::path(dir) / "manifest.json";
+  if (!fs::is_regular_file(fs::symlink_status(manifest, ec))) return false;
+  const auto size = fs::file_size(manifest, ec);
+  if (ec || size > kManifestMaxBytes) return false;
+  std::ifstream in(manifest, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return json.is_object() && json.value("format", std::string()) == "hookscope-capture";
+}
+
+std::string checkExportTarget(const std::string& dir, bool overwrite) {
+  if (dir.empty()) return "no export folder given";
+  std::error_code ec;
+  const fs::path target(exportTargetPath(dir));
+  const auto status = fs::symlink_status(target, ec);
+  if (fs::is_symlink(status)) {
+    return dir + " is a symbolic link: give the export folder's real path.";
+  }
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    return dir + " exists and is a file, not a folder: choose another export folder.";
+  }
+  if (!fs::is_directory(status) || fs::is_empty(target, ec)) {
+    const fs::path parent = target.parent_path();
+    fs::path existing = parent;
+    while (!existing.empty() && !fs::exists(existing, ec)) existing = existing.parent_path();
+    if (!existing.empty() && ::access(existing.c_str(), W_OK) != 0) {
+      return "cannot write into " + existing.string() + ": " + errnoText(errno) + ". Choose a folder you can write to.";
+    }
+    return "";
+  }
+  if (!isHookScopeExport(target.string())) {
+    return dir + " is not empty and is not a HookScope export (it has no manifest.json of one), so "
+                 "HookScope will not replace it, with or without --force. Choose a new or empty folder.";
+  }
+  if (!overwrite) {
+    return "export folder " + dir + " already holds a HookScope export: choose another folder, "
+           "or replace it (--force in hookscope-cli).";
+  }
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec) {
+    const auto rel = cwd.lexically_relative(target);
+    if (!rel.empty() && *rel.begin() != "..") {
+      return "cannot replace " + dir + ": it holds the current folder. Run from another folder, "
+                                       "or export somewhere else.";
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> recoverInterruptedWrites(const std::string& dir) {
+  std::vector<std::string> notes;
+  std::error_code ec;
+  const fs::path target(exportTargetPath(dir));
+  const fs::path parent = target.parent_path();
+  if (!fs::is_directory(parent, ec)) return notes;
+  const std::string tmpPrefix = leftoverPrefix(target, "tmp");
+  const std::string oldPrefix = leftoverPrefix(target, "old");
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool tmp = name.rfind(tmpPrefix, 0) == 0;
+    const bool old = name.rfind(oldPrefix, 0) == 0;
+    if (!tmp && !old) continue;
+    const long pid = pidSuffix(name, tmp ? tmpPrefix : oldPrefix);
+    if (pid < 0 || !fs::is_directory(fs::symlink_status(entry.path(), ec))) continue;
+    if (pid == long(::getpid())) continue;
+    if (processRuns(pid)) {
+      notes.push_back(entry.path().string() + " belongs to a HookScope write still running (pid " +
+                      std::to_string(pid) + "); left alone");
+      continue;
+    }
+    std::error_code op;
+    if (old && !fs::exists(target, op) && isHookScopeExport(entry.path().string())) {
+      fs::rename(entry.path(), target, op);
+      notes.push_back(op ? "could not restore the earlier export from " + entry.path().string() + ": " + op.message()
+                         : "restored the earlier export " + target.string() + " from " + entry.path().string() +
+                               ", which an interrupted write had set aside");
+      continue;
+    }
+    fs::remove_all(entry.path(), op);
+    notes.push_back(op ? "could not remove " + entry.path().string() + ", left by an interrupted write: " + op.message()
+                       : "removed " + entry.path().string() + ", left by an interrupted write (pid " +
+                             std::to_string(pid) + ")");
+  }
+  return notes;
+}
+
+bool moveIntoPlace(const std::string& temp, const std::string& target, std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(target, ec))) {
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      return fail("cannot move the export into " + target + ": " + errnoText(errno));
+    }
+    return true;
+  }
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(temp, ec);  // now the earlier export
+    return true;
+  }
+  const int swapError = errno;
+  if (swapError != EINVAL && swapError != ENOSYS) {
+    return fail("cannot replace " + target + ": " + errnoText(swapError));
+  }
+  // A file system without RENAME_EXCHANGE: set the old folder aside, then move the new one in.
+  const fs::path path(target);
+  const fs::path old = path.parent_path() / (leftoverPrefix(path, "old") + std::to_string(::getpid()));
+  if (::rename(target.c_str(), old.c_str()) != 0) {
+    return fail("cannot replace " + target + ": " + errnoText(errno));
+  }
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    const int code = errno;
+    ::rename(old.c_str(), target.c_str());
+    return fail("cannot move the export into " + target + ": " + errnoText(code));
+  }
+  fs::remove_all(old, ec);
+  return true;
+}
+
+std::unique_ptr<ExportLock> ExportLock::acquire(const std::string& dir, std::string* error) {
+  const fs::path target(exportTargetPath(dir));
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  const std::string path = (target.parent_path() / leftoverPrefix(target, "lock")).string() + "file";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (error) *error = "cannot write into " + target.parent_path().string() + ": " + errnoText(errno);
+      return nullptr;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      if (error) {
+        *error = "another HookScope process is writing the export " + dir + " (it holds " + path +
+                 "): wait for it to finish, or choose another folder.";
+      }
+      return nullptr;
+    }
+    // The holder before us may have removed the file after we opened it: lock the file that is there.
+    struct stat held {}, current {};
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &current) == 0 && held.st_ino == current.st_ino &&
+        held.st_dev == current.st_dev) {
+      return std::unique_ptr<ExportLock>(new ExportLock(path, fd));
+    }
+    ::close(fd);
+  }
+  if (error) *error = "cannot take the lock " + path + ": it keeps changing";
+  return nullptr;
+}
+
+ExportLock::~ExportLock() {
+  ::unlink(m_path.c_str());
+  ::close(m_fd);
+}
+
+} // namespace hookscope
