@@ -1,6 +1,7 @@
 #include "ExportFolder.h"
 
 #include "CsvFormat.h"
+#include "FileLimits.h"
 #include "TorchSaveFile.h"
 
 #include <torch/serialize.h>
@@ -20,6 +21,8 @@ namespace hookscope {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr std::uintmax_t kManifestMaxBytes = 16 * 1024 * 1024;
 
 struct WriteFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -211,6 +214,72 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
   return true;
 }
 
+namespace {
+
+// Fills the histograms of `series` from histograms.pt; "" on success, else what is wrong.
+std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vector<SeriesPoint>>& series) {
+  c10::IValue value;
+  try {
+    value = loadTorchSaveFile(path);
+  } catch (const std::exception& e) {
+    return std::string(e.what()).substr(0, 400);
+  }
+  if (!value.isGenericDict()) {
+    return "it holds a " + std::string(value.tagKind()) + ", not HookScope's dict of histograms";
+  }
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString()) return "a key is not a name";
+    const std::string name = entry.key().toStringRef();
+    // "{kind}/{module}/{call}/{index}"; the module path itself holds no '/'.
+    const auto first = name.find('/');
+    const auto last = name.rfind('/');
+    if (first == std::string::npos || last == first) continue;
+    const auto middle = name.rfind('/', last - 1);
+    const auto kind = parseCaptureKind(name.substr(0, first));
+    if (!kind || first == middle) continue;
+    SeriesKey key;
+    try {
+      key = SeriesKey{name.substr(first + 1, middle - first - 1), std::stoi(name.substr(middle + 1, last - middle - 1)),
+                      *kind, std::stoi(name.substr(last + 1))};
+    } catch (const std::exception&) {
+      continue;
+    }
+    auto found = series.find(key);
+    if (found == series.end()) continue;
+    const std::string bad = "the entry '" + name + "' ";
+    if (!entry.value().isGenericDict()) return bad + "is not a dict";
+    const auto dict = entry.value().toGenericDict();
+    for (const char* field : {"steps", "counts", "edges"}) {
+      if (!dict.contains(field) || !dict.at(field).isTensor()) return bad + "has no tensor '" + field + "'";
+    }
+    const at::Tensor steps = dict.at("steps").toTensor().contiguous();
+    const at::Tensor counts = dict.at("counts").toTensor().contiguous();
+    const at::Tensor edges = dict.at("edges").toTensor().contiguous();
+    if (steps.dim() != 1 || steps.scalar_type() != at::kLong || counts.dim() != 2 ||
+        counts.scalar_type() != at::kLong || counts.size(0) != steps.size(0) || edges.dim() != 2 ||
+        edges.scalar_type() != at::kDouble || edges.size(0) != steps.size(0) || edges.size(1) != counts.size(1) + 1) {
+      return bad + "does not have the shapes and types of the format (steps int64[S], counts int64[S, bins], "
+                   "edges float64[S, bins+1])";
+    }
+    std::map<std::int64_t, std::int64_t> rowOfStep;
+    const std::int64_t* stepData = steps.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < steps.size(0); ++i) rowOfStep[stepData[i]] = i;
+    const std::int64_t bins = counts.size(1);
+    for (auto& point : found->second) {
+      const auto row = rowOfStep.find(point.step);
+      if (row == rowOfStep.end()) continue;
+      const std::int64_t* c = counts.data_ptr<std::int64_t>() + row->second * bins;
+      const double* e = edges.data_ptr<double>() + row->second * (bins + 1);
+      point.stats.histogram.assign(c, c + bins);
+      point.stats.histLow = e[0];
+      point.stats.histHigh = e[bins];
+    }
+  }
+  return "";
+}
+
+} // namespace
+
 bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   auto fail = [&](const std::string& message) {
     if (error) *error = message;
@@ -219,8 +288,19 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   const fs::path folder(dir);
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) return fail(dir + " is not a folder: open a HookScope export folder.");
-  if (!fs::exists(folder / "manifest.json", ec)) {
+  if (!fs::exists(fs::symlink_status(folder / "manifest.json", ec))) {
     return fail(dir + " has no manifest.json, so it is not a HookScope export folder.");
+  }
+  // Only regular files are opened: a FIFO would block, a link could lead to /dev/zero.
+  for (const char* name : {"manifest.json", "stats.csv", "scalars.csv", "histograms.pt", "alerts.csv", "tensors.pt"}) {
+    const fs::path path = folder / name;
+    if (!fs::exists(fs::symlink_status(path, ec))) continue;
+    if (std::string problem = checkRegularFile(path.string(), name); !problem.empty()) {
+      return fail(dir + ": " + problem + ". The export is damaged; export it again from its source.");
+    }
+  }
+  if (fs::file_size(folder / "manifest.json", ec) > kManifestMaxBytes) {
+    return fail(dir + "/manifest.json is larger than any manifest HookScope writes (16 MiB): the export is damaged.");
   }
   ExportData result;
   if (!ExportManifest::fromJson(readText(folder / "manifest.json"), &result.manifest, error)) return false;
@@ -259,39 +339,9 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
       }
     }
   }
-  if (fs::exists(folder / "histograms.pt", ec)) {
-    const std::string bytes = readText(folder / "histograms.pt");
-    try {
-      const auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-      for (const auto& entry : value.toGenericDict()) {
-        const std::string name = entry.key().toStringRef();
-        // "{kind}/{module}/{call}/{index}"; the module path itself holds no '/'.
-        const auto first = name.find('/');
-        const auto last = name.rfind('/');
-        const auto middle = name.rfind('/', last - 1);
-        const auto kind = parseCaptureKind(name.substr(0, first));
-        if (!kind || first == middle) continue;
-        SeriesKey key{name.substr(first + 1, middle - first - 1),
-                      std::stoi(name.substr(middle + 1, last - middle - 1)), *kind,
-                      std::stoi(name.substr(last + 1))};
-        auto found = series.find(key);
-        if (found == series.end()) continue;
-        const auto dict = entry.value().toGenericDict();
-        const at::Tensor steps = dict.at("steps").toTensor();
-        const at::Tensor counts = dict.at("counts").toTensor();
-        const at::Tensor edges = dict.at("edges").toTensor();
-        for (auto& point : found->second) {
-          for (std::int64_t i = 0; i < steps.size(0); ++i) {
-            if (steps[i].item<std::int64_t>() != point.step) continue;
-            const at::Tensor row = counts[i].contiguous();
-            point.stats.histogram.assign(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel());
-            point.stats.histLow = edges[i][0].item<double>();
-            point.stats.histHigh = edges[i][edges.size(1) - 1].item<double>();
-          }
-        }
-      }
-    } catch (const std::exception& e) {
-      return fail(dir + "/histograms.pt cannot be read: " + std::string(e.what()).substr(0, 200));
+  if (fs::exists(fs::symlink_status(folder / "histograms.pt", ec))) {
+    if (std::string problem = readHistograms((folder / "histograms.pt").string(), series); !problem.empty()) {
+      return fail(dir + "/histograms.pt cannot be read: " + problem + ".");
     }
   }
   for (auto& [key, points] : series) {

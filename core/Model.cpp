@@ -1,5 +1,6 @@
 #include "Model.h"
 
+#include "FileLimits.h"
 #include "Instrumentation.h"
 #include "ModelImpl.h"
 #include "OperatorLibraries.h"
@@ -93,11 +94,14 @@ std::string checkModelFile(const std::string& path) {
   }
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
+    std::uint64_t inflated = 0;
+    bool hasCode = false;
+    for (const auto& record : reader.getAllRecords()) {
+      inflated += reader.getRecordSize(record);
+      if (record.rfind("code/", 0) == 0) hasCode = true;
+    }
+    if (std::string problem = checkInflatedSize(path, size, inflated); !problem.empty()) return problem;
     if (!reader.hasRecord("constants.pkl")) {
-      bool hasCode = false;
-      for (const auto& record : reader.getAllRecords()) {
-        if (record.rfind("code/", 0) == 0) hasCode = true;
-      }
       if (!hasCode) {
         return path + " was written by torch.save (an eager model or a state dict), not by "
                       "TorchScript, so it holds no code C++ can run. " + howToSave();

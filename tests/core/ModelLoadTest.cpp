@@ -38,7 +38,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFile{"eager_legacy.pt", "torch.jit.script(model).save"},
                       BadFile{"state_dict.pt", "written by torch.save"},
                       BadFile{"rejected.pt", "could not load"},
-                      BadFile{"future_format.pt", "file format version is 99"}),
+                      BadFile{"future_format.pt", "file format version is 99"},
+                      BadFile{"bomb_model.pt", "inflates to 300 MiB"}),
     [](const auto& info) {
       std::string name = info.param.file;
       return name.substr(0, name.find('.'));
