@@ -332,7 +332,9 @@ int runCapture(const CaptureOptions& options) {
   if (StopSignals::received()) return 128 + StopSignals::received();
   const auto end = runner.run(options.steps, [&](const StepResult& r) {
     if (StopSignals::received()) runner.requestStop();
-    for (const auto& alert : rules.evaluate(*store, r.step, runner.lastStepOrder())) {
+    const auto fired = rules.evaluate(*store, r.step, runner.lastStepOrder());
+    store->setAlertBytes(rules.bytes());
+    for (const auto& alert : fired) {
       if (breakOn.count(alert.rule) && !breakAlert) {
         breakAlert = alert;
         runner.requestStop();
@@ -406,7 +408,11 @@ int runShow(const std::string& dir) {
   }
   if (m.thinned()) {
     std::cout << "  thinned:  yes, " << m.thinning.size() << " times to stay under "
-              << m.memoryCapBytes / (1024 * 1024) << " MiB\n";
+              << m.memoryCapBytes / (1024 * 1024) << " MiB: every " << m.thinning.back().stride << " steps kept";
+    if (m.thinning.back().callStride > 1) {
+      std::cout << ", and of each module's calls within a step every " << m.thinning.back().callStride;
+    }
+    std::cout << "\n";
   } else {
     std::cout << "  thinned:  no\n";
   }

@@ -30,6 +30,7 @@ std::size_t CaptureStore::pointBytes(const TensorStats& stats) {
 
 void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stats) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  if (key.call % m_callStride != 0) return;  // thinned calls (recorded in m_thinning)
   // A new step: the previous newest was kept only for being newest; off the grid it goes.
   if (m_stride > 1 && m_stepCaptures.size() > 1 && !m_stepCaptures.count(step)) {
     const std::int64_t newest = m_stepCaptures.rbegin()->first;
@@ -49,7 +50,7 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
   }
   ++m_stepCaptures[step];
   ++m_captures;
-  if (m_bytes > m_cap) thinLocked(m_stepCaptures.rbegin()->first);
+  if (overCapLocked()) thinLocked(m_stepCaptures.rbegin()->first);
   m_version.fetch_add(1, std::memory_order_release);
 }
 
@@ -100,7 +101,7 @@ void CaptureStore::dropStepsLocked(const std::set<std::int64_t>& dropped) {
 }
 
 void CaptureStore::thinLocked(std::int64_t newestStep) {
-  while (m_bytes > m_cap && m_stepCaptures.size() > 2) {
+  while (overCapLocked() && m_stepCaptures.size() > 2) {
     ThinningEvent event;
     event.atStep = newestStep;
     event.stepsBefore = std::int64_t(m_stepCaptures.size());
@@ -114,7 +115,43 @@ void CaptureStore::thinLocked(std::int64_t newestStep) {
     event.stepsAfter = std::int64_t(m_stepCaptures.size());
     event.bytesAfter = m_bytes;
     event.stride = m_stride;
+    event.callStride = m_callStride;
     m_thinning.push_back(event);
+  }
+  // Two steps alone are over the cap: a module is called many times per step. Keep every
+  // other call of each module (0, 2, 4, ...), again until under the cap or one call is left.
+  auto hasLaterCalls = [this] {
+    return std::any_of(m_series.begin(), m_series.end(), [](const auto& s) { return s.first.call > 0; });
+  };
+  while (overCapLocked() && hasLaterCalls()) {
+    ThinningEvent event;
+    event.atStep = newestStep;
+    event.stepsBefore = std::int64_t(m_stepCaptures.size());
+    event.bytesBefore = m_bytes;
+    m_callStride *= 2;
+    dropCallsLocked();
+    event.stepsAfter = std::int64_t(m_stepCaptures.size());
+    event.bytesAfter = m_bytes;
+    event.stride = m_stride;
+    event.callStride = m_callStride;
+    m_thinning.push_back(event);
+  }
+}
+
+void CaptureStore::dropCallsLocked() {
+  for (auto it = m_series.begin(); it != m_series.end();) {
+    if (it->first.call % m_callStride == 0) {
+      ++it;
+      continue;
+    }
+    for (const auto& p : it->second) {
+      m_bytes -= pointBytes(p.stats);
+      const auto count = m_stepCaptures.find(p.step);
+      if (count != m_stepCaptures.end() && --count->second == 0) m_stepCaptures.erase(count);
+      --m_captures;
+    }
+    m_bytes -= kSeriesOverhead + it->first.module.capacity();
+    it = m_series.erase(it);
   }
 }
 
@@ -197,7 +234,14 @@ std::size_t CaptureStore::captureCount() const {
 
 std::size_t CaptureStore::bytesUsed() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return m_bytes;
+  return m_bytes + m_alertBytes;
+}
+
+void CaptureStore::setAlertBytes(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_alertBytes = bytes;
+  if (overCapLocked() && !m_stepCaptures.empty()) thinLocked(m_stepCaptures.rbegin()->first);
+  m_version.fetch_add(1, std::memory_order_release);
 }
 
 std::size_t CaptureStore::capBytes() const {
@@ -208,7 +252,7 @@ std::size_t CaptureStore::capBytes() const {
 void CaptureStore::setCapBytes(std::size_t capBytes) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_cap = capBytes;
-  if (m_bytes > m_cap && !m_stepCaptures.empty()) thinLocked(m_stepCaptures.rbegin()->first);
+  if (overCapLocked() && !m_stepCaptures.empty()) thinLocked(m_stepCaptures.rbegin()->first);
   m_version.fetch_add(1, std::memory_order_release);
 }
 
@@ -231,6 +275,8 @@ void CaptureStore::clear() {
   m_bytes = 0;
   m_captures = 0;
   m_stride = 1;
+  m_callStride = 1;
+  m_alertBytes = 0;
   m_latestScalarStep = -1;
   m_version.fetch_add(1, std::memory_order_release);
 }

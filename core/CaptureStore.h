@@ -54,6 +54,9 @@ struct ThinningEvent {
   std::size_t bytesBefore = 0;
   std::size_t bytesAfter = 0;
   std::int64_t stride = 1;         ///< steps kept from then on: first + k * stride, and the newest
+  /// Calls of a module kept within a step from then on: 0, k, 2k, ... (1: every call). Only
+  /// once two steps alone exceed the cap (a module called thousands of times per step).
+  std::int64_t callStride = 1;
 };
 
 /// Thread-safe store of capture statistics, bounded by a memory cap. When the cap is
@@ -95,7 +98,10 @@ public:
   /// Number of stored captures.
   std::size_t captureCount() const;
 
+  /// Bytes of the captures and scalars, plus the alerts' (setAlertBytes).
   std::size_t bytesUsed() const;
+  /// Memory that the session's alerts take, which counts against the cap too.
+  void setAlertBytes(std::size_t bytes);
   std::size_t capBytes() const;
   /// Sets the cap, thinning at once if the store is over it.
   void setCapBytes(std::size_t capBytes);
@@ -113,6 +119,8 @@ public:
 
 private:
   void thinLocked(std::int64_t newestStep);
+  void dropCallsLocked();
+  bool overCapLocked() const { return m_bytes + m_alertBytes > m_cap; }
   void dropStepsLocked(const std::set<std::int64_t>& dropped);
   bool onGridLocked(std::int64_t step) const;
 
@@ -125,6 +133,8 @@ private:
   std::size_t m_cap;
   std::size_t m_captures = 0;
   std::int64_t m_stride = 1;
+  std::int64_t m_callStride = 1;
+  std::size_t m_alertBytes = 0;
   std::int64_t m_latestScalarStep = -1;
   std::atomic<std::uint64_t> m_version{0};
 };

@@ -32,7 +32,8 @@ std::string ExportManifest::toJson() const {
                     {"steps_after", t.stepsAfter},
                     {"bytes_before", t.bytesBefore},
                     {"bytes_after", t.bytesAfter},
-                    {"stride", t.stride}});
+                    {"stride", t.stride},
+                    {"call_stride", t.callStride}});
   }
   json j = {
       {"format", kFormat},
@@ -105,7 +106,7 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       m.thinning.push_back({t.value("at_step", std::int64_t(0)), t.value("steps_before", std::int64_t(0)),
                             t.value("steps_after", std::int64_t(0)), t.value("bytes_before", std::size_t(0)),
                             t.value("bytes_after", std::size_t(0)),
-                            t.value("stride", std::int64_t(1))});
+                            t.value("stride", std::int64_t(1)), t.value("call_stride", std::int64_t(1))});
     }
     m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
     if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];

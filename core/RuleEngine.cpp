@@ -212,15 +212,29 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
       }
     }
   }
-  m_alerts.insert(m_alerts.end(), fired.begin(), fired.end());
+  for (const auto& alert : fired) {
+    const auto key = std::make_tuple(int(alert.rule), alert.module, int(alert.kind));
+    const auto group = m_groups.find(key);
+    if (group != m_groups.end()) {
+      Alert& kept = m_alerts[group->second];
+      kept.lastStep = alert.step;
+      ++kept.count;
+      continue;
+    }
+    m_groups.emplace(key, m_alerts.size());
+    m_alerts.push_back(alert);
+    m_alerts.back().lastStep = alert.step;
+    m_bytes += sizeof(Alert) + 64 + alert.module.capacity() + alert.message.capacity();
+  }
   return fired;
 }
 
 std::string alertsCsv(const std::vector<Alert>& alerts) {
-  std::string out = "step,module,kind,rule,value,message\n";
+  std::string out = "step,module,kind,rule,value,message,last_step,count\n";
   for (const auto& a : alerts) {
     out += std::to_string(a.step) + ',' + csvField(a.module) + ',' + captureKindName(a.kind) + ',' + ruleName(a.rule) + ',' +
-           formatDouble(a.value) + ',' + csvField(a.message) + '\n';
+           formatDouble(a.value) + ',' + csvField(a.message) + ',' + std::to_string(a.lastStep < 0 ? a.step : a.lastStep) +
+           ',' + std::to_string(a.count) + '\n';
   }
   return out;
 }

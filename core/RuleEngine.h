@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace hookscope {
@@ -40,14 +41,17 @@ bool setRuleThreshold(RuleSettings& settings, RuleKind rule, double value, std::
 /// What the main threshold of a rule means, for help texts.
 const char* ruleThresholdMeaning(RuleKind rule);
 
-/// One firing of a rule.
+/// One firing of a rule; in RuleEngine::alerts(), the firings of one rule on one series,
+/// grouped: the first step's value and message, with the last step and the count.
 struct Alert {
-  std::int64_t step = 0;
+  std::int64_t step = 0;  ///< the (first) step it fired at
   std::string module;  ///< dotted path, or parameter name for update_ratio, "" for loss_plateau
   CaptureKind kind = CaptureKind::Activation;
   RuleKind rule = RuleKind::NonFinite;
   double value = 0;
   std::string message;
+  std::int64_t lastStep = -1;  ///< the last step it fired at (-1: the same as `step`)
+  std::int64_t count = 1;      ///< how many steps it fired at
 };
 
 /// What happened in one step, in order, as the recorder saw it.
@@ -63,9 +67,12 @@ public:
 
   /// Module types by path, for the saturation rule (Sigmoid, Tanh, Hardtanh).
   void setModuleTypes(std::map<std::string, std::string> types) { m_types = std::move(types); }
-  /// Evaluates `step`; returns the alerts it fired (also kept in alerts()).
+  /// Evaluates `step`; returns the alerts it fired, which also join alerts().
   std::vector<Alert> evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order);
+  /// Every firing so far, grouped by rule and series (one entry each, so bounded).
   const std::vector<Alert>& alerts() const { return m_alerts; }
+  /// Memory the grouped alerts take, which counts against the capture store's cap.
+  std::size_t bytes() const { return m_bytes; }
   const RuleSettings& settings() const { return m_settings; }
   void setSettings(const RuleSettings& settings) { m_settings = settings; }
 
@@ -75,9 +82,12 @@ private:
   RuleSettings m_settings;
   std::map<std::string, std::string> m_types;
   std::vector<Alert> m_alerts;
+  std::map<std::tuple<int, std::string, int>, std::size_t> m_groups;  ///< (rule, module, kind) -> m_alerts index
+  std::size_t m_bytes = 0;
 };
 
-/// alerts.csv: header `step,module,kind,rule,value,message`, one row per alert.
+/// alerts.csv: header `step,module,kind,rule,value,message,last_step,count`, one row per
+/// rule and series (`step` is the first step it fired at).
 std::string alertsCsv(const std::vector<Alert>& alerts);
 
 } // namespace hookscope

@@ -11,13 +11,13 @@ constexpr int kMaxRows = 5000;  // a runaway rule must not grow the table withou
 }
 
 AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableWidget(0, 5, this)) {
-  m_table->setHorizontalHeaderLabels({tr("Step"), tr("Layer"), tr("Rule"), tr("Value"), tr("Message")});
+  m_table->setHorizontalHeaderLabels({tr("Steps"), tr("Layer"), tr("Rule"), tr("Value"), tr("Message")});
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
   m_table->verticalHeader()->setVisible(false);
   m_table->horizontalHeader()->setStretchLastSection(true);
-  m_table->setColumnWidth(0, 50);
+  m_table->setColumnWidth(0, 90);
   m_table->setColumnWidth(1, 110);
   m_table->setColumnWidth(2, 130);
   m_table->setColumnWidth(3, 80);
@@ -26,20 +26,46 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   layout->addWidget(m_table);
   auto activate = [this](int row) {
     if (row < 0) return;
-    Q_EMIT alertActivated(m_table->item(row, 0)->text().toLongLong(), m_table->item(row, 1)->data(Qt::UserRole).toString());
+    Q_EMIT alertActivated(m_table->item(row, 0)->data(Qt::UserRole).toLongLong(), m_table->item(row, 1)->data(Qt::UserRole).toString());
   };
   connect(m_table, &QTableWidget::cellClicked, this, [activate](int row, int) { activate(row); });
   connect(m_table, &QTableWidget::cellActivated, this, [activate](int row, int) { activate(row); });
 }
 
+namespace {
+
+QString groupKey(const Alert& alert) {
+  return QStringLiteral("%1|%2|%3").arg(int(alert.rule)).arg(int(alert.kind)).arg(QString::fromStdString(alert.module));
+}
+
+QString stepsText(std::int64_t first, std::int64_t last, std::int64_t count) {
+  if (count <= 1) return QString::number(first);
+  return QStringLiteral("%1–%2 (×%3)").arg(first).arg(last).arg(count);
+}
+
+} // namespace
+
 void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
   for (const auto& alert : alerts) {
-    if (m_table->rowCount() >= kMaxRows) return;
+    // Repeats of one rule on one layer are one row: first step, last step, count.
+    const QString key = groupKey(alert);
+    if (const auto found = m_rows.find(key); found != m_rows.end()) {
+      QTableWidgetItem* steps = m_table->item(found.value(), 0);
+      const qint64 count = steps->data(Qt::UserRole + 1).toLongLong() + 1;
+      steps->setData(Qt::UserRole + 1, count);
+      steps->setText(stepsText(steps->data(Qt::UserRole).toLongLong(), alert.step, count));
+      continue;
+    }
+    if (m_table->rowCount() >= kMaxRows) continue;
     const int row = m_table->rowCount();
     m_table->insertRow(row);
+    m_rows.insert(key, row);
     auto* layer = new QTableWidgetItem(alert.module.empty() ? tr("(model)") : QString::fromStdString(alert.module));
     layer->setData(Qt::UserRole, QString::fromStdString(alert.module));
-    m_table->setItem(row, 0, new QTableWidgetItem(QString::number(alert.step)));
+    auto* steps = new QTableWidgetItem(stepsText(alert.step, alert.step, 1));
+    steps->setData(Qt::UserRole, qint64(alert.step));
+    steps->setData(Qt::UserRole + 1, qint64(1));
+    m_table->setItem(row, 0, steps);
     m_table->setItem(row, 1, layer);
     m_table->setItem(row, 2, new QTableWidgetItem(QString::fromLatin1(ruleName(alert.rule))));
     m_table->setItem(row, 3, new QTableWidgetItem(QString::number(alert.value, 'g', 4)));
@@ -48,17 +74,15 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
   }
 }
 
-void AlertsPanel::clear() { m_table->setRowCount(0); }
+void AlertsPanel::clear() {
+  m_table->setRowCount(0);
+  m_rows.clear();
+}
 int AlertsPanel::count() const { return m_table->rowCount(); }
 
 void AlertsPanel::highlight(const Alert& alert) {
-  for (int row = m_table->rowCount() - 1; row >= 0; --row) {
-    if (m_table->item(row, 0)->text().toLongLong() == alert.step &&
-        m_table->item(row, 1)->data(Qt::UserRole).toString() == QString::fromStdString(alert.module) &&
-        m_table->item(row, 2)->text() == QString::fromLatin1(ruleName(alert.rule))) {
-      m_table->selectRow(row);
-      m_table->scrollToItem(m_table->item(row, 0));
-      return;
-    }
-  }
+  const auto found = m_rows.find(groupKey(alert));
+  if (found == m_rows.end()) return;
+  m_table->selectRow(found.value());
+  m_table->scrollToItem(m_table->item(found.value(), 0));
 }

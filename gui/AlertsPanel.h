@@ -2,12 +2,13 @@
 
 #include "RuleEngine.h"
 
+#include <QHash>
 #include <QWidget>
 
 class QTableWidget;
 
-/// Every rule firing of the session: step, layer, rule, value, message. Activating a row
-/// asks the window to jump there.
+/// Every rule firing of the session, one row per rule and layer: its steps (first, last,
+/// count), layer, rule, first value and message. Activating a row jumps to its first step.
 class AlertsPanel : public QWidget {
   Q_OBJECT
 
@@ -16,7 +17,7 @@ public:
   void addAlerts(const std::vector<hookscope::Alert>& alerts);
   void clear();
   int count() const;
-  /// Selects the row of this alert (the newest matching one).
+  /// Selects the row of this alert's rule and layer.
   void highlight(const hookscope::Alert& alert);
 
 Q_SIGNALS:
@@ -24,4 +25,5 @@ Q_SIGNALS:
 
 private:
   QTableWidget* m_table;
+  QHash<QString, int> m_rows;  ///< rule|kind|module -> row
 };

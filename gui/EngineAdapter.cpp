@@ -247,6 +247,7 @@ bool EngineAdapter::doStep() {
   m_stepsDone = m_runner->stepsDone();
   if (m_rules) {
     summary.alerts = m_rules->evaluate(*m_store, summary.result.step, m_runner->lastStepOrder());
+    m_store->setAlertBytes(m_rules->bytes());
     for (const auto& alert : summary.alerts) {
       if (m_breakRules.load() & (1u << unsigned(alert.rule))) {
         summary.breakAlert = alert;

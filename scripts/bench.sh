@@ -18,6 +18,7 @@ run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$build/tests/bench/hookscope-core-bench" stats
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
 run "$build/tests/bench/hookscope-core-bench" memory
+run "$build/tests/bench/hookscope-core-bench" limits "$fixtures"
 
 # The summary: HookScope's overhead part against the Python peer's.
 ours=$(grep 'RESULT overhead' "$log" | tail -1 | sed 's/.*c\/a=\([0-9.]*\).*/\1/')

@@ -2,11 +2,16 @@
 //   hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS]
 //   hookscope-core-bench stats
 //   hookscope-core-bench memory
+//   hookscope-core-bench limits FIXTURES_DIR
 #include "Allocator.h"
 #include "CaptureStore.h"
 #include "Model.h"
+#include "RuleEngine.h"
 #include "StepRunner.h"
 #include "TensorStatistics.h"
+#include "TorchSaveFile.h"
+
+#include <sys/resource.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -178,6 +183,76 @@ int memory() {
   return peak <= store.capBytes() ? 0 : 1;
 }
 
+double maxRssMiB() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024;
+}
+
+// Memory bounds on hostile input: decompression bombs, a rule firing every step, a module
+// called 20,000 times per step.
+int limits(const std::string& fixtures) {
+  const double startRss = maxRssMiB();
+  std::string error;
+  const bool modelLoaded = bool(Model::load(fixtures + "/bad/bomb_model.pt", &error));
+  bool dataLoaded = true;
+  try {
+    loadTorchSaveFile(fixtures + "/bad/bomb.data.pt");
+  } catch (const std::exception&) {
+    dataLoaded = false;
+  }
+  const double bombRss = maxRssMiB() - startRss;
+  std::printf("decompression bombs (300 MiB records in files of well under 1 MiB): model %s, data file %s; "
+              "peak RSS grew by %.1f MiB\n",
+              modelLoaded ? "LOADED" : "refused", dataLoaded ? "LOADED" : "refused", bombRss);
+
+  const std::size_t cap = 16u << 20;
+  CaptureStore alertStore(cap);
+  RuleEngine rules;
+  const int steps = 30000, series = 22;
+  std::size_t fired = 0;
+  for (int step = 0; step < steps; ++step) {
+    for (int i = 0; i < series; ++i) {
+      TensorStats s;
+      s.shape = {8, 64};
+      s.numel = 512;
+      s.zeroFraction = 1.0;  // dead units, every step, every series
+      s.histogram.assign(64, 1);
+      alertStore.add(step, {"relu" + std::to_string(i), 0, CaptureKind::Activation, 0}, s);
+    }
+    fired += rules.evaluate(alertStore, step, {}).size();
+    alertStore.setAlertBytes(rules.bytes());
+  }
+  const std::string csv = alertsCsv(rules.alerts());
+  std::printf("a rule firing on %d series for %d steps, 16 MiB cap: %zu firings kept as %zu alerts "
+              "(%.1f KiB, alerts.csv %.1f KiB); store %.1f MiB of %.0f MiB\n",
+              series, steps, fired, rules.alerts().size(), double(rules.bytes()) / 1024, double(csv.size()) / 1024,
+              double(alertStore.bytesUsed()) / (1 << 20), double(cap) / (1 << 20));
+
+  CaptureStore callStore(cap);
+  std::size_t peak = 0;
+  const int calls = 20000;
+  for (int step = 0; step < 5; ++step) {
+    for (int call = 0; call < calls; ++call) {
+      TensorStats s;
+      s.shape = {8, 16};
+      s.numel = 128;
+      s.histogram.assign(64, 1);
+      callStore.add(step, {"cell", call, CaptureKind::Activation, 0}, s);
+      peak = std::max(peak, callStore.bytesUsed());
+    }
+  }
+  const auto thinning = callStore.thinning();
+  std::printf("a module called %d times per step, 5 steps, 16 MiB cap: peak %.1f MiB, %zu thinnings, "
+              "every %lld-th call kept\n",
+              calls, double(peak) / (1 << 20), thinning.size(),
+              thinning.empty() ? 1LL : (long long)thinning.back().callStride);
+  std::printf("RESULT limits bomb_rss_mib=%.1f bombs_refused=%d alerts=%zu alert_kib=%.1f call_peak_mib=%.2f cap_mib=16\n",
+              bombRss, int(!modelLoaded && !dataLoaded), rules.alerts().size(), double(rules.bytes()) / 1024,
+              double(peak) / (1 << 20));
+  return (!modelLoaded && !dataLoaded && peak <= cap && alertStore.bytesUsed() <= cap) ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -187,6 +262,7 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "stats") == 0) return stats();
   if (argc >= 2 && std::strcmp(argv[1], "memory") == 0) return memory();
-  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS] | stats | memory\n");
+  if (argc >= 3 && std::strcmp(argv[1], "limits") == 0) return limits(argv[2]);
+  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS] | stats | memory | limits FIXTURES\n");
   return 2;
 }

@@ -3,6 +3,7 @@
 
 #include "CaptureStore.h"
 
+#include <set>
 #include <thread>
 
 using namespace hookscope;
@@ -121,6 +122,41 @@ TEST(CaptureStoreTest, ThinningKeepsFirstAndLastStepsAndRespectsTheCap) {
   EXPECT_GT(stride, 1);
   for (std::size_t i = 1; i + 1 < steps.size(); ++i) EXPECT_EQ(steps[i] - steps[i - 1], stride);
   EXPECT_LE(steps.back() - steps[steps.size() - 2], stride);
+}
+
+TEST(CaptureStoreTest, AModuleCalledThousandsOfTimesPerStepStaysUnderTheCap) {
+  const std::size_t cap = 256 * 1024;
+  CaptureStore store(cap);
+  const int calls = 2000;  // 2,000 calls x ~700 bytes: one step alone is over five times the cap
+  for (int step = 0; step < 4; ++step) {
+    for (int call = 0; call < calls; ++call) {
+      store.add(step, {"cell", call, CaptureKind::Activation, 0}, statsOf(call));
+      ASSERT_LE(store.bytesUsed(), cap) << "step " << step << " call " << call;
+    }
+  }
+  const auto thinning = store.thinning();
+  ASSERT_FALSE(thinning.empty());
+  const std::int64_t callStride = thinning.back().callStride;
+  EXPECT_GT(callStride, 1) << "calls were thinned, and that is recorded";
+  // What is kept: calls 0, k, 2k, ... of every kept step, the last step among them.
+  std::set<std::int64_t> steps;
+  for (const auto& key : store.seriesKeys()) {
+    EXPECT_EQ(key.call % callStride, 0) << key.call;
+    for (const auto& p : store.series(key)) steps.insert(p.step);
+  }
+  EXPECT_TRUE(steps.count(3));
+  EXPECT_TRUE(store.pointAt({"cell", 0, CaptureKind::Activation, 0}, 3, nullptr));
+}
+
+TEST(CaptureStoreTest, AlertsCountAgainstTheCap) {
+  CaptureStore store(64 * 1024);
+  for (int step = 0; step < 40; ++step) store.add(step, {"fc", 0, CaptureKind::Activation, 0}, statsOf(step));
+  const std::size_t before = store.bytesUsed();
+  ASSERT_LT(before, 64u * 1024);
+  store.setAlertBytes(48 * 1024);
+  EXPECT_EQ(store.bytesUsed() >= 48u * 1024, true);
+  EXPECT_LE(store.bytesUsed(), 64u * 1024) << "the captures were thinned to make room";
+  EXPECT_FALSE(store.thinning().empty());
 }
 
 TEST(CaptureStoreTest, LoweringTheCapThinsAtOnce) {

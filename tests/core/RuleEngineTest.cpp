@@ -64,6 +64,30 @@ TEST(RuleEngineTest, DeadUnitsFireOnTheDeadReluOnly) {
   EXPECT_DOUBLE_EQ(dead[0].value, 1.0);
 }
 
+TEST(RuleEngineTest, RepeatsOfOneRuleOnOneSeriesAreOneAlertWithFirstLastAndCount) {
+  RunConfig config;
+  config.inputSpecs = {"8x16"};
+  config.optimizer = OptimizerKind::None;
+  RuleRun run(fixture("dead_relu.pt"), config);
+  ASSERT_TRUE(run.runner);
+  for (int i = 0; i < 5; ++i) {
+    // Each step still reports its own firing (breakpoints act on it)...
+    const auto dead = ofRule(run.step(), RuleKind::DeadUnits);
+    ASSERT_EQ(dead.size(), 1u);
+    EXPECT_EQ(dead[0].step, i);
+  }
+  // ...and the session keeps one alert for the five.
+  const auto kept = ofRule(run.rules.alerts(), RuleKind::DeadUnits);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].step, 0);
+  EXPECT_EQ(kept[0].lastStep, 4);
+  EXPECT_EQ(kept[0].count, 5);
+  const std::size_t bytes = run.rules.bytes();
+  EXPECT_GT(bytes, 0u);
+  run.step();
+  EXPECT_EQ(run.rules.bytes(), bytes) << "a repeat takes no more memory";
+}
+
 TEST(RuleEngineTest, TooLargeALearningRateExplodesThenGoesNonFinite) {
   RunConfig config;
   config.dataFile = fixture("teacher.data.pt");
@@ -97,7 +121,8 @@ TEST(RuleEngineTest, LossPlateauAndThresholds) {
   EXPECT_EQ(parseRuleName("exploding_gradient"), RuleKind::ExplodingGradient);
   EXPECT_FALSE(parseRuleName("bogus"));
   const std::string csv = alertsCsv({{3, "fc1", CaptureKind::Gradient, RuleKind::ExplodingGradient, 2e3, "big, really"}});
-  EXPECT_EQ(csv, "step,module,kind,rule,value,message\n3,fc1,gradient,exploding_gradient,2000,\"big, really\"\n");
+  EXPECT_EQ(csv, "step,module,kind,rule,value,message,last_step,count\n"
+                 "3,fc1,gradient,exploding_gradient,2000,\"big, really\",3,1\n");
 }
 
 } // namespace
