@@ -1,5 +1,6 @@
 #include "Allocator.h"
 #include "CliCommands.h"
+#include "TorchError.h"
 
 #include <CLI/CLI.hpp>
 
@@ -111,9 +112,16 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kOk : kUsage;
   }
-  if ((*inspectCmd || *captureCmd) && !loadLibraries(libraries)) return kModelLoad;
-  if (*inspectCmd) return runInspect(inspect);
-  if (*captureCmd) return runCapture(capture);
-  if (*showCmd) return runShow(showDir);
+  // Every error that escapes a command (LibTorch's included) ends it with a message, not an abort.
+  try {
+    if ((*inspectCmd || *captureCmd) && !loadLibraries(libraries)) return kModelLoad;
+    if (*inspectCmd) return runInspect(inspect);
+    if (*captureCmd) return runCapture(capture);
+    if (*showCmd) return runShow(showDir);
+  } catch (const std::exception& e) {
+    std::cerr << "hookscope-cli: " << hookscope::summarizeTorchError(e)
+              << " (unexpected here: please report it with the command that caused it)\n";
+    return kData;
+  }
   return kUsage;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <sstream>
 
 namespace hookscope {
@@ -27,6 +28,45 @@ bool parseDouble(const std::string& text, double* value) {
 const char* const kDtypes[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32",
                                "int16",   "int8",    "uint8",   "bool"};
 
+// "" when uniform or randint values in [low, high) can be made in the spec's dtype.
+std::string boundsProblem(const InputSpec& spec) {
+  struct Range {
+    const char* dtype;
+    double lowest, highest;  // representable bounds of [LOW, HIGH)
+  };
+  static const Range ranges[] = {
+      {"float32", -3.4028234663852886e38, 3.4028234663852886e38},
+      {"float64", -1.7976931348623157e308, 1.7976931348623157e308},
+      {"float16", -65504, 65504},
+      {"bfloat16", -3.3895313892515355e38, 3.3895313892515355e38},
+      {"int64", -9223372036854775808.0, 9223372036854775807.0},
+      {"int32", -2147483648.0, 2147483648.0},
+      {"int16", -32768, 32768},
+      {"int8", -128, 128},
+      {"uint8", 0, 256},
+      {"bool", 0, 2},
+  };
+  for (const auto& range : ranges) {
+    if (spec.dtype != range.dtype) continue;
+    if (spec.low < range.lowest || spec.high > range.highest) {
+      return "bounds [" + std::to_string(spec.low) + ", " + std::to_string(spec.high) + ") do not fit " + spec.dtype;
+    }
+    if (!spec.isInteger() && !std::isfinite(spec.high - spec.low)) {
+      return "the width of [LOW, HIGH) overflows " + spec.dtype + ": narrow the bounds";
+    }
+    if (!spec.isInteger() && spec.dtype != "float64" && spec.high - spec.low > range.highest) {
+      return "the width of [LOW, HIGH) overflows " + spec.dtype + ": narrow the bounds";
+    }
+    if (spec.isInteger() && (spec.low != std::floor(spec.low) || spec.high != std::floor(spec.high))) {
+      return "integer bounds must be whole numbers for " + spec.dtype;
+    }
+    if (spec.isInteger() && spec.high - spec.low > 9.2e18) {
+      return "the width of [LOW, HIGH) overflows int64: narrow the bounds";
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 bool InputSpec::isInteger() const {
@@ -49,9 +89,18 @@ bool InputSpec::parse(const std::string& text, InputSpec* spec, std::string* err
     if (dim.empty() || dim.find_first_not_of("0123456789") != std::string::npos) {
       return fail("dimension '" + dim + "' is not a whole number");
     }
-    const long long size = std::atoll(dim.c_str());
-    if (size <= 0 || size > (1LL << 31)) return fail("dimension '" + dim + "' is out of range");
-    result.shape.push_back(size);
+    if (dim.size() > 10 || std::atoll(dim.c_str()) <= 0 || std::atoll(dim.c_str()) >= (1LL << 31)) {
+      return fail("dimension '" + dim + "' is out of range (1 to 2147483647)");
+    }
+    result.shape.push_back(std::atoll(dim.c_str()));
+  }
+  double elements = 1;
+  for (const auto size : result.shape) elements *= double(size);
+  if (elements > double(kMaxInputElements)) {
+    std::ostringstream count;
+    count << std::setprecision(3) << elements;  // may exceed any integer type
+    return fail("the shape holds " + count.str() + " values, more than the " + std::to_string(kMaxInputElements) +
+                " a synthetic input may have");
   }
   if (parts.size() >= 2) {
     bool known = false;
@@ -63,6 +112,7 @@ bool InputSpec::parse(const std::string& text, InputSpec* spec, std::string* err
     if (!parseDouble(parts[2], &result.low)) return fail("LOW '" + parts[2] + "' is not a number");
     if (!parseDouble(parts[3], &result.high)) return fail("HIGH '" + parts[3] + "' is not a number");
     if (!(result.low < result.high)) return fail("LOW must be below HIGH");
+    if (std::string problem = boundsProblem(result); !problem.empty()) return fail(problem);
     result.bounded = true;
   } else if (result.isInteger()) {
     if (result.dtype == "bool") {

@@ -6,6 +6,9 @@
 
 namespace hookscope {
 
+/// The most values one synthetic input may hold (4 GiB of float32).
+constexpr std::int64_t kMaxInputElements = std::int64_t(1) << 30;
+
 /// A synthetic input: SHAPE[:DTYPE[:LOW:HIGH]], e.g. "8x3x32x32", "8x128:int64:0:30000".
 /// Floats without bounds are standard normal; with bounds, uniform in [LOW, HIGH).
 struct InputSpec {

@@ -135,6 +135,10 @@ bool loadDataFile(const RunConfig& config, std::vector<std::vector<at::Tensor>>&
                 describeTensors({target}) + " but inputs have " + std::to_string(samples) +
                 " samples");
   }
+  if (samples == 0) {
+    return fail("the data file " + config.dataFile + " holds no samples (its inputs have a first "
+                "dimension of 0): save at least one sample");
+  }
   const std::int64_t batch = config.batchSize > 0 ? config.batchSize : samples;
   if (batch > samples) {
     return fail("batch size " + std::to_string(batch) + " is larger than the " +
@@ -171,15 +175,21 @@ bool StepRunner::configure(const RunConfig& config, std::string* error) {
       InputSpec spec;
       if (!InputSpec::parse(text, &spec, error)) return false;
       const auto type = scalarType(spec.dtype);
+      // Drawn in float32 (float64 for float64 inputs), then cast: the bounds were checked to fit.
+      const auto drawType = type == at::kDouble ? at::kDouble : at::kFloat;
       at::Tensor t;
-      if (spec.isInteger()) {
-        t = at::randint(std::int64_t(std::ceil(spec.low)), std::int64_t(std::ceil(spec.high)),
-                        spec.shape, generator, at::TensorOptions().dtype(at::kLong))
-                .to(type);
-      } else if (spec.bounded) {
-        t = at::empty(spec.shape, at::kFloat).uniform_(spec.low, spec.high, generator).to(type);
-      } else {
-        t = at::randn(spec.shape, generator, at::TensorOptions().dtype(at::kFloat)).to(type);
+      try {
+        if (spec.isInteger()) {
+          t = at::randint(std::int64_t(std::ceil(spec.low)), std::int64_t(std::ceil(spec.high)),
+                          spec.shape, generator, at::TensorOptions().dtype(at::kLong))
+                  .to(type);
+        } else if (spec.bounded) {
+          t = at::empty(spec.shape, drawType).uniform_(spec.low, spec.high, generator).to(type);
+        } else {
+          t = at::randn(spec.shape, generator, at::TensorOptions().dtype(drawType)).to(type);
+        }
+      } catch (const std::exception& e) {
+        return fail("cannot make the input " + text + ": " + summarizeTorchError(e));
       }
       inputs.push_back(t);
     }

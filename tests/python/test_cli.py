@@ -70,6 +70,19 @@ class ExitCodes(CliTestCase):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--bogus"), 2)
         self.assertExit(run("capture", CNN, "--out", self.out(), "--kinds", "activation,weird"), 2, "weird")
         self.assertExit(run("capture", CNN, "--out", self.out(), "--input", "8xx1"), 2, "bad input spec")
+        # Bounds that do not fit the dtype, and sizes beyond memory: usage errors, never an abort.
+        for spec, says in [("8x1x28x28:float32:-1e308:1e308", "do not fit float32"),
+                           ("8x1x28x28:float64:-1e308:1e308", "overflows float64"),
+                           ("8x1x28x28:bfloat16:0:1e39", "do not fit bfloat16"),
+                           ("8x1x28x28:float16:0:70000", "do not fit float16"),
+                           ("8x1x28x28:int64:0:1e30", "do not fit int64"),
+                           ("8x1x28x28:int64:5.1:5.9", "whole numbers"),
+                           ("8x1x28x28:uint8:-1:10", "do not fit uint8"),
+                           ("2147483648x1x28x28", "out of range"),
+                           ("99999x99999x28", "more than the")]:
+            for command in (["inspect", CNN, "--input", spec], ["capture", CNN, "--out", self.out(), "--input", spec]):
+                with self.subTest(spec=spec, command=command[0]):
+                    self.assertExit(run(*command), 2, says)
         self.assertExit(run("capture", CNN, "--out", self.out(), "--hook", "nothing.*"), 2, "matches no module")
         self.assertExit(run("capture", CNN, "--out", self.out(), "--loss", "hinge"), 2, "hinge")
         self.assertExit(run(), 2)
@@ -100,6 +113,13 @@ class ExitCodes(CliTestCase):
         self.assertExit(result, 4, "8x3x32x32")
         self.assertIn("channels", result.stderr)
         self.assertFalse(os.path.exists(self.out()), "no export for a failed run")
+        for name in ("zero_samples.data.pt", "zero_samples_targets.data.pt"):
+            self.assertExit(run("capture", CNN, "--out", self.out(), "--data", os.path.join(FIXTURES, name)),
+                            4, "holds no samples")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--data", os.path.join(FIXTURES, "bad", "bomb.data.pt")),
+                        4, "HOOKSCOPE_MAX_INFLATE_MIB")
+        self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "1",
+                            "--data", os.path.join(FIXTURES, "list_inputs.data.pt")), 0)
 
     def test_unwritable_output_exits_5(self):
         os.makedirs(self.out())
@@ -206,7 +226,7 @@ class Breakpoints(CliTestCase):
         self.assertLess(steps, 60, "the run stopped early")
         with open(os.path.join(self.out(), "alerts.csv"), newline="") as f:
             alerts = list(csv.DictReader(f))
-        self.assertEqual(list(alerts[0].keys()), ["step", "module", "kind", "rule", "value", "message"])
+        self.assertEqual(list(alerts[0].keys()), ["step", "module", "kind", "rule", "value", "message", "last_step", "count"])
         fired = [a for a in alerts if a["rule"] == "exploding_gradient"]
         self.assertTrue(fired)
         self.assertEqual(int(fired[0]["step"]), steps - 1, "stopped after the step where it fired")
@@ -231,7 +251,7 @@ class Breakpoints(CliTestCase):
     def test_alerts_csv_is_always_written_and_unknown_rules_are_usage_errors(self):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "2"), 0)
         with open(os.path.join(self.out(), "alerts.csv")) as f:
-            self.assertEqual(f.readline().strip(), "step,module,kind,rule,value,message")
+            self.assertEqual(f.readline().strip(), "step,module,kind,rule,value,message,last_step,count")
         self.assertExit(run("capture", CNN, "--out", self.out("b"), "--break", "bogus"), 2, "bogus")
 
 
