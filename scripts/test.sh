@@ -11,3 +11,8 @@ export QT_QPA_PLATFORM=offscreen
 if [ "${HOOKSCOPE_SKIP_TSAN:-0}" != 1 ]; then
   "$root/scripts/tsan.sh"
 fi
+# Core and CLI tests under AddressSanitizer + UBSan, then each reader of outside bytes fuzzed
+# (a third build in build-asan/; HOOKSCOPE_SKIP_ASAN=1 skips it).
+if [ "${HOOKSCOPE_SKIP_ASAN:-0}" != 1 ]; then
+  "$root/scripts/asan.sh"
+fi

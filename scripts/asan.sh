@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds core, the CLI, the core tests and the libFuzzer targets with clang, AddressSanitizer
+# and UndefinedBehaviorSanitizer (into build-asan/); runs the core tests and the CLI tests
+# under them; replays every input that once crashed a reader (fuzz/regressions/); then fuzzes
+# each reader of outside bytes for FUZZ_SECONDS (default 30) from seeds made of the fixtures.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+"$root/scripts/setup.sh"
+build="$root/build-asan"
+"$cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DHOOKSCOPE_FUZZ=ON -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
+"$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope-cli hookscope_test_ops \
+  ExportReaderFuzz DataFileFuzz InputSpecFuzz
+fixtures="$build/fixtures"
+ops="$build/tests/libhookscope_test_ops.so"
+[ -f "$fixtures/custom_op.pt" ] || HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+# LibTorch keeps its registries until exit on purpose: leaks are not what this stage looks for.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export HOOKSCOPE_FIXTURES="$fixtures" HOOKSCOPE_TEST_OPS="$ops"
+"$build/tests/hookscope_core_tests" --gtest_brief=1
+(cd "$root/tests/python" && HOOKSCOPE_CLI="$build/cli/hookscope-cli" HOOKSCOPE_MODELS="$root/resources/models" \
+  "$python" -m unittest -q test_cli)
+
+# Seeds: the fixtures' data files, every file of a real export, a few input specs.
+corpus="$build/corpus"
+rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,ExportReaderFuzz,InputSpecFuzz}
+cp "$fixtures"/*.data.pt "$fixtures"/bad/*.data.pt "$corpus/DataFileFuzz/"
+seed_export="$build/seed-export"
+rm -rf "$seed_export"
+"$build/cli/hookscope-cli" capture "$root/resources/models/small_cnn.pt" --out "$seed_export" --steps 2 \
+  --hook 'fc*' >/dev/null 2>&1
+i=0
+for name in manifest.json stats.csv scalars.csv histograms.pt alerts.csv; do
+  { printf "\\x$(printf %02x $i)"; cat "$seed_export/$name"; } > "$corpus/ExportReaderFuzz/$name"
+  i=$((i + 1))
+done
+for spec in 8x1x28x28 8x128:int64:0:30000 2x3:float16:-1:1 4x4:bool 1x2:float64:-1e300:1e300; do
+  printf '%s' "$spec" > "$corpus/InputSpecFuzz/$spec"
+done
+seconds=${FUZZ_SECONDS:-30}
+for target in ExportReaderFuzz DataFileFuzz InputSpecFuzz; do
+  regressions="$root/fuzz/regressions/$target"
+  mkdir -p "$build/crashes"
+  # Every input that once crashed this reader must still be handled.
+  if [ -d "$regressions" ]; then
+    "$build/fuzz/$target" -runs=0 "$regressions"/* >/dev/null 2>&1 || {
+      echo "asan.sh: $target fails on a saved regression input in $regressions" >&2; exit 1; }
+  fi
+  echo "fuzzing $target for ${seconds}s" >&2
+  "$build/fuzz/$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+    -artifact_prefix="$build/crashes/$target-" "$corpus/$target" 2>"$build/$target.log" || {
+    tail -40 "$build/$target.log" >&2
+    echo "asan.sh: $target found a crash: $(ls "$build/crashes/$target-"* 2>/dev/null | head -1);" \
+         "keep it in $regressions once fixed" >&2
+    exit 1
+  }
+  grep -E "^Done|^#[0-9]+.*DONE" "$build/$target.log" | tail -1 >&2 || true
+done
