@@ -70,7 +70,7 @@ public Q_SLOTS:
   void stepOnce();
   void stop();
   void resetWeights();
-  /// Exports the captures into `dir`; `overwrite` replaces a non-empty folder.
+  /// Exports the captures into `dir`; `overwrite` replaces an earlier HookScope export there.
   void exportCapturesTo(const QString& dir, bool overwrite);
 
 Q_SIGNALS:

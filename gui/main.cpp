@@ -3,9 +3,70 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
 #include <QIcon>
+#include <QSocketNotifier>
+#include <QStandardPaths>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace {
+
+int g_signalPipe[2] = {-1, -1};
+volatile sig_atomic_t g_signalsSeen = 0;
+
+// The first SIGINT/SIGTERM is handed to the event loop; a second ends the process at once.
+void onStopSignal(int signo) {
+  if (g_signalsSeen++ > 0) {
+    ::signal(signo, SIG_DFL);
+    ::raise(signo);
+    return;
+  }
+  const char byte = char(signo);
+  [[maybe_unused]] const auto written = ::write(g_signalPipe[1], &byte, 1);
+}
+
+// Stops the run and saves what was captured into a recovery folder before quitting, so that
+// Ctrl+C in the terminal or a session logout does not lose a run.
+void handleStopSignals(MainWindow& window) {
+  if (::pipe(g_signalPipe) != 0) return;
+  auto* notifier = new QSocketNotifier(g_signalPipe[0], QSocketNotifier::Read, &window);
+  QObject::connect(notifier, &QSocketNotifier::activated, &window, [&window, notifier] {
+    char byte = 0;
+    [[maybe_unused]] const auto got = ::read(g_signalPipe[0], &byte, 1);
+    notifier->setEnabled(false);
+    window.stop();
+    const auto store = window.store();
+    if (!store || store->captureCount() == 0 || window.reviewOnly()) {
+      QApplication::quit();
+      return;
+    }
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/recovered/") +
+                        QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-hhmmss"));
+    QDir().mkpath(QFileInfo(dir).absolutePath());
+    QObject::connect(&window, &MainWindow::exportDone, &window, [dir, byte](const QString&, const QString& error) {
+      if (error.isEmpty()) {
+        std::fprintf(stderr, "hookscope: stopped by signal %d; the captures are saved in %s\n", int(byte), qPrintable(dir));
+      } else {
+        std::fprintf(stderr, "hookscope: stopped by signal; saving the captures failed: %s\n", qPrintable(error));
+      }
+      QApplication::quit();
+    });
+    window.exportCapturesTo(dir, false);
+  });
+  struct sigaction action {};
+  action.sa_handler = onStopSignal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
   hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
@@ -22,6 +83,7 @@ int main(int argc, char** argv) {
   parser.process(app);
 
   MainWindow window;
+  handleStopSignals(window);
   window.show();
   QString path = parser.positionalArguments().value(0);
   if (path.isEmpty()) {
