@@ -42,7 +42,7 @@ void handleStopSignals(MainWindow& window) {
     notifier->setEnabled(false);
     window.stop();
     const auto store = window.store();
-    if (!store || store->captureCount() == 0 || window.reviewOnly()) {
+    if (!store || window.stepsSeen() == 0 || window.reviewOnly()) {
       QApplication::quit();
       return;
     }
