@@ -285,7 +285,7 @@ void EngineAdapter::setMemoryCap(qint64 bytes) {
   if (m_store) m_store->setCapBytes(m_capBytes);
 }
 
-void EngineAdapter::exportCaptures(const QString& dir, bool overwrite) {
+void EngineAdapter::exportCaptures(const QString& dir, bool overwrite, const QString& interrupted) {
   if (!m_store) {
     Q_EMIT exportFinished(dir, QStringLiteral("Nothing to export: open a model and run some steps."));
     return;
@@ -295,6 +295,7 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite) {
   manifest.config = m_config;
   manifest.thinning = m_store->thinning();
   manifest.memoryCapBytes = m_store->capBytes();
+  manifest.interrupted = interrupted.toStdString();
   std::vector<char> tensors;
   if (m_model) {
     manifest.modelFile = m_model->fileName();

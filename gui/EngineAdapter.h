@@ -54,7 +54,8 @@ public Q_SLOTS:
   void setMemoryCap(qint64 bytes);
   /// Rule thresholds, for this model and the ones opened after it.
   void setRuleSettings(const hookscope::RuleSettings& settings);
-  void exportCaptures(const QString& dir, bool overwrite);
+  /// `interrupted`: the signal that ended the session early ("SIGINT"), for the manifest.
+  void exportCaptures(const QString& dir, bool overwrite, const QString& interrupted = QString());
 
 Q_SIGNALS:
   void modelLoaded(const ModelSummary& summary);

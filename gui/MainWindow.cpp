@@ -616,9 +616,11 @@ void MainWindow::exportCaptures() {
   exportCapturesTo(dir, overwrite);
 }
 
-void MainWindow::exportCapturesTo(const QString& dir, bool overwrite) {
+void MainWindow::exportCapturesTo(const QString& dir, bool overwrite, const QString& interrupted) {
   statusBar()->showMessage(tr("Exporting captures to %1…").arg(dir));
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite] { engine->exportCaptures(dir, overwrite); });
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite, interrupted] {
+    engine->exportCaptures(dir, overwrite, interrupted);
+  });
 }
 
 void MainWindow::exportAllPlots() {

@@ -70,8 +70,9 @@ public Q_SLOTS:
   void stepOnce();
   void stop();
   void resetWeights();
-  /// Exports the captures into `dir`; `overwrite` replaces an earlier HookScope export there.
-  void exportCapturesTo(const QString& dir, bool overwrite);
+  /// Exports the captures into `dir`; `overwrite` replaces an earlier HookScope export there;
+  /// `interrupted` names the signal that ended the session early, for the manifest.
+  void exportCapturesTo(const QString& dir, bool overwrite, const QString& interrupted = QString());
 
 Q_SIGNALS:
   void modelOpened(const QString& path);

@@ -57,7 +57,7 @@ void handleStopSignals(MainWindow& window) {
       }
       QApplication::quit();
     });
-    window.exportCapturesTo(dir, false);
+    window.exportCapturesTo(dir, false, byte == SIGINT ? QStringLiteral("SIGINT") : QStringLiteral("SIGTERM"));
   });
   struct sigaction action {};
   action.sa_handler = onStopSignal;

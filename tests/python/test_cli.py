@@ -33,6 +33,11 @@ def read_stats(folder):
         return list(csv.DictReader(f))
 
 
+def read_scalars(folder):
+    with open(os.path.join(folder, "scalars.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def close(a, b, rel=1e-5, scale=0.0):
     return abs(a - b) <= rel * max(abs(a), abs(b), scale)
 
@@ -170,8 +175,7 @@ class DefaultLoss(CliTestCase):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "80"), 0)
         with open(os.path.join(self.out(), "manifest.json")) as f:
             self.assertEqual(json.load(f)["loss"], "auto")
-        losses = [float(r["value"]) for r in csv.DictReader(open(os.path.join(self.out(), "scalars.csv")))
-                  if r["name"] == "loss"]
+        losses = [float(r["value"]) for r in read_scalars(self.out()) if r["name"] == "loss"]
         self.assertEqual(len(losses), 80)
         self.assertTrue(all(math.isfinite(v) for v in losses), losses)
         self.assertLess(sum(losses[-10:]) / 10, 0.75 * sum(losses[:10]) / 10, losses)
@@ -199,8 +203,7 @@ class Interrupted(CliTestCase):
                     manifest = json.load(f)
                 self.assertEqual(manifest["interrupted"], name)
                 self.assertGreaterEqual(manifest["steps"], 5)
-                losses = [r for r in csv.DictReader(open(os.path.join(self.out(), "scalars.csv")))
-                          if r["name"] == "loss"]
+                losses = [r for r in read_scalars(self.out()) if r["name"] == "loss"]
                 self.assertEqual([int(r["step"]) for r in losses], list(range(manifest["steps"])))
                 self.assertIn("interrupted: by " + name, run("show", self.out()).stdout)
 
