@@ -22,8 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::uintmax_t kManifestMaxBytes = 16 * 1024 * 1024;
-
 struct WriteFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -185,7 +183,7 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
   const fs::path parent = target.parent_path();
   fs::create_directories(parent, ec);
   if (ec) return fail("cannot create " + parent.string() + ": " + ec.message());
-  const fs::path temp = parent / ("." + target.filename().string() + ".hookscope-tmp-" + std::to_string(::getpid()));
+  const fs::path temp(temporaryExportPath(target.string()));
   fs::remove_all(temp, ec);
   if (!fs::create_directory(temp, ec)) {
     return fail("cannot write into " + parent.string() + ": " +

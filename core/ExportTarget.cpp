@@ -1,5 +1,7 @@
 #include "ExportTarget.h"
 
+#include "FileLimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -19,8 +21,6 @@ namespace hookscope {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::uintmax_t kManifestMaxBytes = 16 * 1024 * 1024;
 
 // ".NAME.hookscope-KIND-" : the prefix of what a write to NAME leaves beside it.
 std::string leftoverPrefix(const fs::path& target, const char* kind) {
@@ -51,7 +51,7 @@ std::string exportTargetPath(const std::string& dir) {
 bool isHookScopeExport(const std::string& dir) {
   std::error_code ec;
   const fs::path manifest = fs::path(dir) / "manifest.json";
-  if (!fs::is_regular_file(fs::symlink_status(manifest, ec))) return false;
+  if (!checkRegularFile(manifest.string(), "manifest.json").empty()) return false;
   const auto size = fs::file_size(manifest, ec);
   if (ec || size > kManifestMaxBytes) return false;
   std::ifstream in(manifest, std::ios::binary);
@@ -97,6 +97,11 @@ std::string checkExportTarget(const std::string& dir, bool overwrite) {
     }
   }
   return "";
+}
+
+std::string temporaryExportPath(const std::string& target) {
+  const fs::path path(target);
+  return (path.parent_path() / (leftoverPrefix(path, "tmp") + std::to_string(::getpid()))).string();
 }
 
 std::vector<std::string> recoverInterruptedWrites(const std::string& dir) {

@@ -16,6 +16,10 @@ bool isHookScopeExport(const std::string& dir);
 /// folder is refused, with or without overwrite.
 std::string checkExportTarget(const std::string& dir, bool overwrite);
 
+/// Where this process writes an export to `target` (an exportTargetPath) before moving it in:
+/// ".NAME.hookscope-tmp-PID" beside it, the name recoverInterruptedWrites looks for.
+std::string temporaryExportPath(const std::string& target);
+
 /// Tidies what an interrupted write to `dir` left beside it, by processes no longer running:
 /// an incomplete folder is removed; an earlier export set aside by an older HookScope is moved
 /// back when `dir` is missing. One line per thing done, or found and left (a live writer's).

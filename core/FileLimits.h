@@ -7,6 +7,9 @@
 
 namespace hookscope {
 
+/// The largest manifest.json HookScope reads; the ones it writes are far smaller.
+constexpr std::uintmax_t kManifestMaxBytes = 16 * 1024 * 1024;
+
 /// How many bytes an archive's records may inflate to beyond the archive's own size:
 /// PyTorch stores records uncompressed, so a file that inflates much is crafted. 256 MiB by
 /// default; HOOKSCOPE_MAX_INFLATE_MIB raises it.

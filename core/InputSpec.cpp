@@ -25,44 +25,46 @@ bool parseDouble(const std::string& text, double* value) {
   return end && *end == '\0' && std::isfinite(*value);
 }
 
-const char* const kDtypes[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32",
-                               "int16",   "int8",    "uint8",   "bool"};
+// The dtypes a spec may name, with the representable bounds of [LOW, HIGH) in each.
+struct DtypeRange {
+  const char* name;
+  double lowest, highest;
+};
+const DtypeRange kDtypes[] = {
+    {"float32", -3.4028234663852886e38, 3.4028234663852886e38},
+    {"float64", -1.7976931348623157e308, 1.7976931348623157e308},
+    {"float16", -65504, 65504},
+    {"bfloat16", -3.3895313892515355e38, 3.3895313892515355e38},
+    {"int64", -9223372036854775808.0, 9223372036854775807.0},
+    {"int32", -2147483648.0, 2147483648.0},
+    {"int16", -32768, 32768},
+    {"int8", -128, 128},
+    {"uint8", 0, 256},
+    {"bool", 0, 2},
+};
+
+const DtypeRange* findDtype(const std::string& name) {
+  for (const auto& dtype : kDtypes) {
+    if (name == dtype.name) return &dtype;
+  }
+  return nullptr;
+}
 
 // "" when uniform or randint values in [low, high) can be made in the spec's dtype.
 std::string boundsProblem(const InputSpec& spec) {
-  struct Range {
-    const char* dtype;
-    double lowest, highest;  // representable bounds of [LOW, HIGH)
-  };
-  static const Range ranges[] = {
-      {"float32", -3.4028234663852886e38, 3.4028234663852886e38},
-      {"float64", -1.7976931348623157e308, 1.7976931348623157e308},
-      {"float16", -65504, 65504},
-      {"bfloat16", -3.3895313892515355e38, 3.3895313892515355e38},
-      {"int64", -9223372036854775808.0, 9223372036854775807.0},
-      {"int32", -2147483648.0, 2147483648.0},
-      {"int16", -32768, 32768},
-      {"int8", -128, 128},
-      {"uint8", 0, 256},
-      {"bool", 0, 2},
-  };
-  for (const auto& range : ranges) {
-    if (spec.dtype != range.dtype) continue;
-    if (spec.low < range.lowest || spec.high > range.highest) {
-      return "bounds [" + std::to_string(spec.low) + ", " + std::to_string(spec.high) + ") do not fit " + spec.dtype;
-    }
-    if (!spec.isInteger() && !std::isfinite(spec.high - spec.low)) {
-      return "the width of [LOW, HIGH) overflows " + spec.dtype + ": narrow the bounds";
-    }
-    if (!spec.isInteger() && spec.dtype != "float64" && spec.high - spec.low > range.highest) {
-      return "the width of [LOW, HIGH) overflows " + spec.dtype + ": narrow the bounds";
-    }
-    if (spec.isInteger() && (spec.low != std::floor(spec.low) || spec.high != std::floor(spec.high))) {
-      return "integer bounds must be whole numbers for " + spec.dtype;
-    }
-    if (spec.isInteger() && spec.high - spec.low > 9.2e18) {
-      return "the width of [LOW, HIGH) overflows int64: narrow the bounds";
-    }
+  const DtypeRange* range = findDtype(spec.dtype);
+  if (!range) return "unknown dtype '" + spec.dtype + "'";
+  if (spec.low < range->lowest || spec.high > range->highest) {
+    return "bounds [" + std::to_string(spec.low) + ", " + std::to_string(spec.high) + ") do not fit " + spec.dtype;
+  }
+  if (!spec.isInteger() && !(spec.high - spec.low <= range->highest)) {  // also an infinite width
+    return "the width of [LOW, HIGH) overflows " + spec.dtype + ": narrow the bounds";
+  }
+  if (spec.isInteger() && (spec.low != std::floor(spec.low) || spec.high != std::floor(spec.high))) {
+    return "integer bounds must be whole numbers for " + spec.dtype;
+  }
+  if (spec.isInteger() && spec.high - spec.low > 9.2e18) {
+    return "the width of [LOW, HIGH) overflows int64: narrow the bounds";
   }
   return "";
 }
@@ -103,9 +105,7 @@ bool InputSpec::parse(const std::string& text, InputSpec* spec, std::string* err
                 " a synthetic input may have");
   }
   if (parts.size() >= 2) {
-    bool known = false;
-    for (const char* name : kDtypes) known = known || parts[1] == name;
-    if (!known) return fail("unknown dtype '" + parts[1] + "'");
+    if (!findDtype(parts[1])) return fail("unknown dtype '" + parts[1] + "'");
     result.dtype = parts[1];
   }
   if (parts.size() == 4) {

@@ -33,6 +33,12 @@ std::vector<std::string> bundledPaths() {
 } // namespace
 
 bool loadOperatorLibrary(const std::string& path, std::string* error) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    for (const auto& loaded : g_libraries) {
+      if (loaded.loaded && loaded.path == path) return true;
+    }
+  }
   OperatorLibrary library{path, false, ""};
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {

@@ -12,8 +12,8 @@ struct OperatorLibrary {
   std::string error;  ///< why it could not be loaded; "" when it was
 };
 
-/// Loads a library of TorchScript operators into this process (like torch.ops.load_library);
-/// returns false and sets `error` to a message naming the file and the reason.
+/// Loads a library of TorchScript operators into this process (like torch.ops.load_library),
+/// once per path; returns false and sets `error` to a message naming the file and the reason.
 bool loadOperatorLibrary(const std::string& path, std::string* error);
 
 /// Loads the operator libraries of the PyTorch installation this build links (torchvision's,

@@ -36,15 +36,9 @@ void EngineAdapter::requestStop() {
 }
 
 void EngineAdapter::loadOperatorLibraries(const QStringList& paths) {
-  const auto loaded = operatorLibraries();
   for (const QString& path : paths) {
-    const bool already = std::any_of(loaded.begin(), loaded.end(), [&](const OperatorLibrary& l) {
-      return l.loaded && l.path == path.toStdString();
-    });
     std::string error;
-    if (!already && !loadOperatorLibrary(path.toStdString(), &error)) {
-      Q_EMIT libraryFailed(QString::fromStdString(error));
-    }
+    if (!loadOperatorLibrary(path.toStdString(), &error)) Q_EMIT libraryFailed(QString::fromStdString(error));
   }
 }
 

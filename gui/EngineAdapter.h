@@ -41,7 +41,8 @@ public:
   qint64 stepsDone() const { return m_stepsDone.load(); }
 
 public Q_SLOTS:
-  /// Loads operator libraries not loaded yet; each failure is reported by libraryFailed().
+  /// Loads operator libraries (those loaded already stay as they are); each failure is
+  /// reported by libraryFailed().
   void loadOperatorLibraries(const QStringList& paths);
   void loadModel(const QString& path);
   void openCapture(const QString& dir);

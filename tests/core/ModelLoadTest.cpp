@@ -4,6 +4,8 @@
 #include "Model.h"
 #include "OperatorLibraries.h"
 
+#include <algorithm>
+
 using namespace hookscope;
 using namespace hookscope::test;
 
@@ -77,6 +79,11 @@ TEST(ModelLoadTest, ALoadedOperatorLibraryLetsTheModelLoadAndTrain) {
   EXPECT_FALSE(loadOperatorLibrary(fixture("no_such_library.so"), &error));
   EXPECT_NE(error.find("No operator library at"), std::string::npos) << error;
   ASSERT_TRUE(loadOperatorLibrary(HOOKSCOPE_TEST_OPS, &error)) << error;
+  EXPECT_TRUE(loadOperatorLibrary(HOOKSCOPE_TEST_OPS, &error)) << "a second load is a no-op";
+  const auto libraries = operatorLibraries();
+  EXPECT_EQ(std::count_if(libraries.begin(), libraries.end(),
+                          [](const OperatorLibrary& l) { return l.path == HOOKSCOPE_TEST_OPS; }),
+            1);
   Session s(fixture("custom_op.pt"));
   ASSERT_TRUE(s.runner);
   s.model->setHooks(s.module("fc"), kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient));
