@@ -2,7 +2,8 @@
 # Builds core, the CLI, the core tests and the libFuzzer targets with clang, AddressSanitizer
 # and UndefinedBehaviorSanitizer (into build-asan/); runs the core tests and the CLI tests
 # under them; replays every input that once crashed a reader (fuzz/regressions/); then fuzzes
-# each reader of outside bytes for FUZZ_SECONDS (default 30) from seeds made of the fixtures.
+# each reader of outside bytes from seeds made of the fixtures: in CI a fixed seed and number of
+# runs (reproducible); FUZZ_SECONDS=N fuzzes each for N seconds with a random seed instead.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
@@ -38,8 +39,10 @@ done
 for spec in 8x1x28x28 8x128:int64:0:30000 2x3:float16:-1:1 4x4:bool 1x2:float64:-1e300:1e300; do
   printf '%s' "$spec" > "$corpus/InputSpecFuzz/$spec"
 done
-seconds=${FUZZ_SECONDS:-30}
+declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [InputSpecFuzz]=400000)
 for target in ExportReaderFuzz DataFileFuzz InputSpecFuzz; do
+  budget=(-seed=1 -runs="${runs[$target]}")
+  [ -n "${FUZZ_SECONDS:-}" ] && budget=(-max_total_time="$FUZZ_SECONDS")
   regressions="$root/fuzz/regressions/$target"
   mkdir -p "$build/crashes"
   # Every input that once crashed this reader must still be handled.
@@ -47,8 +50,8 @@ for target in ExportReaderFuzz DataFileFuzz InputSpecFuzz; do
     "$build/fuzz/$target" -runs=0 "$regressions"/* >/dev/null 2>&1 || {
       echo "asan.sh: $target fails on a saved regression input in $regressions" >&2; exit 1; }
   fi
-  echo "fuzzing $target for ${seconds}s" >&2
-  "$build/fuzz/$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+  echo "fuzzing $target (${budget[*]})" >&2
+  "$build/fuzz/$target" "${budget[@]}" -timeout=20 -rss_limit_mb=4096 \
     -artifact_prefix="$build/crashes/$target-" "$corpus/$target" 2>"$build/$target.log" || {
     tail -40 "$build/$target.log" >&2
     echo "asan.sh: $target found a crash: $(ls "$build/crashes/$target-"* 2>/dev/null | head -1);" \
