@@ -1,4 +1,5 @@
 #include "CliCommands.h"
+#include "CliSupport.h"
 
 #include "ExportFolder.h"
 #include "InputSpec.h"
@@ -32,43 +33,6 @@ namespace hookscope::cli {
 
 namespace {
 
-int error(int code, const std::string& message) {
-  std::cerr << "hookscope-cli: " << message << "\n";
-  return code;
-}
-
-void note(const std::string& message) { std::cerr << "hookscope-cli (note): " << message << "\n"; }
-
-// The first SIGINT or SIGTERM asks the run to stop after the current step and write what was
-// captured; a second one ends the process at once, as the signal would have.
-std::atomic<int> g_stopSignal{0};
-
-void onStopSignal(int signo) {
-  if (g_stopSignal.exchange(signo) != 0) {
-    ::signal(signo, SIG_DFL);
-    ::raise(signo);
-  }
-}
-
-class StopSignals {
-public:
-  StopSignals() {
-    struct sigaction action {};
-    action.sa_handler = onStopSignal;
-    sigemptyset(&action.sa_mask);
-    ::sigaction(SIGINT, &action, &m_int);
-    ::sigaction(SIGTERM, &action, &m_term);
-  }
-  ~StopSignals() {
-    ::sigaction(SIGINT, &m_int, nullptr);
-    ::sigaction(SIGTERM, &m_term, nullptr);
-  }
-  static int received() { return g_stopSignal.load(); }
-
-private:
-  struct sigaction m_int {}, m_term {};
-};
-
 std::unique_ptr<Model> loadOrReport(const std::string& path, int* code) {
   std::string message;
   auto model = Model::load(path, &message);
@@ -83,16 +47,6 @@ bool validateSpecs(const std::vector<std::string>& specs, std::string* message) 
     if (!InputSpec::parse(text, &spec, message)) return false;
   }
   return true;
-}
-
-// Splits "NAME=NUMBER" at its last '='; false unless a whole number follows it.
-bool splitAssignment(const std::string& spec, std::string* name, double* value) {
-  const auto eq = spec.rfind('=');
-  if (eq == std::string::npos) return false;
-  char* end = nullptr;
-  *value = std::strtod(spec.c_str() + eq + 1, &end);
-  *name = spec.substr(0, eq);
-  return end && *end == '\0';
 }
 
 std::string displayName(const ModuleInfo& info) {
@@ -194,24 +148,9 @@ int runCapture(const CaptureOptions& options) {
   if (!(options.lr > 0)) return error(kUsage, "--lr must be positive");
   if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
   std::set<RuleKind> breakOn;
-  for (const auto& name : options.breakOn) {
-    const auto rule = parseRuleName(name);
-    if (!rule) {
-      return error(kUsage, "unknown --break rule '" + name + "'; use non_finite, exploding_gradient, "
-                           "vanishing_gradient, dead_units, saturation, update_ratio or loss_plateau");
-    }
-    breakOn.insert(*rule);
-  }
   RuleSettings ruleSettings;
-  for (const auto& spec : options.thresholds) {
-    std::string name;
-    double value = 0;
-    const bool assignment = splitAssignment(spec, &name, &value);
-    const auto rule = parseRuleName(name);
-    if (!assignment || !rule) {
-      return error(kUsage, "--threshold '" + spec + "' needs RULE=VALUE with a rule name and a number");
-    }
-    if (!setRuleThreshold(ruleSettings, *rule, value, &message)) return error(kUsage, message);
+  if (!parseRuleOptions(options.breakOn, options.thresholds, &breakOn, &ruleSettings, &message)) {
+    return error(kUsage, message);
   }
   // The export folder is checked and held before the run, so a run never ends in "cannot write".
   for (const auto& line : recoverInterruptedWrites(options.out)) note(line);
@@ -396,10 +335,26 @@ int runShow(const std::string& dir) {
   if (!readExport(dir, &data, &message)) return error(kData, message);
   const auto& m = data.manifest;
   const auto& store = *data.store;
-  std::cout << "HookScope capture " << dir << "\n"
-            << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"
-            << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
-            << "  run:      " << m.steps << " steps, " << m.config.describe() << "\n"
+  std::cout << "HookScope capture " << dir << "\n";
+  if (m.script) {
+    const auto& script = *m.script;
+    std::cout << "  script:   " << script.name << " (pid " << script.pid << " on " << script.host << ", PyTorch "
+              << script.torch << ", " << script.device << " " << script.dtype
+              << (script.optimizer.empty() ? "" : ", " + script.optimizer) << ")\n"
+              << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+              << "  run:      " << m.steps << " steps, attached; " << script.ended << "\n";
+    std::int64_t dropped = 0;
+    for (const auto& gap : m.gaps) dropped += gap.captures;
+    if (dropped) {
+      std::cout << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size()
+                << " steps (HookScope was behind)\n";
+    }
+  } else {
+    std::cout << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"
+              << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+              << "  run:      " << m.steps << " steps, " << m.config.describe() << "\n";
+  }
+  std::cout
             << "  hooked:   " << m.hooked.size() << " modules\n"
             << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size()
             << " series, " << store.steps().size() << " steps kept\n";

@@ -51,12 +51,27 @@ struct CaptureOptions {
   std::vector<std::string> meanOutput; ///< PATTERN
 };
 
+struct RecordOptions {
+  std::string out;
+  std::string address;  ///< "" for the default
+  std::vector<std::string> hooks;
+  std::string kinds = "activation,gradient";
+  int bins = 64;
+  bool force = false;
+  double memoryCapMiB = 512;
+  double timeoutSeconds = 0;  ///< how long to wait for a script; 0: forever
+  std::vector<std::string> breakOn;
+  std::vector<std::string> thresholds;
+};
+
 /// Loads operator libraries given with --load-library; false after reporting the first failure.
 bool loadLibraries(const std::vector<std::string>& paths);
 
 int runInspect(const InspectOptions& options);
 int runCapture(const CaptureOptions& options);
 int runShow(const std::string& dir);
+/// Waits for one training script, hooks it and writes its export when it leaves.
+int runRecord(const RecordOptions& options);
 
 /// fnmatch-style glob on a module path; "*" also matches the root's empty path.
 bool matchesPattern(const std::string& pattern, const std::string& path);

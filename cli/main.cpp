@@ -102,6 +102,29 @@ int main(int argc, char** argv) {
   captureCmd->add_option("--mean-output", capture.meanOutput,
                          "PATTERN: replace that output with its mean (repeatable)");
 
+  RecordOptions record;
+  auto* recordCmd = app.add_subcommand(
+      "record", "Wait for one training script that calls hookscope.attach(), hook it, and write the export "
+                "folder when it closes or disconnects. Prints HOOKSCOPE_ADDRESS=... as its first line.");
+  recordCmd->add_option("--out", record.out, "export folder to write")->required();
+  recordCmd->add_option("--address", record.address,
+                        "where to listen: unix:PATH (default: unix:$XDG_RUNTIME_DIR/hookscope.sock) or "
+                        "tcp://HOST:PORT (127.0.0.1 unless told otherwise; a token is made and printed)");
+  recordCmd->add_option("--hook", record.hooks, "module path pattern to hook (repeatable; default: every module)");
+  recordCmd->add_option("--kinds", record.kinds,
+                        "comma-separated kinds: activation, input, gradient, param, param_grad, update "
+                        "(the last three need attach(model, optimizer))")
+      ->capture_default_str();
+  recordCmd->add_option("--bins", record.bins, "histogram bins")->capture_default_str()->check(CLI::Range(1, 4096));
+  recordCmd->add_option("--memory-cap", record.memoryCapMiB, "MiB the capture store may hold before it thins older steps")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  recordCmd->add_option("--timeout", record.timeoutSeconds, "seconds to wait for a script (default: forever)");
+  recordCmd->add_flag("--force", record.force, "replace an existing HookScope export folder");
+  recordCmd->add_option("--break", record.breakOn,
+                        "stop the script (hookscope.Stopped is raised in its hs.step()) at the end of the step "
+                        "where this rule fires, write the export and exit with code 6 (repeatable)");
+  recordCmd->add_option("--threshold", record.thresholds, "RULE=VALUE: change a rule's threshold (repeatable)");
+
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
   showCmd->add_option("dir", showDir, "export folder")->required();
@@ -118,6 +141,7 @@ int main(int argc, char** argv) {
     if (*inspectCmd) return runInspect(inspect);
     if (*captureCmd) return runCapture(capture);
     if (*showCmd) return runShow(showDir);
+    if (*recordCmd) return runRecord(record);
   } catch (const std::exception& e) {
     std::cerr << "hookscope-cli: " << hookscope::summarizeTorchError(e)
               << " (unexpected here: please report it with the command that caused it)\n";

@@ -61,6 +61,17 @@ std::string ExportManifest::toJson() const {
       {"memory_cap_bytes", memoryCapBytes},
       {"interrupted", interrupted.empty() ? json(nullptr) : json(interrupted)},
   };
+  if (script) {
+    j["source"] = "script";
+    j["script"] = {{"name", script->name}, {"pid", script->pid}, {"host", script->host},
+                   {"python", script->python}, {"torch", script->torch}, {"device", script->device},
+                   {"dtype", script->dtype}, {"optimizer", script->optimizer}, {"ended", script->ended}};
+  } else {
+    j["source"] = "model";
+  }
+  json gapList = json::array();
+  for (const auto& g : gaps) gapList.push_back({{"step", g.step}, {"captures", g.captures}, {"bytes", g.bytes}});
+  j["gaps"] = gapList;
   return j.dump(2) + "\n";
 }
 
@@ -110,6 +121,16 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     }
     m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
     if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];
+    if (j.value("source", "model") == "script" && j.contains("script") && j["script"].is_object()) {
+      const json& s = j["script"];
+      m.script = ScriptRecord{s.value("name", ""),   s.value("pid", std::int64_t(0)), s.value("host", ""),
+                              s.value("python", ""), s.value("torch", ""),          s.value("device", ""),
+                              s.value("dtype", ""),  s.value("optimizer", ""),      s.value("ended", "")};
+    }
+    for (const auto& g : j.value("gaps", json::array())) {
+      m.gaps.push_back({g.value("step", std::int64_t(0)), g.value("captures", std::int64_t(0)),
+                        g.value("bytes", std::int64_t(0))});
+    }
     *manifest = std::move(m);
     return true;
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include "CaptureStore.h"
 #include "RunConfig.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,26 @@ struct InterventionRecord {
   std::int64_t toStep = 0;
 };
 
+/// The training script an attached session came from.
+struct ScriptRecord {
+  std::string name;    ///< the script's name (its file, or attach(name=...))
+  std::int64_t pid = 0;
+  std::string host;
+  std::string python;  ///< Python version
+  std::string torch;   ///< PyTorch version
+  std::string device;  ///< where the model's parameters were ("cpu", "cuda:0")
+  std::string dtype;   ///< and their dtype
+  std::string optimizer;  ///< the optimizer class given to attach(), or ""
+  std::string ended;   ///< how the session ended ("closed by the script", "disconnected: ...")
+};
+
+/// Captures of a step that the script dropped because the viewer was behind.
+struct GapRecord {
+  std::int64_t step = 0;
+  std::int64_t captures = 0;
+  std::int64_t bytes = 0;
+};
+
 /// Everything manifest.json holds: what was run, on what, and what was kept.
 struct ExportManifest {
   static constexpr const char* kFormat = "hookscope-capture";
@@ -40,6 +61,9 @@ struct ExportManifest {
   std::size_t memoryCapBytes = 0;
   /// The signal that ended the run before its last step ("SIGINT", "SIGTERM"); "" when it ran to its end.
   std::string interrupted;
+  /// Set when the captures came from an attached training script, not a model file.
+  std::optional<ScriptRecord> script;
+  std::vector<GapRecord> gaps;
 
   bool thinned() const { return !thinning.empty(); }
   /// The manifest as JSON text.

@@ -10,6 +10,7 @@ packages=(
   qt6-base-dev libqcustomplot-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev
   python3-venv
+  python3-torch python3-pytest
   clang libclang-rt-14-dev
   xvfb xauth
 )

@@ -1,0 +1,731 @@
+#include "AttachSession.h"
+
+#include "AttachListener.h"
+#include "TensorStatistics.h"
+#include "WireFrame.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace hookscope {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::size_t kRingHeaderBytes = 64;
+constexpr std::size_t kMaxModules = 1000000;
+constexpr std::size_t kMaxNameBytes = 4096;
+constexpr int kMaxDims = 64;
+
+struct DtypeInfo {
+  const char* name;
+  at::ScalarType type;
+};
+constexpr DtypeInfo kWireDtypes[] = {
+    {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+    {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},  {"int8", at::kChar},
+    {"uint8", at::kByte},    {"bool", at::kBool},
+};
+
+std::optional<at::ScalarType> wireDtype(const std::string& name) {
+  for (const auto& d : kWireDtypes) {
+    if (name == d.name) return d.type;
+  }
+  return std::nullopt;
+}
+
+// Numbers travel as JSON numbers, non-finite ones as "nan", "inf", "-inf".
+bool wireNumber(const json& value, double* out) {
+  if (value.is_number()) {
+    *out = value.get<double>();
+    return true;
+  }
+  if (value.is_string()) {
+    const std::string& s = value.get_ref<const std::string&>();
+    if (s == "nan") *out = std::numeric_limits<double>::quiet_NaN();
+    else if (s == "inf") *out = std::numeric_limits<double>::infinity();
+    else if (s == "-inf") *out = -std::numeric_limits<double>::infinity();
+    else return false;
+    return true;
+  }
+  return false;
+}
+
+std::int64_t wireInt(const json& j, const char* key, std::int64_t low, std::int64_t high, bool* ok) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) {
+    *ok = false;
+    return 0;
+  }
+  const auto value = it->get<std::int64_t>();
+  if (value < low || value > high) *ok = false;
+  return value;
+}
+
+std::string wireString(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return "";
+  std::string s = it->get<std::string>();
+  if (s.size() > kMaxNameBytes) s.resize(kMaxNameBytes);
+  return s;
+}
+
+// Reads from the socket, keeping any descriptors that come with the bytes. 0: closed, <0: error.
+ssize_t receive(int fd, char* buffer, std::size_t size, std::vector<int>* fds) {
+  iovec io{buffer, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int received;
+        std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds->push_back(received);
+      }
+    }
+  }
+  return n;
+}
+
+bool constantTimeEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string errorFrame(const std::string& message) {
+  return wire::encodeFrame(wire::kJsonFrame, json{{"type", "error"}, {"message", message}}.dump());
+}
+
+// Builds the module tree from the hello's list, which is in named_modules() order (parents first).
+bool buildTree(const json& list, std::vector<ModuleInfo>* modules, std::map<std::string, int>* index,
+               std::string* error) {
+  if (!list.is_array() || list.empty() || list.size() > kMaxModules) {
+    *error = "the hello lists no modules (or over " + std::to_string(kMaxModules) + ")";
+    return false;
+  }
+  for (const auto& entry : list) {
+    if (!entry.is_object()) {
+      *error = "a module entry of the hello is not an object";
+      return false;
+    }
+    ModuleInfo info;
+    info.path = wireString(entry, "path");
+    info.typeName = wireString(entry, "type");
+    info.qualifiedType = info.typeName;
+    bool ok = true;
+    info.ownParams = wireInt(entry, "params", 0, std::numeric_limits<std::int64_t>::max() / 2, &ok);
+    if (!ok) info.ownParams = 0;
+    const int self = int(modules->size());
+    if (self == 0) {
+      if (!info.path.empty()) {
+        *error = "the hello's first module is not the root (path \"\")";
+        return false;
+      }
+      info.name = info.typeName;
+    } else {
+      if (info.path.empty() || index->count(info.path)) {
+        *error = "the hello lists module '" + info.path + "' twice, or a second root";
+        return false;
+      }
+      const auto dot = info.path.rfind('.');
+      const std::string parentPath = dot == std::string::npos ? "" : info.path.substr(0, dot);
+      const auto parent = index->find(parentPath);
+      if (parent == index->end()) {
+        *error = "the hello lists module '" + info.path + "' before its parent";
+        return false;
+      }
+      info.name = dot == std::string::npos ? info.path : info.path.substr(dot + 1);
+      info.parent = parent->second;
+      info.depth = (*modules)[std::size_t(parent->second)].depth + 1;
+      (*modules)[std::size_t(parent->second)].children.push_back(self);
+    }
+    (*index)[info.path] = self;
+    modules->push_back(std::move(info));
+  }
+  for (auto& m : *modules) m.totalParams = m.ownParams;
+  for (std::size_t i = modules->size(); i-- > 1;) {
+    auto& m = (*modules)[i];
+    (*modules)[std::size_t(m.parent)].totalParams += m.totalParams;
+  }
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& token, bool sameUser,
+                                                     std::shared_ptr<CaptureStore> store, std::string* error,
+                                                     int timeoutMs) {
+  std::unique_ptr<AttachSession> session(new AttachSession());
+  session->m_fd = fd;
+  session->m_store = std::move(store);
+  if (::pipe2(session->m_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    *error = std::string("cannot make a pipe: ") + std::strerror(errno);
+    return nullptr;
+  }
+  auto refuse = [&](const std::string& message) -> std::unique_ptr<AttachSession> {
+    sendAll(fd, errorFrame(message));
+    *error = message;
+    return nullptr;
+  };
+  if (sameUser && !peerIsSameUser(fd)) return refuse("a process of another user tried to attach; refused");
+
+  // The hello comes first, within the timeout, with the ring's descriptor when it has one.
+  wire::FrameReader reader;
+  std::vector<int> fds;
+  wire::Frame frame;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  std::vector<char> buffer(1 << 16);
+  while (!reader.next(&frame)) {
+    if (!reader.error().empty()) {
+      for (int f : fds) ::close(f);
+      return refuse(reader.error());
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) {
+      for (int f : fds) ::close(f);
+      return refuse("no hello within " + std::to_string(timeoutMs / 1000) + " s: not a HookScope script");
+    }
+    const ssize_t n = receive(fd, buffer.data(), buffer.size(), &fds);
+    if (n <= 0) {
+      for (int f : fds) ::close(f);
+      *error = "the peer closed the connection before its hello";
+      return nullptr;
+    }
+    reader.feed(buffer.data(), std::size_t(n));
+  }
+  const int ringFd = fds.empty() ? -1 : fds.front();
+  for (std::size_t i = 1; i < fds.size(); ++i) ::close(fds[i]);
+  struct CloseRing {
+    int fd;
+    ~CloseRing() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closeRing{ringFd};
+
+  json hello;
+  try {
+    hello = json::parse(frame.payload);
+  } catch (const std::exception& e) {
+    return refuse(std::string("the hello is not JSON: ") + e.what());
+  }
+  if (frame.type != wire::kJsonFrame || !hello.is_object() || hello.value("type", "") != "hello") {
+    return refuse("the first message is not a hello");
+  }
+  bool ok = true;
+  const auto protocol = wireInt(hello, "protocol", 0, 1 << 20, &ok);
+  if (!ok || protocol != wire::kProtocolVersion) {
+    return refuse("the script speaks protocol " + std::to_string(protocol) + ", HookScope " +
+                  std::to_string(wire::kProtocolVersion) + ": use the hookscope Python package of the same release");
+  }
+  if (!token.empty() && !constantTimeEqual(wireString(hello, "token"), token)) {
+    return refuse("wrong or missing token: give the full address the window or recorder printed "
+                  "(tcp://HOST:PORT?token=...) or set HOOKSCOPE_TOKEN");
+  }
+  std::string message;
+  if (!buildTree(hello.contains("modules") ? hello["modules"] : json(), &session->m_modules, &session->m_moduleIndex,
+                 &message)) {
+    return refuse(message);
+  }
+  auto& script = session->m_script;
+  script.name = wireString(hello, "name");
+  script.pid = wireInt(hello, "pid", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+  script.host = wireString(hello, "host");
+  script.python = wireString(hello, "python");
+  script.torch = wireString(hello, "torch");
+  script.device = wireString(hello, "device");
+  script.dtype = wireString(hello, "dtype");
+  script.optimizer = wireString(hello, "optimizer");
+
+  // The ring: a sealed memfd the script cannot shrink under us (that would be a SIGBUS here).
+  ok = true;
+  const auto ringBytes = wireInt(hello, "shm", 0, std::int64_t(1) << 40, &ok);
+  if (ok && ringBytes > 0) {
+    struct stat st {};
+    const int seals = ringFd >= 0 ? ::fcntl(ringFd, F_GET_SEALS) : -1;
+    if (ringFd < 0 || seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(ringFd, &st) != 0 ||
+        std::int64_t(st.st_size) < ringBytes || ringBytes <= std::int64_t(kRingHeaderBytes)) {
+      return refuse("the script's shared memory is missing, unsealed or smaller than it says");
+    }
+    void* map = ::mmap(nullptr, std::size_t(ringBytes), PROT_READ | PROT_WRITE, MAP_SHARED, ringFd, 0);
+    if (map == MAP_FAILED) return refuse(std::string("cannot map the script's shared memory: ") + std::strerror(errno));
+    session->m_ring = static_cast<unsigned char*>(map);
+    session->m_ringBytes = std::size_t(ringBytes);
+  }
+  session->m_hooks.assign(session->m_modules.size(), 0);
+  session->m_rules = std::make_unique<RuleEngine>(RuleSettings{});
+  std::map<std::string, std::string> types;
+  for (const auto& m : session->m_modules) types[m.path] = m.typeName;
+  session->m_rules->setModuleTypes(types);
+  // Later frames the hello's read already took in are handled by serve().
+  wire::Frame rest;
+  while (reader.next(&rest)) {
+    session->m_early.push_back(std::move(rest));
+  }
+  return session;
+}
+
+AttachSession::~AttachSession() {
+  if (m_ring) ::munmap(m_ring, m_ringBytes);
+  if (m_fd >= 0) ::close(m_fd);
+  for (int fd : m_wake) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void AttachSession::setRuleSettings(const RuleSettings& settings) {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  auto rules = std::make_unique<RuleEngine>(settings);
+  std::map<std::string, std::string> types;
+  for (const auto& m : m_modules) types[m.path] = m.typeName;
+  rules->setModuleTypes(types);
+  m_rules = std::move(rules);
+}
+
+bool AttachSession::send(const std::string& jsonText) {
+  std::lock_guard<std::mutex> lock(m_sendMutex);
+  return sendAll(m_fd, wire::encodeFrame(wire::kJsonFrame, jsonText));
+}
+
+std::string AttachSession::hooksMessage(const char* type) const {
+  json hooks = json::object();
+  for (std::size_t i = 0; i < m_hooks.size(); ++i) {
+    if (!m_hooks[i]) continue;
+    json kinds = json::array();
+    for (auto kind : allCaptureKinds()) {
+      if (m_hooks[i] & kindBit(kind)) kinds.push_back(captureKindName(kind));
+    }
+    hooks[m_modules[i].path] = kinds;
+  }
+  json gradient = json::object();
+  for (const auto& [module, gi] : m_gradientOps) {
+    const char* kind = gi.kind == GradientIntervention::Clamp ? "clamp" : gi.kind == GradientIntervention::Scale ? "scale" : "zero";
+    gradient[m_modules[std::size_t(module)].path] = json::array({kind, gi.value});
+  }
+  json output = json::object();
+  for (const auto& [module, oi] : m_outputOps) output[m_modules[std::size_t(module)].path] = oi.describe();
+  return json{{"type", type},
+              {"hooks", hooks},
+              {"gradient", gradient},
+              {"output", output},
+              {"sync", m_breakRules != 0},
+              {"paused", m_paused.load()}}
+      .dump();
+}
+
+void AttachSession::setHooks(int module, std::uint8_t mask) {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (module < 0 || std::size_t(module) >= m_hooks.size() || m_hooks[std::size_t(module)] == mask) return;
+    m_hooks[std::size_t(module)] = mask;
+    message = hooksMessage("hooks");
+  }
+  if (m_welcomed) send(message);
+}
+
+void AttachSession::setAllHooks(const std::vector<std::uint8_t>& masks) {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (masks.size() != m_hooks.size()) return;
+    m_hooks = masks;
+    message = hooksMessage("hooks");
+  }
+  if (m_welcomed) send(message);
+}
+
+std::vector<std::uint8_t> AttachSession::hooks() const {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  return m_hooks;
+}
+
+void AttachSession::setGradientIntervention(int module, GradientIntervention intervention) {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (module < 0 || std::size_t(module) >= m_modules.size()) return;
+    const std::string& path = m_modules[std::size_t(module)].path;
+    for (auto& record : m_interventionLog) {
+      if (record.module == path && record.target == "gradient" && record.toStep < 0) record.toStep = m_stepsDone - 1;
+    }
+    if (intervention.kind == GradientIntervention::None) {
+      m_gradientOps.erase(module);
+    } else {
+      m_gradientOps[module] = intervention;
+      m_interventionLog.push_back({path, "gradient", intervention.describe(), m_stepsDone.load(), -1});
+    }
+    message = hooksMessage("hooks");
+  }
+  if (m_welcomed) send(message);
+}
+
+void AttachSession::setOutputIntervention(int module, OutputIntervention intervention) {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (module <= 0 || std::size_t(module) >= m_modules.size()) return;  // the root's output is the loss's input
+    const std::string& path = m_modules[std::size_t(module)].path;
+    for (auto& record : m_interventionLog) {
+      if (record.module == path && record.target == "output" && record.toStep < 0) record.toStep = m_stepsDone - 1;
+    }
+    if (intervention.kind == OutputIntervention::None) {
+      m_outputOps.erase(module);
+    } else {
+      m_outputOps[module] = intervention;
+      m_interventionLog.push_back({path, "output", intervention.describe(), m_stepsDone.load(), -1});
+    }
+    message = hooksMessage("hooks");
+  }
+  if (m_welcomed) send(message);
+}
+
+std::vector<InterventionRecord> AttachSession::interventions() const {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  auto out = m_interventionLog;
+  for (auto& record : out) {
+    if (record.toStep < 0) record.toStep = std::max<std::int64_t>(record.fromStep, m_stepsDone - 1);
+  }
+  return out;
+}
+
+void AttachSession::pause() {
+  m_paused = true;
+  if (m_welcomed) send(R"({"type":"pause"})");
+}
+
+void AttachSession::resume() {
+  m_paused = false;
+  if (m_welcomed) send(R"({"type":"run"})");
+}
+
+void AttachSession::step(int count) {
+  m_paused = true;  // after those steps
+  if (m_welcomed) send(json{{"type", "step"}, {"count", std::max(1, count)}}.dump());
+}
+
+void AttachSession::stop(const std::string& reason) {
+  if (m_welcomed) send(json{{"type", "stop"}, {"reason", reason}}.dump());
+}
+
+void AttachSession::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
+  bool changed;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    changed = (m_breakRules != 0) != (mask != 0);
+    m_breakRules = mask;
+    m_stopOnBreak = stopOnBreak;
+  }
+  if (changed && m_welcomed) send(json{{"type", "sync"}, {"on", mask != 0}}.dump());
+}
+
+void AttachSession::close() {
+  const char byte = 1;
+  (void)!::write(m_wake[1], &byte, 1);
+}
+
+std::vector<Alert> AttachSession::alerts() const {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  return m_rules->alerts();
+}
+
+std::vector<GapRecord> AttachSession::gaps() const {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  return m_gaps;
+}
+
+std::string AttachSession::serve(const std::function<void(const AttachedStep&)>& onStep) {
+  m_onStep = onStep;
+  {
+    std::string welcome;
+    {
+      std::lock_guard<std::mutex> lock(m_stateMutex);
+      welcome = hooksMessage("welcome");
+    }
+    m_welcomed = true;
+    if (!send(welcome)) return "the script went away during its welcome";
+  }
+  m_lastStepEnd = std::chrono::steady_clock::now();
+  auto fail = [&](const std::string& problem) {
+    sendAll(m_fd, errorFrame(problem));
+    return "the script sent a bad message, so HookScope ended the connection: " + problem;
+  };
+  std::string error;
+  for (auto& frame : m_early) {
+    if (!handleFrame(frame, &error)) return fail(error);
+  }
+  m_early.clear();
+  wire::FrameReader reader;
+  std::vector<char> buffer(1 << 18);
+  while (true) {
+    pollfd fds[2] = {{m_fd, POLLIN, 0}, {m_wake[0], POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return std::string("poll failed: ") + std::strerror(errno);
+    }
+    if (fds[1].revents) return "closed by HookScope";
+    std::vector<int> fdsIn;
+    const ssize_t n = receive(m_fd, buffer.data(), buffer.size(), &fdsIn);
+    for (int f : fdsIn) ::close(f);
+    if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE))) {
+      return m_clean ? "closed by the script after " + std::to_string(m_stepsDone.load()) + " steps"
+                     : "the script disconnected without closing after " + std::to_string(m_stepsDone.load()) +
+                           " steps (it ended, crashed or was killed)";
+    }
+    if (n < 0) return std::string("receiving failed: ") + std::strerror(errno);
+    reader.feed(buffer.data(), std::size_t(n));
+    wire::Frame frame;
+    while (reader.next(&frame)) {
+      if (!handleFrame(frame, &error)) return fail(error);
+      if (m_clean) return "closed by the script after " + std::to_string(m_stepsDone.load()) + " steps";
+    }
+    if (!reader.error().empty()) return fail(reader.error());
+  }
+}
+
+bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
+  if (frame.type == wire::kDataFrame) {
+    if (m_pendingInline.empty()) {
+      *error = "tensor data without a capture message before it";
+      return false;
+    }
+    const std::string header = std::move(m_pendingInline);
+    m_pendingInline.clear();
+    return handleCapture(json::parse(header), &frame.payload, error);
+  }
+  if (!m_pendingInline.empty()) {
+    *error = "a capture message announced inline data that did not follow";
+    return false;
+  }
+  json message;
+  try {
+    message = json::parse(frame.payload);
+  } catch (const std::exception& e) {
+    *error = std::string("a message is not JSON: ") + e.what();
+    return false;
+  }
+  if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) {
+    *error = "a message has no type";
+    return false;
+  }
+  const std::string type = message["type"];
+  try {
+    if (type == "capture") {
+      if (message.value("inline", false)) {
+        m_pendingInline = frame.payload;
+        return true;
+      }
+      return handleCapture(message, nullptr, error);
+    }
+    if (type == "step") return handleStep(message, error);
+    if (type == "bye") {
+      m_clean = true;
+      return true;
+    }
+  } catch (const std::exception& e) {  // a field of the wrong JSON type
+    *error = "a " + type + " message is malformed: " + e.what();
+    return false;
+  }
+  return true;  // unknown messages are skipped: a newer client may send more
+}
+
+bool AttachSession::handleCapture(const json& message, const std::string* inlineData, std::string* error) {
+  bool ok = true;
+  const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+  const auto call = wireInt(message, "call", 0, std::numeric_limits<int>::max(), &ok);
+  const auto index = wireInt(message, "index", 0, std::numeric_limits<int>::max(), &ok);
+  const auto bytes = wireInt(message, "bytes", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+  const auto kind = parseCaptureKind(wireString(message, "kind"));
+  const auto dtype = wireDtype(wireString(message, "dtype"));
+  if (!ok || !kind || !dtype) {
+    *error = "a capture message lacks step, call, index, bytes, kind or dtype, or has one out of range";
+    return false;
+  }
+  if (step != m_step) {
+    *error = "a capture of step " + std::to_string(step) + " came during step " + std::to_string(m_step);
+    return false;
+  }
+  SeriesKey key;
+  key.call = int(call);
+  key.kind = *kind;
+  key.index = int(index);
+  if (isParameterKind(*kind)) {
+    key.module = wireString(message, "param");
+    key.call = 0;
+    if (key.module.empty()) {
+      *error = "a parameter capture names no parameter";
+      return false;
+    }
+  } else {
+    const auto module = wireInt(message, "module", 0, std::int64_t(m_modules.size()) - 1, &ok);
+    if (!ok) {
+      *error = "a capture names no module of the hello";
+      return false;
+    }
+    key.module = m_modules[std::size_t(module)].path;
+  }
+  const auto shapeIt = message.find("shape");
+  if (shapeIt == message.end() || !shapeIt->is_array() || shapeIt->size() > std::size_t(kMaxDims)) {
+    *error = "a capture has no shape";
+    return false;
+  }
+  std::vector<std::int64_t> shape;
+  std::int64_t numel = 1;
+  for (const auto& d : *shapeIt) {
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) {
+      *error = "a capture's shape has a bad dimension";
+      return false;
+    }
+    const auto size = d.get<std::int64_t>();
+    if (size != 0 && numel > std::numeric_limits<std::int64_t>::max() / 16 / size) {
+      *error = "a capture's shape is too large";
+      return false;
+    }
+    numel *= size;
+    shape.push_back(size);
+  }
+  const std::int64_t expected = numel * std::int64_t(c10::elementSize(*dtype));
+  if (bytes != expected) {
+    *error = "a capture says " + std::to_string(bytes) + " bytes for a shape of " + std::to_string(expected);
+    return false;
+  }
+  const void* data = nullptr;
+  std::int64_t end = -1;
+  if (inlineData) {
+    if (std::int64_t(inlineData->size()) != bytes) {
+      *error = "inline data of " + std::to_string(inlineData->size()) + " bytes for a capture of " +
+               std::to_string(bytes);
+      return false;
+    }
+    data = inlineData->data();
+  } else if (bytes > 0) {
+    const auto offset = wireInt(message, "offset", std::int64_t(kRingHeaderBytes), std::int64_t(m_ringBytes), &ok);
+    end = wireInt(message, "end", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+    if (!m_ring || !ok || offset + bytes > std::int64_t(m_ringBytes) || offset % 64 != 0) {
+      *error = "a capture points outside the shared memory";
+      return false;
+    }
+    data = m_ring + offset;
+  }
+  TensorStats stats;
+  if (bytes > 0) {
+    // A view of the bytes as they are; the script does not touch a block until we release it.
+    const at::Tensor view = at::from_blob(const_cast<void*>(data), shape, at::TensorOptions().dtype(*dtype));
+    stats = computeTensorStats(view, m_bins);
+  } else {
+    stats = computeTensorStats(at::empty(shape, at::TensorOptions().dtype(*dtype)), m_bins);
+  }
+  if (end >= 0) {
+    // Releases the block: the script may reuse the ring up to here.
+    __atomic_store_n(reinterpret_cast<std::uint64_t*>(m_ring), std::uint64_t(end), __ATOMIC_RELEASE);
+  }
+  if (key.kind == CaptureKind::Activation) m_order.forward.push_back(key);
+  if (key.kind == CaptureKind::Gradient) m_order.backward.push_back(key);
+  m_store->add(step, key, std::move(stats));
+  ++m_stepCaptures;
+  return true;
+}
+
+bool AttachSession::handleStep(const json& message, std::string* error) {
+  bool ok = true;
+  const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+  if (!ok || step != m_step) {
+    *error = "step " + std::to_string(step) + " ended, but step " + std::to_string(m_step) + " was running";
+    return false;
+  }
+  AttachedStep done;
+  done.step = step;
+  done.captures = m_stepCaptures;
+  if (const auto it = message.find("scalars"); it != message.end() && it->is_object()) {
+    for (const auto& [name, value] : it->items()) {
+      double number = 0;
+      if (name.empty() || name.size() > 256 || !wireNumber(value, &number)) continue;
+      done.scalars[name] = number;
+      m_store->addScalar(step, name, number);
+    }
+  }
+  if (const auto it = message.find("dropped"); it != message.end() && it->is_object()) {
+    done.droppedCaptures = wireInt(*it, "captures", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+    done.droppedBytes = wireInt(*it, "bytes", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+    if (done.droppedCaptures > 0) m_store->addScalar(step, "dropped_captures", double(done.droppedCaptures));
+  }
+  if (const auto it = message.find("shapes"); it != message.end() && it->is_object()) {
+    for (const auto& [module, calls] : it->items()) {
+      const auto index = std::strtoll(module.c_str(), nullptr, 10);
+      if (index < 0 || index >= std::int64_t(m_modules.size()) || !calls.is_array()) continue;
+      int call = 0;
+      for (const auto& text : calls) {
+        if (!text.is_string()) continue;
+        ModuleCallShape shape{m_modules[std::size_t(index)].path, call++, {}};
+        std::string all = text.get<std::string>();
+        std::size_t start = 0;
+        while (start <= all.size()) {
+          const auto comma = all.find(", ", start);
+          const std::string one = all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+          if (!one.empty() || !all.empty()) shape.shapes.push_back(one);
+          if (comma == std::string::npos) break;
+          start = comma + 2;
+        }
+        done.shapes.push_back(std::move(shape));
+      }
+    }
+  }
+  std::string control;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    done.alerts = m_rules->evaluate(*m_store, step, m_order);
+    m_store->setAlertBytes(m_rules->bytes());
+    if (done.droppedCaptures > 0) m_gaps.push_back({step, done.droppedCaptures, done.droppedBytes});
+    for (const auto& alert : done.alerts) {
+      if (m_breakRules & (1u << unsigned(alert.rule))) {
+        done.breakAlert = alert;
+        break;
+      }
+    }
+    if (done.breakAlert) {
+      const std::string reason = std::string("HookScope stopped the run at step ") + std::to_string(step) + " on " +
+                                 ruleName(done.breakAlert->rule) + ": " + done.breakAlert->message;
+      control = m_stopOnBreak ? json{{"type", "stop"}, {"reason", reason}}.dump() : R"({"type":"pause"})";
+      if (!m_stopOnBreak) m_paused = true;
+    }
+  }
+  // The pause comes before the acknowledgement the script waits for, so it stops at this step.
+  if (!control.empty()) send(control);
+  send(json{{"type", "ack"}, {"step", step}}.dump());
+  const auto now = std::chrono::steady_clock::now();
+  done.seconds = std::chrono::duration<double>(now - m_lastStepEnd).count();
+  m_lastStepEnd = now;
+  m_step = step + 1;
+  m_stepsDone = m_step;
+  m_order = StepOrder{};
+  m_stepCaptures = 0;
+  if (m_onStep) m_onStep(done);
+  return true;
+}
+
+} // namespace hookscope

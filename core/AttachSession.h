@@ -1,0 +1,142 @@
+#pragma once
+// One training script attached over the wire (docs/protocol.md): its module tree, its
+// captures turned into statistics by the same code as a model file's, its steps checked by
+// the rules, and the controls sent back to it. The header needs no LibTorch.
+
+#include "CaptureStore.h"
+#include "ExportManifest.h"
+#include "Model.h"
+#include "RuleEngine.h"
+#include "StepRunner.h"
+#include "WireFrame.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hookscope {
+
+/// One step the script finished, as received.
+struct AttachedStep {
+  std::int64_t step = 0;
+  std::map<std::string, double> scalars;  ///< "loss", "lr" and the script's own
+  std::vector<ModuleCallShape> shapes;    ///< output shapes, with the first step
+  std::vector<Alert> alerts;              ///< rules that fired on it
+  std::optional<Alert> breakAlert;        ///< the armed rule that paused (or stopped) the script here
+  int captures = 0;                       ///< captures received for it
+  std::int64_t droppedCaptures = 0;       ///< captures the script dropped (viewer behind)
+  std::int64_t droppedBytes = 0;
+  double seconds = 0;                     ///< since the previous step ended
+};
+
+/// Serves one attached script: accept() reads its hello, serve() receives until it leaves.
+/// Commands may come from any thread and reach the script at its next step boundary.
+class AttachSession {
+public:
+  /// Reads the hello on `fd` (taken over) within `timeoutMs`. `token` is required when not
+  /// empty; `sameUser` also requires the peer to run as this user. Null with a message, which
+  /// the peer is sent too, when it is not a HookScope script of this protocol or may not attach.
+  static std::unique_ptr<AttachSession> accept(int fd, const std::string& token, bool sameUser,
+                                               std::shared_ptr<CaptureStore> store, std::string* error,
+                                               int timeoutMs = 10000);
+  ~AttachSession();
+  AttachSession(const AttachSession&) = delete;
+  AttachSession& operator=(const AttachSession&) = delete;
+
+  const ScriptRecord& script() const { return m_script; }
+  const std::vector<ModuleInfo>& modules() const { return m_modules; }
+  const std::shared_ptr<CaptureStore>& store() const { return m_store; }
+  void setBins(int bins) { m_bins = bins; }
+  /// Rules, evaluated on every step the script ends.
+  void setRuleSettings(const RuleSettings& settings);
+
+  /// Welcomes the script and receives until it says goodbye, disconnects, breaks the protocol
+  /// or close() is called. Returns why it ended; onStep runs on this thread after each step.
+  std::string serve(const std::function<void(const AttachedStep&)>& onStep);
+  /// Whether serve() ended with the script's goodbye.
+  bool endedCleanly() const { return m_clean.load(); }
+
+  // Any thread:
+  /// A module's hook mask (bits of kindBit); sent at once when serving.
+  void setHooks(int module, std::uint8_t mask);
+  /// Every module's mask at once.
+  void setAllHooks(const std::vector<std::uint8_t>& masks);
+  std::vector<std::uint8_t> hooks() const;
+  void setGradientIntervention(int module, GradientIntervention intervention);
+  void setOutputIntervention(int module, OutputIntervention intervention);
+  /// Interventions in force over the session, for the manifest.
+  std::vector<InterventionRecord> interventions() const;
+  void pause();
+  void resume();
+  /// Lets the script run `count` more steps, then pause.
+  void step(int count = 1);
+  bool paused() const { return m_paused.load(); }
+  /// Ends the script's run: its step() raises hookscope.Stopped with `reason`.
+  void stop(const std::string& reason);
+  /// The rules that pause (or with stopOnBreak, stop) the script; while any is armed, the
+  /// script waits at each step's end until its step is checked, so it stops at that step.
+  void setBreakRules(std::uint32_t mask, bool stopOnBreak = false);
+  /// Makes serve() return; the connection closes.
+  void close();
+  /// Copies of the alerts so far.
+  std::vector<Alert> alerts() const;
+  /// Steps dropped in part by the script, for the manifest.
+  std::vector<GapRecord> gaps() const;
+  std::int64_t stepsDone() const { return m_stepsDone.load(); }
+
+private:
+  AttachSession() = default;
+  bool handleFrame(const wire::Frame& frame, std::string* error);
+  bool handleCapture(const nlohmann::json& message, const std::string* inlineData, std::string* error);
+  bool handleStep(const nlohmann::json& message, std::string* error);
+  bool send(const std::string& jsonText);
+  std::string hooksMessage(const char* type) const;
+
+  int m_fd = -1;
+  int m_wake[2] = {-1, -1};
+  ScriptRecord m_script;
+  std::vector<ModuleInfo> m_modules;
+  std::map<std::string, int> m_moduleIndex;
+  std::shared_ptr<CaptureStore> m_store;
+  int m_bins = 64;
+
+  // The shared-memory ring of captured bytes the script passed, or null.
+  unsigned char* m_ring = nullptr;
+  std::size_t m_ringBytes = 0;
+
+  mutable std::mutex m_stateMutex;  // hooks, interventions, rules, alerts, gaps
+  std::vector<std::uint8_t> m_hooks;
+  std::map<int, GradientIntervention> m_gradientOps;
+  std::map<int, OutputIntervention> m_outputOps;
+  std::vector<InterventionRecord> m_interventionLog;
+  std::unique_ptr<RuleEngine> m_rules;
+  std::vector<GapRecord> m_gaps;
+  std::uint32_t m_breakRules = 0;
+  bool m_stopOnBreak = false;
+
+  std::mutex m_sendMutex;
+  std::atomic<bool> m_welcomed{false};
+  std::atomic<bool> m_paused{false};
+  std::atomic<bool> m_clean{false};
+  std::atomic<std::int64_t> m_stepsDone{0};
+
+  // The step being received (serve's thread only).
+  std::int64_t m_step = 0;
+  StepOrder m_order;
+  int m_stepCaptures = 0;
+  std::string m_pendingInline;  // a capture message waiting for its data frame
+  std::vector<wire::Frame> m_early;  // frames that came with the hello
+  std::function<void(const AttachedStep&)> m_onStep;
+  std::chrono::steady_clock::time_point m_lastStepEnd;
+};
+
+} // namespace hookscope

@@ -1,0 +1,76 @@
+#include "WireFrame.h"
+
+#include <cstring>
+
+namespace hookscope::wire {
+
+namespace {
+
+void putU32(char* out, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = char((value >> (8 * i)) & 0xff);
+}
+
+std::uint32_t getU32(const char* in) {
+  std::uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= std::uint32_t(std::uint8_t(in[i])) << (8 * i);
+  return value;
+}
+
+} // namespace
+
+std::string encodeFrame(std::uint8_t type, const std::string& payload) {
+  std::string out(kHeaderBytes, '\0');
+  out[0] = 'H';
+  out[1] = 'S';
+  out[2] = char(kProtocolVersion);
+  out[3] = char(type);
+  putU32(&out[4], std::uint32_t(payload.size()));
+  out += payload;
+  return out;
+}
+
+void FrameReader::feed(const char* data, std::size_t size) {
+  if (!m_error.empty()) return;
+  if (m_start > 0 && m_start == m_buffer.size()) {
+    m_buffer.clear();
+    m_start = 0;
+  }
+  m_buffer.append(data, size);
+}
+
+bool FrameReader::next(Frame* frame) {
+  if (!m_error.empty() || pending() < kHeaderBytes) return false;
+  const char* header = m_buffer.data() + m_start;
+  if (header[0] != 'H' || header[1] != 'S') {
+    m_error = "the peer does not speak the HookScope protocol (bad frame header)";
+    return false;
+  }
+  if (std::uint8_t(header[2]) != kProtocolVersion) {
+    m_error = "the peer speaks protocol version " + std::to_string(std::uint8_t(header[2])) + ", HookScope " +
+              std::to_string(kProtocolVersion) + ": use the hookscope Python package of the same release";
+    return false;
+  }
+  const std::uint8_t type = std::uint8_t(header[3]);
+  const std::uint32_t length = getU32(header + 4);
+  if (type != kJsonFrame && type != kDataFrame) {
+    m_error = "unknown frame type " + std::to_string(type);
+    return false;
+  }
+  const std::uint32_t limit = type == kJsonFrame ? kMaxJsonBytes : kMaxDataBytes;
+  if (length > limit) {
+    m_error = std::string(type == kJsonFrame ? "a message" : "inline tensor data") + " of " + std::to_string(length) +
+              " bytes is over the limit of " + std::to_string(limit);
+    return false;
+  }
+  if (pending() < kHeaderBytes + length) return false;
+  frame->type = type;
+  frame->payload.assign(header + kHeaderBytes, length);
+  m_start += kHeaderBytes + length;
+  if (m_start > (1u << 20) && m_start * 2 > m_buffer.size()) {  // drop what was read now and then
+    m_buffer.erase(0, m_start);
+    m_start = 0;
+  }
+  return true;
+}
+
+} // namespace hookscope::wire

@@ -1,0 +1,48 @@
+#pragma once
+// Framing of the attach protocol (docs/protocol.md): an 8-byte header, then a JSON message
+// or the raw bytes of a tensor. No LibTorch here: the fuzzer drives it alone.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hookscope::wire {
+
+constexpr std::uint8_t kProtocolVersion = 1;
+constexpr std::uint8_t kJsonFrame = 1;
+constexpr std::uint8_t kDataFrame = 2;
+constexpr std::size_t kHeaderBytes = 8;
+/// The largest JSON message either side accepts (a hello of a 100,000-module model fits).
+constexpr std::uint32_t kMaxJsonBytes = 16u << 20;
+/// The largest tensor sent inline (without shared memory); larger ones the client drops as a gap.
+constexpr std::uint32_t kMaxDataBytes = 64u << 20;
+
+/// A header and payload as bytes.
+std::string encodeFrame(std::uint8_t type, const std::string& payload);
+
+struct Frame {
+  std::uint8_t type = 0;
+  std::string payload;
+};
+
+/// Cuts a byte stream into frames. A bad magic, another protocol version, an unknown type or
+/// a length over the limits makes the reader fail for good, with a message for both sides.
+class FrameReader {
+public:
+  /// Appends received bytes.
+  void feed(const char* data, std::size_t size);
+  /// The next complete frame; false when none is complete yet or the stream is bad (see error()).
+  bool next(Frame* frame);
+  /// "" while the stream is good.
+  const std::string& error() const { return m_error; }
+  /// Bytes received but not yet returned as frames.
+  std::size_t pending() const { return m_buffer.size() - m_start; }
+
+private:
+  std::string m_buffer;
+  std::size_t m_start = 0;
+  std::string m_error;
+};
+
+} // namespace hookscope::wire

@@ -1,0 +1,19 @@
+"""Attach a PyTorch training run to HookScope.
+
+    import hookscope
+    hs = hookscope.attach(model, optimizer)
+    for x, y in loader:
+        ...
+        hs.step(loss)
+    hs.close()
+
+Needs only the standard library and torch (1.13 or 2.x). See docs/protocol.md for the wire.
+"""
+
+from ._address import default_address, parse_address
+from ._client import KINDS, Attached, Stopped, attach
+from ._wire import PROTOCOL_VERSION, ProtocolError
+
+__all__ = ["attach", "Attached", "Stopped", "KINDS", "PROTOCOL_VERSION", "ProtocolError",
+           "default_address", "parse_address"]
+__version__ = "0.1.0"

@@ -1,0 +1,333 @@
+"""The hookscope package attached to real training scripts and to `hookscope-cli record`.
+
+Run with pytest by any Python with torch (ctest runs it with the venv's PyTorch 2.x and with
+Debian's 1.13 from /usr/bin/python3). HOOKSCOPE_CLI names the recorder.
+"""
+import copy
+import csv
+import json
+import math
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import hookscope  # noqa: E402
+from hookscope import _wire  # noqa: E402
+
+CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(ROOT, "build", "cli", "hookscope-cli"))
+SCRIPT = os.path.join(HERE, "attach", "train_script.py")
+STATS = ("min", "max", "mean", "std", "l2norm", "zero_frac")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CLI), reason="hookscope-cli is not built")
+
+
+@pytest.fixture
+def tmp():
+    # Short paths: a Unix socket path has at most 107 bytes.
+    path = tempfile.mkdtemp(prefix="hs-")
+    yield path
+    subprocess.run(["rm", "-rf", path])
+
+
+class Recorder:
+    def __init__(self, tmp, *args, address=None):
+        self.out = os.path.join(tmp, "export")
+        address = address or "unix:" + os.path.join(tmp, "hs.sock")
+        self.proc = subprocess.Popen([CLI, "record", "--out", self.out, "--address", address, "--timeout", "120", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        assert line.startswith("HOOKSCOPE_ADDRESS="), line + self.proc.stderr.read()
+        self.address = line.split("=", 1)[1]
+
+    def wait(self, timeout=180):
+        _, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def run_script(address, *args, timeout=300):
+    env = dict(os.environ, HOOKSCOPE_ADDRESS=address)
+    return subprocess.run([sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def read_csv(folder, name):
+    with open(os.path.join(folder, name), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def manifest(folder):
+    with open(os.path.join(folder, "manifest.json")) as f:
+        return json.load(f)
+
+
+def close_enough(a, b, rel=1e-5, scale=0.0):
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= rel * max(abs(a), abs(b), scale) + 1e-30
+
+
+def assert_matches(rows, reference):
+    by_key = {(int(r["step"]), r["module"], int(r["call"]), r["kind"], int(r["index"])): r for r in rows}
+    for ref in reference:
+        key = (ref["step"], ref["module"], ref["call"], ref["kind"], ref["index"])
+        assert key in by_key, "HookScope has no capture %s" % (key,)
+        row = by_key[key]
+        assert int(row["numel"]) == ref["numel"], key
+        scale = ref["l2norm"] / math.sqrt(max(ref["numel"], 1))  # for means and minima near zero
+        for stat in STATS:
+            assert close_enough(float(row[stat]), ref[stat], scale=scale), \
+                "%s %s: HookScope %r, PyTorch's hooks %r" % (key, stat, row[stat], ref[stat])
+        assert int(row["nan_count"]) == ref["nan_count"] and int(row["inf_count"]) == ref["inf_count"], key
+
+
+def test_statistics_equal_what_pytorch_hooks_compute(tmp):
+    recorder = Recorder(tmp, "--hook", "*")
+    reference = os.path.join(tmp, "reference.json")
+    script = run_script(recorder.address, "--reference", reference, "--steps", "6")
+    assert script.returncode == 0, script.stderr
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert "closed by the script after 6 steps" in err
+    rows = read_csv(recorder.out, "stats.csv")
+    with open(reference) as f:
+        ref = json.load(f)
+    assert len(ref) > 0
+    assert_matches(rows, ref)
+    # And nothing HookScope reports that the hooks did not see.
+    assert len([r for r in rows if r["kind"] in ("activation", "gradient")]) == len(ref)
+    # The module called twice, the tuple output and the in-place ReLU are all there.
+    assert {int(r["call"]) for r in rows if r["module"] == "shared"} == {0, 1}
+    assert {int(r["index"]) for r in rows if r["module"] == "pair" and r["kind"] == "gradient"} == {0, 1}
+    scalars = {(int(r["step"]), r["name"]) for r in read_csv(recorder.out, "scalars.csv")}
+    assert {(5, "loss"), (5, "lr"), (5, "batch")} <= scalars
+    m = manifest(recorder.out)
+    assert m["source"] == "script" and m["script"]["torch"] == torch.__version__
+    assert m["steps"] == 6 and m["gaps"] == []
+
+    # The gradient at the in-place ReLU's output is what a hook on the ReLU alone sees (with
+    # PyTorch 1.13, a hook on the Linear before it as well changes what a plain second hook sees).
+    alone = os.path.join(tmp, "alone.json")
+    script = run_script("unix:/nonexistent", "--reference", alone, "--only", "act", "--detach", "--steps", "6")
+    assert script.returncode == 0, script.stderr
+    with open(alone) as f:
+        act = [r for r in json.load(f) if r["kind"] == "gradient"]
+    assert len(act) == 6
+    assert_matches(rows, act)
+
+
+def test_a_killed_recorder_leaves_the_script_training(tmp):
+    recorder = Recorder(tmp)
+    env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address)
+    script = subprocess.Popen([sys.executable, SCRIPT, "--steps", "60", "--sleep", "0.05"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Kill the recorder once the script is a few steps in.
+    for line in iter(recorder.proc.stderr.readline, ""):
+        if line.startswith("step 3"):
+            break
+    os.kill(recorder.proc.pid, signal.SIGKILL)
+    recorder.proc.wait()
+    out, err = script.communicate(timeout=300)
+    assert script.returncode == 0, err
+    assert "finished 60 steps" in out
+    assert "connected at end: False" in out
+    assert err.count("HookScope:") == 1, err
+
+
+def test_a_killed_script_leaves_its_captures(tmp):
+    recorder = Recorder(tmp)
+    script = run_script(recorder.address, "--kill-self-at", "3", "--steps", "20")
+    assert script.returncode == -signal.SIGKILL
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert "disconnected without closing after 4 steps" in err
+    m = manifest(recorder.out)
+    assert m["steps"] == 4 and "disconnected" in m["script"]["ended"]
+    assert {int(r["step"]) for r in read_csv(recorder.out, "stats.csv")} == {0, 1, 2, 3}
+
+
+def test_no_viewer_one_warning_and_no_hooks(tmp):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address="unix:" + os.path.join(tmp, "nobody.sock"))
+        for _ in range(3):
+            hs.step(model(torch.randn(2, 4)).sum())
+        hs.close()
+    assert not hs.connected
+    messages = [str(w.message) for w in caught if "HookScope" in str(w.message)]
+    assert len(messages) == 1 and "no viewer listens" in messages[0], messages
+    # Nothing hooked: the model runs exactly as without HookScope.
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_bad_addresses_warn_instead_of_raising():
+    model = nn.Linear(2, 2)
+    for address in ("http://x", "tcp://nohost", "unix:"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            hs = hookscope.attach(model, address=address)
+        assert not hs.connected
+        assert any("unix:PATH" in str(w.message) or "tcp://HOST:PORT" in str(w.message) for w in caught), address
+
+
+def test_a_break_stops_the_script_and_the_recorder_exits_6(tmp):
+    recorder = Recorder(tmp, "--break", "non_finite")
+    script = run_script(recorder.address, "--nan-at", "2", "--steps", "10")
+    assert script.returncode == 7, script.stderr
+    assert "stopped: HookScope stopped the run at step 2 on non_finite" in script.stdout
+    code, err = recorder.wait()
+    assert code == 6, err
+    assert manifest(recorder.out)["steps"] == 3
+    alerts = read_csv(recorder.out, "alerts.csv")
+    assert any(a["rule"] == "non_finite" and a["step"] == "2" for a in alerts)
+
+
+def raw_exchange(address, data, read=True):
+    """Sends bytes to the listener as a peer would; returns what came back before it closed."""
+    path = address[len("unix:"):]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(15)
+        s.connect(path)
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        received = b""
+        while read:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            received += chunk
+        return received
+
+
+def error_of(received):
+    reader = _wire.FrameReader()
+    reader.feed(received)
+    messages = reader.messages()
+    assert messages and messages[0]["type"] == "error", received
+    return messages[0]["message"]
+
+
+def test_the_listener_rejects_bad_peers_and_still_takes_a_script(tmp):
+    recorder = Recorder(tmp)
+    header = _wire.HEADER
+    rng = random.Random(1)
+    cases = {
+        "random bytes": bytes(rng.randrange(256) for _ in range(4096)),
+        "bad version": header.pack(b"HS", 9, 1, 2) + b"{}",
+        "huge length": header.pack(b"HS", 1, 1, 0xFFFFFFF0),
+        "not json": header.pack(b"HS", 1, 1, 5) + b"hello",
+        "no hello": _wire.json_frame({"type": "step", "step": 0}),
+        "old protocol": _wire.json_frame({"type": "hello", "protocol": 0, "modules": [{"path": "", "type": "M"}]}),
+        "bad tree": _wire.json_frame({"type": "hello", "protocol": 1, "modules": [{"path": "a.b", "type": "M"}]}),
+    }
+    expected = {
+        "random bytes": "does not speak the HookScope protocol",
+        "bad version": "protocol version 9",
+        "huge length": "over the limit",
+        "not json": "not JSON",
+        "no hello": "not a hello",
+        "old protocol": "protocol 0",
+        "bad tree": "not the root",
+    }
+    for name, data in cases.items():
+        assert expected[name] in error_of(raw_exchange(recorder.address, data)), name
+    # Truncated frames: the peer hangs up mid-frame; the listener goes on.
+    raw_exchange(recorder.address, _wire.json_frame({"type": "hello"})[:11])
+    raw_exchange(recorder.address, b"HS")
+    assert recorder.proc.poll() is None
+    script = run_script(recorder.address, "--steps", "3", "--workers", "0")
+    assert script.returncode == 0, script.stderr
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert err.count("refused a connection") >= len(cases)
+    assert manifest(recorder.out)["steps"] == 3
+
+
+def test_a_script_that_breaks_the_protocol_ends_its_session_with_its_captures_kept(tmp):
+    recorder = Recorder(tmp)
+    hello = {"type": "hello", "protocol": 1, "name": "bad.py", "modules": [{"path": "", "type": "M", "params": 0}]}
+    good = {"type": "capture", "step": 0, "module": 0, "call": 0, "kind": "activation", "index": 0,
+            "dtype": "float32", "shape": [2], "bytes": 8, "inline": True}
+    bad = dict(good, step=1, shape=[1 << 40, 1 << 40], bytes=16)
+    del bad["inline"]
+    data = (_wire.json_frame(hello) + _wire.json_frame(good) + _wire.data_header(8) + struct.pack("<2f", 1.0, -3.0)
+            + _wire.json_frame({"type": "step", "step": 0, "scalars": {"loss": "nan"}}) + _wire.json_frame(bad))
+    received = raw_exchange(recorder.address, data)
+    reader = _wire.FrameReader()
+    reader.feed(received)
+    messages = reader.messages()
+    assert messages[0]["type"] == "welcome"
+    assert messages[-1]["type"] == "error" and "too large" in messages[-1]["message"], messages
+    code, err = recorder.wait()
+    assert code == 4, err
+    assert "bad message" in err
+    rows = read_csv(recorder.out, "stats.csv")
+    assert len(rows) == 1 and float(rows[0]["l2norm"]) == pytest.approx(math.sqrt(10.0))
+    assert read_csv(recorder.out, "scalars.csv")[0]["value"].lower() == "nan"
+
+
+def test_tcp_needs_the_token(tmp):
+    recorder = Recorder(tmp, address="tcp://127.0.0.1:0")
+    assert recorder.address.startswith("tcp://127.0.0.1:") and "?token=" in recorder.address
+    wrong = recorder.address.split("?")[0] + "?token=wrong"
+    model = nn.Linear(2, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address=wrong)
+    assert not hs.connected
+    assert any("wrong or missing token" in str(w.message) for w in caught)
+    script = run_script(recorder.address, "--steps", "2", "--workers", "0")
+    assert script.returncode == 0, script.stderr
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert len(read_csv(recorder.out, "stats.csv")) > 0
+
+
+def test_copies_and_forks_of_an_attached_model_stay_harmless(tmp):
+    recorder = Recorder(tmp)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    hs = hookscope.attach(model, address=recorder.address)
+    assert hs.connected
+    twin = copy.deepcopy(model)  # an EMA copy, say: its hooks do nothing
+    twin(torch.randn(2, 4)).sum().backward()
+    pid = os.fork()
+    if pid == 0:  # a forked worker running the model sends nothing
+        model(torch.randn(2, 4))
+        os._exit(0 if not hs.connected else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    for _ in range(2):
+        loss = model(torch.randn(3, 4)).sum()
+        loss.backward()
+        hs.step(loss)
+    assert hs.connected
+    hs.close()
+    code, err = recorder.wait()
+    assert code == 0, err
+    rows = read_csv(recorder.out, "stats.csv")
+    # Two steps of the model's own batches of 3, never the twin's or the child's batches of 2.
+    assert {int(r["step"]) for r in rows} == {0, 1}
+    assert all(r["shape"].startswith("3") for r in rows if r["kind"] == "activation")
