@@ -636,7 +636,8 @@ bool AttachSession::handleCapture(const json& message, const std::string* inline
   if (bytes > 0) {
     // A view of the bytes as they are; the script does not touch a block until we release it.
     const at::Tensor view = at::from_blob(const_cast<void*>(data), shape, at::TensorOptions().dtype(*dtype));
-    stats = computeTensorStats(view, m_bins);
+    // One core: the training run next door has the others.
+    stats = computeTensorStats(view, m_bins, StatsCores::One);
   } else {
     stats = computeTensorStats(at::empty(shape, at::TensorOptions().dtype(*dtype)), m_bins);
   }

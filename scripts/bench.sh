@@ -15,6 +15,7 @@ run() { echo "\$ $*" >&2; "$@" | tee -a "$log"; echo; }
 run "$build/tests/bench/hookscope-core-bench" overhead "$root/resources/models/small_cnn.pt" 8x1x28x28 $((rounds * 4))
 run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scripted.pt" 8x3x112x112 "$rounds"
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
+run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$build/tests/bench/hookscope-core-bench" stats
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
 run "$build/tests/bench/hookscope-core-bench" memory
@@ -26,4 +27,6 @@ peer=$(grep 'RESULT peer' "$log" | sed 's/.*ratio=\([0-9.]*\).*/\1/')
 awk -v ours="$ours" -v peer="$peer" 'BEGIN {
   printf "resnet18 hooked/unhooked: HookScope %.3f, Python hooks %.3f; overhead part %.3f vs %.3f: %.1fx less\n",
          ours, peer, ours - 1, peer - 1, (peer - 1) / (ours - 1 > 0 ? ours - 1 : 1e-9) }'
+attach=$(grep 'RESULT attach' "$log" | sed 's/.*ratio=\([0-9.]*\) peer_ratio=\([0-9.]*\).*/\1 \2/')
+awk -v r="$attach" 'BEGIN { split(r, a, " "); printf "resnet18 attached (eager, hookscope-cli record --hook *): %.3f, Python hooks %.3f\n", a[1], a[2] }'
 rm -f "$log"

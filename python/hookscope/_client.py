@@ -6,6 +6,7 @@ unless the viewer paused it or a breakpoint is armed, and keeps every queue boun
 """
 
 import fcntl
+import json
 import mmap
 import os
 import platform
@@ -39,6 +40,7 @@ _DEFAULT_BUFFER_MIB = 256
 _OUTBOX_CAPTURE_LIMIT = 64 << 20   # inline captures wait in at most this much memory
 _OUTBOX_HARD_LIMIT = 256 << 20     # a viewer this far behind is treated as gone
 _HANDSHAKE_SECONDS = 10.0
+_BATCH_BYTES = 16 << 10            # captures' messages leave in batches of about this size
 
 _live = weakref.WeakSet()
 
@@ -184,6 +186,9 @@ class Attached:
         self._update_before = []
         self._dropped = 0
         self._dropped_bytes = 0
+        self.bytes_sent = 0     # on the socket, frames included
+        self.bytes_shared = 0   # tensor bytes through shared memory
+        self._unsent_shared = 0
         self._paused = False
         self._budget = None
         self._sync = False
@@ -393,11 +398,14 @@ class Attached:
     # ---------------------------------------------------------------- sending
 
     def _send(self, message):
-        self._outbox += _wire.json_frame(message)
+        frame = _wire.json_frame(message)
+        self.bytes_sent += len(frame)
+        self._outbox += frame
         self._flush()
 
     def _flush(self, deadline=None):
         """Sends what the socket takes now; with a deadline, waits until then for the rest."""
+        self._unsent_shared = 0
         while self._outbox and self._sock is not None:
             try:
                 sent = self._sock.send(self._outbox)
@@ -679,12 +687,10 @@ class Attached:
         if dtype is None or t.layout != torch.strided:
             self._warn_once(("dtype", str(t.dtype)), "tensors of %s (%s) are not captured" % (t.dtype, t.layout))
             return
-        header = {"type": "capture", "step": self._step, "call": call, "kind": kind, "index": index,
-                  "dtype": dtype, "shape": list(t.shape), "device": str(t.device)}
-        if isinstance(series, int):
-            header["module"] = series
-        else:
-            header["param"] = series
+        # Written by hand: json.dumps of a dict costs more than the rest of a capture.
+        where = '"module":%d' % series if isinstance(series, int) else '"param":' + json.dumps(series)
+        header = '{"type":"capture","step":%d,%s,"call":%d,"kind":"%s","index":%d,"dtype":"%s","shape":[%s],' \
+                 '"device":"%s"' % (self._step, where, call, kind, index, dtype, ",".join(map(str, t.shape)), t.device)
         with self._lock:
             if t.device.type != "cpu":
                 # One copy per tensor now, started without waiting; one wait at the end of the step.
@@ -698,11 +704,22 @@ class Attached:
         self._dropped += 1
         self._dropped_bytes += nbytes
 
+    def _queue(self, header_text, data=None):
+        """Queues a capture's frames; they leave in batches, or with the step's end."""
+        frame = _wire.text_frame(header_text)
+        self.bytes_sent += len(frame)
+        self._outbox += frame
+        if data is not None:
+            self._outbox += _wire.data_header(len(data))
+            self._outbox += data
+            self.bytes_sent += _wire.HEADER.size + len(data)
+        if len(self._outbox) >= _BATCH_BYTES:
+            self._flush()
+
     def _ship(self, header, t):
         nbytes = t.numel() * t.element_size()
-        header["bytes"] = nbytes
         if nbytes == 0:
-            self._send(header)
+            self._queue(header + ',"bytes":0}')
             return
         if self._ring is not None:
             place = self._ring.reserve(nbytes)
@@ -711,20 +728,18 @@ class Attached:
                 return
             offset, end = place
             self._ring.bytes[offset:offset + nbytes].view(t.dtype).view(t.shape).copy_(t)
-            header["offset"] = offset
-            header["end"] = end
-            self._send(header)
+            self.bytes_shared += nbytes
+            self._unsent_shared += nbytes
+            self._queue(header + ',"bytes":%d,"offset":%d,"end":%d}' % (nbytes, offset, end))
+            if self._unsent_shared * 8 > self._ring.capacity:  # the viewer must see it to release it
+                self._flush()
             return
         if len(self._outbox) + nbytes > _OUTBOX_CAPTURE_LIMIT:
             self._drop(nbytes)
             return
         import ctypes
         data = t.contiguous()
-        header["inline"] = True
-        self._outbox += _wire.json_frame(header)
-        self._outbox += _wire.data_header(nbytes)
-        self._outbox += ctypes.string_at(data.data_ptr(), nbytes)
-        self._flush()
+        self._queue(header + ',"bytes":%d,"inline":true}' % nbytes, ctypes.string_at(data.data_ptr(), nbytes))
 
     def _ship_deferred(self):
         if not self._deferred:
