@@ -339,25 +339,21 @@ std::string AttachSession::hooksMessage(const char* type) const {
 }
 
 void AttachSession::setHooks(int module, std::uint8_t mask) {
-  std::string message;
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     if (module < 0 || std::size_t(module) >= m_hooks.size() || m_hooks[std::size_t(module)] == mask) return;
     m_hooks[std::size_t(module)] = mask;
-    message = hooksMessage("hooks");
+    if (m_welcomed) send(hooksMessage("hooks"));
   }
-  if (m_welcomed) send(message);
 }
 
 void AttachSession::setAllHooks(const std::vector<std::uint8_t>& masks) {
-  std::string message;
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     if (masks.size() != m_hooks.size()) return;
     m_hooks = masks;
-    message = hooksMessage("hooks");
+    if (m_welcomed) send(hooksMessage("hooks"));
   }
-  if (m_welcomed) send(message);
 }
 
 std::vector<std::uint8_t> AttachSession::hooks() const {
@@ -366,7 +362,6 @@ std::vector<std::uint8_t> AttachSession::hooks() const {
 }
 
 void AttachSession::setGradientIntervention(int module, GradientIntervention intervention) {
-  std::string message;
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     if (module < 0 || std::size_t(module) >= m_modules.size()) return;
@@ -380,13 +375,11 @@ void AttachSession::setGradientIntervention(int module, GradientIntervention int
       m_gradientOps[module] = intervention;
       m_interventionLog.push_back({path, "gradient", intervention.describe(), m_stepsDone.load(), -1});
     }
-    message = hooksMessage("hooks");
+    if (m_welcomed) send(hooksMessage("hooks"));
   }
-  if (m_welcomed) send(message);
 }
 
 void AttachSession::setOutputIntervention(int module, OutputIntervention intervention) {
-  std::string message;
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     if (module <= 0 || std::size_t(module) >= m_modules.size()) return;  // the root's output is the loss's input
@@ -400,9 +393,8 @@ void AttachSession::setOutputIntervention(int module, OutputIntervention interve
       m_outputOps[module] = intervention;
       m_interventionLog.push_back({path, "output", intervention.describe(), m_stepsDone.load(), -1});
     }
-    message = hooksMessage("hooks");
+    if (m_welcomed) send(hooksMessage("hooks"));
   }
-  if (m_welcomed) send(message);
 }
 
 std::vector<InterventionRecord> AttachSession::interventions() const {
@@ -461,14 +453,20 @@ std::vector<GapRecord> AttachSession::gaps() const {
 
 std::string AttachSession::serve(const std::function<void(const AttachedStep&)>& onStep) {
   m_onStep = onStep;
-  {
-    std::string welcome;
-    {
-      std::lock_guard<std::mutex> lock(m_stateMutex);
-      welcome = hooksMessage("welcome");
+  // However it ends, the script sees the connection close (and detaches, training on), even
+  // while this session is kept for its captures.
+  struct Hangup {
+    AttachSession* self;
+    ~Hangup() {
+      self->m_welcomed = false;
+      ::shutdown(self->m_fd, SHUT_RDWR);
     }
+  } hangup{this};
+  {
+    // Under the state lock, so that every change after it follows it on the wire.
+    std::lock_guard<std::mutex> lock(m_stateMutex);
     m_welcomed = true;
-    if (!send(welcome)) return "the script went away during its welcome";
+    if (!send(hooksMessage("welcome"))) return "the script went away during its welcome";
   }
   m_lastStepEnd = std::chrono::steady_clock::now();
   auto fail = [&](const std::string& problem) {

@@ -8,6 +8,12 @@
 #include <atomic>
 #include <mutex>
 #include <memory>
+#include <thread>
+
+namespace hookscope {
+class AttachListener;
+class AttachSession;
+} // namespace hookscope
 
 /// The engine's front end: lives on its own thread, owns the model, runner and store, takes
 /// commands as queued calls and reports through signals. Steps run one per event-loop turn,
@@ -35,7 +41,7 @@ public:
   /// Any thread: replaces a module's output from its next call on (logged like the above).
   void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
   /// Any thread: the rules that pause a run when they fire (bit i: RuleKind i).
-  void setBreakRules(quint32 mask) { m_breakRules = mask; }
+  void setBreakRules(quint32 mask);
   quint32 breakRules() const { return m_breakRules.load(); }
   /// Any thread: steps the engine has finished on the current model.
   qint64 stepsDone() const { return m_stepsDone.load(); }
@@ -57,6 +63,13 @@ public Q_SLOTS:
   void setRuleSettings(const hookscope::RuleSettings& settings);
   /// `interrupted`: the signal that ended the session early ("SIGINT"), for the manifest.
   void exportCaptures(const QString& dir, bool overwrite, const QString& interrupted = QString());
+  /// Waits for one training script at `address` ("" for HookScope's default); reports
+  /// listening() with the address to give it, or failed(). When it attaches, it replaces the
+  /// open model like opening a file (modelLoaded, with `attached` set); its steps come as
+  /// stepFinished, and Run, Pause, Step and Stop (which detaches it) control it.
+  void listen(const QString& address);
+  /// Stops waiting for a script (one attached stays).
+  void stopListening();
 
 Q_SIGNALS:
   void modelLoaded(const ModelSummary& summary);
@@ -67,9 +80,22 @@ Q_SIGNALS:
   /// A step or run failed; the engine stays usable.
   void failed(const QString& message);
   void exportFinished(const QString& dir, const QString& error);
+  /// Listening for a script at this address (the full form, token included).
+  void listening(const QString& address);
+  /// A connection was refused (not a HookScope script, wrong token): why.
+  void attachRefused(const QString& message);
+  /// The attached script left (closed, disconnected, or Stop); its captures stay.
+  void scriptDetached(const QString& reason);
 
 private:
   bool prepare(const hookscope::RunConfig& config);
+  /// The attach thread: waits for a script, then serves it until it leaves.
+  void attachLoop();
+  /// On the engine thread: makes an attached script the open "model".
+  void adoptSession(std::shared_ptr<hookscope::AttachSession> session);
+  /// The attached script's session, or null (any thread).
+  std::shared_ptr<hookscope::AttachSession> session() const;
+  void exportAttached(const QString& dir, bool overwrite, const QString& interrupted);
   /// Closes the module's open record for `target` and opens one for `action` (if any).
   void logIntervention(const std::string& module, const std::string& target, const std::string& action);
   void runNext();
@@ -93,4 +119,9 @@ private:
   std::unique_ptr<hookscope::RuleEngine> m_rules;
   hookscope::RuleSettings m_ruleSettings;
   std::vector<hookscope::InterventionRecord> m_interventions;  ///< toStep -1: still in force
+
+  std::unique_ptr<hookscope::AttachListener> m_listener;
+  std::shared_ptr<hookscope::AttachSession> m_session;  ///< guarded by m_modelMutex
+  std::thread m_attachThread;
+  std::atomic<bool> m_attachStop{false};
 };

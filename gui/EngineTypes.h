@@ -23,6 +23,8 @@ struct ModelSummary {
   std::shared_ptr<hookscope::CaptureStore> store;
   bool reviewOnly = false;               ///< an export opened without its model
   std::vector<std::uint8_t> hooks;       ///< per-module hook masks (review: what was hooked)
+  bool attached = false;                 ///< a training script attached over the wire
+  QString script;                        ///< for an attached script: "train.py (pid 42 on host, PyTorch 2.13.0, cpu)"
 };
 
 /// One finished step, as the GUI shows it.

@@ -1,6 +1,7 @@
 #include "MainWindow.h"
 
 #include "AlertsPanel.h"
+#include "AttachDialog.h"
 #include "ExportTarget.h"
 #include "EngineAdapter.h"
 #include "GradNormDelegate.h"
@@ -63,6 +64,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   m_controls = new RunControls(this);
   buildLayout();
   buildActions();
+  m_attachDialog = new AttachDialog(this);
+  connect(m_attachDialog, &AttachDialog::cancelled, this, [this] {
+    m_listenAddress.clear();
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
+    statusBar()->showMessage(tr("Stopped waiting for a training script"), 5000);
+  });
 
   m_redrawTimer = new QTimer(this);
   m_redrawTimer->setSingleShot(true);
@@ -105,6 +112,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
       showMessage(tr("Export failed"), error);
     }
     Q_EMIT exportDone(dir, error);
+  });
+  connect(m_engine, &EngineAdapter::listening, this, [this](const QString& address) {
+    m_listenAddress = address;
+    m_attachDialog->setAddress(address);
+    if (m_interactive) {
+      m_attachDialog->show();
+      m_attachDialog->raise();
+    }
+    statusBar()->showMessage(tr("Waiting for a training script: run it with HOOKSCOPE_ADDRESS=%1").arg(address));
+    Q_EMIT listening(address);
+  });
+  connect(m_engine, &EngineAdapter::attachRefused, this, [this](const QString& message) {
+    statusBar()->showMessage(tr("Refused a connection: %1").arg(message), 10000);
+  });
+  connect(m_engine, &EngineAdapter::scriptDetached, this, [this](const QString& reason) {
+    m_listenAddress.clear();
+    updateActions();
+    updateStatus();
+    showMessage(tr("Script detached"), tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason));
+    Q_EMIT scriptDetached(reason);
   });
   connect(m_tree, &ModuleTreeModel::hooksChanged, this, [this](const QVector<QPair<int, quint8>>& changes) {
     for (const auto& [module, mask] : changes) m_engine->setHooks(module, mask);
@@ -214,6 +241,9 @@ void MainWindow::buildActions() {
     if (!dir.isEmpty()) openCapture(dir);
   })->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
   m_recentMenu = file->addMenu(tr("Open &recent"));
+  m_attachAction = file->addAction(tr("&Attach to a training script…"), this, [this] { attachScript(); });
+  m_attachAction->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
+  m_attachAction->setToolTip(tr("Wait for a PyTorch script that calls hookscope.attach(model) (Ctrl+Shift+A)"));
   file->addSeparator();
   m_exportAction = file->addAction(tr("&Export captures…"), this, &MainWindow::exportCaptures);
   m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
@@ -254,6 +284,9 @@ void MainWindow::buildActions() {
   toolbar->setObjectName(QStringLiteral("runToolbar"));
   toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   toolbar->addAction(m_openAction);
+  m_attachAction->setIcon(style()->standardIcon(QStyle::SP_DriveNetIcon));
+  m_attachAction->setIconText(tr("Attach"));
+  toolbar->addAction(m_attachAction);
   toolbar->addSeparator();
   m_runAction->setIcon(style()->standardIcon(QStyle::SP_MediaPlay));
   m_pauseAction->setIcon(style()->standardIcon(QStyle::SP_MediaPause));
@@ -274,6 +307,14 @@ void MainWindow::openPath(const QString& path) {
   rememberInputs();
   m_pendingOpen = path;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path); });
+}
+
+void MainWindow::attachScript(const QString& address) {
+  if (scriptAttached()) {
+    showMessage(tr("Attach"), tr("%1 is attached: Stop (Shift+F5) detaches it first.").arg(m_summary.fileName));
+    return;
+  }
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, address] { engine->listen(address); });
 }
 
 void MainWindow::openCapture(const QString& dir) {
@@ -410,13 +451,22 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_treeView->expandToDepth(1);
   m_plots->setStore(summary.store);
   m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
-  if (!summary.reviewOnly) {
+  if (summary.attached) {
+    m_attachDialog->hide();
+    m_listenAddress.clear();
+    m_controls->setEditable(false);
+    m_controls->setToolTip(tr("The script's own inputs, loss and optimizer are used: HookScope cannot change them"));
+    statusBar()->showMessage(tr("Attached: %1. Tick Act/Grad/In to hook layers from the script's next step.").arg(summary.script), 10000);
+  } else if (!summary.reviewOnly) {
     QSettings settings;
     const QString remembered = settings.value(settingsKeyFor(summary.path)).toString();
     m_controls->setInputSpecs(!remembered.isEmpty() ? remembered : summary.exampleInput);
     addRecent(summary.path);
   }
-  m_controls->setEditable(!summary.reviewOnly);
+  if (!summary.attached) {
+    m_controls->setEditable(!summary.reviewOnly);
+    m_controls->setToolTip(QString());
+  }
   setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
   updateActions();
   updateStatus();
@@ -429,7 +479,7 @@ hookscope::RunConfig MainWindow::currentConfig() {
 }
 
 void MainWindow::rememberInputs() {
-  if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_controls->inputSpecs().isEmpty()) return;
+  if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_summary.attached || m_controls->inputSpecs().isEmpty()) return;
   QSettings().setValue(settingsKeyFor(m_summary.path), m_controls->inputSpecs());
 }
 
@@ -439,7 +489,7 @@ void MainWindow::run() {
     m_engine->setPaused(false);
     return;
   }
-  if (m_running) return;
+  if (m_running || m_summary.attached) return;
   const RunConfig config = currentConfig();
   const qint64 steps = m_controls->steps();
   m_rateClock.restart();
@@ -461,7 +511,7 @@ void MainWindow::stepOnce() {
 void MainWindow::stop() { m_engine->requestStop(); }
 
 void MainWindow::resetWeights() {
-  if (m_summary.reviewOnly || m_summary.path.isEmpty() || m_running) return;
+  if (m_summary.reviewOnly || m_summary.attached || m_summary.path.isEmpty() || m_running) return;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->resetWeights(); });
 }
 
@@ -543,21 +593,34 @@ void MainWindow::redraw() {
 }
 
 void MainWindow::updateActions() {
-  const bool model = !m_summary.path.isEmpty() && !m_summary.reviewOnly;
+  // An attached script runs its own loop: it can be resumed, paused, stepped and detached,
+  // never started again or reset from here.
+  const bool attached = m_summary.attached;
+  const bool model = !m_summary.path.isEmpty() && !m_summary.reviewOnly && (!attached || m_running);
   m_runAction->setEnabled(model && (!m_running || m_paused));
   m_runAction->setText(m_running && m_paused ? tr("&Resume") : tr("&Run"));
   m_pauseAction->setEnabled(model && m_running);
   m_pauseAction->setText(m_paused ? tr("Un&pause") : tr("&Pause"));
-  m_stepAction->setEnabled(model && (!m_running || m_paused));
+  m_stepAction->setEnabled(model && (attached ? m_paused : (!m_running || m_paused)));
   m_stopAction->setEnabled(m_running);
-  m_resetAction->setEnabled(model && !m_running);
+  m_stopAction->setText(attached ? tr("De&tach") : tr("S&top"));
+  m_stopAction->setToolTip(attached ? tr("Detach (Shift+F5): the script's hooks go and it trains on without HookScope")
+                                    : tr("Stop (Shift+F5)"));
+  m_resetAction->setEnabled(model && !attached && !m_running);
   m_exportAction->setEnabled(!m_summary.path.isEmpty());
   m_openAction->setEnabled(!m_running);
+  m_attachAction->setEnabled(!m_running);
 }
 
 void MainWindow::updateStatus() {
-  m_modelLabel->setText(m_summary.path.isEmpty() ? tr("No model: File > Open (Ctrl+O)")
-                                                 : m_summary.fileName + (m_summary.reviewOnly ? tr(" — read-only review") : QString()));
+  if (m_summary.attached) {
+    m_modelLabel->setText(m_running ? tr("Attached: %1").arg(m_summary.script) : tr("%1 — detached").arg(m_summary.script));
+  } else if (!m_listenAddress.isEmpty() && m_summary.path.isEmpty()) {
+    m_modelLabel->setText(tr("Waiting for a training script at %1").arg(m_listenAddress));
+  } else {
+    m_modelLabel->setText(m_summary.path.isEmpty() ? tr("No model: File > Open (Ctrl+O) or Attach (Ctrl+Shift+A)")
+                                                   : m_summary.fileName + (m_summary.reviewOnly ? tr(" — read-only review") : QString()));
+  }
   m_stepLabel->setText(m_lastStep < 0 ? tr("step —") : tr("step %1").arg(m_lastStep));
   m_rateLabel->setText(m_running && !m_paused ? tr("%1 steps/s").arg(m_stepsPerSecond, 0, 'f', 1)
                                               : (m_paused ? tr("paused") : tr("idle")));

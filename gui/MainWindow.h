@@ -9,6 +9,7 @@
 #include <map>
 
 class AlertsPanel;
+class AttachDialog;
 class EngineAdapter;
 class ModuleTreeModel;
 class PlotsPanel;
@@ -64,7 +65,16 @@ public:
   bool isRunning() const { return m_running; }
   qint64 stepsSeen() const { return m_stepsSeen; }
 
+  /// Whether a training script is attached now.
+  bool scriptAttached() const { return m_summary.attached && m_running; }
+  /// Where the window waits for a script, while it does.
+  QString listeningAddress() const { return m_listenAddress; }
+  AttachDialog* attachDialog() const { return m_attachDialog; }
+
 public Q_SLOTS:
+  /// Waits for a training script at `address` (empty: HookScope's default) and shows how to
+  /// attach one (File > Attach to a training script).
+  void attachScript(const QString& address = QString());
   void run();
   void pause();
   void stepOnce();
@@ -80,6 +90,10 @@ Q_SIGNALS:
   void exportDone(const QString& dir, const QString& error);
   /// The run paused on an armed rule at this module and step.
   void breakHit(const QString& module, qint64 step);
+  /// Waiting for a training script at this address.
+  void listening(const QString& address);
+  /// The attached script left; its captures stay.
+  void scriptDetached(const QString& reason);
 
 protected:
   void closeEvent(QCloseEvent* event) override;
@@ -131,6 +145,9 @@ private:
   QLabel* m_memoryLabel;
   QProgressBar* m_busy;
   QMenu* m_recentMenu = nullptr;
+  QAction* m_attachAction = nullptr;
+  AttachDialog* m_attachDialog = nullptr;
+  QString m_listenAddress;
   QAction* m_openAction = nullptr;
   QAction* m_runAction = nullptr;
   QAction* m_pauseAction = nullptr;

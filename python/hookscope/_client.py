@@ -296,7 +296,8 @@ class Attached:
                 self._ring.close_fd()
             else:
                 sock.sendall(frame)
-            welcome = self._await_welcome(sock)
+            messages = self._await_welcome(sock)
+            welcome = messages[0]
         except (OSError, _wire.ProtocolError, ValueError) as exc:
             sock.close()
             self._ring = None
@@ -312,7 +313,8 @@ class Attached:
         sock.setblocking(False)
         self._sock = sock
         self._state = "on"
-        self._handle(welcome)
+        for message in messages:  # in order: a change of hooks after the welcome wins
+            self._handle(message)
         self._apply_pending()
 
     def _hello(self, token):
@@ -349,10 +351,7 @@ class Attached:
             self._reader.feed(data)
             messages = self._reader.messages()
             if messages:
-                first, rest = messages[0], messages[1:]
-                for message in rest:
-                    self._handle(message)
-                return first
+                return messages  # the welcome (or an error), and what followed it
 
     def _forget_in_child(self):
         self._state = "closed"
