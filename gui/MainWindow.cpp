@@ -455,7 +455,8 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
     m_attachDialog->hide();
     m_listenAddress.clear();
     m_controls->setEditable(false);
-    m_controls->setToolTip(tr("The script's own inputs, loss and optimizer are used: HookScope cannot change them"));
+    m_controls->setNote(tr("<b>%1 is attached</b>: its own data, loss and optimizer are used, not these.")
+                            .arg(summary.fileName.toHtmlEscaped()));
     statusBar()->showMessage(tr("Attached: %1. Tick Act/Grad/In to hook layers from the script's next step.").arg(summary.script), 10000);
   } else if (!summary.reviewOnly) {
     QSettings settings;
@@ -465,7 +466,7 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   }
   if (!summary.attached) {
     m_controls->setEditable(!summary.reviewOnly);
-    m_controls->setToolTip(QString());
+    m_controls->setNote(QString());
   }
   setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
   updateActions();

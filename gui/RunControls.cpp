@@ -5,6 +5,7 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QLineEdit>
 #include <QSpinBox>
 #include <QToolButton>
@@ -14,6 +15,10 @@ using namespace hookscope;
 RunControls::RunControls(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout(this);
   form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  m_note = new QLabel(this);
+  m_note->setWordWrap(true);
+  m_note->setVisible(false);
+  form->addRow(m_note);
   m_inputs = new QLineEdit(this);
   m_inputs->setPlaceholderText(tr("e.g. 8x1x28x28 or 8x128:int64:0:30000"));
   m_inputs->setToolTip(tr("One synthetic input per model input, separated by spaces: "
@@ -125,6 +130,20 @@ qint64 RunControls::memoryCapBytes() const { return qint64(m_memoryCap->value())
 
 void RunControls::setEditable(bool editable) {
   for (QWidget* w : findChildren<QWidget*>()) {
-    if (w != m_memoryCap) w->setEnabled(editable);
+    // The memory cap (and the spin box's own line edit) applies to every kind of session.
+    if (w != m_memoryCap && !m_memoryCap->isAncestorOf(w) && w != m_note) w->setEnabled(editable);
+  }
+}
+
+void RunControls::setNote(const QString& note) {
+  m_note->setText(note);
+  m_note->setVisible(!note.isEmpty());
+  // With a note (an attached script), only the note and the memory cap apply: the rest hides.
+  auto* form = static_cast<QFormLayout*>(layout());
+  for (int row = 0; row < form->rowCount(); ++row) {
+    QLayoutItem* field = form->itemAt(row, QFormLayout::FieldRole);
+    QLayoutItem* span = form->itemAt(row, QFormLayout::SpanningRole);
+    const bool keep = (span && span->widget() == m_note) || (field && field->widget() == m_memoryCap);
+    if (!keep) form->setRowVisible(row, note.isEmpty());
   }
 }

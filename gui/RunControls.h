@@ -6,6 +6,7 @@
 
 class QComboBox;
 class QDoubleSpinBox;
+class QLabel;
 class QLineEdit;
 class QSpinBox;
 
@@ -26,12 +27,15 @@ public:
   void setConfig(const hookscope::RunConfig& config);
   void setSteps(int steps);
   void setEditable(bool editable);
+  /// A line above the controls (e.g. why they are disabled); hidden when empty.
+  void setNote(const QString& note);
   qint64 memoryCapBytes() const;
 
 Q_SIGNALS:
   void memoryCapChanged(qint64 bytes);
 
 private:
+  QLabel* m_note;
   QLineEdit* m_inputs;
   QLineEdit* m_dataFile;
   QSpinBox* m_batchSize;

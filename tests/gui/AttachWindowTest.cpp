@@ -2,6 +2,8 @@
 // script's tree appears, a ticked layer is captured, a breakpoint pauses the script, Step
 // advances it by exactly one step, Detach lets it train on, and the captures export.
 #include "MainWindow.h"
+#include "PlotsPanel.h"
+#include "plots/LossPlot.h"
 #include "models/ModuleTreeModel.h"
 
 #include <QFile>
@@ -88,6 +90,15 @@ private Q_SLOTS:
     QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), seen + 1, kTimeout);
     QTest::qWait(1500);
     QCOMPARE(window.stepsSeen(), seen + 1);  // exactly one step
+
+    // The script's own scalars (hs.step(loss, batch=...)) and its learning rate can be plotted.
+    window.plots()->refresh();
+    LossPlot* scalars = window.plots()->loss();
+    QCOMPARE(scalars->pointCount(), int(seen + 1));
+    scalars->setScalar(QStringLiteral("batch"));
+    window.plots()->refresh();
+    QCOMPARE(scalars->pointCount(), int(seen + 1));
+    QVERIFY(scalars->toCsv().startsWith(QStringLiteral("step,batch\n0,0\n1,1\n")));
 
     for (const auto& key : window.store()->seriesKeys()) {
       QCOMPARE(key.module, std::string("inp"));
