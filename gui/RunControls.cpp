@@ -129,7 +129,9 @@ void RunControls::setSteps(int steps) { m_steps->setValue(steps); }
 qint64 RunControls::memoryCapBytes() const { return qint64(m_memoryCap->value()) << 20; }
 
 void RunControls::setEditable(bool editable) {
+  QWidget* capLabel = static_cast<QFormLayout*>(layout())->labelForField(m_memoryCap);
   for (QWidget* w : findChildren<QWidget*>()) {
+    if (w == capLabel) continue;
     // The memory cap (and the spin box's own line edit) applies to every kind of session.
     if (w != m_memoryCap && !m_memoryCap->isAncestorOf(w) && w != m_note) w->setEnabled(editable);
   }

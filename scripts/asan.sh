@@ -2,7 +2,7 @@
 # Builds core, the CLI, the core tests and the libFuzzer targets with clang, AddressSanitizer
 # and UndefinedBehaviorSanitizer (into build-asan/); runs the core tests and the CLI tests
 # under them; replays every input that once crashed a reader (fuzz/regressions/); then fuzzes
-# each reader of outside bytes from seeds made of the fixtures: in CI a fixed seed and number of
+# each reader of outside bytes (files, input specs, the attach wire) from seeds made of the fixtures: in CI a fixed seed and number of
 # runs (reproducible); FUZZ_SECONDS=N fuzzes each for N seconds with a random seed instead.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -11,7 +11,7 @@ build="$root/build-asan"
 "$cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DHOOKSCOPE_FUZZ=ON -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope-cli hookscope_test_ops \
-  ExportReaderFuzz DataFileFuzz InputSpecFuzz
+  ExportReaderFuzz DataFileFuzz InputSpecFuzz AttachWireFuzz
 fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
 [ -f "$fixtures/custom_op.pt" ] || HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
@@ -21,11 +21,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export HOOKSCOPE_FIXTURES="$fixtures" HOOKSCOPE_TEST_OPS="$ops"
 "$build/tests/hookscope_core_tests" --gtest_brief=1
 (cd "$root/tests/python" && HOOKSCOPE_CLI="$build/cli/hookscope-cli" HOOKSCOPE_MODELS="$root/resources/models" \
-  "$python" -m unittest -q test_cli)
+  "$python" -m unittest -q test_cli && HOOKSCOPE_CLI="$build/cli/hookscope-cli" "$python" -m pytest -q -p no:cacheprovider test_attach.py)
 
 # Seeds: the fixtures' data files, every file of a real export, a few input specs.
 corpus="$build/corpus"
-rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,ExportReaderFuzz,InputSpecFuzz}
+rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,ExportReaderFuzz,InputSpecFuzz,AttachWireFuzz}
 cp "$fixtures"/*.data.pt "$fixtures"/bad/*.data.pt "$corpus/DataFileFuzz/"
 seed_export="$build/seed-export"
 rm -rf "$seed_export"
@@ -39,8 +39,9 @@ done
 for spec in 8x1x28x28 8x128:int64:0:30000 2x3:float16:-1:1 4x4:bool 1x2:float64:-1e300:1e300; do
   printf '%s' "$spec" > "$corpus/InputSpecFuzz/$spec"
 done
-declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [InputSpecFuzz]=400000)
-for target in ExportReaderFuzz DataFileFuzz InputSpecFuzz; do
+"$python" "$root/fuzz/make_attach_seeds.py" "$corpus/AttachWireFuzz"
+declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000)
+for target in ExportReaderFuzz DataFileFuzz InputSpecFuzz AttachWireFuzz; do
   budget=(-seed=1 -runs="${runs[$target]}")
   [ -n "${FUZZ_SECONDS:-}" ] && budget=(-max_total_time="$FUZZ_SECONDS")
   regressions="$root/fuzz/regressions/$target"

@@ -331,3 +331,43 @@ def test_copies_and_forks_of_an_attached_model_stay_harmless(tmp):
     # Two steps of the model's own batches of 3, never the twin's or the child's batches of 2.
     assert {int(r["step"]) for r in rows} == {0, 1}
     assert all(r["shape"].startswith("3") for r in rows if r["kind"] == "activation")
+
+
+def test_half_precision_captures_say_their_dtype_and_match_pytorch(tmp):
+    recorder = Recorder(tmp, "--hook", "*")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh()).to(torch.bfloat16)
+    hs = hookscope.attach(model, address=recorder.address)
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    out = model(x)
+    out.float().sum().backward()
+    hs.step()
+    hs.close()
+    code, err = recorder.wait()
+    assert code == 0, err
+    rows = {(r["module"], r["kind"]): r for r in read_csv(recorder.out, "stats.csv")}
+    act = rows[("1", "activation")]
+    assert act["dtype"] == "bfloat16" and act["shape"] == "4x8"
+    exact = out.detach().double()
+    assert float(act["l2norm"]) == pytest.approx(exact.norm().item(), rel=1e-6)
+    assert float(act["max"]) == exact.max().item() and float(act["min"]) == exact.min().item()
+    assert rows[("0", "gradient")]["dtype"] == "bfloat16"
+
+
+def test_captures_that_do_not_fit_are_dropped_and_recorded_as_a_gap(tmp):
+    recorder = Recorder(tmp, "--hook", "*")
+    model = nn.Sequential(nn.Linear(4, 300000), nn.ReLU())  # 4 x 300,000 floats: 4.6 MiB
+    hs = hookscope.attach(model, address=recorder.address, buffer_mib=1)
+    for _ in range(2):
+        loss = model(torch.randn(4, 4)).sum()
+        loss.backward()
+        hs.step(loss)
+    assert hs.connected  # a full buffer drops captures; it never blocks or detaches
+    hs.close()
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert "dropped by the script" in err
+    m = manifest(recorder.out)
+    assert [g["step"] for g in m["gaps"]] == [0, 1] and all(g["captures"] > 0 for g in m["gaps"])
+    dropped = [r for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "dropped_captures"]
+    assert len(dropped) == 2
