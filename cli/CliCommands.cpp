@@ -152,13 +152,8 @@ int runCapture(const CaptureOptions& options) {
   if (!parseRuleOptions(options.breakOn, options.thresholds, &breakOn, &ruleSettings, &message)) {
     return error(kUsage, message);
   }
-  // The export folder is checked and held before the run, so a run never ends in "cannot write".
-  for (const auto& line : recoverInterruptedWrites(options.out)) note(line);
-  if (std::string problem = checkExportTarget(options.out, options.force); !problem.empty()) {
-    return error(kOutput, problem);
-  }
-  const auto lock = ExportLock::acquire(options.out, &message);
-  if (!lock) return error(kOutput, message);
+  const auto lock = holdExportFolder(options.out, options.force);
+  if (!lock) return kOutput;
   StopSignals signals;
 
   int code = kOk;

@@ -1,5 +1,7 @@
 #include "CliSupport.h"
 
+#include "CliCommands.h"
+
 #include <signal.h>
 
 #include <atomic>
@@ -49,6 +51,18 @@ StopSignals::~StopSignals() {
 int StopSignals::received() { return g_stopSignal.load(); }
 
 std::string StopSignals::name(int signo) { return signo == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+std::unique_ptr<ExportLock> holdExportFolder(const std::string& out, bool force) {
+  for (const auto& line : recoverInterruptedWrites(out)) note(line);
+  if (std::string problem = checkExportTarget(out, force); !problem.empty()) {
+    error(kOutput, problem);
+    return nullptr;
+  }
+  std::string message;
+  auto lock = ExportLock::acquire(out, &message);
+  if (!lock) error(kOutput, message);
+  return lock;
+}
 
 bool splitAssignment(const std::string& spec, std::string* name, double* value) {
   const auto eq = spec.rfind('=');

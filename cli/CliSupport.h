@@ -1,7 +1,10 @@
 #pragma once
 // What the commands of hookscope-cli share: messages, stop signals, rule options.
 
+#include "ExportTarget.h"
 #include "RuleEngine.h"
+
+#include <memory>
 
 #include <set>
 #include <string>
@@ -32,6 +35,10 @@ private:
   struct Saved;
   Saved* m_saved;
 };
+
+/// Before a run: tidies interrupted writes in `out` (noting each), checks that an export may be
+/// written there and locks it, so a run never ends in "cannot write". Null after reporting why.
+std::unique_ptr<ExportLock> holdExportFolder(const std::string& out, bool force);
 
 /// Splits "NAME=NUMBER" at its last '='; false unless a whole number follows it.
 bool splitAssignment(const std::string& spec, std::string* name, double* value);

@@ -26,12 +26,8 @@ int runRecord(const RecordOptions& options) {
   if (!parseRuleOptions(options.breakOn, options.thresholds, &breakOn, &ruleSettings, &message)) {
     return error(kUsage, message);
   }
-  for (const auto& line : recoverInterruptedWrites(options.out)) note(line);
-  if (std::string problem = checkExportTarget(options.out, options.force); !problem.empty()) {
-    return error(kOutput, problem);
-  }
-  const auto lock = ExportLock::acquire(options.out, &message);
-  if (!lock) return error(kOutput, message);
+  const auto lock = holdExportFolder(options.out, options.force);
+  if (!lock) return kOutput;
 
   auto listener = AttachListener::open(options.address.empty() ? defaultAttachAddress() : options.address, &message);
   if (!listener) return error(kUsage, message);
@@ -166,7 +162,7 @@ int runRecord(const RecordOptions& options) {
     return error(kBreak, "stopped the script at step " + std::to_string(breakAlert->step) + " on " +
                              ruleName(breakAlert->rule) + ": " + breakAlert->message);
   }
-  if (!session->endedCleanly() && ended.find("bad message") != std::string::npos) return error(kData, ended);
+  if (session->brokeProtocol()) return error(kData, ended);
   return kOk;
 }
 

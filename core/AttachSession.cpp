@@ -80,7 +80,11 @@ std::string wireString(const json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return "";
   std::string s = it->get<std::string>();
-  if (s.size() > kMaxNameBytes) s.resize(kMaxNameBytes);
+  if (s.size() > kMaxNameBytes) {
+    std::size_t cut = kMaxNameBytes;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    s.resize(cut);
+  }
   return s;
 }
 
@@ -117,8 +121,12 @@ bool constantTimeEqual(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// Peer bytes can reach a message (a parse error quotes them): never let a bad UTF-8 byte
+// make writing JSON throw; it is replaced.
+std::string text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string errorFrame(const std::string& message) {
-  return wire::encodeFrame(wire::kJsonFrame, json{{"type", "error"}, {"message", message}}.dump());
+  return wire::encodeFrame(wire::kJsonFrame, text(json{{"type", "error"}, {"message", message}}));
 }
 
 // Builds the module tree from the hello's list, which is in named_modules() order (parents first).
@@ -329,13 +337,12 @@ std::string AttachSession::hooksMessage(const char* type) const {
   }
   json output = json::object();
   for (const auto& [module, oi] : m_outputOps) output[m_modules[std::size_t(module)].path] = oi.describe();
-  return json{{"type", type},
+  return text(json{{"type", type},
               {"hooks", hooks},
               {"gradient", gradient},
               {"output", output},
               {"sync", m_breakRules != 0},
-              {"paused", m_paused.load()}}
-      .dump();
+              {"paused", m_paused.load()}});
 }
 
 void AttachSession::setHooks(int module, std::uint8_t mask) {
@@ -365,15 +372,12 @@ void AttachSession::setGradientIntervention(int module, GradientIntervention int
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     if (module < 0 || std::size_t(module) >= m_modules.size()) return;
-    const std::string& path = m_modules[std::size_t(module)].path;
-    for (auto& record : m_interventionLog) {
-      if (record.module == path && record.target == "gradient" && record.toStep < 0) record.toStep = m_stepsDone - 1;
-    }
+    logIntervention(&m_interventionLog, m_modules[std::size_t(module)].path, "gradient", intervention.describe(),
+                    m_stepsDone.load());
     if (intervention.kind == GradientIntervention::None) {
       m_gradientOps.erase(module);
     } else {
       m_gradientOps[module] = intervention;
-      m_interventionLog.push_back({path, "gradient", intervention.describe(), m_stepsDone.load(), -1});
     }
     if (m_welcomed) send(hooksMessage("hooks"));
   }
@@ -383,15 +387,12 @@ void AttachSession::setOutputIntervention(int module, OutputIntervention interve
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     if (module <= 0 || std::size_t(module) >= m_modules.size()) return;  // the root's output is the loss's input
-    const std::string& path = m_modules[std::size_t(module)].path;
-    for (auto& record : m_interventionLog) {
-      if (record.module == path && record.target == "output" && record.toStep < 0) record.toStep = m_stepsDone - 1;
-    }
+    logIntervention(&m_interventionLog, m_modules[std::size_t(module)].path, "output", intervention.describe(),
+                    m_stepsDone.load());
     if (intervention.kind == OutputIntervention::None) {
       m_outputOps.erase(module);
     } else {
       m_outputOps[module] = intervention;
-      m_interventionLog.push_back({path, "output", intervention.describe(), m_stepsDone.load(), -1});
     }
     if (m_welcomed) send(hooksMessage("hooks"));
   }
@@ -418,11 +419,11 @@ void AttachSession::resume() {
 
 void AttachSession::step(int count) {
   m_paused = true;  // after those steps
-  if (m_welcomed) send(json{{"type", "step"}, {"count", std::max(1, count)}}.dump());
+  if (m_welcomed) send(text(json{{"type", "step"}, {"count", std::max(1, count)}}));
 }
 
 void AttachSession::stop(const std::string& reason) {
-  if (m_welcomed) send(json{{"type", "stop"}, {"reason", reason}}.dump());
+  if (m_welcomed) send(text(json{{"type", "stop"}, {"reason", reason}}));
 }
 
 void AttachSession::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
@@ -433,7 +434,7 @@ void AttachSession::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
     m_breakRules = mask;
     m_stopOnBreak = stopOnBreak;
   }
-  if (changed && m_welcomed) send(json{{"type", "sync"}, {"on", mask != 0}}.dump());
+  if (changed && m_welcomed) send(text(json{{"type", "sync"}, {"on", mask != 0}}));
 }
 
 void AttachSession::close() {
@@ -468,8 +469,19 @@ std::string AttachSession::serve(const std::function<void(const AttachedStep&)>&
     m_welcomed = true;
     if (!send(hooksMessage("welcome"))) return "the script went away during its welcome";
   }
+  try {
+    return receiveFrames();
+  } catch (const std::exception& e) {  // whatever a script sends, the viewer goes on
+    m_broken = true;
+    sendAll(m_fd, errorFrame(std::string("HookScope could not handle a message: ") + e.what()));
+    return std::string("the script sent a message HookScope could not handle, so it ended the connection: ") + e.what();
+  }
+}
+
+std::string AttachSession::receiveFrames() {
   m_lastStepEnd = std::chrono::steady_clock::now();
   auto fail = [&](const std::string& problem) {
+    m_broken = true;
     sendAll(m_fd, errorFrame(problem));
     return "the script sent a bad message, so HookScope ended the connection: " + problem;
   };
@@ -709,13 +721,13 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
     if (done.breakAlert) {
       const std::string reason = std::string("HookScope stopped the run at step ") + std::to_string(step) + " on " +
                                  ruleName(done.breakAlert->rule) + ": " + done.breakAlert->message;
-      control = m_stopOnBreak ? json{{"type", "stop"}, {"reason", reason}}.dump() : R"({"type":"pause"})";
+      control = m_stopOnBreak ? text(json{{"type", "stop"}, {"reason", reason}}) : R"({"type":"pause"})";
       if (!m_stopOnBreak) m_paused = true;
     }
   }
   // The pause comes before the acknowledgement the script waits for, so it stops at this step.
   if (!control.empty()) send(control);
-  send(json{{"type", "ack"}, {"step", step}}.dump());
+  send(text(json{{"type", "ack"}, {"step", step}}));
   const auto now = std::chrono::steady_clock::now();
   done.seconds = std::chrono::duration<double>(now - m_lastStepEnd).count();
   m_lastStepEnd = now;

@@ -64,6 +64,8 @@ public:
   std::string serve(const std::function<void(const AttachedStep&)>& onStep);
   /// Whether serve() ended with the script's goodbye.
   bool endedCleanly() const { return m_clean.load(); }
+  /// Whether serve() ended because the script broke the protocol.
+  bool brokeProtocol() const { return m_broken.load(); }
 
   // Any thread:
   /// A module's hook mask (bits of kindBit); sent at once when serving.
@@ -95,6 +97,8 @@ public:
 
 private:
   AttachSession() = default;
+  /// serve()'s loop: frames until the script leaves, breaks the protocol, or close().
+  std::string receiveFrames();
   bool handleFrame(const wire::Frame& frame, std::string* error);
   bool handleCapture(const nlohmann::json& message, const std::string* inlineData, std::string* error);
   bool handleStep(const nlohmann::json& message, std::string* error);
@@ -127,6 +131,7 @@ private:
   std::atomic<bool> m_welcomed{false};
   std::atomic<bool> m_paused{false};
   std::atomic<bool> m_clean{false};
+  std::atomic<bool> m_broken{false};
   std::atomic<std::int64_t> m_stepsDone{0};
 
   // The step being received (serve's thread only).

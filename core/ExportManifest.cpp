@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <ctime>
 
 namespace hookscope {
@@ -15,6 +16,17 @@ std::string utcTimestamp() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
+}
+
+void logIntervention(std::vector<InterventionRecord>* log, const std::string& module, const std::string& target,
+                     const std::string& action, std::int64_t step) {
+  for (auto& record : *log) {
+    if (record.module == module && record.target == target && record.toStep < 0) record.toStep = step - 1;
+  }
+  log->erase(std::remove_if(log->begin(), log->end(),
+                            [](const InterventionRecord& r) { return r.toStep >= 0 && r.toStep < r.fromStep; }),
+             log->end());
+  if (!action.empty()) log->push_back({module, target, action, step, -1});
 }
 
 std::string ExportManifest::toJson() const {
@@ -72,7 +84,8 @@ std::string ExportManifest::toJson() const {
   json gapList = json::array();
   for (const auto& g : gaps) gapList.push_back({{"step", g.step}, {"captures", g.captures}, {"bytes", g.bytes}});
   j["gaps"] = gapList;
-  return j.dump(2) + "\n";
+  // Names from an attached script are its own: a bad UTF-8 byte is replaced, never fatal.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,

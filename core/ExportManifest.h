@@ -24,6 +24,12 @@ struct InterventionRecord {
   std::int64_t toStep = 0;
 };
 
+/// Records a change of `module`'s intervention on `target` made before step `step`: closes its
+/// open record (in force until the step before) and, for a non-empty `action`, opens one from
+/// `step` (toStep -1: still in force). A record closed before any step of its own is dropped.
+void logIntervention(std::vector<InterventionRecord>* log, const std::string& module, const std::string& target,
+                     const std::string& action, std::int64_t step);
+
 /// The training script an attached session came from.
 struct ScriptRecord {
   std::string name;    ///< the script's name (its file, or attach(name=...))

@@ -30,7 +30,7 @@ EngineAdapter::~EngineAdapter() {
 }
 
 std::shared_ptr<AttachSession> EngineAdapter::session() const {
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(m_modelMutex));
+  std::lock_guard<std::mutex> lock(m_modelMutex);
   return m_session;
 }
 
@@ -284,15 +284,7 @@ void EngineAdapter::openCapture(const QString& dir) {
 }
 
 void EngineAdapter::logIntervention(const std::string& module, const std::string& target, const std::string& action) {
-  const qint64 step = m_stepsDone.load();
-  for (auto& record : m_interventions) {
-    if (record.module == module && record.target == target && record.toStep < 0) record.toStep = step - 1;
-  }
-  // A change before any step of its own replaces what it closed.
-  m_interventions.erase(std::remove_if(m_interventions.begin(), m_interventions.end(),
-                                       [](const InterventionRecord& r) { return r.toStep >= 0 && r.toStep < r.fromStep; }),
-                        m_interventions.end());
-  if (!action.empty()) m_interventions.push_back({module, target, action, step, -1});
+  hookscope::logIntervention(&m_interventions, module, target, action, m_stepsDone.load());
 }
 
 void EngineAdapter::setGradientIntervention(int module, GradientIntervention intervention) {

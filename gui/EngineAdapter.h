@@ -102,7 +102,7 @@ private:
   bool doStep();
   void finishRun();
 
-  std::mutex m_modelMutex;  ///< guards swapping m_model against setHooks from other threads
+  mutable std::mutex m_modelMutex;  ///< guards swapping m_model against setHooks from other threads
   std::unique_ptr<hookscope::Model> m_model;
   std::unique_ptr<hookscope::StepRunner> m_runner;
   std::shared_ptr<hookscope::CaptureStore> m_store;

@@ -305,6 +305,11 @@ void MainWindow::openPath(const QString& path) {
     return;
   }
   rememberInputs();
+  if (!m_listenAddress.isEmpty()) {  // a file chosen instead of a script: stop waiting for one
+    m_listenAddress.clear();
+    m_attachDialog->hide();
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
+  }
   m_pendingOpen = path;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path); });
 }

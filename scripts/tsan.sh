@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the engine and its tests with ThreadSanitizer (into build-tsan/) and runs the tests
 # that drive the runner and the store from several threads: pause and stop during a run,
-# concurrent writers and readers of the capture store, and statistics split over the cores.
+# concurrent writers and readers of the capture store, statistics split over the cores, and an
+# attached script's session commanded from another thread while it serves.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
@@ -13,5 +14,5 @@ fixtures="$root/build-tsan/fixtures"
 # halt_on_error: any race report fails the run.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
   "$root/build-tsan/tests/hookscope_core_tests" \
-  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*' \
+  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:AttachSessionTest.*' \
   --gtest_repeat=3

@@ -1,0 +1,121 @@
+// An AttachSession served on one thread while another sends it commands, as the window does;
+// the script is played by hand over a socket pair. Run under ThreadSanitizer by tsan.sh.
+#include "AttachListener.h"
+#include "AttachSession.h"
+#include "WireFrame.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+using namespace hookscope;
+using nlohmann::json;
+
+namespace {
+
+std::string frame(const json& message) { return wire::encodeFrame(wire::kJsonFrame, message.dump()); }
+
+std::string inlineCapture(std::int64_t step, int module, const std::vector<float>& values) {
+  std::string data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return frame({{"type", "capture"}, {"step", step}, {"module", module}, {"call", 0}, {"kind", "activation"},
+                {"index", 0}, {"dtype", "float32"}, {"shape", {values.size()}}, {"bytes", data.size()},
+                {"inline", true}}) +
+         wire::encodeFrame(wire::kDataFrame, data);
+}
+
+} // namespace
+
+TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  const int script = fds[0];
+  ASSERT_TRUE(sendAll(script, frame({{"type", "hello"},
+                                     {"protocol", 1},
+                                     {"name", "t.py"},
+                                     {"modules", {{{"path", ""}, {"type", "Net"}, {"params", 0}},
+                                                  {{"path", "fc"}, {"type", "Linear"}, {"params", 6}}}}})));
+  std::string error;
+  auto store = std::make_shared<CaptureStore>();
+  auto session = AttachSession::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(session) << error;
+  ASSERT_EQ(session->modules().size(), 2u);
+  EXPECT_EQ(session->modules()[0].totalParams, 6);
+
+  // What HookScope sends is read (and counted) as a script would.
+  std::atomic<int> acks{0};
+  std::thread reader([&] {
+    wire::FrameReader in;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::read(script, buffer, sizeof buffer)) > 0) {
+      in.feed(buffer, std::size_t(n));
+      wire::Frame f;
+      while (in.next(&f)) {
+        if (json::parse(f.payload).value("type", "") == "ack") ++acks;
+      }
+    }
+  });
+  std::vector<std::int64_t> seen;
+  std::thread server([&] {
+    const std::string ended = session->serve([&](const AttachedStep& s) { seen.push_back(s.step); });
+    EXPECT_NE(ended.find("closed by the script after 50 steps"), std::string::npos) << ended;
+  });
+  std::atomic<bool> done{false};
+  std::thread window([&] {
+    int i = 0;
+    while (!done) {
+      session->setHooks(1, std::uint8_t(i % 3));
+      (i % 2) ? session->pause() : session->resume();
+      session->setBreakRules(i % 4 == 0 ? 1u : 0u);
+      session->setGradientIntervention(1, {GradientIntervention::Scale, 0.5});
+      (void)session->alerts();
+      (void)session->interventions();
+      ++i;
+    }
+  });
+  for (int step = 0; step < 50; ++step) {
+    ASSERT_TRUE(sendAll(script, inlineCapture(step, 1, {1.f, -2.f, float(step)})));
+    ASSERT_TRUE(sendAll(script, frame({{"type", "step"}, {"step", step}, {"scalars", {{"loss", 1.0 / (step + 1)}}}})));
+  }
+  ASSERT_TRUE(sendAll(script, frame({{"type", "bye"}})));
+  server.join();
+  done = true;
+  window.join();
+  ::shutdown(script, SHUT_RDWR);
+  reader.join();
+  ::close(script);
+  ASSERT_EQ(seen.size(), 50u);
+  EXPECT_EQ(acks.load(), 50);
+  const auto points = store->series({"fc", 0, CaptureKind::Activation, 0});
+  ASSERT_EQ(points.size(), 50u);
+  EXPECT_DOUBLE_EQ(points[49].stats.max, 49.0);
+  EXPECT_DOUBLE_EQ(points[0].stats.l2norm, std::sqrt(5.0));
+  EXPECT_EQ(store->scalars("loss").size(), 50u);
+  EXPECT_FALSE(session->interventions().empty());
+}
+
+TEST(AttachSessionTest, ABadCaptureEndsTheSessionWithAMessageToTheScript) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"}, {"protocol", 1}, {"modules", {{{"path", ""}, {"type", "M"}}}}})));
+  std::string error;
+  auto session = AttachSession::accept(fds[1], "", false, std::make_shared<CaptureStore>(), &error);
+  ASSERT_TRUE(session) << error;
+  // A capture of module 7 of a one-module model, pointing into shared memory it never passed.
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "capture"}, {"step", 0}, {"module", 7}, {"call", 0}, {"kind", "activation"},
+                                     {"index", 0}, {"dtype", "float32"}, {"shape", {2}}, {"bytes", 8}, {"offset", 64},
+                                     {"end", 128}})));
+  const std::string ended = session->serve([](const AttachedStep&) {});
+  EXPECT_NE(ended.find("names no module"), std::string::npos) << ended;
+  std::string received(1 << 16, '\0');
+  const ssize_t n = ::read(fds[0], received.data(), received.size());
+  ASSERT_GT(n, 0);
+  EXPECT_NE(received.find("names no module"), std::string::npos);
+  ::close(fds[0]);
+}
