@@ -183,6 +183,7 @@ class Attached:
         self._calls = [0] * len(self._modules)
         self._current_call = {}
         self._deferred = []         # captures of device tensors, copied at the end of the step
+        self._defer_all = False     # tests: take the device path with CPU tensors
         self._update_before = []
         self._dropped = 0
         self._dropped_bytes = 0
@@ -671,8 +672,10 @@ class Attached:
         try:
             with self._lock, torch.no_grad():
                 for name, p, before in self._update_before:
-                    norm = float(before.norm())
-                    self._capture(name, 0, "update", 0, (p.detach() - before) / (norm if norm > 0 else 1.0))
+                    # On the device, without reading the norm back (that would wait for a GPU).
+                    norm = before.norm()
+                    norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+                    self._capture(name, 0, "update", 0, (p.detach() - before) / norm)
                 self._update_before = []
         except Exception as exc:
             self._fail(exc)
@@ -691,7 +694,7 @@ class Attached:
         header = '{"type":"capture","step":%d,%s,"call":%d,"kind":"%s","index":%d,"dtype":"%s","shape":[%s],' \
                  '"device":"%s"' % (self._step, where, call, kind, index, dtype, ",".join(map(str, t.shape)), t.device)
         with self._lock:
-            if t.device.type != "cpu":
+            if t.device.type != "cpu" or self._defer_all:
                 # One copy per tensor now, started without waiting; one wait at the end of the step.
                 staged = torch.empty(t.shape, dtype=t.dtype, pin_memory=torch.cuda.is_available())
                 staged.copy_(t, non_blocking=True)

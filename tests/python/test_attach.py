@@ -371,3 +371,34 @@ def test_captures_that_do_not_fit_are_dropped_and_recorded_as_a_gap(tmp):
     assert [g["step"] for g in m["gaps"]] == [0, 1] and all(g["captures"] > 0 for g in m["gaps"])
     dropped = [r for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "dropped_captures"]
     assert len(dropped) == 2
+
+
+def test_the_device_path_gives_the_same_statistics(tmp):
+    """GPU tensors are staged and shipped at the step's end; this machine has no GPU, so CPU
+    tensors are sent down that path and compared with the direct one."""
+    results = []
+    for defer in (False, True):
+        folder = os.path.join(tmp, "defer" if defer else "direct")
+        os.makedirs(folder)
+        recorder = Recorder(folder, "--hook", "*", "--kinds", "activation,gradient,param,param_grad,update")
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(inplace=True), nn.Linear(5, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        hs = hookscope.attach(model, optimizer, address=recorder.address)
+        hs._defer_all = defer
+        for _ in range(3):
+            loss = model(torch.randn(4, 6)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            hs.step(loss)
+        hs.close()
+        code, err = recorder.wait()
+        assert code == 0, err
+        rows = read_csv(recorder.out, "stats.csv")
+        results.append({(r["step"], r["module"], r["call"], r["kind"], r["index"]): r for r in rows})
+    direct, deferred = results
+    assert direct.keys() == deferred.keys() and any(k[3] == "update" for k in direct)
+    for key, row in direct.items():
+        for stat in STATS:
+            assert float(row[stat]) == float(deferred[key][stat]), (key, stat)
