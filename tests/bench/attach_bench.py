@@ -2,10 +2,10 @@
 """Cost of attaching a training script to HookScope (issue 14's benchmark).
 
 resnet18 (eager, as torchvision's), batch 8x3x112x112, SGD, CPU; every module hooked for
-activations and gradients through `hookscope-cli record --hook '*'`. Steps of three identical
-models are interleaved: plain, attached, and the Python peer (hooks computing the same
-statistics and a 64-bin histogram in the hook). Also: attach cost for a 1,000-module model,
-and bytes per step on the wire.
+activations and gradients through `hookscope-cli record --hook '*'`. Steps of four identical
+models are interleaved: plain, attached, the Python peer (hooks computing the same statistics
+and a 64-bin histogram in the hook), and attached with no viewer listening. Also: attach cost
+for a 1,000-module model, and bytes per step on the wire.
 
 Usage: PYTHON attach_bench.py HOOKSCOPE_CLI [ROUNDS]
 """
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 import torch
 import torch.nn as nn
@@ -53,9 +54,9 @@ def main():
     try:
         torch.manual_seed(0)
         base = resnet18(num_classes=10).train()
-        plain, attached, peer = base, copy.deepcopy(base), copy.deepcopy(base)
-        opts = {name: torch.optim.SGD(m.parameters(), lr=0.01)
-                for name, m in (("plain", plain), ("attached", attached), ("peer", peer))}
+        plain, attached, peer, alone = base, copy.deepcopy(base), copy.deepcopy(base), copy.deepcopy(base)
+        models = (("plain", plain), ("attached", attached), ("peer", peer), ("no viewer", alone))
+        opts = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in models}
         for m in peer.modules():
             m.register_forward_hook(peer_hook)
         x = torch.randn(8, 3, 112, 112)
@@ -63,19 +64,25 @@ def main():
         proc, address = recorder(cli, folder, "--hook", "*", "--kinds", "activation,gradient")
         hs = hookscope.attach(attached, address=address)
         assert hs.connected
-        times = {"plain": [], "attached": [], "peer": []}
-        for name, model in (("plain", plain), ("attached", attached), ("peer", peer)):  # warm up
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nobody = hookscope.attach(alone, address="unix:" + os.path.join(folder, "nobody.sock"))
+        assert not nobody.connected
+        times = {name: [] for name, _ in models}
+        for name, model in models:  # warm up
             step(model, opts[name], x, y)
             if name == "attached":
                 hs.step()
         sent0, shared0, steps0 = hs.bytes_sent, hs.bytes_shared, hs._step
         for _ in range(rounds):
-            for name, model in (("plain", plain), ("attached", attached), ("peer", peer)):
+            for name, model in models:
                 for _ in range(3):
                     start = time.perf_counter()
                     loss = step(model, opts[name], x, y)
                     if name == "attached":
                         hs.step(loss)
+                    elif name == "no viewer":
+                        nobody.step(loss)
                     times[name].append((time.perf_counter() - start) * 1e3)
         steps = hs._step - steps0
         sent, shared = (hs.bytes_sent - sent0) / steps, (hs.bytes_shared - shared0) / steps
@@ -85,7 +92,7 @@ def main():
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"attach: resnet18, batch 8x3x112x112, SGD, {torch.get_num_threads()} threads, "
               f"{rounds} rounds x 3 steps, every module hooked (activation, gradient)")
-        for name in ("plain", "attached", "peer"):
+        for name, _ in models:
             print(f"  {name:9s} median {med[name]:9.2f} ms  ratio {med[name] / med['plain']:.3f}")
         print(f"  per step: {sent / 1024:.1f} KiB on the socket, {shared / 2**20:.1f} MiB of tensors through "
               f"shared memory; captures dropped: {dropped}")
@@ -106,6 +113,7 @@ def main():
         print(f"  attach of a {modules}-module model: {attach_ms:.1f} ms until the viewer has its tree")
         print(f"RESULT attach plain_ms={med['plain']:.3f} attached_ms={med['attached']:.3f} "
               f"ratio={med['attached'] / med['plain']:.4f} peer_ratio={med['peer'] / med['plain']:.4f} "
+              f"no_viewer_ratio={med['no viewer'] / med['plain']:.4f} "
               f"socket_kib={sent / 1024:.1f} shared_mib={shared / 2**20:.1f} attach_ms={attach_ms:.1f}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
