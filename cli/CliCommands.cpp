@@ -175,11 +175,7 @@ int runCapture(const CaptureOptions& options) {
     for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
     if (!on) continue;
     model->setHooks(int(i), kinds);
-    HookedModule entry{modules[i].path, {}};
-    for (auto kind : allCaptureKinds()) {
-      if (kinds & kindBit(kind)) entry.kinds.push_back(captureKindName(kind));
-    }
-    hooked.push_back(entry);
+    hooked.push_back({modules[i].path, captureKindNames(kinds)});
   }
   for (const auto& pattern : options.saveTensors) {
     const std::vector<int> matched = matchingModules(pattern, modules);

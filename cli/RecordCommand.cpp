@@ -78,11 +78,7 @@ int runRecord(const RecordOptions& options) {
     for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
     if (!on) continue;
     masks[i] = kinds;
-    HookedModule entry{modules[i].path, {}};
-    for (auto kind : allCaptureKinds()) {
-      if (kinds & kindBit(kind)) entry.kinds.push_back(captureKindName(kind));
-    }
-    hooked.push_back(entry);
+    hooked.push_back({modules[i].path, captureKindNames(kinds)});
   }
   session->setAllHooks(masks);
   session->setBins(options.bins);

@@ -324,11 +324,7 @@ std::string AttachSession::hooksMessage(const char* type) const {
   json hooks = json::object();
   for (std::size_t i = 0; i < m_hooks.size(); ++i) {
     if (!m_hooks[i]) continue;
-    json kinds = json::array();
-    for (auto kind : allCaptureKinds()) {
-      if (m_hooks[i] & kindBit(kind)) kinds.push_back(captureKindName(kind));
-    }
-    hooks[m_modules[i].path] = kinds;
+    hooks[m_modules[i].path] = captureKindNames(m_hooks[i]);
   }
   json gradient = json::object();
   for (const auto& [module, gi] : m_gradientOps) {
@@ -690,17 +686,12 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
       const auto index = std::strtoll(module.c_str(), nullptr, 10);
       if (index < 0 || index >= std::int64_t(m_modules.size()) || !calls.is_array()) continue;
       int call = 0;
-      for (const auto& text : calls) {
-        if (!text.is_string()) continue;
+      for (const auto& tensors : calls) {  // per call, the shape of each tensor of the output
         ModuleCallShape shape{m_modules[std::size_t(index)].path, call++, {}};
-        std::string all = text.get<std::string>();
-        std::size_t start = 0;
-        while (start <= all.size()) {
-          const auto comma = all.find(", ", start);
-          const std::string one = all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-          if (!one.empty() || !all.empty()) shape.shapes.push_back(one);
-          if (comma == std::string::npos) break;
-          start = comma + 2;
+        if (tensors.is_array()) {
+          for (const auto& text : tensors) {
+            if (text.is_string()) shape.shapes.push_back(text.get<std::string>());
+          }
         }
         done.shapes.push_back(std::move(shape));
       }

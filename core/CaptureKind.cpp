@@ -38,6 +38,14 @@ std::uint8_t parseKindList(std::string_view list, std::string* error) {
   return mask;
 }
 
+std::vector<std::string> captureKindNames(std::uint8_t mask) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kCaptureKindCount; ++i) {
+    if (mask & kindBit(CaptureKind(i))) names.push_back(captureKindName(CaptureKind(i)));
+  }
+  return names;
+}
+
 std::vector<CaptureKind> allCaptureKinds() {
   std::vector<CaptureKind> kinds;
   for (int i = 0; i < kCaptureKindCount; ++i) kinds.push_back(CaptureKind(i));

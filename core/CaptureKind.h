@@ -31,6 +31,9 @@ std::optional<CaptureKind> parseCaptureKind(std::string_view name);
 /// Parses a comma-separated list of kind names into a bit mask; sets `error` on a bad name.
 std::uint8_t parseKindList(std::string_view list, std::string* error);
 
+/// The names of the kinds in a bit mask, in declaration order (for manifests and the wire).
+std::vector<std::string> captureKindNames(std::uint8_t mask);
+
 /// All kinds in declaration order.
 std::vector<CaptureKind> allCaptureKinds();
 

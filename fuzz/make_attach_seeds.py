@@ -21,7 +21,7 @@ def main(folder):
              + capture(0, 2, "gradient", 0, "float32", [6], f32, call=1)
              + capture(0, 0, "input", 0, "int64", [2], struct.pack("<2q", 7, -7))
              + _wire.json_frame({"type": "step", "step": 0, "scalars": {"loss": 0.5, "acc": "nan"},
-                                 "shapes": {"1": ["2x3"]}}))
+                                 "shapes": {"1": [["2x3"]]}}))
     step1 = (capture(1, 1, "activation", 0, "float16", [2], struct.pack("<2e", 1.0, -1.0))
              + _wire.json_frame({"type": "capture", "step": 1, "param": "fc.weight", "call": 0, "kind": "param",
                                  "index": 0, "dtype": "bool", "shape": [0], "bytes": 0})

@@ -45,18 +45,18 @@ void EngineAdapter::listen(const QString& address) {
     return;
   }
   if (auto s = session(); s && m_running.load()) {
-    Q_EMIT failed(QStringLiteral("A script is attached: Stop (detach) it before attaching another."));
+    Q_EMIT listenFailed(QStringLiteral("A script is attached: Stop (detach) it before attaching another."));
     return;
   }
   if (m_running.load()) {
-    Q_EMIT failed(QStringLiteral("Stop the run before attaching a training script."));
+    Q_EMIT listenFailed(QStringLiteral("Stop the run before attaching a training script."));
     return;
   }
   if (m_attachThread.joinable()) m_attachThread.join();  // the previous script's, finished
   std::string error;
   m_listener = AttachListener::open(address.isEmpty() ? defaultAttachAddress() : address.toStdString(), &error);
   if (!m_listener) {
-    Q_EMIT failed(QString::fromStdString(error));
+    Q_EMIT listenFailed(QString::fromStdString(error));
     return;
   }
   m_attachStop = false;
@@ -461,11 +461,7 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite, const QSt
     for (const auto& info : m_model->modules()) {
       const std::uint8_t mask = m_model->hooks(m_model->findModule(info.path));
       if (!mask) continue;
-      HookedModule hooked{info.path, {}};
-      for (auto kind : allCaptureKinds()) {
-        if (mask & kindBit(kind)) hooked.kinds.push_back(captureKindName(kind));
-      }
-      manifest.hooked.push_back(hooked);
+      manifest.hooked.push_back({info.path, captureKindNames(mask)});
     }
   } else {
     const auto steps = m_store->steps();
@@ -497,11 +493,7 @@ void EngineAdapter::exportAttached(const QString& dir, bool overwrite, const QSt
   const auto hooks = s->hooks();
   for (std::size_t i = 0; i < hooks.size(); ++i) {
     if (!hooks[i]) continue;
-    HookedModule hooked{s->modules()[i].path, {}};
-    for (auto kind : allCaptureKinds()) {
-      if (hooks[i] & kindBit(kind)) hooked.kinds.push_back(captureKindName(kind));
-    }
-    manifest.hooked.push_back(hooked);
+    manifest.hooked.push_back({s->modules()[i].path, captureKindNames(hooks[i])});
   }
   ExportOptions options;
   options.overwrite = overwrite;

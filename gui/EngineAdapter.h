@@ -64,7 +64,7 @@ public Q_SLOTS:
   /// `interrupted`: the signal that ended the session early ("SIGINT"), for the manifest.
   void exportCaptures(const QString& dir, bool overwrite, const QString& interrupted = QString());
   /// Waits for one training script at `address` ("" for HookScope's default); reports
-  /// listening() with the address to give it, or failed(). When it attaches, it replaces the
+  /// listening() with the address to give it, or listenFailed(). When it attaches, it replaces the
   /// open model like opening a file (modelLoaded, with `attached` set); its steps come as
   /// stepFinished, and Run, Pause, Step and Stop (which detaches it) control it.
   void listen(const QString& address);
@@ -82,6 +82,8 @@ Q_SIGNALS:
   void exportFinished(const QString& dir, const QString& error);
   /// Listening for a script at this address (the full form, token included).
   void listening(const QString& address);
+  /// Cannot listen (the address is taken, not private, or a script is still attached): why.
+  void listenFailed(const QString& message);
   /// A connection was refused (not a HookScope script, wrong token): why.
   void attachRefused(const QString& message);
   /// The attached script left (closed, disconnected, or Stop); its captures stay.

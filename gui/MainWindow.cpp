@@ -123,6 +123,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     statusBar()->showMessage(tr("Waiting for a training script: run it with HOOKSCOPE_ADDRESS=%1").arg(address));
     Q_EMIT listening(address);
   });
+  connect(m_engine, &EngineAdapter::listenFailed, this, [this](const QString& message) {
+    showMessage(tr("Cannot attach"), message);
+  });
   connect(m_engine, &EngineAdapter::attachRefused, this, [this](const QString& message) {
     statusBar()->showMessage(tr("Refused a connection: %1").arg(message), 10000);
   });
@@ -457,6 +460,8 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_plots->setStore(summary.store);
   m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
   if (summary.attached) {
+    m_running = true;  // an attached script is running from the start (runStateChanged follows)
+    m_paused = false;
     m_attachDialog->hide();
     m_listenAddress.clear();
     m_controls->setEditable(false);

@@ -525,7 +525,7 @@ class Attached:
         def probe(i):
             def hook(module, inputs, output):
                 if self._step == 0 and self.connected:
-                    self._probe.setdefault(i, []).append(", ".join(_shape_text(t) for t in _tensors(output, [])))
+                    self._probe.setdefault(i, []).append([_shape_text(t) for t in _tensors(output, [])])
             return hook
         self._probe_handles = [m.register_forward_hook(_Hook(probe(i))) for i, (_, m) in enumerate(self._modules)]
 

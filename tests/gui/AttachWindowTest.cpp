@@ -76,6 +76,14 @@ private Q_SLOTS:
                               qPrintable(QStringLiteral("steps seen %1, %2").arg(window.stepsSeen()).arg(window.lastMessage())),
                               kTimeout);
 
+    // Output shapes from the script's first step: one per tensor, "…" for a tuple's others.
+    auto shapeOf = [&](const std::string& path) {
+      return tree->data(tree->indexOfModule(moduleIndex(tree, path), ModuleTreeModel::OutputShape)).toString();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(shapeOf("inp"), QStringLiteral("16x16"), kTimeout);
+    QCOMPARE(shapeOf("pair"), QStringLiteral("16x16 …"));
+    QCOMPARE(shapeOf("head"), QStringLiteral("16x4"));
+
     // non_finite is armed by default: the NaN input at step 6 pauses the script there.
     QVERIFY(breaks.wait(kTimeout));
     QCOMPARE(breaks.first().at(1).toLongLong(), 6);
