@@ -286,10 +286,7 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
     session->m_ringBytes = std::size_t(ringBytes);
   }
   session->m_hooks.assign(session->m_modules.size(), 0);
-  session->m_rules = std::make_unique<RuleEngine>(RuleSettings{});
-  std::map<std::string, std::string> types;
-  for (const auto& m : session->m_modules) types[m.path] = m.typeName;
-  session->m_rules->setModuleTypes(types);
+  session->setRuleSettings(RuleSettings{});
   // Later frames the hello's read already took in are handled by serve().
   wire::Frame rest;
   while (reader.next(&rest)) {
