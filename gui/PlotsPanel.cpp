@@ -41,7 +41,15 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_slider = new QSlider(Qt::Horizontal, this);
   m_slider->setToolTip(tr("Scrub every plot back to an earlier step"));
   m_slider->setEnabled(false);
+  m_slider->setSingleStep(1);
+  m_slider->setPageStep(10);
+  m_slider->setFocusPolicy(Qt::StrongFocus);
   connect(m_slider, &QSlider::sliderMoved, this, [this](int value) { scrubTo(value); });
+  // Keys and clicks on the groove (Left/Right, PgUp/PgDn, Home/End): the position has moved
+  // when this is emitted, the value not yet.
+  connect(m_slider, &QAbstractSlider::actionTriggered, this, [this](int action) {
+    if (action != QAbstractSlider::SliderMove) scrubTo(m_slider->sliderPosition());
+  });
   m_stepLabel = new QLabel(tr("no steps yet"), this);
   m_stepLabel->setMinimumWidth(110);
   m_follow = new QCheckBox(tr("&Follow latest"), this);
@@ -158,6 +166,12 @@ void PlotsPanel::scrubTo(std::int64_t step) {
   m_state.step = std::clamp<std::int64_t>(step, 0, std::max<std::int64_t>(0, m_state.latestStep));
   refresh();
 }
+
+void PlotsPanel::stepBy(std::int64_t delta) {
+  if (m_state.step >= 0) scrubTo(m_state.step + delta);
+}
+
+QString PlotsPanel::stepText() const { return m_stepLabel->text(); }
 
 void PlotsPanel::setFollowLatest(bool follow) { m_follow->setChecked(follow); }
 bool PlotsPanel::followsLatest() const { return m_follow->isChecked(); }

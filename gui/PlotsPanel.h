@@ -33,6 +33,10 @@ public:
   void setFollowLatest(bool follow);
   bool followsLatest() const;
   std::int64_t shownStep() const { return m_state.step; }
+  /// Scrubs `delta` steps back (negative) or forward from the step shown.
+  void stepBy(std::int64_t delta);
+  /// The step label under the plots ("12 of 299").
+  QString stepText() const;
 
   HistogramPlot* histogram() const { return m_histogram; }
   HeatmapPlot* heatmap() const { return m_heatmap; }

@@ -3,6 +3,7 @@
 #include "LineBundle.h"
 #include "QCustomPlotInclude.h"
 
+#include <QMenu>
 #include <QToolTip>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 using namespace hookscope;
 
 namespace {
+
+constexpr std::size_t kMaxLegendEntries = 8;
 
 QString seriesLabel(const SeriesKey& key) {
   QString label = key.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(key.module);
@@ -31,9 +34,12 @@ QColor lineColor(int i) {
 GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per layer"), parent) {
   m_plot->xAxis->setLabel(tr("step"));
   m_plot->yAxis->setLabel(tr("L2 norm of output gradient"));
-  m_plot->legend->setVisible(true);
+  m_plot->legend->setVisible(false);  // until there are lines to name
   m_plot->legend->setFont(QFont(font().family(), font().pointSize() - 1));
   m_plot->legend->setSelectableParts(QCPLegend::spItems);
+  m_plot->legend->setIconSize(18, 8);
+  m_plot->legend->setRowSpacing(0);
+  m_plot->legend->setMargins(QMargins(4, 2, 4, 2));
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom | QCP::iSelectPlottables | QCP::iSelectLegend);
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   // Every line is drawn by one LineBundle; QCPGraphs (empty, hidden) only carry legend entries.
@@ -51,6 +57,7 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
     }
   });
   connect(m_plot, &QCustomPlot::mouseMove, this, &GradNormPlot::onMouseMove);
+  connect(m_plot, &QCustomPlot::beforeReplot, this, &GradNormPlot::placeLegend);
 }
 
 void GradNormPlot::emitClicked(int series) {
@@ -72,8 +79,38 @@ void GradNormPlot::setLogScale(bool on) {
     m_plot->yAxis->setNumberFormat("gb");
     m_plot->yAxis->setNumberPrecision(3);
   }
-  m_plot->rescaleAxes();
-  m_plot->replot(QCustomPlot::rpQueuedReplot);
+  fitToData();
+}
+
+void GradNormPlot::fitAxes() {
+  bool found = false;
+  const QCPRange keys = m_lines->getKeyRange(found);
+  if (found) m_plot->xAxis->setRange(keys.size() > 0 ? keys : QCPRange(keys.lower - 1, keys.upper + 1));
+  const QCPRange values = m_lines->getValueRange(found, m_log ? QCP::sdPositive : QCP::sdBoth);
+  if (found) m_plot->yAxis->setRange(paddedRange(values.lower, values.upper, m_log));
+}
+
+void GradNormPlot::addMenuActions(QMenu* menu) {
+  QAction* legend = menu->addAction(tr("Show legend"));
+  legend->setCheckable(true);
+  legend->setChecked(m_legendWanted);
+  connect(legend, &QAction::toggled, this, [this](bool on) {
+    m_legendWanted = on;
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+  });
+}
+
+void GradNormPlot::placeLegend() {
+  // A legend names the lines only while it stays in a corner: at most a third of the plot's
+  // width and half its height. Otherwise hovering a line names it.
+  bool show = m_legendWanted && m_plot->graphCount() > 0;
+  if (show) {
+    const QSize need = m_plot->legend->minimumOuterSizeHint();
+    // The axes take about 80 px across and 70 down (labels, ticks, title).
+    const QRect area = m_plot->viewport().adjusted(80, 70, 0, 0);
+    show = need.width() <= area.width() * 45 / 100 && need.height() <= area.height() / 2;
+  }
+  m_plot->legend->setVisible(show);
 }
 
 void GradNormPlot::updateLines(const ViewState& state) {
@@ -87,13 +124,15 @@ void GradNormPlot::updateLines(const ViewState& state) {
     m_keys = keys;
     // With many layers a legend would cover the plot (and its layout alone costs more than
     // drawing): show it only while it stays readable.
-    for (std::size_t i = 0; i < m_keys.size() && m_keys.size() <= 16; ++i) {
+    for (std::size_t i = 0; i < m_keys.size() && m_keys.size() <= kMaxLegendEntries; ++i) {
       QCPGraph* entry = m_plot->addGraph();
-      entry->setName(seriesLabel(m_keys[i]));
+      // The tail of a long path names the layer; hovering its line gives the whole path.
+      QString label = seriesLabel(m_keys[i]);
+      if (label.size() > 24) label = QStringLiteral("…") + label.right(23);
+      entry->setName(label);
       entry->setPen(QPen(lineColor(int(i)), 1.5));
       entry->setVisible(false);
     }
-    m_plot->legend->setVisible(!m_keys.empty() && m_keys.size() <= 16);
   }
   if (reload) {
     m_lines->reset(int(m_keys.size()));
@@ -141,9 +180,10 @@ void GradNormPlot::refresh(const ViewState& state) {
   if (state.store->version() != m_version || !sameStore) {
     m_version = state.store->version();
     updateLines(state);
-    m_plot->rescaleAxes();
-    // Keys span every step, also where values are NaN and not drawn.
-    if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
+    // Steps further apart than the store keeps them are a gap in the captures (hooks off,
+    // steps dropped by an attached script): the lines break there.
+    m_lines->setMaxKeyGap(double(state.store->stride()));
+    autoFit();
   }
   highlight(highlighted);
   m_plot->replot(QCustomPlot::rpQueuedReplot);
@@ -197,3 +237,5 @@ QString GradNormPlot::toCsv() const {
   }
   return csv;
 }
+
+bool GradNormPlot::legendShown() const { return m_plot->legend->visible(); }

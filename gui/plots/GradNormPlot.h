@@ -18,6 +18,7 @@ public:
   QString toCsv() const override;
   void setLogScale(bool on);
   bool logScale() const { return m_log; }
+  bool legendShown() const;
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
   int pointCount(const std::string& module) const;
@@ -25,7 +26,13 @@ public:
 Q_SIGNALS:
   void moduleClicked(const QString& path);
 
+protected:
+  void fitAxes() override;
+  void addMenuActions(QMenu* menu) override;
+
 private:
+  /// Shows the legend when it fits in a corner and the user has not hidden it.
+  void placeLegend();
   void onMouseMove(QMouseEvent* event);
   void highlight(const std::string& module);
   /// Brings the lines up to the store: appends new steps, or reloads after a thinning.
@@ -38,4 +45,5 @@ private:
   std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order; legend graphs too
   std::string m_highlighted;
   bool m_log = true;
+  bool m_legendWanted = true;  ///< the user's choice (right-click menu)
 };

@@ -2,6 +2,7 @@
 
 #include "QCustomPlotInclude.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace hookscope;
@@ -10,6 +11,26 @@ namespace {
 constexpr int kRows = 96;
 // More columns than this are wider than the plot: neighbouring steps are summed.
 constexpr int kMaxColumns = 512;
+} // namespace
+
+void HeatmapPlot::addResampled(const TensorStats& s, double lo, double hi, double* rows, int rowCount) {
+  if (s.histogram.empty() || !(s.histHigh > s.histLow) || !(hi > lo)) return;
+  // Each bin's count is shared among the rows it overlaps, in proportion to the overlap: a
+  // smooth distribution fills every row it spans, whatever the two grids' sizes.
+  const double rowHeight = (hi - lo) / rowCount;
+  const double binWidth = (s.histHigh - s.histLow) / double(s.histogram.size());
+  for (std::size_t b = 0; b < s.histogram.size(); ++b) {
+    const double count = double(s.histogram[b]);
+    if (count == 0) continue;
+    const double from = s.histLow + double(b) * binWidth, to = from + binWidth;
+    const int first = std::clamp(int(std::floor((from - lo) / rowHeight)), 0, rowCount - 1);
+    const int last = std::clamp(int(std::ceil((to - lo) / rowHeight)) - 1, first, rowCount - 1);
+    for (int row = first; row <= last; ++row) {
+      const double rowLow = lo + row * rowHeight;
+      const double overlap = std::min(to, rowLow + rowHeight) - std::max(from, rowLow);
+      if (overlap > 0) rows[row] += count * overlap / binWidth;
+    }
+  }
 }
 
 HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps"), parent) {
@@ -80,11 +101,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
     const auto& s = p.stats;
     const int column = std::min(columns - 1, int((double(p.step) - first) / span * columns));
     double* rows = cells.data() + std::size_t(column) * kRows;
-    const double binWidth = s.histogram.empty() ? 0 : (s.histHigh - s.histLow) / double(s.histogram.size());
-    for (std::size_t b = 0; b < s.histogram.size(); ++b) {
-      const double center = s.histLow + (double(b) + 0.5) * binWidth;
-      rows[std::clamp(int((center - lo) / (hi - lo) * kRows), 0, kRows - 1)] += double(s.histogram[b]);
-    }
+    addResampled(s, lo, hi, rows, kRows);
   }
   m_map->data()->setSize(columns, kRows);
   m_map->data()->setRange(QCPRange(first, first + span), QCPRange(lo, hi));
@@ -95,7 +112,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
     }
   }
   m_map->rescaleDataRange(true);
-  m_plot->rescaleAxes();
+  autoFit();
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -116,4 +133,14 @@ QString HeatmapPlot::toCsv() const {
     }
   }
   return csv;
+}
+
+int HeatmapPlot::emptyRows(int column) const {
+  auto* data = m_map->data();
+  if (data->isEmpty() || column < 0 || column >= data->keySize()) return -1;
+  int empty = 0;
+  for (int row = 0; row < data->valueSize(); ++row) {
+    if (data->cell(column, row) <= 0) ++empty;
+  }
+  return empty;
 }

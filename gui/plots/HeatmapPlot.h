@@ -16,6 +16,11 @@ public:
   QString toCsv() const override;
   /// Steps shown (each column holds one or, on long runs, several).
   int columnCount() const { return int(m_points.size()); }
+  /// Adds one histogram's counts to `rowCount` equal rows spanning [lo, hi], each row
+  /// getting the share of every bin it overlaps.
+  static void addResampled(const hookscope::TensorStats& stats, double lo, double hi, double* rows, int rowCount);
+  /// Cells of one column (0 = first shown step) that hold no count; -1 when there is no such column.
+  int emptyRows(int column) const;
 
 private:
   /// Brings the cached captures up to the store: appends new steps, or reloads.

@@ -97,9 +97,14 @@ void HistogramPlot::refresh(const ViewState& state) {
     text += tr("<br>NaN 0 · Inf 0");
   }
   m_stats->setText(text);
-  m_plot->rescaleAxes();
-  m_plot->yAxis->setRangeLower(0);
+  autoFit();
   m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HistogramPlot::fitAxes() {
+  m_plot->rescaleAxes();
+  const QCPRange counts = m_plot->yAxis->range();
+  m_plot->yAxis->setRange(0, counts.upper > 0 ? counts.upper * 1.05 : 1);
 }
 
 int HistogramPlot::barCount() const { return m_hasData ? int(m_shown.histogram.size()) : 0; }

@@ -20,6 +20,9 @@ public:
   int barCount() const;
   QString statsText() const;
 
+protected:
+  void fitAxes() override;
+
 private:
   QCPGraph* m_current;
   QCPGraph* m_previous;

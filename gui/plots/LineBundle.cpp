@@ -120,10 +120,11 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
   double low = 0, high = 0, lastX = 0, lastY = 0;
   for (int i = first; i < last; ++i) {
     const double av = s.axisValues[i];
-    if (!std::isfinite(av)) {
+    const bool gap = i > first && s.keys[i] - s.keys[i - 1] > m_maxKeyGap;
+    if (!std::isfinite(av) || gap) {
       if (open) span(column, low, high);
       open = false;
-      continue;
+      if (!std::isfinite(av)) continue;
     }
     const double x = std::clamp((m.kx0 + m.kx * s.keys[i] - origin.x()) * dpr, -1e9, 1e9);
     const double y = std::clamp((m.vy0 + m.vy * av - origin.y()) * dpr, -1e9, 1e9);
@@ -184,6 +185,7 @@ int LineBundle::seriesAt(const QPointF& pixel, double tolerance, double* distanc
     QPointF previous;
     for (int i = first; i < last; ++i) {
       const double av = s.axisValues[i];
+      if (i > first && s.keys[i] - s.keys[i - 1] > m_maxKeyGap) havePrevious = false;
       if (!std::isfinite(av)) {
         havePrevious = false;
         continue;
@@ -235,32 +237,33 @@ double LineBundle::selectTest(const QPointF& pos, bool onlySelectable, QVariant*
 }
 
 QCPRange LineBundle::getKeyRange(bool& foundRange, QCP::SignDomain inSignDomain) const {
-  QCPRange range(std::numeric_limits<double>::max(), -std::numeric_limits<double>::max());
+  // Not a QCPRange yet: its constructor would swap an empty [max, -max] into [-max, max].
+  double lower = std::numeric_limits<double>::max(), upper = -std::numeric_limits<double>::max();
   foundRange = false;
   for (const Series& s : m_series) {
     for (double k : s.keys) {
       if ((inSignDomain == QCP::sdPositive && k <= 0) || (inSignDomain == QCP::sdNegative && k >= 0)) continue;
-      range.lower = std::min(range.lower, k);
-      range.upper = std::max(range.upper, k);
+      lower = std::min(lower, k);
+      upper = std::max(upper, k);
       foundRange = true;
     }
   }
-  return foundRange ? range : QCPRange();
+  return foundRange ? QCPRange(lower, upper) : QCPRange();
 }
 
 QCPRange LineBundle::getValueRange(bool& foundRange, QCP::SignDomain inSignDomain, const QCPRange& inKeyRange) const {
   const bool anyKey = inKeyRange == QCPRange();
-  QCPRange range(std::numeric_limits<double>::max(), -std::numeric_limits<double>::max());
+  double lower = std::numeric_limits<double>::max(), upper = -std::numeric_limits<double>::max();
   foundRange = false;
   for (const Series& s : m_series) {
     for (int i = 0; i < s.values.size(); ++i) {
       const double v = s.values[i];
       if (!std::isfinite(v) || (!anyKey && !inKeyRange.contains(s.keys[i]))) continue;
       if ((inSignDomain == QCP::sdPositive && v <= 0) || (inSignDomain == QCP::sdNegative && v >= 0)) continue;
-      range.lower = std::min(range.lower, v);
-      range.upper = std::max(range.upper, v);
+      lower = std::min(lower, v);
+      upper = std::max(upper, v);
       foundRange = true;
     }
   }
-  return foundRange ? range : QCPRange();
+  return foundRange ? QCPRange(lower, upper) : QCPRange();
 }

@@ -5,6 +5,8 @@
 #include <QImage>
 #include <QVector>
 
+#include <limits>
+
 /// Many line series drawn as one plottable. Each series is reduced to one vertical span per
 /// pixel column and written straight into an image: 100 series x 2,000 points draw in a few
 /// milliseconds, where QPainter polylines take over 40. Values that are NaN, infinite, or not
@@ -25,6 +27,9 @@ public:
   void removeLast(int series);
   const QVector<double>& keys(int series) const { return m_series[std::size_t(series)].keys; }
   const QVector<double>& values(int series) const { return m_series[std::size_t(series)].values; }
+  /// Consecutive points further apart in key than this are not joined: a gap in the data is a
+  /// gap in the line.
+  void setMaxKeyGap(double gap) { m_maxKeyGap = gap; }
   /// The series drawn 2.5 px wide on top of the others; -1 for none.
   void setHighlighted(int series) { m_highlighted = series; }
 
@@ -66,5 +71,6 @@ private:
   std::vector<Series> m_series;
   int m_highlighted = -1;
   bool m_logAxis = false;
+  double m_maxKeyGap = std::numeric_limits<double>::infinity();
   QImage m_image;
 };

@@ -64,15 +64,24 @@ void LossPlot::refresh(const ViewState& state) {
       losses.append(p.value);
     }
     m_plot->graph(0)->setData(steps, losses, true);
-    m_plot->rescaleAxes();
-    // A margin, so that the lowest and highest values are not drawn on the axes themselves.
-    const QCPRange y = m_plot->yAxis->range();
-    const double pad = y.size() > 0 ? 0.05 * y.size() : std::max(1e-6, 0.05 * std::abs(y.center()));
-    m_plot->yAxis->setRange(y.lower - pad, y.upper + pad);
-    // Keys span every step, also where values are NaN and not drawn.
-    if (state.latestStep > 0) m_plot->xAxis->setRange(0, double(state.latestStep));
+    autoFit();
   }
   m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void LossPlot::fitAxes() {
+  const auto* data = m_plot->graph(0)->data().data();
+  if (data->isEmpty()) return;
+  // Keys span every step, also one whose loss is NaN; values only the finite ones.
+  const double first = data->constBegin()->key, last = (data->constEnd() - 1)->key;
+  m_plot->xAxis->setRange(last > first ? QCPRange(first, last) : QCPRange(first - 1, last + 1));
+  double lo = INFINITY, hi = -INFINITY;
+  for (auto it = data->constBegin(); it != data->constEnd(); ++it) {
+    if (!std::isfinite(it->value)) continue;
+    lo = std::min(lo, it->value);
+    hi = std::max(hi, it->value);
+  }
+  if (lo <= hi) m_plot->yAxis->setRange(paddedRange(lo, hi, false));
 }
 
 int LossPlot::pointCount() const { return m_plot->graph(0)->data()->size(); }

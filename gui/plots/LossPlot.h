@@ -18,6 +18,9 @@ public:
   /// Draws another scalar; its name must be one the store holds to show anything.
   void setScalar(const QString& name);
 
+protected:
+  void fitAxes() override;
+
 private:
   void updateChoices(const std::vector<std::string>& names);
 

@@ -3,6 +3,9 @@
 #include "QCustomPlotInclude.h"
 
 #include <QEvent>
+
+#include <algorithm>
+#include <cmath>
 #include <QFileDialog>
 #include <QMenu>
 #include <QMessageBox>
@@ -25,6 +28,13 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   m_marker->setLayer(QStringLiteral("marker"));
   m_marker->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
   m_marker->setVisible(false);
+  // A range change that is not a fit comes from the user's wheel or drag.
+  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) {
+    connect(axis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+      if (!m_fitting) m_userView = true;
+    });
+  }
+  connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this] { fitToData(); });
   m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_plot, &QWidget::customContextMenuRequested, this, &PlotPage::showContextMenu);
   applyPalette();
@@ -48,11 +58,36 @@ void PlotPage::showContextMenu(const QPoint& at) {
   menu.addAction(tr("Save as PDF…"), this, [=] { save(QStringLiteral(".pdf"), tr("PDF documents (*.pdf)"), &PlotPage::savePdf); });
   menu.addAction(tr("Save data as CSV…"), this, [=] { save(QStringLiteral(".csv"), tr("CSV files (*.csv)"), &PlotPage::saveCsv); });
   menu.addSeparator();
-  menu.addAction(tr("Fit to data"), this, [this] {
-    m_plot->rescaleAxes();
-    m_plot->replot(QCustomPlot::rpQueuedReplot);
-  });
+  menu.addAction(tr("Fit to data (double-click)"), this, &PlotPage::fitToData);
+  addMenuActions(&menu);
   menu.exec(m_plot->mapToGlobal(at));
+}
+
+void PlotPage::fitAxes() { m_plot->rescaleAxes(); }
+
+QCPRange PlotPage::paddedRange(double lo, double hi, bool log) {
+  if (log) {
+    if (!(lo > 0)) lo = hi > 0 ? hi / 10 : 1e-3;
+    if (!(hi > 0)) hi = lo * 10;
+    const double decades = std::max(std::log10(hi / lo), 0.3);
+    const double factor = std::pow(10.0, 0.05 * decades);
+    return QCPRange(lo / factor, hi * factor);
+  }
+  const double pad = hi > lo ? 0.05 * (hi - lo) : std::max(1e-6, 0.05 * std::abs(lo));
+  return QCPRange(lo - pad, hi + pad);
+}
+
+void PlotPage::autoFit() {
+  if (m_userView) return;
+  m_fitting = true;
+  fitAxes();
+  m_fitting = false;
+}
+
+void PlotPage::fitToData() {
+  m_userView = false;
+  autoFit();
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 bool PlotPage::savePng(const QString& path) const { return m_plot->savePng(path, 0, 0, 2.0); }

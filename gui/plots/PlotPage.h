@@ -6,6 +6,8 @@
 #include <QWidget>
 
 class QCustomPlot;
+class QCPRange;
+
 
 /// A plot widget that owns its QCustomPlot, redraws from a ViewState, and exports what it
 /// shows as PNG, PDF or CSV.
@@ -24,6 +26,11 @@ public:
   bool savePng(const QString& path) const;
   bool savePdf(const QString& path) const;
   bool saveCsv(const QString& path) const;
+  /// Fits both axes to everything drawn, and from then on keeps fitting them after every new
+  /// step (until the user zooms or pans again): "Fit to data", or a double-click.
+  void fitToData();
+  /// Whether the user zoomed or panned since the last fit: new steps then keep their view.
+  bool userView() const { return m_userView; }
 
 protected:
   void changeEvent(QEvent* event) override;
@@ -35,10 +42,21 @@ protected:
   void replotMarker();
   /// Right-click menu: save this plot as PNG, PDF or CSV, or reset its zoom.
   void showContextMenu(const QPoint& at);
+  /// Sets the axes to the data's ranges; the default rescales to every plottable.
+  virtual void fitAxes();
+  /// [lo, hi] with a margin, so that no point is drawn on the axis itself; on a log axis the
+  /// margin is a factor. A single value gets a range around it.
+  static QCPRange paddedRange(double lo, double hi, bool log);
+  /// What refresh calls after new data: fits unless the user chose a view.
+  void autoFit();
+  /// Adds page-specific entries to the right-click menu.
+  virtual void addMenuActions(class QMenu* menu) { Q_UNUSED(menu) }
 
   QCustomPlot* m_plot;
   QString m_title;
 
 private:
   class QCPItemStraightLine* m_marker = nullptr;
+  bool m_userView = false;
+  bool m_fitting = false;
 };

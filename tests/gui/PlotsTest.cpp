@@ -1,0 +1,274 @@
+// The plot pages on stores filled by hand: axes that hold every drawn point, gaps that stay
+// gaps, a heatmap without holes, a legend that keeps to a corner, and the step slider's keys.
+#include "PlotsPanel.h"
+#include "plots/GradNormPlot.h"
+#include "plots/HeatmapPlot.h"
+#include "plots/HistogramPlot.h"
+#include "plots/LossPlot.h"
+#include "plots/QCustomPlotInclude.h"
+
+#include <QSlider>
+#include <QTest>
+
+#include <cmath>
+
+using hookscope::CaptureKind;
+using hookscope::CaptureStore;
+using hookscope::SeriesKey;
+using hookscope::TensorStats;
+
+namespace {
+
+TensorStats gaussianStats(double scale, double l2norm) {
+  TensorStats s;
+  s.shape = {64, 64};
+  s.dtype = "float32";
+  s.numel = 4096;
+  s.histLow = -3 * scale;
+  s.histHigh = 3 * scale;
+  s.histogram.resize(64);
+  for (int b = 0; b < 64; ++b) {
+    const double x = -3 + 6 * (b + 0.5) / 64;
+    s.histogram[std::size_t(b)] = std::uint64_t(std::lround(4096 * 6.0 / 64 * std::exp(-x * x / 2) / std::sqrt(2 * M_PI))) + 1;
+  }
+  s.min = s.histLow;
+  s.max = s.histHigh;
+  s.l2norm = l2norm;
+  return s;
+}
+
+struct CsvPoint {
+  QString series;
+  double step;
+  double value;
+};
+
+// What the gradient-norm plot draws, read back from its CSV export.
+std::vector<CsvPoint> drawnNorms(const GradNormPlot& plot) {
+  std::vector<CsvPoint> points;
+  const QStringList lines = plot.toCsv().split('\n', Qt::SkipEmptyParts);
+  for (int i = 1; i < lines.size(); ++i) {
+    const QStringList cells = lines[i].split(',');
+    points.push_back({cells[0], cells[1].toDouble(), cells[2].toDouble()});
+  }
+  return points;
+}
+
+// Every finite (and, on a log axis, positive) point lies inside both axes' ranges.
+int pointsOffTheChart(GradNormPlot& plot) {
+  const QCPRange x = plot.plot()->xAxis->range(), y = plot.plot()->yAxis->range();
+  int off = 0;
+  for (const auto& p : drawnNorms(plot)) {
+    if (!std::isfinite(p.value) || (plot.logScale() && p.value <= 0)) continue;
+    if (!x.contains(p.step) || !y.contains(p.value)) {
+      qWarning("off the chart: %s step %g value %g; x %g..%g, y %g..%g", qPrintable(p.series), p.step, p.value, x.lower,
+               x.upper, y.lower, y.upper);
+      ++off;
+    }
+  }
+  return off;
+}
+
+} // namespace
+
+class PlotsTest : public QObject {
+  Q_OBJECT
+
+private Q_SLOTS:
+  void gradientNormAxesHoldEveryPointFromOneMillionthToAThousand_data() {
+    QTest::addColumn<bool>("log");
+    QTest::newRow("log") << true;
+    QTest::newRow("linear") << false;
+  }
+
+  void gradientNormAxesHoldEveryPointFromOneMillionthToAThousand() {
+    QFETCH(bool, log);
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    panel.setStore(store);
+    panel.gradNorms()->setLogScale(log);
+    const char* layers[] = {"layer1", "layer2", "layer3", "fc"};
+    for (int step = 0; step < 40; ++step) {
+      for (int l = 0; l < 4; ++l) {
+        // From 1e-6 at step 0 to 1e3 at step 39, each layer a decade apart.
+        const double norm = std::pow(10.0, -6 + 9.0 * step / 39.0 - l);
+        store->add(step, SeriesKey{layers[l], 0, CaptureKind::Gradient, 0}, gaussianStats(1, norm));
+      }
+      panel.refresh();
+      QCOMPARE(pointsOffTheChart(*panel.gradNorms()), 0);
+    }
+    QCOMPARE(int(drawnNorms(*panel.gradNorms()).size()), 160);
+    // The other scale fits again at once.
+    panel.gradNorms()->setLogScale(!log);
+    QCOMPARE(pointsOffTheChart(*panel.gradNorms()), 0);
+  }
+
+  void aZoomedViewStaysUntilFitToData() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    panel.setStore(store);
+    const SeriesKey key{"fc", 0, CaptureKind::Gradient, 0};
+    for (int step = 0; step < 10; ++step) store->add(step, key, gaussianStats(1, 1.0 + step));
+    panel.refresh();
+    GradNormPlot* plot = panel.gradNorms();
+    QVERIFY(!plot->userView());
+    plot->plot()->xAxis->setRange(2, 4);  // what a wheel zoom does
+    QVERIFY(plot->userView());
+    for (int step = 10; step < 20; ++step) store->add(step, key, gaussianStats(1, 100.0 * step));
+    panel.refresh();
+    QCOMPARE(plot->plot()->xAxis->range().lower, 2.0);
+    QCOMPARE(plot->plot()->xAxis->range().upper, 4.0);
+    plot->fitToData();
+    QVERIFY(!plot->userView());
+    QCOMPARE(pointsOffTheChart(*plot), 0);
+    QCOMPARE(plot->plot()->xAxis->range().upper, 19.0);
+  }
+
+  void theLossAxesHoldEveryFiniteLoss() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    panel.setStore(store);
+    for (int step = 0; step < 30; ++step) {
+      store->addScalar(step, "loss", step == 12 ? NAN : 5.0 * std::exp(-0.2 * step));
+      panel.refresh();
+      const QCPRange x = panel.loss()->plot()->xAxis->range(), y = panel.loss()->plot()->yAxis->range();
+      for (const auto& p : store->scalars("loss")) {
+        QVERIFY2(x.contains(double(p.step)), qPrintable(QStringLiteral("step %1 outside %2..%3").arg(p.step).arg(x.lower).arg(x.upper)));
+        if (std::isfinite(p.value)) {
+          QVERIFY2(y.contains(p.value) && p.value > y.lower && p.value < y.upper, "a loss drawn on or off the axis");
+        }
+      }
+    }
+  }
+
+  void aGapInTheHooksIsAGapInTheLine() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    panel.setStore(store);
+    panel.gradNorms()->setLogScale(false);
+    const SeriesKey key{"fc", 0, CaptureKind::Gradient, 0};
+    // Hooked for steps 0-19 and 40-59, off in between; the norm is 1 everywhere.
+    for (int step = 0; step < 60; ++step) {
+      if (step < 20 || step >= 40) store->add(step, key, gaussianStats(1, 1.0));
+      store->addScalar(step, "loss", 1.0);
+    }
+    panel.refresh();
+    GradNormPlot* plot = panel.gradNorms();
+    QCustomPlot* qcp = plot->plot();
+    qcp->replot();
+    const QImage image = qcp->toPixmap().toImage();
+    const int y = int(std::lround(qcp->yAxis->coordToPixel(1.0)));
+    auto drawnAt = [&](double step) {
+      const int x = int(std::lround(qcp->xAxis->coordToPixel(step)));
+      // The line is one pixel; look one pixel around for its colour (blue, not the background).
+      for (int dy = -1; dy <= 1; ++dy) {
+        const QColor c = image.pixelColor(x, y + dy);
+        if (c.blue() > 150 && c.red() < 100) return true;
+      }
+      return false;
+    };
+    QVERIFY(drawnAt(10));
+    QVERIFY(drawnAt(50));
+    QVERIFY2(!drawnAt(30), "the line runs across steps with no captures");
+    QVERIFY(!drawnAt(25));
+  }
+
+  void theHeatmapFillsEveryRowASmoothDistributionSpans() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.setStore(store);
+    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
+    store->add(0, key, gaussianStats(1.0, 1));  // values in [-3, 3]
+    store->add(1, key, gaussianStats(1.3, 1));  // values in [-3.9, 3.9]: the map's range
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    HeatmapPlot* heatmap = panel.heatmap();
+    QCOMPARE(heatmap->emptyRows(1), 0);
+    // Step 0 spans 6 of the 7.8 units: only the rows wholly outside [-3, 3] stay empty
+    // (0.9 / (7.8 / 96) = 11.07 rows on each side).
+    QCOMPARE(heatmap->emptyRows(0), 22);
+    // Resampling keeps the counts.
+    const TensorStats s = gaussianStats(1.0, 1);
+    std::vector<double> rows(96, 0.0);
+    HeatmapPlot::addResampled(s, -3.9, 3.9, rows.data(), 96);
+    double total = 0, expected = 0;
+    for (double r : rows) total += r;
+    for (auto c : s.histogram) expected += double(c);
+    QCOMPARE(total, expected);
+  }
+
+  void theLegendKeepsToACorner() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    panel.setStore(store);
+    QVERIFY2(!panel.gradNorms()->legendShown(), "an empty legend box at start");
+    for (int l = 0; l < 6; ++l) {
+      store->add(0, SeriesKey{"encoder.layers." + std::to_string(l) + ".self_attn", 0, CaptureKind::Gradient, 0},
+                 gaussianStats(1, 1.0 + l));
+    }
+    panel.refresh();
+    GradNormPlot* plot = panel.gradNorms();
+    plot->plot()->replot();
+    QVERIFY(plot->legendShown());
+    auto withinCorner = [plot] {
+      const QRect legend = plot->plot()->legend->outerRect();
+      const QRect area = plot->plot()->axisRect()->rect();
+      return legend.width() <= area.width() / 2 && legend.height() <= area.height() / 2;
+    };
+    QVERIFY(withinCorner());
+    // Small: the legend gives way instead of covering the plot.
+    plot->resize(320, 200);
+    plot->plot()->resize(320, 200);
+    plot->plot()->replot();
+    QVERIFY(!plot->legendShown() || withinCorner());
+  }
+
+  void theSliderStepsWithTheKeyboardAndThePlotsFollow() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.show();
+    panel.setStore(store);
+    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
+    for (int step = 0; step < 30; ++step) store->add(step, key, gaussianStats(1, 1));
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    QCOMPARE(panel.shownStep(), 29);
+    QSlider* slider = panel.findChild<QSlider*>();
+    QVERIFY(slider);
+    slider->setFocus();
+    QTest::keyClick(slider, Qt::Key_Left);
+    QCOMPARE(panel.shownStep(), 28);
+    QVERIFY(!panel.followsLatest());
+    QTest::keyClick(slider, Qt::Key_PageDown);  // ten steps back
+    QCOMPARE(panel.shownStep(), 18);
+    QTest::keyClick(slider, Qt::Key_Home);
+    QCOMPARE(panel.shownStep(), 0);
+    QVERIFY(panel.stepText().startsWith(QStringLiteral("0 of 29")));
+    QTest::keyClick(slider, Qt::Key_Right);
+    QCOMPARE(panel.shownStep(), 1);
+    QTest::keyClick(slider, Qt::Key_PageUp);
+    QCOMPARE(panel.shownStep(), 11);
+    panel.stepBy(-1);  // [ and ] anywhere in the window
+    QCOMPARE(panel.shownStep(), 10);
+    panel.stepBy(+5);
+    QCOMPARE(panel.shownStep(), 15);
+    QTest::keyClick(slider, Qt::Key_End);
+    QCOMPARE(panel.shownStep(), 29);
+    QCOMPARE(panel.histogram()->statsText().contains(QStringLiteral("step 29")), true);
+  }
+};
+
+QTEST_MAIN(PlotsTest)
+#include "PlotsTest.moc"
