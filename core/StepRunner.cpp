@@ -167,7 +167,7 @@ bool StepRunner::configure(const RunConfig& config, std::string* error) {
     if (!loadDataFile(config, batches, targets, error)) return false;
   } else {
     if (config.inputSpecs.empty()) {
-      return fail("no input given: pass one spec per model input, e.g. --input 8x1x28x28");
+      return fail("no input given: give one input spec per model input, e.g. 8x1x28x28 (--input in hookscope-cli, the Inputs box of the window's Run tab)");
     }
     auto generator = at::make_generator<at::CPUGeneratorImpl>(config.seed);
     std::vector<at::Tensor> inputs;

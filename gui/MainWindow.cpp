@@ -24,12 +24,15 @@
 #include <QDialogButtonBox>
 #include <QFormLayout>
 #include <QInputDialog>
+#include <QKeyEvent>
+#include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStatusBar>
@@ -106,12 +109,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     showMessage(tr("Step failed"), message);
   });
   connect(m_engine, &EngineAdapter::exportFinished, this, [this](const QString& dir, const QString& error) {
+    auto then = std::move(m_afterExport);
+    m_afterExport = nullptr;
     if (error.isEmpty()) {
+      m_exportedVersion = m_exportingVersion;
+      m_exportedStore = m_summary.store.get();
+      QSettings().setValue(QStringLiteral("paths/lastExport"), QFileInfo(dir).absolutePath());
       statusBar()->showMessage(tr("Exported captures to %1").arg(dir), 8000);
     } else {
       showMessage(tr("Export failed"), error);
     }
     Q_EMIT exportDone(dir, error);
+    if (error.isEmpty() && then) then();  // what waited for the export: reset, open, quit
   });
   connect(m_engine, &EngineAdapter::listening, this, [this](const QString& address) {
     m_listenAddress = address;
@@ -138,6 +147,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   });
   connect(m_tree, &ModuleTreeModel::hooksChanged, this, [this](const QVector<QPair<int, quint8>>& changes) {
     for (const auto& [module, mask] : changes) m_engine->setHooks(module, mask);
+    const int selected = m_tree->moduleAt(m_filter->mapToSource(m_treeView->currentIndex()));
+    if (selected >= 0) m_plots->setSelectedHooks(m_tree->hooks(selected));
   });
   connect(m_controls, &RunControls::memoryCapChanged, this, [this](qint64 bytes) {
     QMetaObject::invokeMethod(m_engine, [engine = m_engine, bytes] { engine->setMemoryCap(bytes); });
@@ -198,15 +209,25 @@ void MainWindow::buildLayout() {
   m_treeView->setColumnWidth(ModuleTreeModel::Name, 140);
   m_treeView->setColumnWidth(ModuleTreeModel::Type, 90);
   m_treeView->setColumnWidth(ModuleTreeModel::OutputShape, 90);
-  m_treeView->setColumnWidth(ModuleTreeModel::Params, 60);
-  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 44);
-  m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 80);
+  m_treeView->setColumnWidth(ModuleTreeModel::Params, 56);
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 42);
+  m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 64);
+  // The tick boxes and the gradient norm next to the name, so they show at any width; type,
+  // shape and parameter count after them.
+  QHeaderView* header = m_treeView->header();
+  int visual = 1;
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In, ModuleTreeModel::GradNorm, ModuleTreeModel::Params}) {
+    header->moveSection(header->visualIndex(c), visual++);
+  }
   m_treeView->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_treeView, &QWidget::customContextMenuRequested, this, &MainWindow::showTreeMenu);
   connect(m_treeView->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& current) {
     const QModelIndex source = m_filter->mapToSource(current);
     const int module = m_tree->moduleAt(source);
-    if (module >= 0) m_plots->setSelectedModule(m_tree->modules()[std::size_t(module)].path);
+    if (module >= 0) {
+      m_plots->setSelectedHooks(m_tree->hooks(module));
+      m_plots->setSelectedModule(m_tree->modules()[std::size_t(module)].path);
+    }
   });
   layout->addLayout(filterRow);
   layout->addWidget(m_treeView, 1);
@@ -240,7 +261,8 @@ void MainWindow::buildActions() {
   });
   m_openAction->setShortcut(QKeySequence::Open);
   file->addAction(tr("Open &capture…"), this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"));
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"),
+                                                          QSettings().value(QStringLiteral("paths/lastExport")).toString());
     if (!dir.isEmpty()) openCapture(dir);
   })->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
   m_recentMenu = file->addMenu(tr("Open &recent"));
@@ -279,9 +301,22 @@ void MainWindow::buildActions() {
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
+  view->addAction(tr("&Previous step"), this, [this] { m_plots->stepBy(-1); })->setShortcut(QKeySequence(Qt::Key_BracketLeft));
+  view->addAction(tr("&Next step"), this, [this] { m_plots->stepBy(1); })->setShortcut(QKeySequence(Qt::Key_BracketRight));
+  view->addAction(tr("Back &ten steps"), this, [this] { m_plots->stepBy(-10); })->setShortcut(QKeySequence(tr("Ctrl+[")));
+  view->addAction(tr("Forward t&en steps"), this, [this] { m_plots->stepBy(10); })->setShortcut(QKeySequence(tr("Ctrl+]")));
 
   QMenu* settingsMenu = menuBar()->addMenu(tr("&Settings"));
   settingsMenu->addAction(tr("&Operator libraries…"), this, &MainWindow::editOperatorLibraries);
+  m_askDiscardAction = settingsMenu->addAction(tr("&Ask before discarding captures"));
+  m_askDiscardAction->setCheckable(true);
+  m_askDiscardAction->setChecked(!QSettings().contains(QStringLiteral("prompts/unexportedCaptures")));
+  m_askDiscardAction->setToolTip(tr("Ask Export / Discard / Cancel before a reset, an open or quitting drops captures not exported"));
+  connect(m_askDiscardAction, &QAction::toggled, this, [](bool ask) {
+    if (ask) QSettings().remove(QStringLiteral("prompts/unexportedCaptures"));
+    else if (!QSettings().contains(QStringLiteral("prompts/unexportedCaptures")))
+      QSettings().setValue(QStringLiteral("prompts/unexportedCaptures"), QStringLiteral("discard"));
+  });
 
   QToolBar* toolbar = addToolBar(tr("Run"));
   toolbar->setObjectName(QStringLiteral("runToolbar"));
@@ -300,6 +335,28 @@ void MainWindow::buildActions() {
     toolbar->addAction(action);
     if (!action->shortcut().isEmpty()) action->setToolTip(action->text().remove('&') + " (" + action->shortcut().toString() + ")");
   }
+  // Window-wide shortcuts with Ctrl or a function key win over a text field's own bindings
+  // (a line edit takes Ctrl+E as "end of line"); plain keys stay the field's.
+  for (QAction* action : menuBar()->findChildren<QAction*>()) {
+    for (const QKeySequence& key : action->shortcuts()) {
+      const QKeyCombination combo = key[0];
+      const bool functionKey = combo.key() >= Qt::Key_F1 && combo.key() <= Qt::Key_F35;
+      if (key.count() == 1 && (functionKey || (combo.keyboardModifiers() & (Qt::ControlModifier | Qt::AltModifier)))) {
+        m_windowShortcuts.insert(combo.toCombined());
+      }
+    }
+  }
+  qApp->installEventFilter(this);
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() == QEvent::ShortcutOverride) {
+    auto* key = static_cast<QKeyEvent*>(event);
+    auto* widget = qobject_cast<QWidget*>(watched);
+    // Not delivered to the widget and left unaccepted: the shortcut map runs the action.
+    if (widget && widget->window() == this && m_windowShortcuts.contains(key->keyCombination().toCombined())) return true;
+  }
+  return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::openPath(const QString& path) {
@@ -307,6 +364,7 @@ void MainWindow::openPath(const QString& path) {
     openCapture(path);
     return;
   }
+  if (!confirmDiscard(tr("Opening %1").arg(QFileInfo(path).fileName()), [this, path] { openPath(path); })) return;
   rememberInputs();
   if (!m_listenAddress.isEmpty()) {  // a file chosen instead of a script: stop waiting for one
     m_listenAddress.clear();
@@ -322,10 +380,12 @@ void MainWindow::attachScript(const QString& address) {
     showMessage(tr("Attach"), tr("%1 is attached: Stop (Shift+F5) detaches it first.").arg(m_summary.fileName));
     return;
   }
+  if (!confirmDiscard(tr("Attaching a script"), [this, address] { attachScript(address); })) return;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, address] { engine->listen(address); });
 }
 
 void MainWindow::openCapture(const QString& dir) {
+  if (!confirmDiscard(tr("Opening %1").arg(QFileInfo(dir).fileName()), [this, dir] { openCapture(dir); })) return;
   rememberInputs();
   m_pendingOpen = dir;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir] { engine->openCapture(dir); });
@@ -411,12 +471,15 @@ void MainWindow::showTreeMenu(const QPoint& at) {
   menu.addSection(tr("Gradient through this output"));
   menu.addAction(tr("Clamp to [-v, v]…"), this, [this, module] {
     bool ok = false;
-    const double v = QInputDialog::getDouble(this, tr("Clamp gradient"), tr("v:"), 1.0, 1e-12, 1e12, 6, &ok);
+    const double v = QInputDialog::getDouble(this, tr("Clamp gradient"),
+                                             tr("Clamp each element of the gradient through this output to [-v, v].\nv ="),
+                                             1.0, 1e-12, 1e12, 6, &ok);
     if (ok) setGradientIntervention(module, {GradientIntervention::Clamp, v});
   });
   menu.addAction(tr("Scale by…"), this, [this, module] {
     bool ok = false;
-    const double f = QInputDialog::getDouble(this, tr("Scale gradient"), tr("factor:"), 0.5, -1e12, 1e12, 6, &ok);
+    const double f = QInputDialog::getDouble(this, tr("Scale gradient"),
+                                             tr("Multiply the gradient through this output by\nfactor ="), 0.5, -1e12, 1e12, 6, &ok);
     if (ok) setGradientIntervention(module, {GradientIntervention::Scale, f});
   });
   menu.addAction(tr("Zero it"), this, [this, module] { setGradientIntervention(module, {GradientIntervention::Zero, 0}); });
@@ -449,6 +512,7 @@ void MainWindow::jumpTo(qint64 step, const QString& module) {
 
 void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_summary = summary;
+  m_exportedStore = nullptr;
   m_alerts->clear();
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_pendingOpen.clear();
@@ -489,6 +553,14 @@ hookscope::RunConfig MainWindow::currentConfig() {
   return m_controls->config();
 }
 
+bool MainWindow::checkInputsGiven(const hookscope::RunConfig& config) {
+  if (!config.inputSpecs.empty() || !config.dataFile.empty()) return true;
+  m_sideTabs->setCurrentWidget(m_controls);
+  showMessage(tr("No input"), tr("Type the shape of each model input into the Run tab's Inputs box (e.g. 8x1x28x28, "
+                                 "or 8x128:int64:0:30000 for token ids), or choose a data file."));
+  return false;
+}
+
 void MainWindow::rememberInputs() {
   if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_summary.attached || m_controls->inputSpecs().isEmpty()) return;
   QSettings().setValue(settingsKeyFor(m_summary.path), m_controls->inputSpecs());
@@ -502,6 +574,7 @@ void MainWindow::run() {
   }
   if (m_running || m_summary.attached) return;
   const RunConfig config = currentConfig();
+  if (!checkInputsGiven(config)) return;
   const qint64 steps = m_controls->steps();
   m_rateClock.restart();
   m_rateSteps = 0;
@@ -509,12 +582,14 @@ void MainWindow::run() {
 }
 
 void MainWindow::pause() {
-  if (m_running) m_engine->setPaused(!m_paused);
+  if (m_running && !m_paused) m_engine->setPaused(true);
 }
 
 void MainWindow::stepOnce() {
   if (m_summary.reviewOnly || m_summary.path.isEmpty() || (m_running && !m_paused)) return;
   const RunConfig config = currentConfig();
+  if (!m_summary.attached && !checkInputsGiven(config)) return;
+  m_plots->setFollowLatest(true);  // show the step about to run, also after a break
   m_busy->setVisible(true);  // a single step of a large model can take a while
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->stepOnce(config); });
 }
@@ -523,6 +598,7 @@ void MainWindow::stop() { m_engine->requestStop(); }
 
 void MainWindow::resetWeights() {
   if (m_summary.reviewOnly || m_summary.attached || m_summary.path.isEmpty() || m_running) return;
+  if (!confirmDiscard(tr("Resetting the weights"), [this] { resetWeights(); })) return;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->resetWeights(); });
 }
 
@@ -554,6 +630,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
     statusBar()->showMessage(tr("Paused at step %1 on %2: %3")
                                  .arg(alert.step)
                                  .arg(QString::fromLatin1(ruleName(alert.rule)), QString::fromStdString(alert.message)));
+    m_breakShown = true;
     scheduleRedraw();
     Q_EMIT breakHit(QString::fromStdString(alert.module), alert.step);
     return;
@@ -567,6 +644,10 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
 void MainWindow::onRunState(bool running, bool paused) {
   m_running = running;
   m_paused = paused;
+  if (!paused && m_breakShown) {  // "Paused at step 7 on …" is over once the run goes on or stops
+    statusBar()->clearMessage();
+    m_breakShown = false;
+  }
   if (running && !paused) {
     m_rateClock.restart();
     m_rateSteps = 0;
@@ -610,8 +691,8 @@ void MainWindow::updateActions() {
   const bool model = !m_summary.path.isEmpty() && !m_summary.reviewOnly && (!attached || m_running);
   m_runAction->setEnabled(model && (!m_running || m_paused));
   m_runAction->setText(m_running && m_paused ? tr("&Resume") : tr("&Run"));
-  m_pauseAction->setEnabled(model && m_running);
-  m_pauseAction->setText(m_paused ? tr("Un&pause") : tr("&Pause"));
+  // Paused: Resume (F5) is the one way on; Pause stays Pause.
+  m_pauseAction->setEnabled(model && m_running && !m_paused);
   m_stepAction->setEnabled(model && (attached ? m_paused : (!m_running || m_paused)));
   m_stopAction->setEnabled(m_running);
   m_stopAction->setText(attached ? tr("De&tach") : tr("S&top"));
@@ -666,32 +747,84 @@ void MainWindow::hookAllOfType() {
   m_tree->setHookForType(type, CaptureKind::Gradient, true);
 }
 
-void MainWindow::exportCaptures() {
+bool MainWindow::exportCaptures() {
+  const QString folder = QSettings().value(QStringLiteral("paths/lastExport"), QDir::homePath()).toString();
   const QString dir = QFileDialog::getSaveFileName(this, tr("Export captures to a new folder"),
-                                                   QDir::home().filePath(QFileInfo(m_summary.fileName).completeBaseName() + QStringLiteral("-capture")));
-  if (dir.isEmpty()) return;
+                                                   QDir(folder).filePath(QFileInfo(m_summary.fileName).completeBaseName() + QStringLiteral("-capture")));
+  if (dir.isEmpty()) return false;
   bool overwrite = false;
   QDir target(dir);
   if (target.exists() && !target.isEmpty()) {
     // Only an earlier HookScope export may be replaced; any other folder keeps its files.
     if (!hookscope::isHookScopeExport(dir.toStdString())) {
       showMessage(tr("Export"), QString::fromStdString(hookscope::checkExportTarget(dir.toStdString(), true)));
-      return;
+      return false;
     }
     if (!m_interactive) {
       showMessage(tr("Export"), tr("%1 already holds a HookScope export.").arg(dir));
-      return;
+      return false;
     }
     overwrite = QMessageBox::question(this, tr("Replace export?"),
                                       tr("%1 already holds a HookScope export. Replace it with this one?").arg(dir)) ==
                 QMessageBox::Yes;
-    if (!overwrite) return;
+    if (!overwrite) return false;
   }
   exportCapturesTo(dir, overwrite);
+  return true;
+}
+
+void MainWindow::setDiscardAnswer(DiscardChoice choice, const QString& exportDir) {
+  m_discardAnswer = choice;
+  m_discardExportDir = exportDir;
+}
+
+bool MainWindow::hasUnexportedCaptures() const {
+  const auto& store = m_summary.store;
+  if (!store || m_summary.reviewOnly || store->latestStep() < 0) return false;
+  return !(m_exportedStore == store.get() && m_exportedVersion == store->version());
+}
+
+bool MainWindow::confirmDiscard(const QString& what, std::function<void()> then) {
+  if (!hasUnexportedCaptures() || m_afterExport) return !m_afterExport;
+  ++m_discardQuestions;
+  const QString key = QStringLiteral("prompts/unexportedCaptures");
+  DiscardChoice choice = m_discardAnswer;
+  const QString remembered = QSettings().value(key).toString();
+  if (remembered == QLatin1String("discard")) {
+    choice = DiscardChoice::Discard;
+  } else if (remembered == QLatin1String("export")) {
+    choice = DiscardChoice::Export;
+  } else if (m_interactive) {
+    QMessageBox box(QMessageBox::Question, tr("Captures not exported"),
+                    tr("%1 discards %2 captured steps that were not exported.").arg(what).arg(m_summary.store->latestStep() + 1),
+                    QMessageBox::NoButton, this);
+    box.setInformativeText(tr("Export them first, discard them, or cancel?"));
+    QPushButton* exportButton = box.addButton(tr("&Export…"), QMessageBox::AcceptRole);
+    QPushButton* discardButton = box.addButton(tr("&Discard"), QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(exportButton);
+    auto* dontAsk = new QCheckBox(tr("Don't ask again (Settings > Ask before discarding captures)"), &box);
+    box.setCheckBox(dontAsk);
+    box.exec();
+    choice = box.clickedButton() == exportButton    ? DiscardChoice::Export
+             : box.clickedButton() == discardButton ? DiscardChoice::Discard
+                                                    : DiscardChoice::Cancel;
+    if (dontAsk->isChecked() && choice != DiscardChoice::Cancel) {
+      QSettings().setValue(key, choice == DiscardChoice::Export ? QStringLiteral("export") : QStringLiteral("discard"));
+      if (m_askDiscardAction) m_askDiscardAction->setChecked(false);
+    }
+  }
+  if (choice == DiscardChoice::Discard) return true;
+  if (choice != DiscardChoice::Export) return false;
+  m_afterExport = std::move(then);
+  const bool started = m_interactive ? exportCaptures() : (exportCapturesTo(m_discardExportDir, false), true);
+  if (!started) m_afterExport = nullptr;
+  return false;
 }
 
 void MainWindow::exportCapturesTo(const QString& dir, bool overwrite, const QString& interrupted) {
   statusBar()->showMessage(tr("Exporting captures to %1…").arg(dir));
+  m_exportingVersion = m_summary.store ? m_summary.store->version() : 0;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite, interrupted] {
     engine->exportCaptures(dir, overwrite, interrupted);
   });
@@ -737,6 +870,10 @@ void MainWindow::rebuildRecentMenu() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!confirmDiscard(tr("Quitting"), [this] { close(); })) {
+    event->ignore();
+    return;
+  }
   rememberInputs();
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());

@@ -4,8 +4,10 @@
 
 #include <QElapsedTimer>
 #include <QMainWindow>
+#include <QSet>
 #include <QThread>
 
+#include <functional>
 #include <map>
 
 class AlertsPanel;
@@ -42,6 +44,15 @@ public:
   /// questions.
   void setInteractive(bool interactive) { m_interactive = interactive; }
   QString lastMessage() const { return m_lastMessage; }
+
+  /// How the question "discard captures that were not exported?" is answered.
+  enum class DiscardChoice { Ask, Export, Discard, Cancel };
+  /// Tests: the answer given without a dialog, and the folder an Export answer writes to.
+  void setDiscardAnswer(DiscardChoice choice, const QString& exportDir = QString());
+  /// Times the window asked before discarding captures.
+  int discardQuestions() const { return m_discardQuestions; }
+  /// Whether the store holds captures that no export has saved.
+  bool hasUnexportedCaptures() const;
 
   ModuleTreeModel* treeModel() const { return m_tree; }
   QTreeView* treeView() const { return m_treeView; }
@@ -96,6 +107,7 @@ Q_SIGNALS:
   void scriptDetached(const QString& reason);
 
 protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
@@ -120,9 +132,22 @@ private:
   hookscope::RuleSettings m_ruleSettings;
   void markInterventions(int module);
   std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
-  void exportCaptures();
+  /// Opens the export dialog; false when the user cancelled it.
+  bool exportCaptures();
+  /// Before `what` discards captures no export saved: asks Export / Discard / Cancel (or uses
+  /// the remembered answer). True to go on now; Export runs `then` once the export is written.
+  bool confirmDiscard(const QString& what, std::function<void()> then);
+  std::function<void()> m_afterExport;
+  std::uint64_t m_exportingVersion = 0;  ///< the store's version when the last export was asked for
+  std::uint64_t m_exportedVersion = 0;   ///< ... and when one last succeeded
+  const hookscope::CaptureStore* m_exportedStore = nullptr;
+  DiscardChoice m_discardAnswer = DiscardChoice::Discard;
+  QString m_discardExportDir;
+  int m_discardQuestions = 0;
   void exportAllPlots();
   hookscope::RunConfig currentConfig();
+  /// False, with a message saying where to type them, when the run has no inputs.
+  bool checkInputsGiven(const hookscope::RunConfig& config);
   void rememberInputs();
 
   QThread m_engineThread;
@@ -155,6 +180,9 @@ private:
   QAction* m_stopAction = nullptr;
   QAction* m_resetAction = nullptr;
   QAction* m_exportAction = nullptr;
+  QAction* m_askDiscardAction = nullptr;
+  QSet<int> m_windowShortcuts;  ///< key combinations that text fields must not take
+  bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_running = false;
   bool m_paused = false;
   bool m_interactive = true;

@@ -94,6 +94,12 @@ void PlotsPanel::setSelectedModule(const std::string& path) {
   refresh();
 }
 
+void PlotsPanel::setSelectedHooks(std::uint8_t mask) {
+  if (m_state.selectedHooks == mask) return;
+  m_state.selectedHooks = mask;
+  refresh();
+}
+
 void PlotsPanel::updateSeriesChoices() {
   std::vector<SeriesKey> choices;
   if (m_state.store) {

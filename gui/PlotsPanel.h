@@ -26,6 +26,8 @@ public:
   /// Selects the layer whose histogram and heatmap are shown.
   void setSelectedModule(const std::string& path);
   const std::string& selectedModule() const { return m_module; }
+  /// What is ticked on the selected layer, so that an empty plot can say why it is empty.
+  void setSelectedHooks(std::uint8_t mask);
   /// Redraws everything from the store (called by the window's coalescing timer).
   void refresh();
   /// Shows this step in every plot; following stops until followLatest(true).

@@ -193,6 +193,29 @@ int ModuleTreeModel::rowCount(const QModelIndex& parent) const {
   return int(m_modules[std::size_t(parent.internalId())].children.size());
 }
 
+QString ModuleTreeModel::compactCount(std::int64_t n) {
+  if (n < 10000) return QString::number(n);
+  static const char* suffixes[] = {"k", "M", "G", "T"};
+  double value = double(n);
+  int s = -1;
+  while (value >= 999.95 && s < 3) {
+    value /= 1000;
+    ++s;
+  }
+  return QString::number(value, 'f', value < 99.95 ? 1 : 0) + QLatin1String(suffixes[s]);
+}
+
+QString ModuleTreeModel::compactNumber(double v) {
+  if (v == 0) return QStringLiteral("0");
+  if (!std::isfinite(v)) return QString::number(v);
+  const double a = std::abs(v);
+  if (a >= 0.01 && a < 10000) return QString::number(v, 'g', 3);
+  // 3.7e-4 rather than 3.70e-04: two digits are what a narrow column can show.
+  QString text = QString::number(v, 'e', 1);
+  text.replace(QStringLiteral("e-0"), QStringLiteral("e-")).replace(QStringLiteral("e+0"), QStringLiteral("e")).replace(QStringLiteral("e+"), QStringLiteral("e"));
+  return text;
+}
+
 int ModuleTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
 
 QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
@@ -209,6 +232,12 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ForegroundRole && column == Name && m_nonFinite[std::size_t(m)]) {
     return QBrush(QColor(200, 30, 30));
+  }
+  if (role == Qt::ToolTipRole && column == Params && info.totalParams) {
+    return QStringLiteral("%1 parameters").arg(QLocale().toString(qlonglong(info.totalParams)));
+  }
+  if (role == Qt::ToolTipRole && column == GradNorm && !std::isnan(m_gradNorms[std::size_t(m)])) {
+    return QStringLiteral("L2 norm of the output gradient: %1").arg(m_gradNorms[std::size_t(m)], 0, 'g', 8);
   }
   if (role == Qt::ToolTipRole) {
     QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
@@ -235,10 +264,10 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     }
     case Type: return QString::fromStdString(info.typeName);
     case OutputShape: return m_shapes[std::size_t(m)];
-    case Params: return info.totalParams ? QLocale().toString(qlonglong(info.totalParams)) : QString();
+    case Params: return info.totalParams ? compactCount(info.totalParams) : QString();
     case GradNorm: {
       const double n = m_gradNorms[std::size_t(m)];
-      return std::isnan(n) ? QString() : QString::number(n, 'g', 3);
+      return std::isnan(n) ? QString() : compactNumber(n);
     }
     default: return {};
   }

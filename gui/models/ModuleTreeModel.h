@@ -50,6 +50,10 @@ public:
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  /// 11181642 as "11.2M", 9000 as "9000": what a narrow column can show.
+  static QString compactCount(std::int64_t n);
+  /// 0.00037 as "3.7e-4", 0.0123 as "0.0123", 0 as "0".
+  static QString compactNumber(double v);
   bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) override;
   Qt::ItemFlags flags(const QModelIndex& index) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;

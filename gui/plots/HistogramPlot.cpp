@@ -68,10 +68,7 @@ void HistogramPlot::refresh(const ViewState& state) {
   if (!m_hasData) {
     m_current->data()->clear();
     m_previous->data()->clear();
-    m_stats->setText(state.hasSelection ? tr("No %1 captured for\n'%2' yet: tick it in\nthe tree and run a step.")
-                                              .arg(captureKindName(state.selected.kind),
-                                                   QString::fromStdString(state.selected.module))
-                                        : tr("Select a hooked layer\nin the tree."));
+    m_stats->setText(emptyText(state));
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
@@ -105,6 +102,25 @@ void HistogramPlot::fitAxes() {
   m_plot->rescaleAxes();
   const QCPRange counts = m_plot->yAxis->range();
   m_plot->yAxis->setRange(0, counts.upper > 0 ? counts.upper * 1.05 : 1);
+}
+
+QString HistogramPlot::emptyText(const ViewState& state) const {
+  const QString name = QString::fromStdString(state.selected.module.empty() ? "(root)" : state.selected.module).toHtmlEscaped();
+  if (!state.store) return tr("Open a model, a capture\nor attach a script.");
+  if (!state.hasSelection) {
+    if (!state.selectedHooks) return tr("Select a hooked layer\nin the tree.");
+    if (state.latestStep < 0) return tr("<b>%1</b> is hooked:<br>run a step.").arg(name);
+    // Hooks fire only when a module's own forward runs.
+    return tr("<b>%1</b> is hooked, but its<br>module was not called in<br>any step, so no hook fired."
+              "<br><br>Its parent may use its<br>weights directly (as<br>MultiheadAttention does<br>with out_proj): hook the<br>parent instead.")
+        .arg(name);
+  }
+  const QString kind = QString::fromLatin1(captureKindName(state.selected.kind));
+  const auto points = state.store->values(state.selected, &TensorStats::l2norm);
+  if (!points.empty() && state.step >= 0 && state.step < points.front().step) {
+    return tr("No %1 of <b>%2</b><br>at step %3: captures<br>start at step %4.").arg(kind, name).arg(state.step).arg(points.front().step);
+  }
+  return tr("No %1 captured for<br><b>%2</b> yet: tick it in<br>the tree and run a step.").arg(kind, name);
 }
 
 int HistogramPlot::barCount() const { return m_hasData ? int(m_shown.histogram.size()) : 0; }

@@ -22,6 +22,8 @@ public:
 
 protected:
   void fitAxes() override;
+  /// Why nothing is drawn: nothing selected, hooked but never called, not captured yet.
+  QString emptyText(const ViewState& state) const;
 
 private:
   QCPGraph* m_current;
