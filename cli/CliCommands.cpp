@@ -290,6 +290,7 @@ int runCapture(const CaptureOptions& options) {
   manifest.hookscopeVersion = HOOKSCOPE_VERSION;
   manifest.config = config;
   manifest.steps = runner.stepsDone();
+  if (manifest.steps > 0) manifest.configurations = {{0, manifest.steps - 1, config}};
   manifest.hooked = hooked;
   for (auto& i : interventions) i.toStep = std::max<std::int64_t>(0, runner.stepsDone() - 1);
   manifest.interventions = interventions;

@@ -359,6 +359,34 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
       }
     }
   }
+  if (fs::exists(fs::symlink_status(folder / "alerts.csv", ec))) {
+    std::ifstream in(folder / "alerts.csv");
+    std::string line;
+    std::getline(in, line);
+    int lineNumber = 1;
+    while (std::getline(in, line)) {
+      ++lineNumber;
+      if (line.empty()) continue;
+      const auto f = splitCsvLine(line);
+      const auto kind = f.size() == 8 ? parseCaptureKind(f[2]) : std::nullopt;
+      const auto rule = f.size() == 8 ? parseRuleName(f[3]) : std::nullopt;
+      if (!kind || !rule) return fail(dir + "/alerts.csv line " + std::to_string(lineNumber) + " is damaged.");
+      try {
+        Alert a;
+        a.step = std::stoll(f[0]);
+        a.module = f[1];
+        a.kind = *kind;
+        a.rule = *rule;
+        a.value = parseDouble(f[4]);
+        a.message = f[5];
+        a.lastStep = std::stoll(f[6]);
+        a.count = std::stoll(f[7]);
+        result.alerts.push_back(std::move(a));
+      } catch (const std::exception&) {
+        return fail(dir + "/alerts.csv line " + std::to_string(lineNumber) + " has a bad number.");
+      }
+    }
+  }
   result.hasTensors = fs::exists(folder / "tensors.pt", ec);
   *data = std::move(result);
   return true;

@@ -3,6 +3,7 @@
 #include "CaptureStore.h"
 #include "CsvFormat.h"
 #include "ExportManifest.h"
+#include "RuleEngine.h"
 #include "ExportTarget.h"
 
 #include <memory>
@@ -38,6 +39,7 @@ struct ExportData {
   ExportManifest manifest;
   std::shared_ptr<CaptureStore> store;
   bool hasTensors = false;
+  std::vector<Alert> alerts;  ///< alerts.csv, when the export has one
 };
 
 /// Reads an export folder; false with a message when it is missing or damaged.

@@ -29,6 +29,56 @@ void logIntervention(std::vector<InterventionRecord>* log, const std::string& mo
   if (!action.empty()) log->push_back({module, target, action, step, -1});
 }
 
+void logConfig(std::vector<ConfigRecord>* log, const RunConfig& config, std::int64_t step) {
+  if (!log->empty() && log->back().toStep < 0) {
+    if (log->back().config == config) return;
+    log->back().toStep = step - 1;
+    if (log->back().toStep < log->back().fromStep) log->pop_back();
+  }
+  // Changed back before a step ran with the other: the earlier record goes on.
+  if (!log->empty() && log->back().config == config && log->back().toStep == step - 1) {
+    log->back().toStep = -1;
+    return;
+  }
+  log->push_back({step, -1, config});
+}
+
+namespace {
+
+json configJson(const RunConfig& config) {
+  return {{"inputs", config.inputSpecs},
+          {"data_file", config.dataFile},
+          {"batch_size", config.batchSize},
+          {"loss", lossKindName(config.loss)},
+          {"optimizer", optimizerKindName(config.optimizer)},
+          {"lr", config.lr},
+          {"momentum", config.momentum},
+          {"weight_decay", config.weightDecay},
+          {"train", config.train},
+          {"no_grad", config.noGrad},
+          {"seed", config.seed},
+          {"bins", config.bins}};
+}
+
+RunConfig configFromJson(const json& j) {
+  RunConfig c;
+  c.inputSpecs = j.value("inputs", std::vector<std::string>{});
+  c.dataFile = j.value("data_file", "");
+  c.batchSize = j.value("batch_size", std::int64_t(0));
+  c.loss = parseLossKind(j.value("loss", "auto")).value_or(LossKind::Auto);
+  c.optimizer = parseOptimizerKind(j.value("optimizer", "none")).value_or(OptimizerKind::None);
+  c.lr = j.value("lr", 0.0);
+  c.momentum = j.value("momentum", 0.0);
+  c.weightDecay = j.value("weight_decay", 0.0);
+  c.train = j.value("train", true);
+  c.noGrad = j.value("no_grad", false);
+  c.seed = j.value("seed", std::uint64_t(0));
+  c.bins = j.value("bins", 64);
+  return c;
+}
+
+} // namespace
+
 std::string ExportManifest::toJson() const {
   json hooks = json::array();
   for (const auto& h : hooked) hooks.push_back({{"module", h.module}, {"kinds", h.kinds}});
@@ -53,19 +103,7 @@ std::string ExportManifest::toJson() const {
       {"model", {{"file", modelFile}, {"sha256", modelSha256}}},
       {"created_utc", createdUtc.empty() ? utcTimestamp() : createdUtc},
       {"hookscope_version", hookscopeVersion},
-      {"inputs", config.inputSpecs},
-      {"data_file", config.dataFile},
-      {"batch_size", config.batchSize},
-      {"loss", lossKindName(config.loss)},
-      {"optimizer", optimizerKindName(config.optimizer)},
-      {"lr", config.lr},
-      {"momentum", config.momentum},
-      {"weight_decay", config.weightDecay},
-      {"train", config.train},
-      {"no_grad", config.noGrad},
-      {"seed", config.seed},
       {"steps", steps},
-      {"bins", config.bins},
       {"hooked", hooks},
       {"interventions", interventionList},
       {"thinned", thinned()},
@@ -73,6 +111,15 @@ std::string ExportManifest::toJson() const {
       {"memory_cap_bytes", memoryCapBytes},
       {"interrupted", interrupted.empty() ? json(nullptr) : json(interrupted)},
   };
+  j.update(configJson(config));  // the last configuration, also at the top level
+  json history = json::array();
+  for (const auto& record : configurations) {
+    json entry = configJson(record.config);
+    entry["from_step"] = record.fromStep;
+    entry["to_step"] = record.toStep;
+    history.push_back(std::move(entry));
+  }
+  j["configurations"] = history;
   if (script) {
     j["source"] = "script";
     j["script"] = {{"name", script->name}, {"pid", script->pid}, {"host", script->host},
@@ -106,18 +153,10 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     m.modelSha256 = j.at("model").value("sha256", "");
     m.createdUtc = j.value("created_utc", "");
     m.hookscopeVersion = j.value("hookscope_version", "");
-    m.config.inputSpecs = j.value("inputs", std::vector<std::string>{});
-    m.config.dataFile = j.value("data_file", "");
-    m.config.batchSize = j.value("batch_size", std::int64_t(0));
-    m.config.loss = parseLossKind(j.value("loss", "auto")).value_or(LossKind::Auto);
-    m.config.optimizer = parseOptimizerKind(j.value("optimizer", "none")).value_or(OptimizerKind::None);
-    m.config.lr = j.value("lr", 0.0);
-    m.config.momentum = j.value("momentum", 0.0);
-    m.config.weightDecay = j.value("weight_decay", 0.0);
-    m.config.train = j.value("train", true);
-    m.config.noGrad = j.value("no_grad", false);
-    m.config.seed = j.value("seed", std::uint64_t(0));
-    m.config.bins = j.value("bins", 64);
+    m.config = configFromJson(j);
+    for (const auto& c : j.value("configurations", json::array())) {
+      m.configurations.push_back({c.value("from_step", std::int64_t(0)), c.value("to_step", std::int64_t(-1)), configFromJson(c)});
+    }
     m.steps = j.value("steps", std::int64_t(0));
     for (const auto& h : j.value("hooked", json::array())) {
       m.hooked.push_back({h.value("module", ""), h.value("kinds", std::vector<std::string>{})});

@@ -24,6 +24,18 @@ struct InterventionRecord {
   std::int64_t toStep = 0;
 };
 
+/// A run configuration in force over a range of steps.
+struct ConfigRecord {
+  std::int64_t fromStep = 0;
+  std::int64_t toStep = -1;  ///< -1: still in force
+  RunConfig config;
+};
+
+/// Records that `config` is in force from `step` on: closes the open record (until the step
+/// before) unless it holds the same configuration. A record closed before any step of its own
+/// is dropped.
+void logConfig(std::vector<ConfigRecord>* log, const RunConfig& config, std::int64_t step);
+
 /// Records a change of `module`'s intervention on `target` made before step `step`: closes its
 /// open record (in force until the step before) and, for a non-empty `action`, opens one from
 /// `step` (toStep -1: still in force). A record closed before any step of its own is dropped.
@@ -63,6 +75,8 @@ struct ExportManifest {
   std::int64_t steps = 0;
   std::vector<HookedModule> hooked;
   std::vector<InterventionRecord> interventions;
+  /// Every configuration the run used, with its steps; `config` is the last one.
+  std::vector<ConfigRecord> configurations;
   std::vector<ThinningEvent> thinning;
   std::size_t memoryCapBytes = 0;
   /// The signal that ended the run before its last step ("SIGINT", "SIGTERM"); "" when it ran to its end.

@@ -210,6 +210,7 @@ void EngineAdapter::loadModel(const QString& path) {
   m_wantShapes = true;
   m_stepsDone = 0;
   m_interventions.clear();
+  m_configHistory.clear();
   m_rules = std::make_unique<RuleEngine>(m_ruleSettings);
   m_rules->setModuleTypes(m_model->moduleTypes());
   ModelSummary summary;
@@ -272,6 +273,9 @@ void EngineAdapter::openCapture(const QString& dir) {
     }
     summary.hooks[std::size_t(at)] = mask;
   }
+  for (const auto& record : data.manifest.interventions) add(record.module, add);
+  summary.alerts = std::move(data.alerts);
+  summary.interventions = data.manifest.interventions;
   m_runner.reset();
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
@@ -326,8 +330,14 @@ bool EngineAdapter::prepare(const RunConfig& config) {
       Q_EMIT failed(QString::fromStdString(error));
       return false;
     }
+    // New inputs give new output shapes: probe them again at the next step.
+    if (!m_configured || config.inputSpecs != m_config.inputSpecs || config.dataFile != m_config.dataFile ||
+        config.batchSize != m_config.batchSize) {
+      m_wantShapes = true;
+    }
     m_config = config;
     m_configured = true;
+    logConfig(&m_configHistory, config, m_stepsDone.load());
   }
   return true;
 }
@@ -458,6 +468,13 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite, const QSt
     for (auto& record : manifest.interventions) {
       if (record.toStep < 0) record.toStep = manifest.steps - 1;
     }
+    // Configurations set but never stepped with are not part of the run.
+    for (const auto& record : m_configHistory) {
+      if (record.fromStep >= manifest.steps) continue;
+      manifest.configurations.push_back(record);
+      if (manifest.configurations.back().toStep < 0) manifest.configurations.back().toStep = manifest.steps - 1;
+    }
+    if (!manifest.configurations.empty()) manifest.config = manifest.configurations.back().config;
     for (const auto& info : m_model->modules()) {
       const std::uint8_t mask = m_model->hooks(m_model->findModule(info.path));
       if (!mask) continue;

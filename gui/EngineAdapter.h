@@ -109,6 +109,7 @@ private:
   std::unique_ptr<hookscope::StepRunner> m_runner;
   std::shared_ptr<hookscope::CaptureStore> m_store;
   hookscope::RunConfig m_config;
+  std::vector<hookscope::ConfigRecord> m_configHistory;  ///< every configuration run, with its steps
   bool m_configured = false;
   bool m_wantShapes = true;
   qint64 m_remaining = 0;

@@ -2,6 +2,7 @@
 // Plain value types that cross from the engine thread to the GUI thread.
 
 #include "CaptureStore.h"
+#include "ExportManifest.h"
 #include "Model.h"
 #include "RuleEngine.h"
 #include "RunConfig.h"
@@ -25,6 +26,9 @@ struct ModelSummary {
   std::vector<std::uint8_t> hooks;       ///< per-module hook masks (review: what was hooked)
   bool attached = false;                 ///< a training script attached over the wire
   QString script;                        ///< for an attached script: "train.py (pid 42 on host, PyTorch 2.13.0, cpu)"
+  /// For a reopened export: its alerts and its interventions, with their steps.
+  std::vector<hookscope::Alert> alerts;
+  std::vector<hookscope::InterventionRecord> interventions;
 };
 
 /// One finished step, as the GUI shows it.

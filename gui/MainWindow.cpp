@@ -25,6 +25,9 @@
 #include <QFormLayout>
 #include <QInputDialog>
 #include <QKeyEvent>
+#include <QAbstractSpinBox>
+#include <QPlainTextEdit>
+#include <QTextEdit>
 #include <QCheckBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -206,11 +209,11 @@ void MainWindow::buildLayout() {
   m_treeView->setItemDelegateForColumn(ModuleTreeModel::GradNorm, new GradNormDelegate(m_treeView));
   m_treeView->header()->setStretchLastSection(false);
   m_treeView->header()->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
-  m_treeView->setColumnWidth(ModuleTreeModel::Name, 140);
+  m_treeView->setColumnWidth(ModuleTreeModel::Name, 130);
   m_treeView->setColumnWidth(ModuleTreeModel::Type, 90);
   m_treeView->setColumnWidth(ModuleTreeModel::OutputShape, 90);
   m_treeView->setColumnWidth(ModuleTreeModel::Params, 56);
-  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 42);
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_treeView->setColumnWidth(c, 38);
   m_treeView->setColumnWidth(ModuleTreeModel::GradNorm, 64);
   // The tick boxes and the gradient norm next to the name, so they show at any width; type,
   // shape and parameter count after them.
@@ -335,15 +338,16 @@ void MainWindow::buildActions() {
     toolbar->addAction(action);
     if (!action->shortcut().isEmpty()) action->setToolTip(action->text().remove('&') + " (" + action->shortcut().toString() + ")");
   }
-  // Window-wide shortcuts with Ctrl or a function key win over a text field's own bindings
-  // (a line edit takes Ctrl+E as "end of line"); plain keys stay the field's.
+  // Window-wide shortcuts win over a widget's own bindings (a line edit takes Ctrl+E as "end
+  // of line", a tree view takes [ for its keyboard search). In text fields, plain keys stay
+  // text and editing keys.
   for (QAction* action : menuBar()->findChildren<QAction*>()) {
     for (const QKeySequence& key : action->shortcuts()) {
+      if (key.count() != 1) continue;
       const QKeyCombination combo = key[0];
       const bool functionKey = combo.key() >= Qt::Key_F1 && combo.key() <= Qt::Key_F35;
-      if (key.count() == 1 && (functionKey || (combo.keyboardModifiers() & (Qt::ControlModifier | Qt::AltModifier)))) {
-        m_windowShortcuts.insert(combo.toCombined());
-      }
+      const bool chord = functionKey || (combo.keyboardModifiers() & (Qt::ControlModifier | Qt::AltModifier));
+      (chord ? m_windowShortcuts : m_plainShortcuts).insert(combo.toCombined());
     }
   }
   qApp->installEventFilter(this);
@@ -351,10 +355,15 @@ void MainWindow::buildActions() {
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
   if (event->type() == QEvent::ShortcutOverride) {
-    auto* key = static_cast<QKeyEvent*>(event);
+    const int combo = static_cast<QKeyEvent*>(event)->keyCombination().toCombined();
     auto* widget = qobject_cast<QWidget*>(watched);
+    const bool textField = qobject_cast<QLineEdit*>(widget) || qobject_cast<QAbstractSpinBox*>(widget) ||
+                           qobject_cast<QTextEdit*>(widget) || qobject_cast<QPlainTextEdit*>(widget);
     // Not delivered to the widget and left unaccepted: the shortcut map runs the action.
-    if (widget && widget->window() == this && m_windowShortcuts.contains(key->keyCombination().toCombined())) return true;
+    if (widget && widget->window() == this &&
+        (m_windowShortcuts.contains(combo) || (!textField && m_plainShortcuts.contains(combo)))) {
+      return true;
+    }
   }
   return QMainWindow::eventFilter(watched, event);
 }
@@ -418,6 +427,22 @@ void MainWindow::setOutputIntervention(int module, OutputIntervention interventi
 void MainWindow::markInterventions(int module) {
   const auto& [gradient, output] = m_interventions[module];
   m_tree->setIntervention(module, QString::fromStdString(gradient.describe()), QString::fromStdString(output.describe()));
+}
+
+void MainWindow::markRecordedInterventions(const std::vector<InterventionRecord>& records) {
+  std::map<int, std::pair<QStringList, QStringList>> marks;  // module -> gradient, output
+  for (const auto& r : records) {
+    int module = -1;
+    for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
+      if (m_tree->modules()[m].path == r.module) module = int(m);
+    }
+    if (module < 0) continue;
+    const QString text = QStringLiteral("%1 (steps %2–%3)").arg(QString::fromStdString(r.action)).arg(r.fromStep).arg(r.toStep);
+    (r.target == "output" ? marks[module].second : marks[module].first) << text;
+  }
+  for (const auto& [module, texts] : marks) {
+    m_tree->setIntervention(module, texts.first.join(QStringLiteral("; ")), texts.second.join(QStringLiteral("; ")));
+  }
 }
 
 void MainWindow::editOperatorLibraries() {
@@ -520,6 +545,8 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_lastStep = -1;
   m_stepsPerSecond = 0;
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
+  m_alerts->addAlerts(summary.alerts);
+  markRecordedInterventions(summary.interventions);
   m_treeView->expandToDepth(1);
   m_plots->setStore(summary.store);
   m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));

@@ -131,6 +131,8 @@ private:
   void editOperatorLibraries();
   hookscope::RuleSettings m_ruleSettings;
   void markInterventions(int module);
+  /// Marks a reopened export's interventions in the tree, with the steps each was in force.
+  void markRecordedInterventions(const std::vector<hookscope::InterventionRecord>& records);
   std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
   /// Opens the export dialog; false when the user cancelled it.
   bool exportCaptures();
@@ -181,7 +183,8 @@ private:
   QAction* m_resetAction = nullptr;
   QAction* m_exportAction = nullptr;
   QAction* m_askDiscardAction = nullptr;
-  QSet<int> m_windowShortcuts;  ///< key combinations that text fields must not take
+  QSet<int> m_windowShortcuts;  ///< Ctrl, Alt and F-key shortcuts no widget may take
+  QSet<int> m_plainShortcuts;   ///< plain keys ([, ], End) that text fields keep
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_running = false;
   bool m_paused = false;

@@ -258,3 +258,66 @@ TEST(FormatDoubleTest, RoundTripsAndSpellsNonFinite) {
 }
 
 } // namespace
+
+TEST(ConfigHistoryTest, EachChangeClosesTheRecordBeforeIt) {
+  std::vector<ConfigRecord> log;
+  RunConfig a, b;
+  a.inputSpecs = {"4x16"};
+  b.inputSpecs = {"8x16"};
+  logConfig(&log, a, 0);
+  logConfig(&log, a, 3);    // the same again: nothing new
+  logConfig(&log, b, 100);
+  logConfig(&log, a, 100);  // changed back before any step of b: b is dropped
+  logConfig(&log, b, 150);
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0].fromStep, 0);
+  EXPECT_EQ(log[0].toStep, 149);
+  EXPECT_EQ(log[0].config, a);
+  EXPECT_EQ(log[1].fromStep, 150);
+  EXPECT_EQ(log[1].toStep, -1);
+  EXPECT_EQ(log[1].config, b);
+}
+
+TEST_F(ExportFolderTest, ConfigurationsAndAlertsComeBackFromTheExport) {
+  CaptureStore store;
+  fillSample(store);
+  ExportManifest m = manifest();
+  RunConfig first = m.config, second = m.config;
+  first.inputSpecs = {"4x3x4"};
+  second.lr = 0.5;
+  second.bins = 32;
+  m.configurations = {{0, 1, first}, {2, 2, second}};
+  Alert alert;
+  alert.step = 1;
+  alert.module = "fc, \"odd\" name";
+  alert.kind = CaptureKind::Gradient;
+  alert.rule = RuleKind::ExplodingGradient;
+  alert.value = 1234.5;
+  alert.message = "gradient norm 1234.5 > 1000, at step 1";
+  alert.lastStep = 2;
+  alert.count = 2;
+  ExportOptions options;
+  options.extraFiles = {{"alerts.csv", alertsCsv({alert})}};
+  const std::string dir = (m_root / "export").string();
+  std::string error;
+  ASSERT_TRUE(writeExport(dir, m, store, {}, options, &error)) << error;
+  ExportData data;
+  ASSERT_TRUE(readExport(dir, &data, &error)) << error;
+  ASSERT_EQ(data.manifest.configurations.size(), 2u);
+  EXPECT_EQ(data.manifest.configurations[0].config, first);
+  EXPECT_EQ(data.manifest.configurations[0].toStep, 1);
+  EXPECT_EQ(data.manifest.configurations[1].config, second);
+  EXPECT_EQ(data.manifest.configurations[1].fromStep, 2);
+  ASSERT_EQ(data.alerts.size(), 1u);
+  EXPECT_EQ(data.alerts[0].module, alert.module);
+  EXPECT_EQ(data.alerts[0].rule, alert.rule);
+  EXPECT_EQ(data.alerts[0].kind, alert.kind);
+  EXPECT_EQ(data.alerts[0].value, alert.value);
+  EXPECT_EQ(data.alerts[0].message, alert.message);
+  EXPECT_EQ(data.alerts[0].lastStep, 2);
+  EXPECT_EQ(data.alerts[0].count, 2);
+  // A damaged alerts.csv is named, not skipped.
+  std::ofstream(m_root / "export" / "alerts.csv", std::ios::app) << "7,fc,gradient,no_such_rule,1,x,7,1\n";
+  EXPECT_FALSE(readExport(dir, &data, &error));
+  EXPECT_NE(error.find("alerts.csv line 3"), std::string::npos) << error;
+}

@@ -11,8 +11,18 @@
 #include "plots/LossPlot.h"
 
 #include <QAbstractItemModelTester>
+#include <QAction>
+#include <QApplication>
+#include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLineEdit>
+#include <QStatusBar>
+#include <QTimer>
 #include <QComboBox>
 #include <QProcess>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
@@ -55,6 +65,13 @@ void select(MainWindow& window, const std::string& path) {
   window.treeView()->setCurrentIndex(proxy->mapFromSource(window.treeModel()->indexOfModule(moduleIndex(window.treeModel(), path))));
 }
 
+QAction* findAction(MainWindow& window, const QString& text) {
+  for (QAction* action : window.findChildren<QAction*>()) {
+    if (action->text().remove('&') == text) return action;
+  }
+  return nullptr;
+}
+
 } // namespace
 
 class MainWindowTest : public QObject {
@@ -84,6 +101,7 @@ private Q_SLOTS:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName(QStringLiteral("HookScopeTest"));
+    QSettings().clear();  // remembered inputs and answers of an earlier run
   }
 
   // The plots read only new steps from the store each frame: through thinning (which drops old
@@ -275,9 +293,195 @@ private Q_SLOTS:
     QCOMPARE(window->plots()->shownStep(), step);
     QCOMPARE(QString::fromStdString(window->plots()->selectedModule()), hit.front().at(0).toString());
     QVERIFY(window->alerts()->count() >= 1);
+    // One way on: Resume; Pause does not turn into a second "Unpause".
+    QAction* runAction = findAction(*window, QStringLiteral("Resume"));
+    QVERIFY(runAction && runAction->isEnabled());
+    QVERIFY(!findAction(*window, QStringLiteral("Unpause")));
+    QVERIFY(!findAction(*window, QStringLiteral("Pause"))->isEnabled());
+    QVERIFY(window->statusBar()->currentMessage().contains(QStringLiteral("Paused at step")));
+    // Step runs one step and the view follows to it.
+    window->stepOnce();
+    QTRY_COMPARE_WITH_TIMEOUT(window->engine()->stepsDone(), step + 2, kTimeout);
+    QTest::qWait(100);
+    QCOMPARE(window->plots()->shownStep(), step + 1);
     window->stop();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
-    QCOMPARE(window->engine()->stepsDone(), step + 1);
+    QCOMPARE(window->engine()->stepsDone(), step + 2);
+    QVERIFY2(!window->statusBar()->currentMessage().contains(QStringLiteral("Paused")), qPrintable(window->statusBar()->currentMessage()));
+  }
+
+  void reopenedExportShowsItsAlertsAndInterventions() {
+    QTemporaryDir tmp;
+    auto window = openSample(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_mlp.pt"));
+    tick(window->treeModel(), "", ModuleTreeModel::Grad, true);
+    hookscope::RunConfig config;
+    config.dataFile = HOOKSCOPE_FIXTURES_DIR "/teacher.data.pt";
+    config.batchSize = 32;
+    config.lr = 50;  // the gradients explode: alerts
+    window->runControls()->setConfig(config);
+    const int fc1 = moduleIndex(window->treeModel(), "fc1");
+    window->setGradientIntervention(fc1, {hookscope::GradientIntervention::Clamp, 0.5});
+    runAndWait(*window, 6);
+    const int alerts = window->alerts()->count();
+    QVERIFY(alerts >= 1);
+    const QString dir = tmp.filePath(QStringLiteral("export"));
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    window->exportCapturesTo(dir, false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QVERIFY(QFile::exists(dir + QStringLiteral("/alerts.csv")));
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openPath(dir);
+    QTRY_COMPARE_WITH_TIMEOUT(opened.size(), 1, kTimeout);
+    QVERIFY(window->reviewOnly());
+    QCOMPARE(window->alerts()->count(), alerts);
+    const int reopenedFc1 = moduleIndex(window->treeModel(), "fc1");
+    QVERIFY(reopenedFc1 >= 0);
+    const QString name = window->treeModel()->data(window->treeModel()->indexOfModule(reopenedFc1)).toString();
+    QVERIFY2(name.contains(QStringLiteral("✂")) && name.contains(QStringLiteral("clamp 0.5 (steps 0–5)")), qPrintable(name));
+  }
+
+  void theManifestRecordsEveryConfigurationWithItsSteps() {
+    QTemporaryDir tmp;
+    auto window = openSample();
+    tick(window->treeModel(), "fc1", ModuleTreeModel::Act, true);
+    window->runControls()->setInputSpecs(QStringLiteral("4x1x28x28"));
+    runAndWait(*window, 2);
+    const int fc1 = moduleIndex(window->treeModel(), "fc1");
+    const auto shapeOf = [&] {
+      return window->treeModel()->data(window->treeModel()->indexOfModule(fc1, ModuleTreeModel::OutputShape)).toString();
+    };
+    QVERIFY2(shapeOf().startsWith(QStringLiteral("4x")), qPrintable(shapeOf()));
+    window->runControls()->setInputSpecs(QStringLiteral("8x1x28x28"));
+    runAndWait(*window, 3);
+    QVERIFY2(shapeOf().startsWith(QStringLiteral("8x")), qPrintable(shapeOf()));
+    const QString dir = tmp.filePath(QStringLiteral("export"));
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    window->exportCapturesTo(dir, false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QFile file(dir + QStringLiteral("/manifest.json"));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
+    const QJsonArray history = manifest.value(QStringLiteral("configurations")).toArray();
+    QCOMPARE(history.size(), 2);
+    QCOMPARE(history[0].toObject().value(QStringLiteral("from_step")).toInt(), 0);
+    QCOMPARE(history[0].toObject().value(QStringLiteral("to_step")).toInt(), 1);
+    QCOMPARE(history[0].toObject().value(QStringLiteral("inputs")).toArray().at(0).toString(), QStringLiteral("4x1x28x28"));
+    QCOMPARE(history[1].toObject().value(QStringLiteral("from_step")).toInt(), 2);
+    QCOMPARE(history[1].toObject().value(QStringLiteral("to_step")).toInt(), 4);
+    QCOMPARE(history[1].toObject().value(QStringLiteral("inputs")).toArray().at(0).toString(), QStringLiteral("8x1x28x28"));
+    QCOMPARE(manifest.value(QStringLiteral("inputs")).toArray().at(0).toString(), QStringLiteral("8x1x28x28"));
+  }
+
+  void askBeforeDiscardingCapturesThatWereNotExported() {
+    QTemporaryDir tmp;
+    auto window = openSample();
+    tick(window->treeModel(), "fc1", ModuleTreeModel::Act, true);
+    runAndWait(*window, 3);
+    const auto store = window->store();
+    QVERIFY(window->hasUnexportedCaptures());
+    // Cancel: reset, open and close all keep the captures.
+    window->setDiscardAnswer(MainWindow::DiscardChoice::Cancel);
+    window->resetWeights();
+    window->openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_mlp.pt"));
+    QVERIFY(!window->close());
+    QTest::qWait(300);
+    QCOMPARE(window->discardQuestions(), 3);
+    QVERIFY(window->isVisible());
+    QCOMPARE(window->store(), store);
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL));
+    // Export: written first, then the reset goes on.
+    const QString dir = tmp.filePath(QStringLiteral("before-reset"));
+    window->setDiscardAnswer(MainWindow::DiscardChoice::Export, dir);
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->resetWeights();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.size(), 1, kTimeout);
+    QVERIFY(QFile::exists(dir + QStringLiteral("/manifest.json")));
+    QVERIFY(window->store() != store);
+    QCOMPARE(window->discardQuestions(), 4);
+    // Nothing captured since the reset: no question.
+    window->resetWeights();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.size(), 2, kTimeout);
+    QCOMPARE(window->discardQuestions(), 4);
+    // Exported captures are not asked about either.
+    runAndWait(*window, 1);
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    window->exportCapturesTo(tmp.filePath(QStringLiteral("second")), false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QVERIFY(!window->hasUnexportedCaptures());
+    window->setDiscardAnswer(MainWindow::DiscardChoice::Cancel);
+    QVERIFY(window->close());
+    QCOMPARE(window->discardQuestions(), 4);
+  }
+
+  void windowShortcutsWorkWithFocusInATextField() {
+    auto window = openSample();
+    runAndWait(*window, 1);
+    auto* inputs = window->runControls()->findChild<QLineEdit*>();
+    QVERIFY(inputs);
+    window->activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    inputs->setFocus();
+    const QString before = inputs->text();
+    QAction* exportAction = findAction(*window, QStringLiteral("Export captures…"));
+    QVERIFY(exportAction);
+    QSignalSpy triggered(exportAction, &QAction::triggered);
+    // The export dialog opens: close it again.
+    QTimer::singleShot(300, [] {
+      if (QWidget* dialog = QApplication::activeModalWidget()) dialog->close();
+    });
+    QTest::keyClick(inputs, Qt::Key_E, Qt::ControlModifier);
+    QCOMPARE(triggered.size(), 1);
+    QCOMPARE(inputs->text(), before);
+    // [ and ] are text in a text field, and scrub anywhere else.
+    window->plots()->setFollowLatest(true);
+    QTest::keyClick(inputs, Qt::Key_BracketLeft);
+    QCOMPARE(inputs->text(), before + QStringLiteral("["));
+    inputs->setText(before);
+    window->activateWindow();  // again, after the dialog
+    QVERIFY(QTest::qWaitForWindowActive(window.get()));
+    window->treeView()->setFocus();
+    runAndWait(*window, 2);
+    QCOMPARE(window->plots()->shownStep(), 2);
+    QSignalSpy previous(findAction(*window, QStringLiteral("Previous step")), &QAction::triggered);
+    QTest::keyClick(window->treeView(), Qt::Key_BracketLeft);
+    QCOMPARE(window->plots()->shownStep(), 1);
+    QTest::keyClick(window->treeView(), Qt::Key_BracketRight);
+    QCOMPARE(window->plots()->shownStep(), 2);
+  }
+
+  void tickBoxesShowAt1024x700() {
+    auto window = openSample();
+    window->resize(1024, 700);
+    QTest::qWait(100);
+    QTreeView* view = window->treeView();
+    for (int column : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In, ModuleTreeModel::GradNorm}) {
+      const int right = view->header()->sectionViewportPosition(column) + view->header()->sectionSize(column);
+      QVERIFY2(right <= view->viewport()->width(),
+               qPrintable(QStringLiteral("column %1 ends at %2 of %3").arg(column).arg(right).arg(view->viewport()->width())));
+    }
+    const QModelIndex params = window->treeModel()->indexOfModule(0, ModuleTreeModel::Params);
+    QVERIFY(window->treeModel()->data(params).toString().endsWith(QStringLiteral("k")));
+  }
+
+  void aHookedLayerThatNeverRunsSaysSo() {
+    auto window = openSample(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/attention_scripted.pt"));
+    tick(window->treeModel(), "attn.out_proj", ModuleTreeModel::Act, true);
+    tick(window->treeModel(), "fc", ModuleTreeModel::Act, true);
+    hookscope::RunConfig config;
+    config.dataFile = HOOKSCOPE_FIXTURES_DIR "/attention_scripted.data.pt";
+    window->runControls()->setConfig(config);
+    runAndWait(*window, 2);
+    select(*window, "attn.out_proj");
+    QTest::qWait(50);
+    const QString text = window->plots()->histogram()->statsText();
+    QVERIFY2(text.contains(QStringLiteral("was not called")) && text.contains(QStringLiteral("out_proj")), qPrintable(text));
+    // A layer scrubbed to before its captures began says when they start.
+    tick(window->treeModel(), "proj", ModuleTreeModel::Act, true);
+    runAndWait(*window, 1);
+    select(*window, "proj");
+    window->plots()->scrubTo(0);
+    const QString before = window->plots()->histogram()->statsText();
+    QVERIFY2(before.contains(QStringLiteral("at step 0")) && before.contains(QStringLiteral("start at step 2")), qPrintable(before));
   }
 
   void interventionsShowInTheTreeAndTheExport() {
