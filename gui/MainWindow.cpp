@@ -633,6 +633,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
   ++m_stepsSeen;
   ++m_rateSteps;
   m_lastStep = summary.result.step;
+  m_plots->setFinishedStep(m_lastStep);
   if (m_rateClock.isValid() && m_rateClock.elapsed() > 0) {
     m_stepsPerSecond = 1000.0 * double(m_rateSteps) / double(m_rateClock.elapsed());
   }

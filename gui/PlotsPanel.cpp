@@ -81,6 +81,7 @@ QList<PlotPage*> PlotsPanel::pages() const { return {m_histogram, m_heatmap, m_g
 
 void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
   m_state = ViewState();
+  m_finishedStep = -1;
   m_state.store = std::move(store);
   m_choices.clear();
   m_series->clear();
@@ -155,7 +156,8 @@ void PlotsPanel::applySeriesChoice() {
 }
 
 void PlotsPanel::refresh() {
-  m_state.latestStep = m_state.store ? m_state.store->latestStep() : -1;
+  m_state.latestStep = !m_state.store ? -1 : m_finishedStep >= 0 ? std::min(m_finishedStep, m_state.store->latestStep())
+                                                                    : m_state.store->latestStep();
   if (m_follow->isChecked()) m_state.step = m_state.latestStep;
   updateSeriesChoices();
   m_state.hasSelection = !m_choices.empty() && m_series->currentIndex() >= 0;

@@ -28,6 +28,9 @@ public:
   const std::string& selectedModule() const { return m_module; }
   /// What is ticked on the selected layer, so that an empty plot can say why it is empty.
   void setSelectedHooks(std::uint8_t mask);
+  /// The newest step that finished: the one shown while following, so that a step whose
+  /// captures are still arriving is not shown half-filled. -1: the store's newest step.
+  void setFinishedStep(std::int64_t step) { m_finishedStep = step; }
   /// Redraws everything from the store (called by the window's coalescing timer).
   void refresh();
   /// Shows this step in every plot; following stops until followLatest(true).
@@ -55,6 +58,7 @@ private:
 
   std::string m_module;
   ViewState m_state;
+  std::int64_t m_finishedStep = -1;
   std::vector<hookscope::SeriesKey> m_choices;
   HistogramPlot* m_histogram;
   HeatmapPlot* m_heatmap;

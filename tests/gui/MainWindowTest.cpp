@@ -9,6 +9,7 @@
 #include "plots/HeatmapPlot.h"
 #include "plots/HistogramPlot.h"
 #include "plots/LossPlot.h"
+#include "plots/QCustomPlotInclude.h"
 
 #include <QAbstractItemModelTester>
 #include <QAction>
@@ -566,6 +567,16 @@ private Q_SLOTS:
     QTest::qWait(100);
     QCOMPARE(window->plots()->gradNorms()->lineCount(), 2);
     QCOMPARE(window->plots()->gradNorms()->pointCount("conv2"), 4);
+    // Reopened, the axes hold every point (they used to show -3.5..3.5 and hide steps 4-7).
+    const QCPRange x = window->plots()->gradNorms()->plot()->xAxis->range();
+    const QCPRange y = window->plots()->gradNorms()->plot()->yAxis->range();
+    for (const auto& key : window->store()->seriesKeys()) {
+      if (key.kind != CaptureKind::Gradient) continue;
+      for (const auto& p : window->store()->values(key, &hookscope::TensorStats::l2norm)) {
+        QVERIFY2(x.contains(double(p.step)) && y.contains(p.value),
+                 qPrintable(QStringLiteral("step %1 norm %2 off the chart").arg(p.step).arg(p.value)));
+      }
+    }
     QCOMPARE(window->plots()->loss()->pointCount(), 4);
     QVERIFY(moduleIndex(window->treeModel(), "conv2") >= 0);
     // Review is read-only: the boxes cannot be changed.

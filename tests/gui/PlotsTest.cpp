@@ -1,6 +1,7 @@
 // The plot pages on stores filled by hand: axes that hold every drawn point, gaps that stay
 // gaps, a heatmap without holes, a legend that keeps to a corner, and the step slider's keys.
 #include "PlotsPanel.h"
+#include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/HistogramPlot.h"
@@ -232,6 +233,17 @@ private Q_SLOTS:
     plot->plot()->resize(320, 200);
     plot->plot()->replot();
     QVERIFY(!plot->legendShown() || withinCorner());
+  }
+
+  void treeNumbersAreCompactAndZeroIsShown() {
+    QCOMPARE(ModuleTreeModel::compactCount(11181642), QStringLiteral("11.2M"));
+    QCOMPARE(ModuleTreeModel::compactCount(9000), QStringLiteral("9000"));
+    QCOMPARE(ModuleTreeModel::compactCount(123456), QStringLiteral("123k"));
+    QCOMPARE(ModuleTreeModel::compactNumber(0.00037), QStringLiteral("3.7e-4"));
+    QCOMPARE(ModuleTreeModel::compactNumber(0.0123), QStringLiteral("0.0123"));
+    QCOMPARE(ModuleTreeModel::compactNumber(73.125), QStringLiteral("73.1"));
+    QCOMPARE(ModuleTreeModel::compactNumber(2.5e6), QStringLiteral("2.5e6"));
+    QCOMPARE(ModuleTreeModel::compactNumber(0), QStringLiteral("0"));
   }
 
   void theSliderStepsWithTheKeyboardAndThePlotsFollow() {
