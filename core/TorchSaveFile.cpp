@@ -1,6 +1,7 @@
 #include "TorchSaveFile.h"
 
 #include "FileLimits.h"
+#include "PickleShape.h"
 #include "TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
@@ -30,6 +31,9 @@ c10::IValue loadZip(const std::string& path, std::uint64_t fileBytes) {
   std::size_t size = 0;
   std::tie(data, size) = reader.getRecord("data.pkl");
   const char* pickle = static_cast<const char*>(data.get());
+  // Before anything is built: a value nested 200,000 deep, or holding itself, would overflow
+  // the stack of whatever walks or frees it later.
+  if (std::string problem = checkPickleShape(pickle, size); !problem.empty()) throw std::runtime_error(problem);
   std::size_t offset = 0;
   auto read = [&](char* buffer, std::size_t length) -> std::size_t {
     const std::size_t n = std::min(length, size - offset);

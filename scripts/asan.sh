@@ -11,7 +11,7 @@ build="$root/build-asan"
 "$cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DHOOKSCOPE_FUZZ=ON -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope-cli hookscope_test_ops \
-  ExportReaderFuzz DataFileFuzz InputSpecFuzz AttachWireFuzz
+  ExportReaderFuzz DataFileFuzz PickleShapeFuzz InputSpecFuzz AttachWireFuzz
 fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
 [ -f "$fixtures/custom_op.pt" ] || HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
@@ -25,8 +25,18 @@ export HOOKSCOPE_FIXTURES="$fixtures" HOOKSCOPE_TEST_OPS="$ops"
 
 # Seeds: the fixtures' data files, every file of a real export, a few input specs.
 corpus="$build/corpus"
-rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,ExportReaderFuzz,InputSpecFuzz,AttachWireFuzz}
+rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,PickleShapeFuzz,ExportReaderFuzz,InputSpecFuzz,AttachWireFuzz}
 cp "$fixtures"/*.data.pt "$fixtures"/bad/*.data.pt "$corpus/DataFileFuzz/"
+# The data.pkl inside each fixture data file (but the 200,000-deep one, slow to mutate).
+"$python" - "$corpus/PickleShapeFuzz" "$fixtures"/*.data.pt "$fixtures/bad/cycle.data.pt" <<'PY'
+import os, sys, zipfile
+for path in sys.argv[2:]:
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if name.endswith("/data.pkl"):
+                with open(os.path.join(sys.argv[1], os.path.basename(path) + ".pkl"), "wb") as out:
+                    out.write(z.read(name))
+PY
 seed_export="$build/seed-export"
 rm -rf "$seed_export"
 "$build/cli/hookscope-cli" capture "$root/resources/models/small_cnn.pt" --out "$seed_export" --steps 2 \
@@ -40,8 +50,8 @@ for spec in 8x1x28x28 8x128:int64:0:30000 2x3:float16:-1:1 4x4:bool 1x2:float64:
   printf '%s' "$spec" > "$corpus/InputSpecFuzz/$spec"
 done
 "$python" "$root/fuzz/make_attach_seeds.py" "$corpus/AttachWireFuzz"
-declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000)
-for target in ExportReaderFuzz DataFileFuzz InputSpecFuzz AttachWireFuzz; do
+declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [PickleShapeFuzz]=200000 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000)
+for target in ExportReaderFuzz DataFileFuzz PickleShapeFuzz InputSpecFuzz AttachWireFuzz; do
   budget=(-seed=1 -runs="${runs[$target]}")
   [ -n "${FUZZ_SECONDS:-}" ] && budget=(-max_total_time="$FUZZ_SECONDS")
   regressions="$root/fuzz/regressions/$target"

@@ -3,6 +3,7 @@
 #include "TestSupport.h"
 
 #include "ExportFolder.h"
+#include "PickleShape.h"
 #include "TorchSaveFile.h"
 
 #include <ATen/ATen.h>
@@ -169,6 +170,47 @@ TEST(TorchSaveFileTest, ADecompressionBombIsRefusedWithTheLimitAndHowToRaiseIt) 
   EXPECT_NO_THROW(loadTorchSaveFile(fixture("bad/bomb.data.pt")));
   ::unsetenv("HOOKSCOPE_MAX_INFLATE_MIB");
 }
+
+TEST(TorchSaveFileTest, DeepNestingAndCyclesAreRefusedBeforeAnythingIsBuilt) {
+  for (const auto& [file, expected] : {std::pair{"bad/deep.data.pt", "more than 1000 levels deep"},
+                                       std::pair{"bad/cycle.data.pt", "contains itself"}}) {
+    try {
+      loadTorchSaveFile(fixture(file));
+      ADD_FAILURE() << file << " was read";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << file << ": " << e.what();
+    }
+  }
+}
+
+TEST(PickleShapeTest, MeasuresWhatThePickleWouldBuild) {
+  const auto check = [](const std::string& pickle, int depth = kMaxPickleDepth) {
+    return checkPickleShape(pickle.data(), pickle.size(), depth);
+  };
+  // Pickles hold NUL bytes: every literal keeps its whole length.
+#define PICKLE(text) std::string(text, sizeof(text) - 1)
+  // (Literals are split where a hex escape would swallow the next letter.)
+  EXPECT_EQ(check(PICKLE("\x80\x02]q\x00(K\x01K\x02" "e.")), "");  // [1, 2]
+  const std::string three = PICKLE("\x80\x02]]]aa.");  // [[[]]]
+  EXPECT_EQ(check(three, 3), "");
+  EXPECT_NE(check(three, 2).find("more than 2 levels"), std::string::npos);
+  // Nested through the memo, after the outer list was built: still counted.
+  // a = []; b = []; a.append(b); c = []; b.append(c); the value is a: three deep.
+  const std::string aliased = PICKLE("\x80\x02]q\x00]q\x01h\x00h\x01" "a]q\x02h\x01h\x02" "ah\x00.");
+  EXPECT_NE(check(aliased, 2).find("more than 2 levels"), std::string::npos);
+  EXPECT_EQ(check(aliased, 3), "");
+  EXPECT_NE(check(PICKLE("\x80\x02]q\x00h\x00" "a.")).find("contains itself"), std::string::npos);
+  EXPECT_NE(check(PICKLE("\x80\x02]")).find("truncated"), std::string::npos);
+  EXPECT_NE(check(PICKLE("\x80\x02X\xff\xff\xff\x00" "ab.")).find("runs past its end"), std::string::npos);
+  EXPECT_NE(check(PICKLE("\x80\x02h\x07.")).find("never wrote"), std::string::npos);
+  EXPECT_NE(check(PICKLE("\x80\x02" "a.")).find("damaged"), std::string::npos);
+  EXPECT_NE(check(PICKLE("\xff.")).find("unknown opcode 0xff"), std::string::npos);
+  // Every fixture torch.save wrote passes.
+  for (const char* file : {"teacher.data.pt", "list_inputs.data.pt", "parity_scripted.data.pt"}) {
+    EXPECT_NO_THROW(loadTorchSaveFile(fixture(file))) << file;
+  }
+}
+#undef PICKLE
 
 TEST(TorchSaveFileTest, ListsAndOneEntryDictsAreRead) {
   const auto value = loadTorchSaveFile(fixture("list_inputs.data.pt"));
