@@ -4,6 +4,7 @@
 #include "ExportFolder.h"
 #include "InputSpec.h"
 #include "Model.h"
+#include "ModelArchiveScan.h"
 #include "OperatorLibraries.h"
 #include "RuleEngine.h"
 #include "Sha256.h"
@@ -28,13 +29,22 @@
 #include <set>
 #include <memory>
 #include <sstream>
+#include <filesystem>
 
 namespace hookscope::cli {
 
 namespace {
 
-std::unique_ptr<Model> loadOrReport(const std::string& path, int* code) {
+std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, int* code) {
   std::string message;
+  // The code in the archive is read as text before LibTorch runs any of it.
+  std::vector<ArchiveFinding> findings;
+  if (!trust && std::filesystem::is_regular_file(path) && scanModelArchive(path, &findings, &message) && !findings.empty()) {
+    *code = error(kModelLoad, path + " holds code that runs when it is opened or stepped and reaches outside "
+                              "HookScope:\n" + describeFindings(findings) +
+                              "Load it only if you trust where it came from: run again with --trust.");
+    return nullptr;
+  }
   auto model = Model::load(path, &message);
   if (!model) *code = error(kModelLoad, message);
   return model;
@@ -86,7 +96,7 @@ int runInspect(const InspectOptions& options) {
   std::string message;
   if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
   int code = kOk;
-  auto model = loadOrReport(options.model, &code);
+  auto model = loadOrReport(options.model, options.trust, &code);
   if (!model) return code;
 
   std::map<std::string, std::vector<std::string>> shapes;  // module -> "call k: shape" entries
@@ -157,7 +167,7 @@ int runCapture(const CaptureOptions& options) {
   StopSignals signals;
 
   int code = kOk;
-  auto model = loadOrReport(options.model, &code);
+  auto model = loadOrReport(options.model, options.trust, &code);
   if (!model) return code;
 
   const auto& modules = model->modules();

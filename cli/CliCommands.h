@@ -18,11 +18,13 @@ enum ExitCode : int {
 
 struct InspectOptions {
   std::string model;
+  bool trust = false;  ///< load a model whose code reaches outside the process
   std::vector<std::string> inputs;
 };
 
 struct CaptureOptions {
   std::string model;
+  bool trust = false;
   std::string out;
   std::vector<std::string> hooks;
   std::string kinds = "activation,gradient";

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
                          "synthetic input SHAPE[:DTYPE[:LOW:HIGH]], one per model input, e.g. "
                          "8x1x28x28 or 8x128:int64:0:30000");
   inspectCmd->add_option("--load-library", libraries, libraryHelp);
+  inspectCmd->add_flag("--trust", inspect.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
 
   CaptureOptions capture;
   auto* captureCmd = app.add_subcommand(
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
   captureCmd->add_option("--out", capture.out, "export folder to write")->required();
   captureCmd->add_option("--load-library", libraries, libraryHelp);
+  captureCmd->add_flag("--trust", capture.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
   captureCmd->add_option("--hook", capture.hooks,
                          "glob on module paths, repeatable: 'layer1.*', 'fc', '*' for all "
                          "(the root's path is '' and '*' matches it)");

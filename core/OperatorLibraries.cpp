@@ -1,5 +1,6 @@
 #include "OperatorLibraries.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>
 
 #include <dlfcn.h>
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 #include <regex>
+#include <set>
 
 namespace hookscope {
 
@@ -30,6 +32,16 @@ std::vector<std::string> bundledPaths() {
   return paths;
 }
 
+// Namespaces of every registered operator ("aten", "prim", "torchvision"...).
+std::set<std::string> operatorNamespaces() {
+  std::set<std::string> namespaces;
+  for (const auto& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    const auto colon = op.name.find("::");
+    if (colon != std::string::npos) namespaces.insert(op.name.substr(0, colon));
+  }
+  return namespaces;
+}
+
 } // namespace
 
 bool loadOperatorLibrary(const std::string& path, std::string* error) {
@@ -39,20 +51,27 @@ bool loadOperatorLibrary(const std::string& path, std::string* error) {
       if (loaded.loaded && loaded.path == path) return true;
     }
   }
-  OperatorLibrary library{path, false, ""};
+  OperatorLibrary library{path, false, "", {}};
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     library.error = "No operator library at " + path + ": give the path of a shared library "
                     "(.so) that registers operators with TORCH_LIBRARY.";
-  } else if (!dlopen(std::filesystem::absolute(path).c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    // RTLD_GLOBAL, as torch.ops.load_library: a library may need another one's symbols.
-    const char* reason = dlerror();
-    library.error = "Cannot load the operator library " + path + ": " +
-                    std::string(reason ? reason : "unknown reason") +
-                    ". It must be built for PyTorch " + linkedTorchVersion() +
-                    ", the version HookScope is built on.";
   } else {
-    library.loaded = true;
+    // What it registers is what it adds: a model's calls into it are the user's choice.
+    const std::set<std::string> before = operatorNamespaces();
+    if (!dlopen(std::filesystem::absolute(path).c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+      // RTLD_GLOBAL, as torch.ops.load_library: a library may need another one's symbols.
+      const char* reason = dlerror();
+      library.error = "Cannot load the operator library " + path + ": " +
+                      std::string(reason ? reason : "unknown reason") +
+                      ". It must be built for PyTorch " + linkedTorchVersion() +
+                      ", the version HookScope is built on.";
+    } else {
+      library.loaded = true;
+      for (const auto& ns : operatorNamespaces()) {
+        if (!before.count(ns)) library.namespaces.push_back(ns);
+      }
+    }
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   g_libraries.push_back(library);
@@ -66,7 +85,7 @@ const std::vector<OperatorLibrary>& loadBundledOperatorLibraries() {
     for (const auto& path : bundledPaths()) {
       std::string error;
       const bool ok = loadOperatorLibrary(path, &error);
-      result.push_back({path, ok, error});
+      result.push_back({path, ok, error, {}});
     }
     return result;
   }();

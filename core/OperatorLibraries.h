@@ -10,6 +10,7 @@ struct OperatorLibrary {
   std::string path;
   bool loaded = false;
   std::string error;  ///< why it could not be loaded; "" when it was
+  std::vector<std::string> namespaces;  ///< operator namespaces it registered ("torchvision")
 };
 
 /// Loads a library of TorchScript operators into this process (like torch.ops.load_library),

@@ -1,6 +1,7 @@
 #include "EngineAdapter.h"
 
 #include "AttachListener.h"
+#include "ModelArchiveScan.h"
 #include "AttachSession.h"
 #include "ExportFolder.h"
 #include "OperatorLibraries.h"
@@ -179,12 +180,17 @@ void EngineAdapter::loadOperatorLibraries(const QStringList& paths) {
   }
 }
 
-void EngineAdapter::loadModel(const QString& path) {
+void EngineAdapter::loadModel(const QString& path, bool trusted) {
   if (m_running.load()) {
     Q_EMIT loadFailed(QStringLiteral("Stop the run before opening another model."));
     return;
   }
   std::string error;
+  std::vector<ArchiveFinding> findings;
+  if (!trusted && scanModelArchive(path.toStdString(), &findings, &error) && !findings.empty()) {
+    Q_EMIT trustNeeded(path, QString::fromStdString(describeFindings(findings)));
+    return;
+  }
   auto model = Model::load(path.toStdString(), &error);
   if (!model) {
     Q_EMIT loadFailed(QString::fromStdString(error));  // the open model stays as it was
@@ -427,7 +433,7 @@ void EngineAdapter::finishRun() {
 
 void EngineAdapter::resetWeights() {
   if (!m_model) return;
-  loadModel(QString::fromStdString(m_model->path()));
+  loadModel(QString::fromStdString(m_model->path()), /*trusted=*/true);  // the user opened it already
 }
 
 void EngineAdapter::setRuleSettings(const RuleSettings& settings) {

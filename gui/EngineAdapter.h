@@ -50,7 +50,10 @@ public Q_SLOTS:
   /// Loads operator libraries (those loaded already stay as they are); each failure is
   /// reported by libraryFailed().
   void loadOperatorLibraries(const QStringList& paths);
-  void loadModel(const QString& path);
+  /// Opens a model file. Unless `trusted`, its code is read first: a model whose code reaches
+  /// outside the process (__setstate__, torch.from_file, print, native operators) is not
+  /// loaded, and trustNeeded says what was found.
+  void loadModel(const QString& path, bool trusted = false);
   void openCapture(const QString& dir);
   /// Runs `steps` steps with this configuration (<= 0: until stopped).
   void run(const hookscope::RunConfig& config, qint64 steps);
@@ -74,6 +77,9 @@ public Q_SLOTS:
 Q_SIGNALS:
   void modelLoaded(const ModelSummary& summary);
   void loadFailed(const QString& message);
+  /// The model's code reaches outside the process (`findings`, one per line): load it only
+  /// when the user says so, with loadModel(path, true).
+  void trustNeeded(const QString& path, const QString& findings);
   void libraryFailed(const QString& message);
   void stepFinished(const StepSummary& summary);
   void runStateChanged(bool running, bool paused);

@@ -102,6 +102,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     m_pendingOpen.clear();
     showMessage(tr("Cannot open"), message);
   });
+  connect(m_engine, &EngineAdapter::trustNeeded, this, [this](const QString& path, const QString& findings) {
+    const QString text = tr("%1 holds code that runs when it is opened or stepped and reaches outside HookScope:\n\n%2\n"
+                            "Open it only if you trust where it came from.")
+                             .arg(QFileInfo(path).fileName(), findings);
+    m_pendingOpen.clear();
+    if (!m_interactive) {
+      showMessage(tr("Untrusted model"), text);
+      return;
+    }
+    QMessageBox box(QMessageBox::Warning, tr("Untrusted model"), text, QMessageBox::Cancel, this);
+    QPushButton* open = box.addButton(tr("Open anyway"), QMessageBox::AcceptRole);
+    box.setDefaultButton(QMessageBox::Cancel);
+    box.exec();
+    if (box.clickedButton() != open) {
+      statusBar()->showMessage(tr("Not opened: %1").arg(path), 8000);
+      return;
+    }
+    m_pendingOpen = path;
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path, /*trusted=*/true); });
+  });
   connect(m_engine, &EngineAdapter::libraryFailed, this, [this](const QString& message) {
     showMessage(tr("Operator library not loaded"), message);
   });

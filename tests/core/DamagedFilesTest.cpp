@@ -3,6 +3,7 @@
 #include "TestSupport.h"
 
 #include "ExportFolder.h"
+#include "ModelArchiveScan.h"
 #include "PickleShape.h"
 #include "TorchSaveFile.h"
 
@@ -211,6 +212,38 @@ TEST(PickleShapeTest, MeasuresWhatThePickleWouldBuild) {
   }
 }
 #undef PICKLE
+
+TEST(ModelArchiveScanTest, FindsWhatReachesOutsideAndNothingInPlainModels) {
+  const std::string code =
+      "class M(Module):\n"
+      "  def forward(self: __torch__.M, x: Tensor) -> Tensor:\n"
+      "    print(\"step\")\n"
+      "    _0 = ops.vision_ops.nms(x, x, 0.5)\n"
+      "    _1 = ops.mylib.scale(x, 2.)\n"
+      "    _2 = torch.relu(x)\n"
+      "    return x\n"
+      "  def __setstate__(self: __torch__.M, state: str) -> NoneType:\n"
+      "    _3 = torch.from_file(state, True, 8, dtype=0)\n"
+      "    return None\n";
+  const auto findings = scanModelCode("code/__torch__.py", code, {"mylib"});
+  ASSERT_EQ(findings.size(), 4u) << describeFindings(findings);
+  EXPECT_EQ(findings[0].line, 3);
+  EXPECT_NE(findings[0].what.find("print"), std::string::npos);
+  EXPECT_NE(findings[1].what.find("vision_ops::nms"), std::string::npos) << "mylib is loaded, vision_ops is not";
+  EXPECT_NE(findings[2].what.find("__setstate__"), std::string::npos);
+  EXPECT_NE(findings[3].what.find("torch.from_file"), std::string::npos);
+  EXPECT_EQ(findings[3].code, "_3 = torch.from_file(state, True, 8, dtype=0)");
+
+  std::vector<ArchiveFinding> found;
+  std::string error;
+  ASSERT_TRUE(scanModelArchive(fixture("bad/setstate_from_file.pt"), &found, &error)) << error;
+  EXPECT_EQ(found.size(), 2u) << describeFindings(found);
+  for (const char* plain : {"parity_scripted.pt", "encoder_traced.pt", "attention_scripted.pt", "lstm_scripted.pt"}) {
+    ASSERT_TRUE(scanModelArchive(fixture(plain), &found, &error)) << plain << ": " << error;
+    EXPECT_TRUE(found.empty()) << plain << ":\n" << describeFindings(found);
+  }
+  EXPECT_FALSE(scanModelArchive(fixture("bad/not_zip.pt"), &found, &error));
+}
 
 TEST(TorchSaveFileTest, ListsAndOneEntryDictsAreRead) {
   const auto value = loadTorchSaveFile(fixture("list_inputs.data.pt"));

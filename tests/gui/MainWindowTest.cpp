@@ -523,6 +523,26 @@ private Q_SLOTS:
     runAndWait(*window, 1);  // and it still runs
   }
 
+  void aModelWhoseCodeWritesAFileIsNotOpenedWithoutConsent() {
+    const QString victim = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/victim.bin");
+    {
+      QFile file(victim);
+      QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      file.write(QByteArray(16, 'A'));
+    }
+    auto window = openSample();
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    window->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_from_file.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("__setstate__")) &&
+                 window->lastMessage().contains(QStringLiteral("torch.from_file")),
+             qPrintable(window->lastMessage()));
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL));
+    QFile file(victim);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QCOMPARE(file.readAll(), QByteArray(16, 'A'));
+  }
+
   void exportFromTheWindowIsReadByTheCliAndReopens() {
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());

@@ -100,6 +100,24 @@ class ExitCodes(CliTestCase):
                 self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x3"), 3, says)
                 self.assertExit(run("inspect", path), 3, says)
 
+    def test_a_model_whose_code_writes_a_file_is_refused_unless_trusted(self):
+        model = os.path.join(FIXTURES, "bad", "setstate_from_file.pt")
+        victim = os.path.join(FIXTURES, "bad", "victim.bin")
+        with open(victim, "wb") as f:
+            f.write(b"A" * 16)
+        for command in (["inspect", model], ["capture", model, "--out", self.out(), "--input", "3x4"]):
+            with self.subTest(command=command[0]):
+                result = run(*command)
+                self.assertExit(result, 3, "__setstate__")
+                self.assertIn("torch.from_file", result.stderr)
+                self.assertIn("--trust", result.stderr)
+                with open(victim, "rb") as f:
+                    self.assertEqual(f.read(), b"A" * 16, "the victim file was written")
+        # What --trust means: the model's code runs, and this one does write the file.
+        self.assertExit(run("inspect", model, "--trust"), 0)
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), b"X" * 8 + b"A" * 8)
+
     def test_operator_libraries(self):
         model = os.path.join(FIXTURES, "custom_op.pt")
         missing = run("inspect", model)
