@@ -37,6 +37,7 @@ std::string trim(const std::string& s) {
 
 // The operator namespace after "torch.ops." at `at`, e.g. "torchvision".
 std::string namespaceAt(const std::string& line, std::size_t at) {
+  if (at >= line.size()) return "";  // "ops.ns" at the very end of a line
   std::size_t end = at;
   while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) || line[end] == '_')) ++end;
   return line.substr(at, end - at);

@@ -11,7 +11,7 @@ build="$root/build-asan"
 "$cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DHOOKSCOPE_FUZZ=ON -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope-cli hookscope_test_ops \
-  ExportReaderFuzz DataFileFuzz PickleShapeFuzz InputSpecFuzz AttachWireFuzz
+  ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz
 fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
 [ -f "$fixtures/custom_op.pt" ] || HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
@@ -25,7 +25,7 @@ export HOOKSCOPE_FIXTURES="$fixtures" HOOKSCOPE_TEST_OPS="$ops"
 
 # Seeds: the fixtures' data files, every file of a real export, a few input specs.
 corpus="$build/corpus"
-rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,PickleShapeFuzz,ExportReaderFuzz,InputSpecFuzz,AttachWireFuzz}
+rm -rf "$corpus" && mkdir -p "$corpus"/{DataFileFuzz,PickleShapeFuzz,ModelArchiveFuzz,ExportReaderFuzz,InputSpecFuzz,AttachWireFuzz}
 cp "$fixtures"/*.data.pt "$fixtures"/bad/*.data.pt "$corpus/DataFileFuzz/"
 # The data.pkl inside each fixture data file (but the 200,000-deep one, slow to mutate).
 "$python" - "$corpus/PickleShapeFuzz" "$fixtures"/*.data.pt "$fixtures/bad/cycle.data.pt" <<'PY'
@@ -49,9 +49,19 @@ done
 for spec in 8x1x28x28 8x128:int64:0:30000 2x3:float16:-1:1 4x4:bool 1x2:float64:-1e300:1e300; do
   printf '%s' "$spec" > "$corpus/InputSpecFuzz/$spec"
 done
+# Model archives (first byte even) and their code records as text (first byte odd).
+for model in "$root/resources/models/small_cnn.pt" "$fixtures/custom_op.pt" "$fixtures/bad/setstate_from_file.pt"; do
+  { printf '\x00'; cat "$model"; } > "$corpus/ModelArchiveFuzz/$(basename "$model")"
+  "$python" - "$model" "$corpus/ModelArchiveFuzz/$(basename "$model").code" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
+    out.write(b"\x01" + b"".join(z.read(n) for n in z.namelist() if n.endswith(".py")))
+PY
+done
 "$python" "$root/fuzz/make_attach_seeds.py" "$corpus/AttachWireFuzz"
-declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [PickleShapeFuzz]=200000 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000)
-for target in ExportReaderFuzz DataFileFuzz PickleShapeFuzz InputSpecFuzz AttachWireFuzz; do
+declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [PickleShapeFuzz]=200000 [ModelArchiveFuzz]=5000
+                 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000)
+for target in ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz; do
   budget=(-seed=1 -runs="${runs[$target]}")
   [ -n "${FUZZ_SECONDS:-}" ] && budget=(-max_total_time="$FUZZ_SECONDS")
   regressions="$root/fuzz/regressions/$target"

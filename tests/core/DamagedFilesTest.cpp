@@ -234,6 +234,10 @@ TEST(ModelArchiveScanTest, FindsWhatReachesOutsideAndNothingInPlainModels) {
   EXPECT_NE(findings[3].what.find("torch.from_file"), std::string::npos);
   EXPECT_EQ(findings[3].code, "_3 = torch.from_file(state, True, 8, dtype=0)");
 
+  // An operator name cut off at the end of a line (found by ModelArchiveFuzz: it threw).
+  EXPECT_EQ(scanModelCode("x.py", "  _0 = ops.mylib").size(), 1u);
+  EXPECT_EQ(scanModelCode("x.py", "  _0 = ops.").size(), 0u);
+
   std::vector<ArchiveFinding> found;
   std::string error;
   ASSERT_TRUE(scanModelArchive(fixture("bad/setstate_from_file.pt"), &found, &error)) << error;
