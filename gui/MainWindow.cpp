@@ -35,6 +35,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QScreen>
 #include <QPushButton>
 #include <QSettings>
 #include <QSortFilterProxyModel>
@@ -187,7 +188,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   }
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
-  if (!settings.contains(QStringLiteral("window/geometry"))) resize(1400, 900);
+  if (!settings.contains(QStringLiteral("window/geometry"))) {
+    // 1400x900, or the whole screen when it is smaller (a 1024x700 laptop screen).
+    const QRect screenArea = screen() ? screen()->availableGeometry() : QRect(0, 0, 1400, 900);
+    resize(std::min(1400, screenArea.width()), std::min(900, screenArea.height()));
+    m_splitter->setSizes({width() * 2 / 5, width() * 3 / 5});
+  }
   m_splitter->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
   rebuildRecentMenu();
   updateActions();
