@@ -278,6 +278,28 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
 
 } // namespace
 
+namespace {
+
+// Reads the rows after a CSV header: `row` gets each non-empty line's fields and returns false
+// when they are not what the file holds. "" when every row was read, else which line is bad.
+template <class Row>
+std::string readCsvRows(std::istream& in, Row&& row) {
+  std::string line;
+  int lineNumber = 1;
+  while (std::getline(in, line)) {
+    ++lineNumber;
+    if (line.empty()) continue;
+    try {
+      if (!row(splitCsvLine(line))) return "line " + std::to_string(lineNumber) + " is damaged.";
+    } catch (const std::exception&) {
+      return "line " + std::to_string(lineNumber) + " has a bad number.";
+    }
+  }
+  return "";
+}
+
+} // namespace
+
 bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   auto fail = [&](const std::string& message) {
     if (error) *error = message;
@@ -310,32 +332,26 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     std::string line;
     std::getline(in, line);
     if (line != kStatsCsvHeader) return fail(dir + "/stats.csv does not start with the expected header.");
-    int lineNumber = 1;
-    while (std::getline(in, line)) {
-      ++lineNumber;
-      if (line.empty()) continue;
-      const auto f = splitCsvLine(line);
+    const std::string problem = readCsvRows(in, [&](const std::vector<std::string>& f) {
       const auto kind = f.size() == 16 ? parseCaptureKind(f[3]) : std::nullopt;
-      if (!kind) return fail(dir + "/stats.csv line " + std::to_string(lineNumber) + " is damaged.");
-      try {
-        SeriesPoint p;
-        p.step = std::stoll(f[0]);
-        p.stats.shape = parseShape(f[5]);
-        p.stats.dtype = f[6];
-        p.stats.numel = std::stoll(f[7]);
-        p.stats.min = parseDouble(f[8]);
-        p.stats.max = parseDouble(f[9]);
-        p.stats.mean = parseDouble(f[10]);
-        p.stats.std = parseDouble(f[11]);
-        p.stats.l2norm = parseDouble(f[12]);
-        p.stats.zeroFraction = parseDouble(f[13]);
-        p.stats.nanCount = std::stoll(f[14]);
-        p.stats.infCount = std::stoll(f[15]);
-        series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4])}].push_back(std::move(p));
-      } catch (const std::exception&) {
-        return fail(dir + "/stats.csv line " + std::to_string(lineNumber) + " has a bad number.");
-      }
-    }
+      if (!kind) return false;
+      SeriesPoint p;
+      p.step = std::stoll(f[0]);
+      p.stats.shape = parseShape(f[5]);
+      p.stats.dtype = f[6];
+      p.stats.numel = std::stoll(f[7]);
+      p.stats.min = parseDouble(f[8]);
+      p.stats.max = parseDouble(f[9]);
+      p.stats.mean = parseDouble(f[10]);
+      p.stats.std = parseDouble(f[11]);
+      p.stats.l2norm = parseDouble(f[12]);
+      p.stats.zeroFraction = parseDouble(f[13]);
+      p.stats.nanCount = std::stoll(f[14]);
+      p.stats.infCount = std::stoll(f[15]);
+      series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4])}].push_back(std::move(p));
+      return true;
+    });
+    if (!problem.empty()) return fail(dir + "/stats.csv " + problem);
   }
   if (fs::exists(fs::symlink_status(folder / "histograms.pt", ec))) {
     if (std::string problem = readHistograms((folder / "histograms.pt").string(), series); !problem.empty()) {
@@ -363,29 +379,23 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     std::ifstream in(folder / "alerts.csv");
     std::string line;
     std::getline(in, line);
-    int lineNumber = 1;
-    while (std::getline(in, line)) {
-      ++lineNumber;
-      if (line.empty()) continue;
-      const auto f = splitCsvLine(line);
+    const std::string problem = readCsvRows(in, [&](const std::vector<std::string>& f) {
       const auto kind = f.size() == 8 ? parseCaptureKind(f[2]) : std::nullopt;
       const auto rule = f.size() == 8 ? parseRuleName(f[3]) : std::nullopt;
-      if (!kind || !rule) return fail(dir + "/alerts.csv line " + std::to_string(lineNumber) + " is damaged.");
-      try {
-        Alert a;
-        a.step = std::stoll(f[0]);
-        a.module = f[1];
-        a.kind = *kind;
-        a.rule = *rule;
-        a.value = parseDouble(f[4]);
-        a.message = f[5];
-        a.lastStep = std::stoll(f[6]);
-        a.count = std::stoll(f[7]);
-        result.alerts.push_back(std::move(a));
-      } catch (const std::exception&) {
-        return fail(dir + "/alerts.csv line " + std::to_string(lineNumber) + " has a bad number.");
-      }
-    }
+      if (!kind || !rule) return false;
+      Alert a;
+      a.step = std::stoll(f[0]);
+      a.module = f[1];
+      a.kind = *kind;
+      a.rule = *rule;
+      a.value = parseDouble(f[4]);
+      a.message = f[5];
+      a.lastStep = std::stoll(f[6]);
+      a.count = std::stoll(f[7]);
+      result.alerts.push_back(std::move(a));
+      return true;
+    });
+    if (!problem.empty()) return fail(dir + "/alerts.csv " + problem);
   }
   result.hasTensors = fs::exists(folder / "tensors.pt", ec);
   *data = std::move(result);

@@ -839,7 +839,11 @@ bool MainWindow::hasUnexportedCaptures() const {
 }
 
 bool MainWindow::confirmDiscard(const QString& what, std::function<void()> then) {
-  if (!hasUnexportedCaptures() || m_afterExport) return !m_afterExport;
+  if (m_afterExport) {  // an export asked for by an earlier answer is still being written
+    statusBar()->showMessage(tr("Writing the export first: %1 waits for it.").arg(what), 5000);
+    return false;
+  }
+  if (!hasUnexportedCaptures()) return true;
   ++m_discardQuestions;
   const QString key = QStringLiteral("prompts/unexportedCaptures");
   DiscardChoice choice = m_discardAnswer;

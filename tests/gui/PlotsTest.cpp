@@ -70,6 +70,13 @@ int pointsOffTheChart(GradNormPlot& plot) {
   return off;
 }
 
+// The panel at a desktop size, drawing from `store`.
+void showOn(PlotsPanel& panel, const std::shared_ptr<CaptureStore>& store) {
+  panel.resize(1000, 700);
+  panel.show();
+  panel.setStore(store);
+}
+
 } // namespace
 
 class PlotsTest : public QObject {
@@ -86,9 +93,7 @@ private Q_SLOTS:
     QFETCH(bool, log);
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.show();
-    panel.setStore(store);
+    showOn(panel, store);
     panel.gradNorms()->setLogScale(log);
     const char* layers[] = {"layer1", "layer2", "layer3", "fc"};
     for (int step = 0; step < 40; ++step) {
@@ -109,9 +114,7 @@ private Q_SLOTS:
   void aZoomedViewStaysUntilFitToData() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.show();
-    panel.setStore(store);
+    showOn(panel, store);
     const SeriesKey key{"fc", 0, CaptureKind::Gradient, 0};
     for (int step = 0; step < 10; ++step) store->add(step, key, gaussianStats(1, 1.0 + step));
     panel.refresh();
@@ -132,9 +135,7 @@ private Q_SLOTS:
   void theLossAxesHoldEveryFiniteLoss() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.show();
-    panel.setStore(store);
+    showOn(panel, store);
     for (int step = 0; step < 30; ++step) {
       store->addScalar(step, "loss", step == 12 ? NAN : 5.0 * std::exp(-0.2 * step));
       panel.refresh();
@@ -151,9 +152,7 @@ private Q_SLOTS:
   void aGapInTheHooksIsAGapInTheLine() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.show();
-    panel.setStore(store);
+    showOn(panel, store);
     panel.gradNorms()->setLogScale(false);
     const SeriesKey key{"fc", 0, CaptureKind::Gradient, 0};
     // Hooked for steps 0-19 and 40-59, off in between; the norm is 1 everywhere.
@@ -210,9 +209,7 @@ private Q_SLOTS:
   void theLegendKeepsToACorner() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.show();
-    panel.setStore(store);
+    showOn(panel, store);
     QVERIFY2(!panel.gradNorms()->legendShown(), "an empty legend box at start");
     for (int l = 0; l < 6; ++l) {
       store->add(0, SeriesKey{"encoder.layers." + std::to_string(l) + ".self_attn", 0, CaptureKind::Gradient, 0},
@@ -249,9 +246,7 @@ private Q_SLOTS:
   void theSliderStepsWithTheKeyboardAndThePlotsFollow() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.show();
-    panel.setStore(store);
+    showOn(panel, store);
     const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
     for (int step = 0; step < 30; ++step) store->add(step, key, gaussianStats(1, 1));
     panel.setSelectedModule("fc");
