@@ -3,14 +3,14 @@
 #include "QCustomPlotInclude.h"
 
 #include <QEvent>
-
-#include <algorithm>
-#include <cmath>
 #include <QFileDialog>
 #include <QMenu>
 #include <QMessageBox>
 #include <QSaveFile>
 #include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
 
 PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_plot(new QCustomPlot(this)), m_title(title) {
   auto* layout = new QVBoxLayout(this);
