@@ -32,11 +32,31 @@ double LineBundle::axisValue(double value) const {
   return value;
 }
 
+void LineBundle::Series::widen(double key, double value) {
+  keyLow = std::min(keyLow, key);
+  keyHigh = std::max(keyHigh, key);
+  if (!std::isfinite(value)) return;
+  valueLow = std::min(valueLow, value);
+  valueHigh = std::max(valueHigh, value);
+  if (value <= 0) return;
+  positiveLow = std::min(positiveLow, value);
+  positiveHigh = std::max(positiveHigh, value);
+}
+
+void LineBundle::Series::recomputeRanges() {
+  keyLow = valueLow = positiveLow = INFINITY;
+  keyHigh = valueHigh = positiveHigh = -INFINITY;
+  for (int i = 0; i < keys.size(); ++i) widen(keys[i], values[i]);
+}
+
 void LineBundle::append(int series, const QVector<double>& keys, const QVector<double>& values) {
   Series& s = m_series[std::size_t(series)];
   s.keys += keys;
   s.values += values;
-  for (double v : values) s.axisValues.append(axisValue(v));
+  for (int i = 0; i < keys.size(); ++i) {
+    s.axisValues.append(axisValue(values[i]));
+    s.widen(keys[i], values[i]);
+  }
 }
 
 void LineBundle::removeLast(int series) {
@@ -45,6 +65,7 @@ void LineBundle::removeLast(int series) {
   s.keys.removeLast();
   s.values.removeLast();
   s.axisValues.removeLast();
+  s.recomputeRanges();  // rare: after a thinning dropped the newest point
 }
 
 void LineBundle::updateAxisValues() {
@@ -238,32 +259,40 @@ double LineBundle::selectTest(const QPointF& pos, bool onlySelectable, QVariant*
 
 QCPRange LineBundle::getKeyRange(bool& foundRange, QCP::SignDomain inSignDomain) const {
   // Not a QCPRange yet: its constructor would swap an empty [max, -max] into [-max, max].
-  double lower = std::numeric_limits<double>::max(), upper = -std::numeric_limits<double>::max();
-  foundRange = false;
+  double lower = INFINITY, upper = -INFINITY;
   for (const Series& s : m_series) {
+    if (inSignDomain == QCP::sdBoth) {
+      lower = std::min(lower, s.keyLow);
+      upper = std::max(upper, s.keyHigh);
+      continue;
+    }
     for (double k : s.keys) {
       if ((inSignDomain == QCP::sdPositive && k <= 0) || (inSignDomain == QCP::sdNegative && k >= 0)) continue;
       lower = std::min(lower, k);
       upper = std::max(upper, k);
-      foundRange = true;
     }
   }
+  foundRange = lower <= upper;
   return foundRange ? QCPRange(lower, upper) : QCPRange();
 }
 
 QCPRange LineBundle::getValueRange(bool& foundRange, QCP::SignDomain inSignDomain, const QCPRange& inKeyRange) const {
   const bool anyKey = inKeyRange == QCPRange();
-  double lower = std::numeric_limits<double>::max(), upper = -std::numeric_limits<double>::max();
-  foundRange = false;
+  double lower = INFINITY, upper = -INFINITY;
   for (const Series& s : m_series) {
+    if (anyKey && inSignDomain != QCP::sdNegative) {  // the kept ranges answer
+      lower = std::min(lower, inSignDomain == QCP::sdPositive ? s.positiveLow : s.valueLow);
+      upper = std::max(upper, inSignDomain == QCP::sdPositive ? s.positiveHigh : s.valueHigh);
+      continue;
+    }
     for (int i = 0; i < s.values.size(); ++i) {
       const double v = s.values[i];
       if (!std::isfinite(v) || (!anyKey && !inKeyRange.contains(s.keys[i]))) continue;
       if ((inSignDomain == QCP::sdPositive && v <= 0) || (inSignDomain == QCP::sdNegative && v >= 0)) continue;
       lower = std::min(lower, v);
       upper = std::max(upper, v);
-      foundRange = true;
     }
   }
+  foundRange = lower <= upper;
   return foundRange ? QCPRange(lower, upper) : QCPRange();
 }

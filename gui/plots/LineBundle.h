@@ -5,6 +5,7 @@
 #include <QImage>
 #include <QVector>
 
+#include <cmath>
 #include <limits>
 
 /// Many line series drawn as one plottable. Each series is reduced to one vertical span per
@@ -53,6 +54,13 @@ private:
     QVector<double> values;
     QVector<double> axisValues;  ///< values as the value axis places them: log10 on a log axis
     QRgb color = 0xff000000;
+    // Ranges kept up to date on append, so that fitting the axes each frame does not scan
+    // every point: keys, finite values, and finite positive values (for a log axis).
+    double keyLow = INFINITY, keyHigh = -INFINITY;
+    double valueLow = INFINITY, valueHigh = -INFINITY;
+    double positiveLow = INFINITY, positiveHigh = -INFINITY;
+    void widen(double key, double value);
+    void recomputeRanges();
   };
   /// Maps key and axis value to pixels: x = kx0 + kx * key, y = vy0 + vy * axisValue.
   struct Mapping {
