@@ -51,6 +51,9 @@ using namespace hookscope;
 namespace {
 constexpr int kRedrawMs = 33;  // at most about 30 redraws per second
 constexpr int kMaxRecent = 8;
+// Settings: the folder of the last export, and the remembered answer to "discard captures?".
+const char* const kLastExportKey = "paths/lastExport";
+const char* const kDiscardAnswerKey = "prompts/unexportedCaptures";
 
 QString settingsKeyFor(const QString& path) {
   return QStringLiteral("inputs/") + QString::fromLatin1(QFileInfo(path).absoluteFilePath().toUtf8().toBase64(QByteArray::Base64UrlEncoding));
@@ -138,7 +141,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     if (error.isEmpty()) {
       m_exportedVersion = m_exportingVersion;
       m_exportedStore = m_summary.store.get();
-      QSettings().setValue(QStringLiteral("paths/lastExport"), QFileInfo(dir).absolutePath());
+      QSettings().setValue(kLastExportKey, QFileInfo(dir).absolutePath());
       statusBar()->showMessage(tr("Exported captures to %1").arg(dir), 8000);
     } else {
       showMessage(tr("Export failed"), error);
@@ -291,7 +294,7 @@ void MainWindow::buildActions() {
   m_openAction->setShortcut(QKeySequence::Open);
   file->addAction(tr("Open &capture…"), this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"),
-                                                          QSettings().value(QStringLiteral("paths/lastExport")).toString());
+                                                          QSettings().value(kLastExportKey).toString());
     if (!dir.isEmpty()) openCapture(dir);
   })->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
   m_recentMenu = file->addMenu(tr("Open &recent"));
@@ -339,12 +342,12 @@ void MainWindow::buildActions() {
   settingsMenu->addAction(tr("&Operator libraries…"), this, &MainWindow::editOperatorLibraries);
   m_askDiscardAction = settingsMenu->addAction(tr("&Ask before discarding captures"));
   m_askDiscardAction->setCheckable(true);
-  m_askDiscardAction->setChecked(!QSettings().contains(QStringLiteral("prompts/unexportedCaptures")));
+  m_askDiscardAction->setChecked(!QSettings().contains(kDiscardAnswerKey));
   m_askDiscardAction->setToolTip(tr("Ask Export / Discard / Cancel before a reset, an open or quitting drops captures not exported"));
   connect(m_askDiscardAction, &QAction::toggled, this, [](bool ask) {
-    if (ask) QSettings().remove(QStringLiteral("prompts/unexportedCaptures"));
-    else if (!QSettings().contains(QStringLiteral("prompts/unexportedCaptures")))
-      QSettings().setValue(QStringLiteral("prompts/unexportedCaptures"), QStringLiteral("discard"));
+    if (ask) QSettings().remove(kDiscardAnswerKey);
+    else if (!QSettings().contains(kDiscardAnswerKey))
+      QSettings().setValue(kDiscardAnswerKey, QStringLiteral("discard"));
   });
 
   QToolBar* toolbar = addToolBar(tr("Run"));
@@ -458,10 +461,7 @@ void MainWindow::markInterventions(int module) {
 void MainWindow::markRecordedInterventions(const std::vector<InterventionRecord>& records) {
   std::map<int, std::pair<QStringList, QStringList>> marks;  // module -> gradient, output
   for (const auto& r : records) {
-    int module = -1;
-    for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
-      if (m_tree->modules()[m].path == r.module) module = int(m);
-    }
+    const int module = m_tree->moduleOf(r.module);
     if (module < 0) continue;
     const QString text = QStringLiteral("%1 (steps %2–%3)").arg(QString::fromStdString(r.action)).arg(r.fromStep).arg(r.toStep);
     (r.target == "output" ? marks[module].second : marks[module].first) << text;
@@ -547,13 +547,10 @@ void MainWindow::showTreeMenu(const QPoint& at) {
 }
 
 void MainWindow::selectModule(const QString& path) {
-  for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
-    if (QString::fromStdString(m_tree->modules()[m].path) == path) {
-      m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(int(m))));
-      m_treeView->scrollTo(m_treeView->currentIndex());
-      return;
-    }
-  }
+  const int module = m_tree->moduleOf(path.toStdString());
+  if (module < 0) return;
+  m_treeView->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(module)));
+  m_treeView->scrollTo(m_treeView->currentIndex());
 }
 
 void MainWindow::jumpTo(qint64 step, const QString& module) {
@@ -802,7 +799,7 @@ void MainWindow::hookAllOfType() {
 }
 
 bool MainWindow::exportCaptures() {
-  const QString folder = QSettings().value(QStringLiteral("paths/lastExport"), QDir::homePath()).toString();
+  const QString folder = QSettings().value(kLastExportKey, QDir::homePath()).toString();
   const QString dir = QFileDialog::getSaveFileName(this, tr("Export captures to a new folder"),
                                                    QDir(folder).filePath(QFileInfo(m_summary.fileName).completeBaseName() + QStringLiteral("-capture")));
   if (dir.isEmpty()) return false;
@@ -845,9 +842,8 @@ bool MainWindow::confirmDiscard(const QString& what, std::function<void()> then)
   }
   if (!hasUnexportedCaptures()) return true;
   ++m_discardQuestions;
-  const QString key = QStringLiteral("prompts/unexportedCaptures");
   DiscardChoice choice = m_discardAnswer;
-  const QString remembered = QSettings().value(key).toString();
+  const QString remembered = QSettings().value(kDiscardAnswerKey).toString();
   if (remembered == QLatin1String("discard")) {
     choice = DiscardChoice::Discard;
   } else if (remembered == QLatin1String("export")) {
@@ -868,7 +864,7 @@ bool MainWindow::confirmDiscard(const QString& what, std::function<void()> then)
              : box.clickedButton() == discardButton ? DiscardChoice::Discard
                                                     : DiscardChoice::Cancel;
     if (dontAsk->isChecked() && choice != DiscardChoice::Cancel) {
-      QSettings().setValue(key, choice == DiscardChoice::Export ? QStringLiteral("export") : QStringLiteral("discard"));
+      QSettings().setValue(kDiscardAnswerKey, choice == DiscardChoice::Export ? QStringLiteral("export") : QStringLiteral("discard"));
       if (m_askDiscardAction) m_askDiscardAction->setChecked(false);
     }
   }

@@ -216,6 +216,13 @@ QString ModuleTreeModel::compactNumber(double v) {
   return text;
 }
 
+int ModuleTreeModel::moduleOf(const std::string& path) const {
+  for (std::size_t m = 0; m < m_modules.size(); ++m) {
+    if (m_modules[m].path == path) return int(m);
+  }
+  return -1;
+}
+
 int ModuleTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
 
 QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {

@@ -44,6 +44,8 @@ public:
 
   QModelIndex indexOfModule(int module, int column = Name) const;
   int moduleAt(const QModelIndex& index) const;
+  /// The module with this dotted path, or -1.
+  int moduleOf(const std::string& path) const;
 
   QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
   QModelIndex parent(const QModelIndex& child) const override;

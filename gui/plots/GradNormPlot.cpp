@@ -85,7 +85,7 @@ void GradNormPlot::setLogScale(bool on) {
 void GradNormPlot::fitAxes() {
   bool found = false;
   const QCPRange keys = m_lines->getKeyRange(found);
-  if (found) m_plot->xAxis->setRange(keys.size() > 0 ? keys : QCPRange(keys.lower - 1, keys.upper + 1));
+  if (found) m_plot->xAxis->setRange(stepRange(keys.lower, keys.upper));
   const QCPRange values = m_lines->getValueRange(found, m_log ? QCP::sdPositive : QCP::sdBoth);
   if (found) m_plot->yAxis->setRange(paddedRange(values.lower, values.upper, m_log));
 }
@@ -101,7 +101,7 @@ void GradNormPlot::addMenuActions(QMenu* menu) {
 }
 
 void GradNormPlot::placeLegend() {
-  // A legend names the lines only while it stays in a corner: at most a third of the plot's
+  // A legend names the lines only while it stays in a corner: at most 45% of the plot's
   // width and half its height. Otherwise hovering a line names it.
   bool show = m_legendWanted && m_plot->graphCount() > 0;
   if (show) {

@@ -74,7 +74,7 @@ void LossPlot::fitAxes() {
   if (data->isEmpty()) return;
   // Keys span every step, also one whose loss is NaN; values only the finite ones.
   const double first = data->constBegin()->key, last = (data->constEnd() - 1)->key;
-  m_plot->xAxis->setRange(last > first ? QCPRange(first, last) : QCPRange(first - 1, last + 1));
+  m_plot->xAxis->setRange(stepRange(first, last));
   double lo = INFINITY, hi = -INFINITY;
   for (auto it = data->constBegin(); it != data->constEnd(); ++it) {
     if (!std::isfinite(it->value)) continue;

@@ -84,6 +84,10 @@ QCPRange PlotPage::paddedRange(double lo, double hi, bool log) {
   return QCPRange(lo - pad, hi + pad);
 }
 
+QCPRange PlotPage::stepRange(double first, double last) {
+  return last > first ? QCPRange(first, last) : QCPRange(first - 1, last + 1);
+}
+
 void PlotPage::autoFit() {
   if (m_userView) return;
   m_fitting = true;

@@ -47,6 +47,8 @@ protected:
   /// [lo, hi] with a margin, so that no point is drawn on the axis itself; on a log axis the
   /// margin is a factor. A single value gets a range around it.
   static QCPRange paddedRange(double lo, double hi, bool log);
+  /// Steps first..last on a step axis; one step alone gets a step on either side.
+  static QCPRange stepRange(double first, double last);
   /// What refresh calls after new data: fits unless the user chose a view.
   void autoFit();
   /// Adds page-specific entries to the right-click menu.
