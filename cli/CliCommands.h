@@ -14,6 +14,7 @@ enum ExitCode : int {
   kData = 4,
   kOutput = 5,
   kBreak = 6,
+  kRankLost = 7,  ///< record: a rank of a job left without closing; the export holds what every rank sent
 };
 
 struct InspectOptions {
@@ -62,6 +63,8 @@ struct RecordOptions {
   bool force = false;
   double memoryCapMiB = 512;
   double timeoutSeconds = 0;  ///< how long to wait for a script; 0: forever
+  int ranks = 0;              ///< ranks of a job to wait for; 0: the world size the first reports
+  double graceSeconds = 60;   ///< after the first rank, how long the others may take to attach
   std::vector<std::string> breakOn;
   std::vector<std::string> thresholds;
 };

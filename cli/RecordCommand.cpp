@@ -1,5 +1,6 @@
-// hookscope-cli record: waits for one training script, hooks it, writes an export folder.
+// hookscope-cli record: waits for a training script (or every rank of a job), hooks it, writes an export folder.
 
+#include "AttachJob.h"
 #include "AttachListener.h"
 #include "AttachSession.h"
 #include "CliCommands.h"
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -38,127 +40,193 @@ int runRecord(const RecordOptions& options) {
   StopSignals signals;
 
   auto store = std::make_shared<CaptureStore>(std::size_t(options.memoryCapMiB * 1024 * 1024));
-  std::unique_ptr<AttachSession> session;
-  const auto waitStart = std::chrono::steady_clock::now();
-  while (!session) {
-    if (StopSignals::received()) {
-      return error(128 + StopSignals::received(), "interrupted before a script attached; nothing written");
+  AttachJob job(store);
+  std::uint32_t breakMask = 0;
+  for (auto rule : breakOn) breakMask |= 1u << unsigned(rule);
+  job.setBins(options.bins);
+  job.setRuleSettings(ruleSettings);
+  job.setBreakRules(breakMask, /*stopOnBreak=*/true);
+
+  // Progress: one line per step of the lowest rank still attached; a note when a rank leaves.
+  std::mutex outputMutex;
+  const bool terminal = ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> dropped{0};
+  std::atomic<int> expected{0};
+  job.setOnStep([&](int rank, const AttachedStep& s) {
+    dropped += s.droppedCaptures;
+    const auto live = job.liveRanks();
+    if (live.empty() || rank != live.front()) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::ostringstream line;
+    line << "step " << (s.step + 1);
+    if (const auto loss = s.scalars.find("loss"); loss != s.scalars.end()) {
+      line << "  loss " << std::setprecision(6) << loss->second;
     }
-    if (options.timeoutSeconds > 0 &&
+    line << "  " << s.captures << " captures" << std::fixed << std::setprecision(1) << "  "
+         << double(s.step + 1) / std::max(seconds, 1e-9) << " steps/s";
+    if (expected > 1) line << "  ranks " << live.size() << "/" << expected;
+    if (s.droppedCaptures) line << "  (" << s.droppedCaptures << " dropped: HookScope was behind)";
+    std::lock_guard<std::mutex> lock(outputMutex);
+    if (terminal) {
+      std::cerr << "\r" << line.str() << "   " << std::flush;
+    } else {
+      std::cerr << line.str() << "\n";
+    }
+  });
+  job.setOnEnded([&](int rank, const std::string& why) {
+    std::lock_guard<std::mutex> lock(outputMutex);
+    if (terminal) std::cerr << "\n";
+    std::string name;
+    for (const auto& s : job.scripts()) {
+      if (s.rank == rank) name = s.name;
+    }
+    note(expected > 1 ? "rank " + std::to_string(rank) + ": " + why : name + ": " + why);
+  });
+
+  // Ranks attach until every expected rank has, or the grace period after the first ends.
+  std::vector<HookedModule> hooked;
+  bool accepting = true;
+  int stopSignal = 0;
+  std::chrono::steady_clock::time_point firstAttach;
+  const auto waitStart = std::chrono::steady_clock::now();
+  const bool tcp = listener->parsed().tcp;
+  while (true) {
+    if (!stopSignal && StopSignals::received()) {
+      stopSignal = StopSignals::received();
+      if (job.ranks().empty()) {
+        return error(128 + stopSignal, "interrupted before a script attached; nothing written");
+      }
+      job.close();  // the scripts detach and train on
+      accepting = false;
+    }
+    const auto ranks = job.ranks();
+    if (ranks.empty() && options.timeoutSeconds > 0 &&
         std::chrono::steady_clock::now() - waitStart > std::chrono::duration<double>(options.timeoutSeconds)) {
       return error(kData, "no training script attached within " + std::to_string(int(options.timeoutSeconds)) +
                               " s; nothing written");
     }
-    const int fd = listener->accept(200);
+    if (accepting && !ranks.empty()) {
+      if (int(ranks.size()) >= expected) {
+        accepting = false;
+        if (expected > 1) note("all " + std::to_string(expected) + " ranks attached");
+      } else if (job.liveRanks().empty()) {
+        accepting = false;  // the job ended before the others came
+      } else if (std::chrono::steady_clock::now() - firstAttach > std::chrono::duration<double>(options.graceSeconds)) {
+        accepting = false;
+        note("only " + std::to_string(ranks.size()) + " of " + std::to_string(expected) + " ranks attached within " +
+             std::to_string(int(options.graceSeconds)) + " s (--grace); recording those");
+      }
+    }
+    if (!accepting && !ranks.empty() && job.waitEnded(0)) break;
+    const int fd = listener->accept(accepting ? 200 : 50);
     if (fd < 0) continue;
-    session = AttachSession::accept(fd, listener->parsed().tcp ? listener->parsed().token : "",
-                                    !listener->parsed().tcp, store, &message);
-    if (!session) note("refused a connection: " + message);
-  }
-  const auto& script = session->script();
-  const auto& modules = session->modules();
-  note("attached: " + script.name + " (pid " + std::to_string(script.pid) + " on " + script.host + ", PyTorch " +
-       script.torch + ", " + script.device + ", " + std::to_string(modules.size()) + " modules)");
-
-  const std::vector<std::string> patterns = options.hooks.empty() ? std::vector<std::string>{"*"} : options.hooks;
-  for (const auto& pattern : patterns) {
-    bool any = false;
-    for (const auto& m : modules) any = any || matchesPattern(pattern, m.path);
-    if (!any) {
-      const std::string problem = "--hook '" + pattern + "' matches no module of " + script.name +
-                                  " (its modules are named like '" + (modules.size() > 1 ? modules[1].path : "") + "')";
-      session->stop("hookscope-cli record: " + problem);
-      return error(kUsage, problem);
+    auto session = AttachSession::accept(fd, tcp ? listener->parsed().token : "", !tcp, store, &message);
+    if (!session) {
+      note("refused a connection: " + message);
+      continue;
     }
-  }
-  std::vector<std::uint8_t> masks(modules.size(), 0);
-  std::vector<HookedModule> hooked;
-  for (std::size_t i = 0; i < modules.size(); ++i) {
-    bool on = false;
-    for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
-    if (!on) continue;
-    masks[i] = kinds;
-    hooked.push_back({modules[i].path, captureKindNames(kinds)});
-  }
-  session->setAllHooks(masks);
-  session->setBins(options.bins);
-  session->setRuleSettings(ruleSettings);
-  std::uint32_t breakMask = 0;
-  for (auto rule : breakOn) breakMask |= 1u << unsigned(rule);
-  session->setBreakRules(breakMask, /*stopOnBreak=*/true);
-
-  // Signals are watched here; the session is served on its own thread.
-  std::optional<Alert> breakAlert;
-  const bool terminal = ::isatty(STDERR_FILENO);
-  const auto start = std::chrono::steady_clock::now();
-  std::int64_t dropped = 0;
-  std::string ended;
-  std::atomic<bool> done{false};
-  std::thread server([&] {
-    ended = session->serve([&](const AttachedStep& s) {
-      if (s.breakAlert && !breakAlert) breakAlert = s.breakAlert;
-      dropped += s.droppedCaptures;
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::ostringstream line;
-      line << "step " << (s.step + 1);
-      if (const auto loss = s.scalars.find("loss"); loss != s.scalars.end()) {
-        line << "  loss " << std::setprecision(6) << loss->second;
-      }
-      line << "  " << s.captures << " captures" << std::fixed << std::setprecision(1) << "  "
-           << double(s.step + 1) / std::max(seconds, 1e-9) << " steps/s";
-      if (s.droppedCaptures) line << "  (" << s.droppedCaptures << " dropped: HookScope was behind)";
-      if (terminal) {
-        std::cerr << "\r" << line.str() << "   " << std::flush;
-      } else {
-        std::cerr << line.str() << "\n";
-      }
-    });
-    done = true;
-  });
-  int stopSignal = 0;
-  while (!done) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!stopSignal && StopSignals::received()) {
-      stopSignal = StopSignals::received();
-      session->close();  // the script detaches and trains on
+    const ScriptRecord script = session->script();
+    if (!accepting) {
+      session->refuse(job.ranks().empty() ? "HookScope is shutting down"
+                                          : "this recording of job '" + script.job + "' started without rank " +
+                                                std::to_string(script.rank) + ", which attached too late (--grace)");
+      note("refused rank " + std::to_string(script.rank) + " of " + script.name + ": it attached after recording began");
+      continue;
     }
+    if (job.ranks().empty()) {
+      // The first rank: its modules decide the hooks, which every rank gets from its first step.
+      const auto& modules = session->modules();
+      const std::vector<std::string> patterns = options.hooks.empty() ? std::vector<std::string>{"*"} : options.hooks;
+      for (const auto& pattern : patterns) {
+        bool any = false;
+        for (const auto& m : modules) any = any || matchesPattern(pattern, m.path);
+        if (!any) {
+          const std::string problem = "--hook '" + pattern + "' matches no module of " + script.name +
+                                      " (its modules are named like '" + (modules.size() > 1 ? modules[1].path : "") + "')";
+          session->refuse("hookscope-cli record: " + problem);
+          return error(kUsage, problem);
+        }
+      }
+      std::vector<std::uint8_t> masks(modules.size(), 0);
+      for (std::size_t i = 0; i < modules.size(); ++i) {
+        bool on = false;
+        for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
+        if (!on) continue;
+        masks[i] = kinds;
+        hooked.push_back({modules[i].path, captureKindNames(kinds)});
+      }
+      job.setAllHooks(masks);
+      expected = options.ranks > 0 ? options.ranks : script.worldSize;
+      firstAttach = std::chrono::steady_clock::now();
+    }
+    const std::string who = script.name + " (pid " + std::to_string(script.pid) + " on " + script.host + ", PyTorch " +
+                            script.torch + ", " + script.device + ", " + std::to_string(session->modules().size()) +
+                            " modules)";
+    if (!job.add(std::move(session), &message)) {
+      note("refused " + who + ": " + message);
+      continue;
+    }
+    note(script.worldSize > 1 || expected > 1
+             ? "attached rank " + std::to_string(script.rank) + " of " + std::to_string(script.worldSize) +
+                   (script.job.empty() ? "" : " of job " + script.job) + ": " + who
+             : "attached: " + who);
   }
-  server.join();
-  if (terminal) std::cerr << "\n";
-  note(script.name + ": " + ended);
 
+  const auto scripts = job.scripts();
   ExportManifest manifest;
-  manifest.modelFile = script.name;
+  manifest.modelFile = scripts.front().name;
   manifest.hookscopeVersion = HOOKSCOPE_VERSION;
   manifest.config.bins = options.bins;
   manifest.config.optimizer = OptimizerKind::None;
-  manifest.steps = session->stepsDone();
+  for (const auto& s : scripts) manifest.steps = std::max(manifest.steps, s.steps);
   manifest.hooked = hooked;
-  manifest.interventions = session->interventions();
+  manifest.interventions = job.interventions();
   manifest.thinning = store->thinning();
   manifest.memoryCapBytes = store->capBytes();
-  manifest.script = script;
-  manifest.script->ended = ended;
-  manifest.gaps = session->gaps();
+  manifest.script = scripts.front();
+  if (scripts.size() > 1 || scripts.front().worldSize > 1) manifest.ranks = scripts;
+  manifest.gaps = job.gaps();
   if (stopSignal) manifest.interrupted = StopSignals::name(stopSignal);
+  const auto alerts = job.alerts();
   ExportOptions exportOptions;
   exportOptions.overwrite = options.force;
   exportOptions.lockHeld = true;
-  exportOptions.extraFiles = {{"alerts.csv", alertsCsv(session->alerts())}};
+  exportOptions.extraFiles = {{"alerts.csv", alertsCsv(alerts)}};
   if (!writeExport(options.out, manifest, *store, {}, exportOptions, &message)) return error(kOutput, message);
   std::cerr << "wrote " << options.out << ": " << store->captureCount() << " captures of " << store->seriesKeys().size()
-            << " series over " << session->stepsDone() << " steps, " << session->alerts().size() << " alerts";
+            << " series over " << manifest.steps << " steps";
+  if (scripts.size() > 1) std::cerr << " of " << scripts.size() << " ranks";
+  std::cerr << ", " << alerts.size() << " alerts";
   if (dropped) std::cerr << ", " << dropped << " captures dropped by the script (see gaps in manifest.json)";
   std::cerr << "\n";
   if (stopSignal) {
     return error(128 + stopSignal, "interrupted by " + manifest.interrupted + ": the script was detached and trains on; "
                                    "the export of what was received is in " + options.out);
   }
-  if (breakAlert) {
-    return error(kBreak, "stopped the script at step " + std::to_string(breakAlert->step) + " on " +
-                             ruleName(breakAlert->rule) + ": " + breakAlert->message);
+  if (const auto breakAlert = job.breakAlert()) {
+    return error(kBreak, "stopped the " + std::string(scripts.size() > 1 ? "job" : "script") + " at step " +
+                             std::to_string(breakAlert->step) + " on " + ruleName(breakAlert->rule) +
+                             (scripts.size() > 1 ? " (rank " + std::to_string(breakAlert->rank) + ")" : "") + ": " +
+                             breakAlert->message);
   }
-  if (session->brokeProtocol()) return error(kData, ended);
+  if (job.brokeProtocol()) {
+    for (const auto& s : scripts) {
+      if (s.ended.find("HookScope ended the connection") != std::string::npos) return error(kData, s.ended);
+    }
+    return error(kData, "a script broke the protocol");
+  }
+  if (scripts.size() > 1) {
+    std::string lost;
+    for (const auto& s : scripts) {
+      if (s.ended.find("disconnected without closing") != std::string::npos) {
+        lost += (lost.empty() ? "" : "; ") + std::string("rank ") + std::to_string(s.rank) + " " + s.ended;
+      }
+    }
+    if (!lost.empty()) {
+      return error(kRankLost, lost + ". The export holds every rank's captures up to then; the other ranks finished.");
+    }
+  }
   return kOk;
 }
 

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
-               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written)."};
+               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent)."};
   app.require_subcommand(1);
 
   std::vector<std::string> libraries;
@@ -106,8 +106,9 @@ int main(int argc, char** argv) {
 
   RecordOptions record;
   auto* recordCmd = app.add_subcommand(
-      "record", "Wait for one training script that calls hookscope.attach(), hook it, and write the export "
-                "folder when it closes or disconnects. Prints HOOKSCOPE_ADDRESS=... as its first line.");
+      "record", "Wait for a training script that calls hookscope.attach() (or every rank of a torch.distributed "
+                "job), hook it, and write the export folder when it closes or disconnects. Prints "
+                "HOOKSCOPE_ADDRESS=... as its first line.");
   recordCmd->add_option("--out", record.out, "export folder to write")->required();
   recordCmd->add_option("--address", record.address,
                         "where to listen: unix:PATH (default: unix:$XDG_RUNTIME_DIR/hookscope.sock) or "
@@ -121,6 +122,13 @@ int main(int argc, char** argv) {
   recordCmd->add_option("--memory-cap", record.memoryCapMiB, "MiB the capture store may hold before it thins older steps")
       ->capture_default_str()->check(CLI::PositiveNumber);
   recordCmd->add_option("--timeout", record.timeoutSeconds, "seconds to wait for a script (default: forever)");
+  recordCmd->add_option("--ranks", record.ranks,
+                        "ranks of a torch.distributed job to wait for (default: the world size the first rank reports)")
+      ->check(CLI::Range(1, 1 << 20));
+  recordCmd->add_option("--grace", record.graceSeconds,
+                        "seconds the other ranks may take to attach after the first; then recording goes on with "
+                        "those that did")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   recordCmd->add_flag("--force", record.force, "replace an existing HookScope export folder");
   recordCmd->add_option("--break", record.breakOn,
                         "stop the script (hookscope.Stopped is raised in its hs.step()) at the end of the step "

@@ -269,6 +269,23 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
   script.device = wireString(hello, "device");
   script.dtype = wireString(hello, "dtype");
   script.optimizer = wireString(hello, "optimizer");
+  if (const auto dist = hello.find("dist"); dist != hello.end() && dist->is_object()) {
+    ok = true;
+    const auto world = wireInt(*dist, "world_size", 1, 1 << 20, &ok);
+    const auto rank = wireInt(*dist, "rank", 0, world - 1, &ok);
+    if (!ok) return refuse("the hello's dist has no rank in [0, world_size) or no world_size");
+    script.rank = int(rank);
+    script.worldSize = int(world);
+    script.job = wireString(*dist, "job");
+  }
+  if (const auto params = hello.find("parameters"); params != hello.end()) {
+    if (!params->is_array() || params->size() > kMaxModules) return refuse("the hello's parameters are not a list of names");
+    for (const auto& name : *params) {
+      if (!name.is_string()) return refuse("the hello's parameters are not a list of names");
+      session->m_parameters.push_back(name.get<std::string>().substr(0, kMaxNameBytes));
+    }
+  }
+  ok = true;
 
   // The ring: a sealed memfd the script cannot shrink under us (that would be a SIGBUS here).
   ok = true;
@@ -306,6 +323,7 @@ AttachSession::~AttachSession() {
 void AttachSession::setRuleSettings(const RuleSettings& settings) {
   std::lock_guard<std::mutex> lock(m_stateMutex);
   auto rules = std::make_unique<RuleEngine>(settings);
+  rules->setRank(m_script.rank);
   std::map<std::string, std::string> types;
   for (const auto& m : m_modules) types[m.path] = m.typeName;
   rules->setModuleTypes(types);
@@ -435,6 +453,11 @@ void AttachSession::close() {
   (void)!::write(m_wake[1], &byte, 1);
 }
 
+void AttachSession::refuse(const std::string& message) {
+  sendAll(m_fd, errorFrame(message));
+  ::shutdown(m_fd, SHUT_RDWR);
+}
+
 std::vector<Alert> AttachSession::alerts() const {
   std::lock_guard<std::mutex> lock(m_stateMutex);
   return m_rules->alerts();
@@ -550,6 +573,12 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
       m_clean = true;
       return true;
     }
+    if (type == "paused") {
+      bool ok = true;
+      const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+      if (ok && m_pausedHeard) m_pausedHeard(step);
+      return true;
+    }
   } catch (const std::exception& e) {  // a field of the wrong JSON type
     *error = "a " + type + " message is malformed: " + e.what();
     return false;
@@ -577,6 +606,7 @@ bool AttachSession::handleCapture(const json& message, const std::string* inline
   key.call = int(call);
   key.kind = *kind;
   key.index = int(index);
+  key.rank = m_script.rank;
   if (isParameterKind(*kind)) {
     key.module = wireString(message, "param");
     key.call = 0;
@@ -670,13 +700,30 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
       double number = 0;
       if (name.empty() || name.size() > 256 || !wireNumber(value, &number)) continue;
       done.scalars[name] = number;
-      m_store->addScalar(step, name, number);
+      m_store->addScalar(step, name, number, m_script.rank);
     }
   }
   if (const auto it = message.find("dropped"); it != message.end() && it->is_object()) {
     done.droppedCaptures = wireInt(*it, "captures", 0, std::numeric_limits<std::int64_t>::max(), &ok);
     done.droppedBytes = wireInt(*it, "bytes", 0, std::numeric_limits<std::int64_t>::max(), &ok);
-    if (done.droppedCaptures > 0) m_store->addScalar(step, "dropped_captures", double(done.droppedCaptures));
+    if (done.droppedCaptures > 0) m_store->addScalar(step, "dropped_captures", double(done.droppedCaptures), m_script.rank);
+  }
+  if (const auto it = message.find("fingerprint"); it != message.end() && it->is_object()) {
+    // Per parameter [sum, norm] of its values and of its gradient (null: no gradient).
+    auto prints = [&](const char* field, std::vector<std::array<double, 2>>* out) {
+      const auto list = it->find(field);
+      if (list == it->end() || !list->is_array() || list->size() != m_parameters.size()) return;
+      for (const auto& pair : *list) {
+        std::array<double, 2> v{std::nan(""), std::nan("")};
+        if (pair.is_array() && pair.size() == 2) {
+          wireNumber(pair[0], &v[0]);
+          wireNumber(pair[1], &v[1]);
+        }
+        out->push_back(v);
+      }
+    };
+    prints("params", &done.parameterPrints);
+    prints("grads", &done.gradientPrints);
   }
   if (const auto it = message.find("shapes"); it != message.end() && it->is_object()) {
     for (const auto& [module, calls] : it->items()) {
@@ -694,11 +741,12 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
       }
     }
   }
-  std::string control;
+  StepAnswer answer = StepAnswer::Go;
+  std::string reason;
   {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     done.alerts = m_rules->evaluate(*m_store, step, m_order);
-    m_store->setAlertBytes(m_rules->bytes());
+    m_store->setAlertBytes(m_rules->bytes(), m_script.rank);
     if (done.droppedCaptures > 0) m_gaps.push_back({step, done.droppedCaptures, done.droppedBytes});
     for (const auto& alert : done.alerts) {
       if (m_breakRules & (1u << unsigned(alert.rule))) {
@@ -707,15 +755,12 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
       }
     }
     if (done.breakAlert) {
-      const std::string reason = std::string("HookScope stopped the run at step ") + std::to_string(step) + " on " +
-                                 ruleName(done.breakAlert->rule) + ": " + done.breakAlert->message;
-      control = m_stopOnBreak ? text(json{{"type", "stop"}, {"reason", reason}}) : R"({"type":"pause"})";
-      if (!m_stopOnBreak) m_paused = true;
+      answer = m_stopOnBreak ? StepAnswer::Stop : StepAnswer::Pause;
+      reason = std::string("HookScope stopped the run at step ") + std::to_string(step) + " on " +
+               ruleName(done.breakAlert->rule) + ": " + done.breakAlert->message;
     }
   }
-  // The pause comes before the acknowledgement the script waits for, so it stops at this step.
-  if (!control.empty()) send(control);
-  send(text(json{{"type", "ack"}, {"step", step}}));
+  if (!m_gate) release(step, answer, reason);
   const auto now = std::chrono::steady_clock::now();
   done.seconds = std::chrono::duration<double>(now - m_lastStepEnd).count();
   m_lastStepEnd = now;
@@ -724,7 +769,29 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
   m_order = StepOrder{};
   m_stepCaptures = 0;
   if (m_onStep) m_onStep(done);
+  if (m_gate) m_gate(done);
   return true;
+}
+
+void AttachSession::setGate(std::function<void(const AttachedStep&)> gate, std::function<void(std::int64_t)> paused) {
+  m_gate = std::move(gate);
+  m_pausedHeard = std::move(paused);
+}
+
+void AttachSession::release(std::int64_t step, StepAnswer answer, const std::string& reason) {
+  // The pause comes before the acknowledgement the script waits for, so it stops at this step.
+  if (answer == StepAnswer::Pause) {
+    m_paused = true;
+    send(R"({"type":"pause"})");
+  } else if (answer == StepAnswer::Stop) {
+    send(text(json{{"type", "stop"}, {"reason", reason}}));
+  }
+  send(text(json{{"type", "ack"}, {"step", step}}));
+}
+
+bool AttachSession::breakArmed() const {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  return m_breakRules != 0;
 }
 
 } // namespace hookscope

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -36,6 +37,11 @@ struct AttachedStep {
   std::int64_t droppedCaptures = 0;       ///< captures the script dropped (viewer behind)
   std::int64_t droppedBytes = 0;
   double seconds = 0;                     ///< since the previous step ended
+  /// In a job of several ranks: (sum, L2 norm) of each parameter after the optimizer step and
+  /// of its gradient, in the order of the hello's `parameters` (empty when not sent; a NaN pair
+  /// for a parameter without a gradient). What rank_divergence compares.
+  std::vector<std::array<double, 2>> parameterPrints;
+  std::vector<std::array<double, 2>> gradientPrints;
 };
 
 /// Serves one attached script: accept() reads its hello, serve() receives until it leaves.
@@ -53,6 +59,10 @@ public:
   AttachSession& operator=(const AttachSession&) = delete;
 
   const ScriptRecord& script() const { return m_script; }
+  /// Its rank in a torch.distributed job (from the hello; 0 alone): captures, scalars and alerts carry it.
+  int rank() const { return m_script.rank; }
+  /// Parameter names of the hello, in the order of AttachedStep's prints.
+  const std::vector<std::string>& parameters() const { return m_parameters; }
   const std::vector<ModuleInfo>& modules() const { return m_modules; }
   const std::shared_ptr<CaptureStore>& store() const { return m_store; }
   void setBins(int bins) { m_bins = bins; }
@@ -89,6 +99,20 @@ public:
   void setBreakRules(std::uint32_t mask, bool stopOnBreak = false);
   /// Makes serve() return; the connection closes.
   void close();
+  /// Instead of serve(): tells the script why it may not attach, and hangs up.
+  void refuse(const std::string& message);
+
+  // A job of several ranks (AttachJob) decides for all of them at each step end:
+  /// When set, a step's end is not answered: `gate` gets it (on serve's thread), and the step
+  /// is answered by release(). `paused` hears the script say it waits, paused after a step.
+  void setGate(std::function<void(const AttachedStep&)> gate, std::function<void(std::int64_t step)> paused);
+  /// How a step's end is answered.
+  enum class StepAnswer { Go, Pause, Stop };
+  /// Answers the end of `step`: a pause or a stop (hookscope.Stopped with `reason`) first, then
+  /// the acknowledgement the script waits for when breakpoints are armed.
+  void release(std::int64_t step, StepAnswer answer, const std::string& reason = "");
+  /// Whether a rule that pauses or stops is armed.
+  bool breakArmed() const;
   /// Copies of the alerts so far.
   std::vector<Alert> alerts() const;
   /// Steps dropped in part by the script, for the manifest.
@@ -141,6 +165,9 @@ private:
   std::string m_pendingInline;  // a capture message waiting for its data frame
   std::vector<wire::Frame> m_early;  // frames that came with the hello
   std::function<void(const AttachedStep&)> m_onStep;
+  std::function<void(const AttachedStep&)> m_gate;
+  std::function<void(std::int64_t)> m_pausedHeard;
+  std::vector<std::string> m_parameters;
   std::chrono::steady_clock::time_point m_lastStepEnd;
 };
 

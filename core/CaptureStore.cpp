@@ -31,6 +31,7 @@ std::size_t CaptureStore::pointBytes(const TensorStats& stats) {
 void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stats) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (key.call % m_callStride != 0) return;  // thinned calls (recorded in m_thinning)
+  m_ranks.insert(key.rank);
   // A new step: the previous newest was kept only for being newest; off the grid it goes.
   if (m_stride > 1 && m_stepCaptures.size() > 1 && !m_stepCaptures.count(step)) {
     const std::int64_t newest = m_stepCaptures.rbegin()->first;
@@ -70,9 +71,10 @@ bool CaptureStore::remove(std::int64_t step, const SeriesKey& key) {
   return true;
 }
 
-void CaptureStore::addScalar(std::int64_t step, const std::string& name, double value) {
+void CaptureStore::addScalar(std::int64_t step, const std::string& name, double value, int rank) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  auto& points = m_scalars[name];
+  m_ranks.insert(rank);
+  auto& points = m_scalars[{rank, name}];
   points.push_back({step, value});
   m_latestScalarStep = std::max(m_latestScalarStep, step);
   m_bytes += kScalarBytes;
@@ -202,15 +204,20 @@ bool CaptureStore::pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint*
 
 std::vector<std::string> CaptureStore::scalarNames() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  std::vector<std::string> names;
-  for (const auto& entry : m_scalars) names.push_back(entry.first);
-  return names;
+  std::set<std::string> names;
+  for (const auto& entry : m_scalars) names.insert(entry.first.second);
+  return {names.begin(), names.end()};
 }
 
-std::vector<ScalarPoint> CaptureStore::scalars(const std::string& name) const {
+std::vector<ScalarPoint> CaptureStore::scalars(const std::string& name, int rank) const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  const auto it = m_scalars.find(name);
+  const auto it = m_scalars.find({rank, name});
   return it == m_scalars.end() ? std::vector<ScalarPoint>{} : it->second;
+}
+
+std::vector<int> CaptureStore::ranks() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return {m_ranks.begin(), m_ranks.end()};
 }
 
 std::int64_t CaptureStore::latestStep() const {
@@ -237,9 +244,11 @@ std::size_t CaptureStore::bytesUsed() const {
   return m_bytes + m_alertBytes;
 }
 
-void CaptureStore::setAlertBytes(std::size_t bytes) {
+void CaptureStore::setAlertBytes(std::size_t bytes, int rank) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_alertBytes = bytes;
+  m_rankAlertBytes[rank] = bytes;
+  m_alertBytes = 0;
+  for (const auto& [r, b] : m_rankAlertBytes) m_alertBytes += b;
   if (overCapLocked() && !m_stepCaptures.empty()) thinLocked(m_stepCaptures.rbegin()->first);
   m_version.fetch_add(1, std::memory_order_release);
 }
@@ -270,6 +279,7 @@ void CaptureStore::clear() {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_series.clear();
   m_scalars.clear();
+  m_ranks.clear();
   m_stepCaptures.clear();
   m_thinning.clear();
   m_bytes = 0;
@@ -277,6 +287,7 @@ void CaptureStore::clear() {
   m_stride = 1;
   m_callStride = 1;
   m_alertBytes = 0;
+  m_rankAlertBytes.clear();
   m_latestScalarStep = -1;
   m_version.fetch_add(1, std::memory_order_release);
 }

@@ -21,12 +21,13 @@ struct SeriesKey {
   int call = 0;        ///< call number within a step (0 for parameters)
   CaptureKind kind = CaptureKind::Activation;
   int index = 0;       ///< position of the tensor in the module's output or input structure
+  int rank = 0;        ///< the process of a torch.distributed job it came from (0 for one process)
 
   bool operator<(const SeriesKey& o) const {
-    return std::tie(module, call, kind, index) < std::tie(o.module, o.call, o.kind, o.index);
+    return std::tie(module, call, kind, index, rank) < std::tie(o.module, o.call, o.kind, o.index, o.rank);
   }
   bool operator==(const SeriesKey& o) const {
-    return std::tie(module, call, kind, index) == std::tie(o.module, o.call, o.kind, o.index);
+    return std::tie(module, call, kind, index, rank) == std::tie(o.module, o.call, o.kind, o.index, o.rank);
   }
 };
 
@@ -74,8 +75,8 @@ public:
   void add(std::int64_t step, const SeriesKey& key, TensorStats stats);
   /// Removes one capture; false when the store does not hold it.
   bool remove(std::int64_t step, const SeriesKey& key);
-  /// Adds a scalar value for a step (never thinned).
-  void addScalar(std::int64_t step, const std::string& name, double value);
+  /// Adds a scalar value of a rank for a step (never thinned).
+  void addScalar(std::int64_t step, const std::string& name, double value, int rank = 0);
 
   /// Keys of all series, sorted.
   std::vector<SeriesKey> seriesKeys() const;
@@ -87,10 +88,12 @@ public:
   std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
   /// The newest point of a series at or before `step`; false when there is none.
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
-  /// Names of the scalar series, sorted.
+  /// Names of the scalar series of every rank, sorted.
   std::vector<std::string> scalarNames() const;
-  /// Copies of one scalar series.
-  std::vector<ScalarPoint> scalars(const std::string& name) const;
+  /// Copies of one scalar series of a rank.
+  std::vector<ScalarPoint> scalars(const std::string& name, int rank = 0) const;
+  /// The ranks that hold a capture or a scalar, ascending ({0} for one process, empty when empty).
+  std::vector<int> ranks() const;
   /// The newest step that holds a capture or a scalar; -1 when empty. O(1).
   std::int64_t latestStep() const;
   /// Steps that hold at least one capture, ascending.
@@ -100,8 +103,8 @@ public:
 
   /// Bytes of the captures and scalars, plus the alerts' (setAlertBytes).
   std::size_t bytesUsed() const;
-  /// Memory that the session's alerts take, which counts against the cap too.
-  void setAlertBytes(std::size_t bytes);
+  /// Memory that a rank's alerts take, which counts against the cap too.
+  void setAlertBytes(std::size_t bytes, int rank = 0);
   std::size_t capBytes() const;
   /// Sets the cap, thinning at once if the store is over it.
   void setCapBytes(std::size_t capBytes);
@@ -126,7 +129,8 @@ private:
 
   mutable std::mutex m_mutex;
   std::map<SeriesKey, std::vector<SeriesPoint>> m_series;
-  std::map<std::string, std::vector<ScalarPoint>> m_scalars;
+  std::map<std::pair<int, std::string>, std::vector<ScalarPoint>> m_scalars;  ///< (rank, name)
+  std::set<int> m_ranks;
   std::map<std::int64_t, std::size_t> m_stepCaptures;  ///< step -> captures stored for it
   std::vector<ThinningEvent> m_thinning;
   std::size_t m_bytes = 0;
@@ -134,7 +138,8 @@ private:
   std::size_t m_captures = 0;
   std::int64_t m_stride = 1;
   std::int64_t m_callStride = 1;
-  std::size_t m_alertBytes = 0;
+  std::size_t m_alertBytes = 0;  ///< the sum of m_rankAlertBytes
+  std::map<int, std::size_t> m_rankAlertBytes;
   std::int64_t m_latestScalarStep = -1;
   std::atomic<std::uint64_t> m_version{0};
 };

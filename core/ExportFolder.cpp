@@ -64,7 +64,7 @@ std::string statsCsv(const std::vector<std::pair<SeriesKey, std::vector<SeriesPo
   std::string out = std::string(kStatsCsvHeader) + "\n";
   for (const Row& r : rows) {
     const TensorStats& s = *r.stats;
-    out += std::to_string(r.step) + ',' + csvField(r.key->module) + ',' + std::to_string(r.key->call) +
+    out += std::to_string(r.step) + ',' + std::to_string(r.key->rank) + ',' + csvField(r.key->module) + ',' + std::to_string(r.key->call) +
            ',' + captureKindName(r.key->kind) + ',' + std::to_string(r.key->index) + ',' +
            s.shapeString() + ',' + s.dtype + ',' + std::to_string(s.numel) + ',' + formatDouble(s.min) +
            ',' + formatDouble(s.max) + ',' + formatDouble(s.mean) + ',' + formatDouble(s.std) + ',' +
@@ -75,15 +75,17 @@ std::string statsCsv(const std::vector<std::pair<SeriesKey, std::vector<SeriesPo
 }
 
 std::string scalarsCsv(const CaptureStore& store) {
-  std::vector<std::tuple<std::int64_t, std::string, double>> rows;
-  for (const auto& name : store.scalarNames()) {
-    for (const auto& p : store.scalars(name)) rows.emplace_back(p.step, name, p.value);
+  std::vector<std::tuple<std::int64_t, int, std::string, double>> rows;
+  for (const int rank : store.ranks()) {
+    for (const auto& name : store.scalarNames()) {
+      for (const auto& p : store.scalars(name, rank)) rows.emplace_back(p.step, rank, name, p.value);
+    }
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
-  std::string out = "step,name,value\n";
-  for (const auto& [step, name, value] : rows) {
-    out += std::to_string(step) + ',' + csvField(name) + ',' + formatDouble(value) + '\n';
+  std::string out = "step,rank,name,value\n";
+  for (const auto& [step, rank, name, value] : rows) {
+    out += std::to_string(step) + ',' + std::to_string(rank) + ',' + csvField(name) + ',' + formatDouble(value) + '\n';
   }
   return out;
 }
@@ -112,7 +114,7 @@ std::vector<char> histogramsPickle(const std::vector<std::pair<SeriesKey, std::v
     entry.insert("steps", steps);
     entry.insert("counts", counts);
     entry.insert("edges", edges);
-    const std::string name = std::string(captureKindName(key.kind)) + "/" + key.module + "/" +
+    const std::string name = "rank" + std::to_string(key.rank) + "/" + captureKindName(key.kind) + "/" + key.module + "/" +
                              std::to_string(key.call) + "/" + std::to_string(key.index);
     result.insert(name, entry);
   }
@@ -227,8 +229,18 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
   }
   for (const auto& entry : value.toGenericDict()) {
     if (!entry.key().isString()) return "a key is not a name";
-    const std::string name = entry.key().toStringRef();
-    // "{kind}/{module}/{call}/{index}"; the module path itself holds no '/'.
+    std::string name = entry.key().toStringRef();
+    // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path holds no '/'.
+    int rank = 0;
+    if (name.rfind("rank", 0) == 0) {
+      const auto slash = name.find('/');
+      try {
+        rank = std::stoi(name.substr(4, slash - 4));
+      } catch (const std::exception&) {
+        continue;
+      }
+      name = name.substr(slash + 1);
+    }
     const auto first = name.find('/');
     const auto last = name.rfind('/');
     if (first == std::string::npos || last == first) continue;
@@ -238,7 +250,7 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
     SeriesKey key;
     try {
       key = SeriesKey{name.substr(first + 1, middle - first - 1), std::stoi(name.substr(middle + 1, last - middle - 1)),
-                      *kind, std::stoi(name.substr(last + 1))};
+                      *kind, std::stoi(name.substr(last + 1)), rank};
     } catch (const std::exception&) {
       continue;
     }
@@ -331,10 +343,16 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     if (!in) return fail(dir + " has no stats.csv: the export is incomplete.");
     std::string line;
     std::getline(in, line);
-    if (line != kStatsCsvHeader) return fail(dir + "/stats.csv does not start with the expected header.");
-    const std::string problem = readCsvRows(in, [&](const std::vector<std::string>& f) {
-      const auto kind = f.size() == 16 ? parseCaptureKind(f[3]) : std::nullopt;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const bool v1 = line == kStatsCsvHeaderV1;
+    if (!v1 && line != kStatsCsvHeader) return fail(dir + "/stats.csv does not start with the expected header.");
+    const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
+      if (v1 && f.size() == 16) f.insert(f.begin() + 1, "0");
+      const auto kind = f.size() == 17 ? parseCaptureKind(f[4]) : std::nullopt;
       if (!kind) return false;
+      const int rank = std::stoi(f[1]);
+      if (rank < 0) return false;
+      f.erase(f.begin() + 1);
       SeriesPoint p;
       p.step = std::stoll(f[0]);
       p.stats.shape = parseShape(f[5]);
@@ -348,7 +366,7 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
       p.stats.zeroFraction = parseDouble(f[13]);
       p.stats.nanCount = std::stoll(f[14]);
       p.stats.infCount = std::stoll(f[15]);
-      series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4])}].push_back(std::move(p));
+      series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4]), rank}].push_back(std::move(p));
       return true;
     });
     if (!problem.empty()) return fail(dir + "/stats.csv " + problem);
@@ -365,11 +383,13 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     std::ifstream in(folder / "scalars.csv");
     std::string line;
     std::getline(in, line);
+    const bool v1 = line.rfind("step,name,value", 0) == 0;
     while (std::getline(in, line)) {
-      const auto f = splitCsvLine(line);
-      if (f.size() != 3) continue;
+      auto f = splitCsvLine(line);
+      if (v1 && f.size() == 3) f.insert(f.begin() + 1, "0");
+      if (f.size() != 4) continue;
       try {
-        result.store->addScalar(std::stoll(f[0]), f[1], parseDouble(f[2]));
+        result.store->addScalar(std::stoll(f[0]), f[2], parseDouble(f[3]), std::stoi(f[1]));
       } catch (const std::exception&) {
         return fail(dir + "/scalars.csv has a bad line: " + line);
       }
@@ -379,11 +399,15 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     std::ifstream in(folder / "alerts.csv");
     std::string line;
     std::getline(in, line);
-    const std::string problem = readCsvRows(in, [&](const std::vector<std::string>& f) {
-      const auto kind = f.size() == 8 ? parseCaptureKind(f[2]) : std::nullopt;
-      const auto rule = f.size() == 8 ? parseRuleName(f[3]) : std::nullopt;
+    const bool v1 = line.rfind("step,module,", 0) == 0;
+    const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
+      if (v1 && f.size() == 8) f.insert(f.begin() + 1, "0");
+      const auto kind = f.size() == 9 ? parseCaptureKind(f[3]) : std::nullopt;
+      const auto rule = f.size() == 9 ? parseRuleName(f[4]) : std::nullopt;
       if (!kind || !rule) return false;
       Alert a;
+      a.rank = std::stoi(f[1]);
+      f.erase(f.begin() + 1);
       a.step = std::stoll(f[0]);
       a.module = f[1];
       a.kind = *kind;

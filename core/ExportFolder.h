@@ -22,8 +22,11 @@ struct ExportOptions {
   std::vector<std::pair<std::string, std::string>> extraFiles;
 };
 
-/// The first line of stats.csv, fixed by the format.
+/// The first line of stats.csv, fixed by the format (version 2).
 constexpr const char* kStatsCsvHeader =
+    "step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count";
+/// The same in version 1, which had no rank column; still read.
+constexpr const char* kStatsCsvHeaderV1 =
     "step,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count";
 
 /// Writes manifest.json, stats.csv, scalars.csv, histograms.pt and (when given) tensors.pt

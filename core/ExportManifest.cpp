@@ -77,6 +77,31 @@ RunConfig configFromJson(const json& j) {
   return c;
 }
 
+json scriptJson(const ScriptRecord& s) {
+  return {{"name", s.name},       {"pid", s.pid},     {"host", s.host},          {"python", s.python},
+          {"torch", s.torch},     {"device", s.device}, {"dtype", s.dtype},      {"optimizer", s.optimizer},
+          {"ended", s.ended},     {"rank", s.rank},   {"world_size", s.worldSize}, {"job", s.job},
+          {"steps", s.steps}};
+}
+
+ScriptRecord scriptFromJson(const json& s) {
+  ScriptRecord r;
+  r.name = s.value("name", "");
+  r.pid = s.value("pid", std::int64_t(0));
+  r.host = s.value("host", "");
+  r.python = s.value("python", "");
+  r.torch = s.value("torch", "");
+  r.device = s.value("device", "");
+  r.dtype = s.value("dtype", "");
+  r.optimizer = s.value("optimizer", "");
+  r.ended = s.value("ended", "");
+  r.rank = s.value("rank", 0);
+  r.worldSize = s.value("world_size", 1);
+  r.job = s.value("job", "");
+  r.steps = s.value("steps", std::int64_t(0));
+  return r;
+}
+
 } // namespace
 
 std::string ExportManifest::toJson() const {
@@ -122,12 +147,15 @@ std::string ExportManifest::toJson() const {
   j["configurations"] = history;
   if (script) {
     j["source"] = "script";
-    j["script"] = {{"name", script->name}, {"pid", script->pid}, {"host", script->host},
-                   {"python", script->python}, {"torch", script->torch}, {"device", script->device},
-                   {"dtype", script->dtype}, {"optimizer", script->optimizer}, {"ended", script->ended}};
+    j["script"] = scriptJson(*script);
   } else {
     j["source"] = "model";
   }
+  json rankList = json::array();
+  for (const auto& r : ranks) rankList.push_back(scriptJson(r));
+  if (rankList.empty()) rankList.push_back({{"rank", 0}});
+  j["ranks"] = rankList;
+  j["world_size"] = ranks.empty() ? 1 : ranks.front().worldSize;
   json gapList = json::array();
   for (const auto& g : gaps) gapList.push_back({{"step", g.step}, {"captures", g.captures}, {"bytes", g.bytes}});
   j["gaps"] = gapList;
@@ -143,12 +171,14 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       if (error) *error = "manifest.json is not a HookScope capture (format is not \"hookscope-capture\")";
       return false;
     }
-    if (j.value("version", 0) != kVersion) {
-      if (error) *error = "manifest.json has version " + std::to_string(j.value("version", 0)) +
-                          "; this HookScope reads version " + std::to_string(kVersion);
+    const int version = j.value("version", 0);
+    if (version != 1 && version != kVersion) {
+      if (error) *error = "manifest.json has version " + std::to_string(version) + "; this HookScope reads versions 1 to " +
+                          std::to_string(kVersion) + (version > kVersion ? ": open it with a newer HookScope" : "");
       return false;
     }
     ExportManifest m;
+    m.version = version;
     m.modelFile = j.at("model").value("file", "");
     m.modelSha256 = j.at("model").value("sha256", "");
     m.createdUtc = j.value("created_utc", "");
@@ -174,10 +204,10 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
     if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];
     if (j.value("source", "model") == "script" && j.contains("script") && j["script"].is_object()) {
-      const json& s = j["script"];
-      m.script = ScriptRecord{s.value("name", ""),   s.value("pid", std::int64_t(0)), s.value("host", ""),
-                              s.value("python", ""), s.value("torch", ""),          s.value("device", ""),
-                              s.value("dtype", ""),  s.value("optimizer", ""),      s.value("ended", "")};
+      m.script = scriptFromJson(j["script"]);
+    }
+    for (const auto& r : j.value("ranks", json::array())) {
+      if (r.is_object() && r.contains("name")) m.ranks.push_back(scriptFromJson(r));
     }
     for (const auto& g : j.value("gaps", json::array())) {
       m.gaps.push_back({g.value("step", std::int64_t(0)), g.value("captures", std::int64_t(0)),

@@ -53,6 +53,10 @@ struct ScriptRecord {
   std::string dtype;   ///< and their dtype
   std::string optimizer;  ///< the optimizer class given to attach(), or ""
   std::string ended;   ///< how the session ended ("closed by the script", "disconnected: ...")
+  int rank = 0;        ///< its rank in a torch.distributed job (0 alone)
+  int worldSize = 1;   ///< the job's world size (1 alone)
+  std::string job;     ///< the job it belongs to (MASTER_ADDR:MASTER_PORT or attach(job=...)), "" alone
+  std::int64_t steps = 0;  ///< steps it finished
 };
 
 /// Captures of a step that the script dropped because the viewer was behind.
@@ -65,8 +69,11 @@ struct GapRecord {
 /// Everything manifest.json holds: what was run, on what, and what was kept.
 struct ExportManifest {
   static constexpr const char* kFormat = "hookscope-capture";
-  static constexpr int kVersion = 1;
+  /// Version 2 added ranks: a rank column in stats.csv, scalars.csv and alerts.csv, "rank{r}/"
+  /// before histograms.pt keys, and `ranks` here. Version 1 exports are still read.
+  static constexpr int kVersion = 2;
 
+  int version = kVersion;   ///< the version read back (1 or 2); always kVersion when written
   std::string modelFile;    ///< file name
   std::string modelSha256;
   std::string createdUtc;   ///< ISO 8601, set by the writer when empty
@@ -83,6 +90,8 @@ struct ExportManifest {
   std::string interrupted;
   /// Set when the captures came from an attached training script, not a model file.
   std::optional<ScriptRecord> script;
+  /// Every process of an attached torch.distributed job, by rank (empty for one process).
+  std::vector<ScriptRecord> ranks;
   std::vector<GapRecord> gaps;
 
   bool thinned() const { return !thinning.empty(); }

@@ -11,7 +11,8 @@ namespace hookscope {
 namespace {
 
 constexpr const char* kRuleNames[kRuleCount] = {"non_finite", "exploding_gradient", "vanishing_gradient",
-                                                "dead_units", "saturation", "update_ratio", "loss_plateau"};
+                                                "dead_units", "saturation", "update_ratio", "loss_plateau",
+                                                "rank_divergence"};
 
 std::string label(const std::string& module) { return module.empty() ? std::string("the root module") : "'" + module + "'"; }
 
@@ -55,6 +56,7 @@ double ruleThreshold(const RuleSettings& s, RuleKind rule) {
     case RuleKind::Saturation: return s.saturationFraction;
     case RuleKind::UpdateRatio: return s.updateRatioHigh;
     case RuleKind::LossPlateau: return s.plateauWindow;
+    case RuleKind::RankDivergence: return s.divergence;
   }
   return 0;
 }
@@ -68,6 +70,7 @@ const char* ruleThresholdMeaning(RuleKind rule) {
     case RuleKind::Saturation: return "fraction at the bounds above";
     case RuleKind::UpdateRatio: return "update / weight norm above (below: 1e-5 of it)";
     case RuleKind::LossPlateau: return "steps without a lower loss";
+    case RuleKind::RankDivergence: return "relative difference between ranks above";
   }
   return "";
 }
@@ -102,6 +105,10 @@ bool setRuleThreshold(RuleSettings& s, RuleKind rule, double value, std::string*
       if (value < 2 || value != std::floor(value)) return fail("is a whole number of steps, 2 or more");
       s.plateauWindow = int(value);
       return true;
+    case RuleKind::RankDivergence:
+      if (value < 0) return fail("must not be negative");
+      s.divergence = value;
+      return true;
   }
   return false;
 }
@@ -111,7 +118,9 @@ RuleEngine::RuleEngine(RuleSettings settings) : m_settings(settings) {}
 std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
   std::vector<Alert> fired;
   auto fire = [&](const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
-    fired.push_back({step, module, kind, rule, value, std::move(message)});
+    Alert alert{step, module, kind, rule, value, std::move(message)};
+    alert.rank = m_rank;
+    fired.push_back(std::move(alert));
   };
   auto at = [&](const SeriesKey& key, SeriesPoint* point) {
     return store.pointAt(key, step, point) && point->step == step;
@@ -130,7 +139,7 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
         }
       }
     }
-    const auto loss = store.scalars("loss");
+    const auto loss = store.scalars("loss", m_rank);
     if (!loss.empty() && loss.back().step == step && !std::isfinite(loss.back().value)) {
       fire("", CaptureKind::Activation, RuleKind::NonFinite, loss.back().value, "the loss is " + number(loss.back().value));
     }
@@ -138,7 +147,7 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
 
   for (const auto& key : store.seriesKeys()) {
     SeriesPoint p;
-    if (!at(key, &p)) continue;
+    if (key.rank != m_rank || !at(key, &p)) continue;
     const TensorStats& s = p.stats;
     if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) {
       if (on(RuleKind::ExplodingGradient)) {
@@ -197,7 +206,7 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
   }
 
   if (on(RuleKind::LossPlateau)) {
-    const auto loss = store.scalars("loss");
+    const auto loss = store.scalars("loss", m_rank);
     const int window = m_settings.plateauWindow;
     if (int(loss.size()) > 2 * window && loss.back().step == step) {
       double before = INFINITY, recent = INFINITY;
@@ -212,8 +221,13 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
       }
     }
   }
+  add(fired);
+  return fired;
+}
+
+void RuleEngine::add(const std::vector<Alert>& fired) {
   for (const auto& alert : fired) {
-    const auto key = std::make_tuple(int(alert.rule), alert.module, int(alert.kind));
+    const auto key = std::make_tuple(int(alert.rule), alert.module, int(alert.kind), alert.rank);
     const auto group = m_groups.find(key);
     if (group != m_groups.end()) {
       Alert& kept = m_alerts[group->second];
@@ -226,13 +240,12 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
     m_alerts.back().lastStep = alert.step;
     m_bytes += sizeof(Alert) + 64 + alert.module.capacity() + alert.message.capacity();
   }
-  return fired;
 }
 
 std::string alertsCsv(const std::vector<Alert>& alerts) {
-  std::string out = "step,module,kind,rule,value,message,last_step,count\n";
+  std::string out = std::string(kAlertsCsvHeader) + "\n";
   for (const auto& a : alerts) {
-    out += std::to_string(a.step) + ',' + csvField(a.module) + ',' + captureKindName(a.kind) + ',' + ruleName(a.rule) + ',' +
+    out += std::to_string(a.step) + ',' + std::to_string(a.rank) + ',' + csvField(a.module) + ',' + captureKindName(a.kind) + ',' + ruleName(a.rule) + ',' +
            formatDouble(a.value) + ',' + csvField(a.message) + ',' + std::to_string(a.lastStep < 0 ? a.step : a.lastStep) +
            ',' + std::to_string(a.count) + '\n';
   }

@@ -12,15 +12,18 @@
 namespace hookscope {
 
 /// The rules that look for bad training, by their file and command-line names.
-enum class RuleKind { NonFinite = 0, ExplodingGradient, VanishingGradient, DeadUnits, Saturation, UpdateRatio, LossPlateau };
-constexpr int kRuleCount = 7;
+enum class RuleKind {
+  NonFinite = 0, ExplodingGradient, VanishingGradient, DeadUnits, Saturation, UpdateRatio, LossPlateau,
+  RankDivergence  ///< across the ranks of a job: see RankDivergence.h
+};
+constexpr int kRuleCount = 8;
 
 const char* ruleName(RuleKind rule);
 std::optional<RuleKind> parseRuleName(const std::string& name);
 
 /// Thresholds of the rules; each rule can be switched off.
 struct RuleSettings {
-  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true};
+  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true, true};
   double explodingNorm = 1e3;      ///< a gradient norm above this explodes...
   double explodingFactor = 10;     ///< ...and so does one above this times its median
   int explodingWindow = 20;        ///< of the last this many steps (needs 5 or more)
@@ -32,6 +35,7 @@ struct RuleSettings {
   double updateRatioHigh = 1e-1;
   int plateauWindow = 50;          ///< loss not lower than its best of the window before by
   double plateauMinDecrease = 1e-3;///< this relative amount
+  double divergence = 1e-6;        ///< ranks' values that DDP keeps equal differing by more (relative)
 };
 
 /// The main threshold of a rule (the one --threshold and the window change).
@@ -52,6 +56,7 @@ struct Alert {
   std::string message;
   std::int64_t lastStep = -1;  ///< the last step it fired at (-1: the same as `step`)
   std::int64_t count = 1;      ///< how many steps it fired at
+  int rank = 0;                ///< the rank it fired on (the first of them for rank_divergence)
 };
 
 /// What happened in one step, in order, as the recorder saw it.
@@ -65,6 +70,10 @@ class RuleEngine {
 public:
   explicit RuleEngine(RuleSettings settings = {});
 
+  /// Looks only at the captures and scalars of this rank of a shared store, and names it in alerts.
+  void setRank(int rank) { m_rank = rank; }
+  /// Adds alerts found elsewhere (rank_divergence, by the job): grouped like its own.
+  void add(const std::vector<Alert>& fired);
   /// Module types by path, for the saturation rule (Sigmoid, Tanh, Hardtanh).
   void setModuleTypes(std::map<std::string, std::string> types) { m_types = std::move(types); }
   /// Evaluates `step`; returns the alerts it fired, which also join alerts().
@@ -80,14 +89,16 @@ private:
   bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }
 
   RuleSettings m_settings;
+  int m_rank = 0;
   std::map<std::string, std::string> m_types;
   std::vector<Alert> m_alerts;
-  std::map<std::tuple<int, std::string, int>, std::size_t> m_groups;  ///< (rule, module, kind) -> m_alerts index
+  std::map<std::tuple<int, std::string, int, int>, std::size_t> m_groups;  ///< (rule, module, kind, rank) -> m_alerts index
   std::size_t m_bytes = 0;
 };
 
-/// alerts.csv: header `step,module,kind,rule,value,message,last_step,count`, one row per
-/// rule and series (`step` is the first step it fired at).
+/// alerts.csv (format version 2): header `step,rank,module,kind,rule,value,message,last_step,count`,
+/// one row per rule, rank and series (`step` is the first step it fired at). Version 1 had no rank.
+constexpr const char* kAlertsCsvHeader = "step,rank,module,kind,rule,value,message,last_step,count";
 std::string alertsCsv(const std::vector<Alert>& alerts);
 
 } // namespace hookscope

@@ -145,23 +145,65 @@ class _Ring:
             self.fd = -1
 
 
-def attach(model, optimizer=None, address=None, name=None, wait=False, timeout=None, buffer_mib=None):
+def _unwrap(model):
+    """The user's module inside DistributedDataParallel or DataParallel, so paths have no `module.`."""
+    wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
+    while isinstance(model, wrappers):
+        model = model.module
+    return model
+
+
+def _distributed(job):
+    """(rank, world size, job) of this process in a torch.distributed job, or None alone."""
+    rank = world = None
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    if rank is None and "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun, before init
+        try:
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        except ValueError:
+            rank = world = None
+    if rank is None or world is None or world < 1 or not 0 <= rank < world:
+        return None
+    if job is None:
+        master = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        job = "%s:%s" % master if all(master) else ""
+        run = os.environ.get("TORCHELASTIC_RUN_ID")
+        if run and run != "none":
+            job = (job + "/" if job else "") + run
+    return rank, world, str(job)
+
+
+def attach(model, optimizer=None, address=None, name=None, wait=False, timeout=None, buffer_mib=None, job=None):
     """Connects `model` (and optionally its optimizer) to a HookScope window or recorder.
 
     address: ``unix:PATH`` or ``tcp://HOST:PORT?token=T``; default ``$HOOKSCOPE_ADDRESS``, else
     the address HookScope listens on by default. With no viewer listening, this warns once and
     training runs unhooked; ``wait=True`` waits for one instead (``timeout`` seconds, or forever).
+
+    In a torch.distributed job every rank calls this the same way: the rank and world size come
+    from torch.distributed (or torchrun's RANK and WORLD_SIZE), the job from MASTER_ADDR and
+    MASTER_PORT unless ``job`` names it. A DistributedDataParallel model is attached through its
+    module, so paths are the model's own.
     """
     return Attached(model, optimizer=optimizer, address=address, name=name, wait=wait,
-                    timeout=timeout, buffer_mib=buffer_mib)
+                    timeout=timeout, buffer_mib=buffer_mib, job=job)
 
 
 class Attached:
     """A model attached to HookScope. Call ``step(loss)`` once per training step."""
 
     def __init__(self, model, optimizer=None, address=None, name=None, wait=False, timeout=None,
-                 buffer_mib=None):
+                 buffer_mib=None, job=None):
+        model = _unwrap(model)
         self._model = model
+        self._dist = _distributed(job)
+        # In a job, each step's end carries (sum, norm) of every parameter and gradient: rank_divergence.
+        self._prints = [p for _, p in model.named_parameters()] if self._dist and self._dist[1] > 1 else []
         self._optimizer = optimizer
         self._pid = os.getpid()
         self._lock = threading.RLock()
@@ -335,6 +377,11 @@ class Attached:
             "optimizer": type(self._optimizer).__name__ if self._optimizer is not None else None,
             "shm": self._ring.size if self._ring is not None else 0,
         }
+        if self._dist is not None:
+            rank, world, job = self._dist
+            hello["dist"] = {"rank": rank, "world_size": world, "job": job}
+            if self._prints:
+                hello["parameters"] = [n for n, _ in self._model.named_parameters()]
         if token:
             hello["token"] = token
         return hello
@@ -754,6 +801,25 @@ class Attached:
 
     # ---------------------------------------------------------------- step
 
+    def _fingerprint(self):
+        """(sum, L2 norm) in float64 of every parameter and of its gradient, read back at once."""
+        with torch.no_grad():
+            rows, has_grad = [], []
+            for p in self._prints:
+                d = p.detach()
+                rows.append(torch.stack([d.sum(dtype=torch.float64), torch.linalg.vector_norm(d, dtype=torch.float64)]))
+            for p in self._prints:
+                has_grad.append(p.grad is not None)
+                if p.grad is not None:
+                    g = p.grad.detach()
+                    rows.append(torch.stack([g.sum(dtype=torch.float64), torch.linalg.vector_norm(g, dtype=torch.float64)]))
+            rows = torch.stack(rows).cpu().tolist() if rows else []  # one wait for a GPU, not one per tensor
+            value_list, grad_rows = rows[:len(self._prints)], iter(rows[len(self._prints):])
+            grad_list = [next(grad_rows) if has else None for has in has_grad]
+        encode = _wire.encode_number
+        return {"params": [[encode(a), encode(b)] for a, b in value_list],
+                "grads": [[encode(pair[0]), encode(pair[1])] if pair else None for pair in grad_list]}
+
     def _end_step(self, loss, scalars):
         if self._optimizer is None and any(f & (_BIT["param"] | _BIT["param_grad"]) for f in self._flags):
             self._before_update()  # no optimizer given: parameters as they are at the end of the step
@@ -772,6 +838,8 @@ class Attached:
             except (TypeError, ValueError):
                 self._warn_once(("scalar", key), "step(%s=...) is not a number and is not sent" % key)
         message = {"type": "step", "step": self._step, "scalars": values}
+        if self._prints:
+            message["fingerprint"] = self._fingerprint()
         if self._dropped:
             message["dropped"] = {"captures": self._dropped, "bytes": self._dropped_bytes}
             self._dropped = self._dropped_bytes = 0
@@ -794,6 +862,8 @@ class Attached:
             if self._budget <= 0:
                 self._budget = None
                 self._paused = True
+        if self.connected and self._paused and self._stop_reason is None:
+            self._send({"type": "paused", "step": done})  # a job lines its ranks up on it
         while self.connected and self._paused and self._stop_reason is None:
             self._receive(None)
         if self._stop_reason is not None and self._state == "on":

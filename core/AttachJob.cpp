@@ -1,0 +1,364 @@
+#include "AttachJob.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace hookscope {
+
+namespace {
+
+bool sameTree(const std::vector<ModuleInfo>& a, const std::vector<ModuleInfo>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].path != b[i].path || a[i].typeName != b[i].typeName) return false;
+  }
+  return true;
+}
+
+} // namespace
+
+AttachJob::AttachJob(std::shared_ptr<CaptureStore> store) : m_store(std::move(store)) {}
+
+AttachJob::~AttachJob() {
+  close();
+  for (auto& [rank, r] : m_ranks) {
+    if (r.thread.joinable()) r.thread.join();
+  }
+}
+
+void AttachJob::setOnStep(std::function<void(int, const AttachedStep&)> onStep) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_onStep = std::move(onStep);
+}
+
+void AttachJob::setOnEnded(std::function<void(int, const std::string&)> onEnded) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_onEnded = std::move(onEnded);
+}
+
+bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) {
+  std::unique_lock<std::mutex> lock(m_mutex);
+  const ScriptRecord& script = session->script();
+  const int rank = script.rank;
+  auto refuse = [&](const std::string& message) {
+    session->refuse(message);
+    *error = message;
+    return false;
+  };
+  if (!m_ranks.empty()) {
+    if (script.job != m_job) {
+      return refuse("this script belongs to job '" + script.job + "', HookScope records job '" + m_job +
+                    "': record each job with its own window or recorder");
+    }
+    if (script.worldSize != m_worldSize) {
+      return refuse("this rank says the world size is " + std::to_string(script.worldSize) + ", the job's ranks said " +
+                    std::to_string(m_worldSize));
+    }
+    if (m_ranks.count(rank)) {
+      return refuse("rank " + std::to_string(rank) + " of job '" + m_job + "' is already attached (" +
+                    m_ranks.at(rank).session->script().name + ", pid " +
+                    std::to_string(m_ranks.at(rank).session->script().pid) + ")");
+    }
+    if (!sameTree(session->modules(), m_modules)) {
+      return refuse("rank " + std::to_string(rank) + " runs another model than rank " +
+                    std::to_string(m_ranks.begin()->first) + " (its module tree differs): every rank must attach the same model");
+    }
+  } else {
+    m_job = script.job;
+    m_worldSize = script.worldSize;
+    m_modules = session->modules();
+    m_parameters = session->parameters();
+    if (m_masks.size() != m_modules.size()) m_masks.assign(m_modules.size(), 0);
+  }
+  AttachSession* s = session.get();
+  s->setAllHooks(m_masks);
+  s->setBins(m_bins);
+  s->setRuleSettings(m_settings);
+  s->setBreakRules(m_breakMask, m_stopOnBreak);
+  for (const auto& [module, op] : m_gradientOps) s->setGradientIntervention(module, op);
+  for (const auto& [module, op] : m_outputOps) s->setOutputIntervention(module, op);
+  if (m_paused) s->pause();
+  s->setGate([this, rank](const AttachedStep& step) { onRankStep(rank, step); },
+             [this, rank](std::int64_t step) { onRankPaused(rank, step); });
+  Rank& r = m_ranks[rank];
+  r.session = std::move(session);
+  r.thread = std::thread([this, rank, s] {
+    const std::string why = s->serve([this, rank](const AttachedStep& step) {
+      std::function<void(int, const AttachedStep&)> onStep;
+      {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        onStep = m_onStep;
+      }
+      if (onStep) onStep(rank, step);
+    });
+    onRankEnded(rank, why);
+  });
+  return true;
+}
+
+std::vector<int> AttachJob::ranks() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<int> out;
+  for (const auto& [rank, r] : m_ranks) out.push_back(rank);
+  return out;
+}
+
+std::vector<int> AttachJob::liveRanks() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<int> out;
+  for (const auto& [rank, r] : m_ranks) {
+    if (r.alive) out.push_back(rank);
+  }
+  return out;
+}
+
+std::vector<ModuleInfo> AttachJob::modules() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_modules;
+}
+
+int AttachJob::worldSize() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_worldSize;
+}
+
+bool AttachJob::waitEnded(int timeoutMs) const {
+  std::unique_lock<std::mutex> lock(m_mutex);
+  auto allEnded = [&] {
+    return std::none_of(m_ranks.begin(), m_ranks.end(), [](const auto& entry) { return entry.second.alive; });
+  };
+  if (timeoutMs < 0) {
+    m_endedCv.wait(lock, allEnded);
+    return true;
+  }
+  return m_endedCv.wait_for(lock, std::chrono::milliseconds(timeoutMs), allEnded);
+}
+
+void AttachJob::setAllHooks(const std::vector<std::uint8_t>& masks) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (!m_modules.empty() && masks.size() != m_modules.size()) return;
+  m_masks = masks;  // before the first rank: for it
+  for (auto& [rank, r] : m_ranks) r.session->setAllHooks(masks);
+}
+
+void AttachJob::setBins(int bins) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_bins = bins;
+  for (auto& [rank, r] : m_ranks) r.session->setBins(bins);
+}
+
+void AttachJob::setRuleSettings(const RuleSettings& settings) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_settings = settings;
+  m_jobRules.setSettings(settings);
+  for (auto& [rank, r] : m_ranks) r.session->setRuleSettings(settings);
+}
+
+void AttachJob::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_breakMask = mask;
+  m_stopOnBreak = stopOnBreak;
+  for (auto& [rank, r] : m_ranks) r.session->setBreakRules(mask, stopOnBreak);
+}
+
+void AttachJob::setGradientIntervention(int module, GradientIntervention intervention) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (intervention.kind == GradientIntervention::None) {
+    m_gradientOps.erase(module);
+  } else {
+    m_gradientOps[module] = intervention;
+  }
+  for (auto& [rank, r] : m_ranks) r.session->setGradientIntervention(module, intervention);
+}
+
+void AttachJob::setOutputIntervention(int module, OutputIntervention intervention) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (intervention.kind == OutputIntervention::None) {
+    m_outputOps.erase(module);
+  } else {
+    m_outputOps[module] = intervention;
+  }
+  for (auto& [rank, r] : m_ranks) r.session->setOutputIntervention(module, intervention);
+}
+
+void AttachJob::pause() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_paused = true;
+  for (auto& [rank, r] : m_ranks) {
+    if (r.alive) r.session->pause();
+  }
+}
+
+void AttachJob::resume() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_paused = false;
+  for (auto& [rank, r] : m_ranks) {
+    r.pausedAt = -1;
+    if (r.alive) r.session->resume();
+  }
+}
+
+void AttachJob::step(int count) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_paused = true;  // again after those steps
+  for (auto& [rank, r] : m_ranks) {
+    r.pausedAt = -1;
+    if (r.alive) r.session->step(count);
+  }
+}
+
+bool AttachJob::paused() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_paused;
+}
+
+void AttachJob::stop(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  for (auto& [rank, r] : m_ranks) {
+    if (r.alive) r.session->stop(reason);
+  }
+}
+
+void AttachJob::close() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  for (auto& [rank, r] : m_ranks) r.session->close();
+}
+
+void AttachJob::onRankStep(int rank, const AttachedStep& step) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  Rank& r = m_ranks.at(rank);
+  r.reported = step.step;
+  r.pausedAt = -1;
+  PendingStep& pending = m_pending[step.step];
+  pending.prints[rank] = RankPrints{step.parameterPrints, step.gradientPrints};
+  pending.breaks[rank] = step.breakAlert;
+  settleLocked();
+  alignPausedLocked();
+}
+
+void AttachJob::onRankPaused(int rank, std::int64_t step) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_ranks.at(rank).pausedAt = step;
+  alignPausedLocked();
+}
+
+void AttachJob::onRankEnded(int rank, const std::string& why) {
+  std::function<void(int, const std::string&)> onEnded;
+  {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    Rank& r = m_ranks.at(rank);
+    r.alive = false;
+    r.ended = why;
+    settleLocked();  // steps that waited for it
+    alignPausedLocked();
+    onEnded = m_onEnded;
+  }
+  m_endedCv.notify_all();
+  if (onEnded) onEnded(rank, why);
+}
+
+void AttachJob::settleLocked() {
+  while (!m_pending.empty()) {
+    const auto first = m_pending.begin();
+    const std::int64_t step = first->first;
+    const bool complete = std::all_of(m_ranks.begin(), m_ranks.end(), [&](const auto& entry) {
+      return !entry.second.alive || entry.second.reported >= step;
+    });
+    if (!complete) return;
+    PendingStep pending = std::move(first->second);
+    m_pending.erase(first);
+
+    std::optional<Alert> breakAlert;
+    for (const auto& [rank, alert] : pending.breaks) {  // the lowest rank's, as ranks ascend
+      if (alert && !breakAlert) breakAlert = alert;
+    }
+    if (m_settings.enabled[std::size_t(RuleKind::RankDivergence)] && pending.prints.size() > 1) {
+      const auto fired = rankDivergence(step, m_parameters, pending.prints, m_settings.divergence);
+      m_jobRules.add(fired);
+      if (!fired.empty() && !breakAlert && (m_breakMask & (1u << unsigned(RuleKind::RankDivergence)))) {
+        breakAlert = fired.front();
+      }
+    }
+    auto answer = AttachSession::StepAnswer::Go;
+    std::string reason;
+    if (breakAlert) {
+      if (!m_breakAlert) m_breakAlert = breakAlert;
+      answer = m_stopOnBreak ? AttachSession::StepAnswer::Stop : AttachSession::StepAnswer::Pause;
+      reason = "HookScope stopped the job at step " + std::to_string(step) + " on " + ruleName(breakAlert->rule) +
+               " (rank " + std::to_string(breakAlert->rank) + "): " + breakAlert->message;
+      if (answer == AttachSession::StepAnswer::Pause) m_paused = true;
+    }
+    for (auto& [rank, r] : m_ranks) {
+      if (r.alive && pending.prints.count(rank)) r.session->release(step, answer, reason);
+    }
+  }
+}
+
+void AttachJob::alignPausedLocked() {
+  if (!m_paused) return;
+  // The step every rank will wait after: the furthest a paused rank waits at, or a running
+  // rank will reach (it pauses at the end of the step it is in).
+  std::int64_t target = -1;
+  for (const auto& [rank, r] : m_ranks) {
+    if (!r.alive) continue;
+    target = std::max(target, r.pausedAt >= 0 ? r.pausedAt : r.reported + 1);
+  }
+  for (auto& [rank, r] : m_ranks) {
+    if (r.alive && r.pausedAt >= 0 && r.pausedAt < target) {
+      r.session->step(int(target - r.pausedAt));
+      r.pausedAt = -1;
+    }
+  }
+}
+
+std::vector<Alert> AttachJob::alerts() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<Alert> out;
+  for (const auto& [rank, r] : m_ranks) {
+    const auto alerts = r.session->alerts();
+    out.insert(out.end(), alerts.begin(), alerts.end());
+  }
+  const auto& own = m_jobRules.alerts();
+  out.insert(out.end(), own.begin(), own.end());
+  std::stable_sort(out.begin(), out.end(), [](const Alert& a, const Alert& b) { return a.step < b.step; });
+  return out;
+}
+
+std::vector<GapRecord> AttachJob::gaps() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<GapRecord> out;
+  for (const auto& [rank, r] : m_ranks) {
+    const auto gaps = r.session->gaps();
+    out.insert(out.end(), gaps.begin(), gaps.end());
+  }
+  return out;
+}
+
+std::vector<InterventionRecord> AttachJob::interventions() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_ranks.empty() ? std::vector<InterventionRecord>{} : m_ranks.begin()->second.session->interventions();
+}
+
+std::vector<ScriptRecord> AttachJob::scripts() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<ScriptRecord> out;
+  for (const auto& [rank, r] : m_ranks) {
+    ScriptRecord s = r.session->script();
+    s.ended = r.alive ? "still attached" : r.ended;
+    s.steps = r.session->stepsDone();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::optional<Alert> AttachJob::breakAlert() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_breakAlert;
+}
+
+bool AttachJob::brokeProtocol() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return std::any_of(m_ranks.begin(), m_ranks.end(), [](const auto& e) { return e.second.session->brokeProtocol(); });
+}
+
+} // namespace hookscope

@@ -1,0 +1,133 @@
+#pragma once
+// The ranks of one torch.distributed job, each an AttachSession, served as one: one store (rank
+// is part of every series' key), controls that act on every rank at the same step, and the
+// rank_divergence rule across them. No LibTorch here.
+
+#include "AttachSession.h"
+#include "RankDivergence.h"
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hookscope {
+
+/// Several attached processes of one job. Every rank runs the same model; each is served on a
+/// thread of its own from add() until it leaves.
+///
+/// Why controls need the job: a rank paused alone would leave the others waiting inside their
+/// next all-reduce, forever. So
+/// - with a breakpoint armed, no rank goes past a step's end until every live rank has ended
+///   that step and the job has looked at all of them (then all pause at that step, or none);
+/// - a pause asks every rank to stop after its current step; ranks that stopped a step behind
+///   the furthest are stepped up to it, so all wait at the same step.
+class AttachJob {
+public:
+  explicit AttachJob(std::shared_ptr<CaptureStore> store);
+  ~AttachJob();  ///< closes every session and waits for their threads
+  AttachJob(const AttachJob&) = delete;
+  AttachJob& operator=(const AttachJob&) = delete;
+
+  /// Called on a rank's serving thread after each of its steps (after the job saw it).
+  void setOnStep(std::function<void(int rank, const AttachedStep&)> onStep);
+  /// Called on a rank's serving thread when it leaves, with why.
+  void setOnEnded(std::function<void(int rank, const std::string& why)> onEnded);
+
+  /// Takes an accepted session as its rank and starts serving it with the job's hooks, rules
+  /// and run state. False with a message (also sent to the script) when it is not of this job:
+  /// another job, another world size, another model, or a rank already attached.
+  bool add(std::unique_ptr<AttachSession> session, std::string* error);
+
+  /// The ranks that attached, ascending; and those still attached.
+  std::vector<int> ranks() const;
+  std::vector<int> liveRanks() const;
+  /// The first rank's module tree (every rank's is the same), empty before one attached.
+  std::vector<ModuleInfo> modules() const;
+  /// The world size the ranks reported (0 before one attached).
+  int worldSize() const;
+  /// Waits up to `timeoutMs` (-1: forever) until every rank that attached has left.
+  bool waitEnded(int timeoutMs) const;
+
+  // Any thread; applied to every rank, and to ranks that attach later.
+  void setAllHooks(const std::vector<std::uint8_t>& masks);
+  void setBins(int bins);
+  void setRuleSettings(const RuleSettings& settings);
+  void setBreakRules(std::uint32_t mask, bool stopOnBreak = false);
+  void setGradientIntervention(int module, GradientIntervention intervention);
+  void setOutputIntervention(int module, OutputIntervention intervention);
+  void pause();
+  void resume();
+  /// Every rank runs `count` more steps, then pauses.
+  void step(int count = 1);
+  bool paused() const;
+  void stop(const std::string& reason);
+  /// Ends every session; the scripts detach and train on.
+  void close();
+
+  /// Alerts of every rank, and the job's own (rank_divergence).
+  std::vector<Alert> alerts() const;
+  /// Gaps of every rank (a gap's captures are that rank's).
+  std::vector<GapRecord> gaps() const;
+  std::vector<InterventionRecord> interventions() const;
+  /// Each rank's script, with how its session ended and its steps.
+  std::vector<ScriptRecord> scripts() const;
+  /// The first break alert that paused or stopped the job, if any.
+  std::optional<Alert> breakAlert() const;
+  /// Whether a rank broke the protocol.
+  bool brokeProtocol() const;
+
+private:
+  struct Rank {
+    std::unique_ptr<AttachSession> session;
+    std::thread thread;
+    bool alive = true;
+    std::string ended;
+    std::int64_t reported = -1;  ///< the last step it ended
+    std::int64_t pausedAt = -1;  ///< the step it says it waits after (-1: running)
+  };
+  /// What the ranks sent at one step's end, until every live rank has sent it.
+  struct PendingStep {
+    std::map<int, RankPrints> prints;
+    std::map<int, std::optional<Alert>> breaks;
+  };
+
+  void onRankStep(int rank, const AttachedStep& step);
+  void onRankPaused(int rank, std::int64_t step);
+  void onRankEnded(int rank, const std::string& why);
+  /// Settles every step that all live ranks have ended (lock held).
+  void settleLocked();
+  /// Steps ranks paused behind the furthest up to it (lock held).
+  void alignPausedLocked();
+
+  std::shared_ptr<CaptureStore> m_store;
+  mutable std::mutex m_mutex;
+  mutable std::condition_variable m_endedCv;
+  std::map<int, Rank> m_ranks;
+  std::string m_job;
+  int m_worldSize = 0;
+  std::vector<ModuleInfo> m_modules;
+  std::vector<std::string> m_parameters;
+
+  std::vector<std::uint8_t> m_masks;
+  int m_bins = 64;
+  RuleSettings m_settings;
+  std::uint32_t m_breakMask = 0;
+  bool m_stopOnBreak = false;
+  bool m_paused = false;
+  std::map<int, GradientIntervention> m_gradientOps;
+  std::map<int, OutputIntervention> m_outputOps;
+
+  std::map<std::int64_t, PendingStep> m_pending;
+  RuleEngine m_jobRules;  ///< keeps the rank_divergence alerts, grouped
+  std::optional<Alert> m_breakAlert;
+  std::function<void(int, const AttachedStep&)> m_onStep;
+  std::function<void(int, const std::string&)> m_onEnded;
+};
+
+} // namespace hookscope
