@@ -345,6 +345,14 @@ int runShow(const std::string& dir) {
               << (script.optimizer.empty() ? "" : ", " + script.optimizer) << ")\n"
               << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
               << "  run:      " << m.steps << " steps, attached; " << script.ended << "\n";
+    if (!m.ranks.empty()) {
+      std::cout << "  job:      " << m.ranks.size() << " ranks of world size " << m.ranks.front().worldSize
+                << (m.ranks.front().job.empty() ? "" : " (job " + m.ranks.front().job + ")") << "\n";
+      for (const auto& r : m.ranks) {
+        std::cout << "    rank " << r.rank << ": pid " << r.pid << " on " << r.host << ", " << r.steps << " steps; "
+                  << r.ended << "\n";
+      }
+    }
     std::int64_t dropped = 0;
     for (const auto& gap : m.gaps) dropped += gap.captures;
     if (dropped) {
@@ -374,11 +382,16 @@ int runShow(const std::string& dir) {
     std::cout << "  thinned:  no\n";
   }
   if (data.hasTensors) std::cout << "  tensors:  tensors.pt holds full activation tensors\n";
-  const auto losses = store.scalars("loss");
-  if (!losses.empty()) {
+  const auto ranks = store.ranks();
+  for (const int rank : ranks) {
+    const auto losses = store.scalars("loss", rank);
+    if (losses.empty()) continue;
     std::cout << "  loss:     " << formatDouble(losses.front().value) << " at step " << losses.front().step
-              << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step << "\n";
+              << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step
+              << (ranks.size() > 1 ? " (rank " + std::to_string(rank) + ")" : "") << "\n";
   }
+  std::cout << "  format:   version " << m.version << (m.version < ExportManifest::kVersion ? " (before ranks)" : "")
+            << "\n";
   std::cout << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
             << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
             << "\n";
@@ -389,7 +402,8 @@ int runShow(const std::string& dir) {
     for (const auto& p : points) bad += p.stats.nanCount + p.stats.infCount;
     const std::string name = std::string(captureKindName(key.kind)) + " " +
                              (key.module.empty() ? "(root)" : key.module) + " " +
-                             std::to_string(key.call) + "/" + std::to_string(key.index);
+                             std::to_string(key.call) + "/" + std::to_string(key.index) +
+                             (ranks.size() > 1 ? " rank " + std::to_string(key.rank) : "");
     std::cout << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
               << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
               << bad << "\n";

@@ -193,7 +193,7 @@ void AttachJob::resume() {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_paused = false;
   for (auto& [rank, r] : m_ranks) {
-    r.pausedAt = -1;
+    r.pausedAt = r.pauseAt = -1;
     if (r.alive) r.session->resume();
   }
 }
@@ -202,6 +202,7 @@ void AttachJob::step(int count) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_paused = true;  // again after those steps
   for (auto& [rank, r] : m_ranks) {
+    r.pauseAt = r.pausedAt >= 0 ? r.pausedAt + std::max(1, count) : -1;
     r.pausedAt = -1;
     if (r.alive) r.session->step(count);
   }
@@ -210,6 +211,15 @@ void AttachJob::step(int count) {
 bool AttachJob::paused() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   return m_paused;
+}
+
+std::map<int, std::int64_t> AttachJob::pausedSteps() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::map<int, std::int64_t> out;
+  for (const auto& [rank, r] : m_ranks) {
+    if (r.alive && r.pausedAt >= 0) out[rank] = r.pausedAt;
+  }
+  return out;
 }
 
 void AttachJob::stop(const std::string& reason) {
@@ -238,7 +248,9 @@ void AttachJob::onRankStep(int rank, const AttachedStep& step) {
 
 void AttachJob::onRankPaused(int rank, std::int64_t step) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_ranks.at(rank).pausedAt = step;
+  Rank& r = m_ranks.at(rank);
+  r.pausedAt = step;
+  r.pauseAt = -1;
   alignPausedLocked();
 }
 
@@ -284,12 +296,16 @@ void AttachJob::settleLocked() {
     if (breakAlert) {
       if (!m_breakAlert) m_breakAlert = breakAlert;
       answer = m_stopOnBreak ? AttachSession::StepAnswer::Stop : AttachSession::StepAnswer::Pause;
-      reason = "HookScope stopped the job at step " + std::to_string(step) + " on " + ruleName(breakAlert->rule) +
-               " (rank " + std::to_string(breakAlert->rank) + "): " + breakAlert->message;
+      const bool alone = m_ranks.size() == 1 && m_worldSize <= 1;
+      reason = std::string("HookScope stopped the ") + (alone ? "run" : "job") + " at step " + std::to_string(step) +
+               " on " + ruleName(breakAlert->rule) + (alone ? "" : " (rank " + std::to_string(breakAlert->rank) + ")") +
+               ": " + breakAlert->message;
       if (answer == AttachSession::StepAnswer::Pause) m_paused = true;
     }
     for (auto& [rank, r] : m_ranks) {
-      if (r.alive && pending.prints.count(rank)) r.session->release(step, answer, reason);
+      if (!r.alive || !pending.prints.count(rank)) continue;
+      r.session->release(step, answer, reason);
+      if (answer == AttachSession::StepAnswer::Pause) r.pauseAt = step;
     }
   }
 }
@@ -297,15 +313,17 @@ void AttachJob::settleLocked() {
 void AttachJob::alignPausedLocked() {
   if (!m_paused) return;
   // The step every rank will wait after: the furthest a paused rank waits at, or a running
-  // rank will reach (it pauses at the end of the step it is in).
+  // rank will reach: the step a pause answered, else the end of the step it is in (at the
+  // earliest; if it stops a step sooner, the others are not stepped past it: it is stepped up).
   std::int64_t target = -1;
   for (const auto& [rank, r] : m_ranks) {
     if (!r.alive) continue;
-    target = std::max(target, r.pausedAt >= 0 ? r.pausedAt : r.reported + 1);
+    target = std::max(target, r.pausedAt >= 0 ? r.pausedAt : r.pauseAt >= 0 ? r.pauseAt : r.reported + 1);
   }
   for (auto& [rank, r] : m_ranks) {
     if (r.alive && r.pausedAt >= 0 && r.pausedAt < target) {
       r.session->step(int(target - r.pausedAt));
+      r.pauseAt = target;
       r.pausedAt = -1;
     }
   }

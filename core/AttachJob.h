@@ -66,6 +66,8 @@ public:
   /// Every rank runs `count` more steps, then pauses.
   void step(int count = 1);
   bool paused() const;
+  /// The ranks that say they wait, paused, and the step they wait after.
+  std::map<int, std::int64_t> pausedSteps() const;
   void stop(const std::string& reason);
   /// Ends every session; the scripts detach and train on.
   void close();
@@ -90,6 +92,9 @@ private:
     std::string ended;
     std::int64_t reported = -1;  ///< the last step it ended
     std::int64_t pausedAt = -1;  ///< the step it says it waits after (-1: running)
+    /// While running: the step it was told to wait after (a pause answering that step's end, or
+    /// the last of the steps it was let run); -1: it pauses when it reads the job's pause.
+    std::int64_t pauseAt = -1;
   };
   /// What the ranks sent at one step's end, until every live rank has sent it.
   struct PendingStep {

@@ -494,6 +494,11 @@ std::string AttachSession::serve(const std::function<void(const AttachedStep&)>&
   }
 }
 
+std::string AttachSession::closedText() const {
+  return (m_stoppedByUs ? "stopped by HookScope after " : "closed by the script after ") +
+         std::to_string(m_stepsDone.load()) + " steps";
+}
+
 std::string AttachSession::receiveFrames() {
   m_lastStepEnd = std::chrono::steady_clock::now();
   auto fail = [&](const std::string& problem) {
@@ -519,7 +524,7 @@ std::string AttachSession::receiveFrames() {
     const ssize_t n = receive(m_fd, buffer.data(), buffer.size(), &fdsIn);
     for (int f : fdsIn) ::close(f);
     if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE))) {
-      return m_clean ? "closed by the script after " + std::to_string(m_stepsDone.load()) + " steps"
+      return m_clean ? closedText()
                      : "the script disconnected without closing after " + std::to_string(m_stepsDone.load()) +
                            " steps (it ended, crashed or was killed)";
     }
@@ -528,7 +533,7 @@ std::string AttachSession::receiveFrames() {
     wire::Frame frame;
     while (reader.next(&frame)) {
       if (!handleFrame(frame, &error)) return fail(error);
-      if (m_clean) return "closed by the script after " + std::to_string(m_stepsDone.load()) + " steps";
+      if (m_clean) return closedText();
     }
     if (!reader.error().empty()) return fail(reader.error());
   }
@@ -570,6 +575,7 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
     }
     if (type == "step") return handleStep(message, error);
     if (type == "bye") {
+      m_stoppedByUs = message.value("stopped", false);
       m_clean = true;
       return true;
     }

@@ -123,6 +123,8 @@ private:
   AttachSession() = default;
   /// serve()'s loop: frames until the script leaves, breaks the protocol, or close().
   std::string receiveFrames();
+  /// How a session the script closed ended.
+  std::string closedText() const;
   bool handleFrame(const wire::Frame& frame, std::string* error);
   bool handleCapture(const nlohmann::json& message, const std::string* inlineData, std::string* error);
   bool handleStep(const nlohmann::json& message, std::string* error);
@@ -155,6 +157,7 @@ private:
   std::atomic<bool> m_welcomed{false};
   std::atomic<bool> m_paused{false};
   std::atomic<bool> m_clean{false};
+  bool m_stoppedByUs = false;  ///< the script's goodbye says a stop from HookScope ended it (serve's thread)
   std::atomic<bool> m_broken{false};
   std::atomic<std::int64_t> m_stepsDone{0};
 

@@ -868,6 +868,7 @@ class Attached:
             self._receive(None)
         if self._stop_reason is not None and self._state == "on":
             reason = self._stop_reason
+            self._send({"type": "bye", "steps": self._step, "stopped": True})
             self._flush(deadline=time.monotonic() + 5.0)
             self._detach(None)
             raise Stopped(reason)

@@ -2,6 +2,9 @@
 #include "TestSupport.h"
 
 #include "ExportFolder.h"
+#include "TorchSaveFile.h"
+
+#include <ATen/ATen.h>
 
 #include <filesystem>
 #include <fstream>
@@ -320,4 +323,116 @@ TEST_F(ExportFolderTest, ConfigurationsAndAlertsComeBackFromTheExport) {
   std::ofstream(m_root / "export" / "alerts.csv", std::ios::app) << "7,fc,gradient,no_such_rule,1,x,7,1\n";
   EXPECT_FALSE(readExport(dir, &data, &error));
   EXPECT_NE(error.find("alerts.csv line 3"), std::string::npos) << error;
+}
+
+TEST_F(ExportFolderTest, RanksComeBackFromTheExport) {
+  CaptureStore store;
+  fillSample(store);  // rank 0
+  TensorStats s;
+  s.shape = {2};
+  s.dtype = "float32";
+  s.numel = 2;
+  s.min = s.max = s.mean = 0.5;
+  s.histogram = {2};
+  s.histLow = s.histHigh = 0.5;
+  store.add(1, {"layer1.0.conv1", 1, CaptureKind::Activation, 0, 3}, s);
+  store.addScalar(1, "loss", 7.25, 3);
+  ExportManifest m = manifest();
+  ScriptRecord r0, r3;
+  r0.name = r3.name = "train.py";
+  r0.worldSize = r3.worldSize = 4;
+  r0.job = r3.job = "10.0.0.1:29500";
+  r3.rank = 3;
+  r3.steps = 2;
+  r3.ended = "the script disconnected without closing after 2 steps";
+  m.script = r0;
+  m.ranks = {r0, r3};
+  Alert alert;
+  alert.step = 1;
+  alert.module = "fc.weight";
+  alert.kind = CaptureKind::Param;
+  alert.rule = RuleKind::RankDivergence;
+  alert.value = 0.25;
+  alert.rank = 3;
+  alert.message = "differs";
+  ExportOptions options;
+  options.extraFiles = {{"alerts.csv", alertsCsv({alert})}};
+  const std::string dir = (m_root / "export").string();
+  std::string error;
+  ASSERT_TRUE(writeExport(dir, m, store, {}, options, &error)) << error;
+  ExportData data;
+  ASSERT_TRUE(readExport(dir, &data, &error)) << error;
+  EXPECT_EQ(data.manifest.version, ExportManifest::kVersion);
+  ASSERT_EQ(data.store->seriesKeys(), store.seriesKeys());
+  EXPECT_EQ(data.store->ranks(), (std::vector<int>{0, 3}));
+  const SeriesKey ofRank3{"layer1.0.conv1", 1, CaptureKind::Activation, 0, 3};
+  ASSERT_EQ(data.store->series(ofRank3).size(), 1u);
+  EXPECT_EQ(data.store->series(ofRank3)[0].stats.histogram, (std::vector<std::int64_t>{2}));  // from histograms.pt
+  EXPECT_EQ(data.store->scalars("loss", 3).size(), 1u);
+  EXPECT_EQ(data.store->scalars("loss", 0).size(), 3u);
+  ASSERT_EQ(data.alerts.size(), 1u);
+  EXPECT_EQ(data.alerts[0].rank, 3);
+  EXPECT_EQ(data.alerts[0].rule, RuleKind::RankDivergence);
+  ASSERT_EQ(data.manifest.ranks.size(), 2u);
+  EXPECT_EQ(data.manifest.ranks[1].rank, 3);
+  EXPECT_EQ(data.manifest.ranks[1].worldSize, 4);
+  EXPECT_EQ(data.manifest.ranks[1].job, "10.0.0.1:29500");
+  EXPECT_EQ(data.manifest.ranks[1].steps, 2);
+  EXPECT_EQ(data.manifest.ranks[1].ended, r3.ended);
+}
+
+TEST_F(ExportFolderTest, AVersionOneExportIsReadAndRoundTrips) {
+  // Written as HookScope before ranks wrote it.
+  const fs::path v1 = m_root / "v1";
+  fs::create_directories(v1);
+  std::ofstream(v1 / "manifest.json") << R"({"format": "hookscope-capture", "version": 1, "model": {"file": "m.pt",
+    "sha256": "ab"}, "steps": 2, "hooked": [{"module": "fc", "kinds": ["activation"]}], "source": "model"})";
+  std::ofstream(v1 / "stats.csv") << kStatsCsvHeaderV1 << "\n"
+                                  << "0,fc,0,activation,0,2x3,float32,6,-1,2,0.5,1,2.5,0,0,0\n"
+                                  << "1,fc,0,activation,0,2x3,float32,6,-2,3,0.25,1.5,3.5,0,1,0\n";
+  std::ofstream(v1 / "scalars.csv") << "step,name,value\n0,loss,1.5\n1,loss,1.25\n";
+  std::ofstream(v1 / "alerts.csv") << "step,module,kind,rule,value,message,last_step,count\n"
+                                   << "1,fc,activation,dead_units,0.95,\"95% zero, fc\",1,1\n";
+  {
+    // histograms.pt with version 1 keys: "{kind}/{module}/{call}/{index}".
+    c10::Dict<std::string, c10::impl::GenericDict> all;
+    c10::impl::GenericDict entry(c10::StringType::get(), c10::TensorType::get());
+    entry.insert("steps", at::tensor({0, 1}, at::kLong));
+    entry.insert("counts", at::tensor({1, 5, 2, 3}, at::kLong).view({2, 2}));
+    entry.insert("edges", at::tensor({-1.0, 0.5, 2.0, -2.0, 0.5, 3.0}, at::kDouble).view({2, 3}));
+    all.insert("activation/fc/0/0", entry);
+    const auto bytes = saveTorchFile(c10::IValue(all));
+    std::ofstream(v1 / "histograms.pt", std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  auto check = [](const ExportData& data) {
+    const SeriesKey fc{"fc", 0, CaptureKind::Activation, 0, 0};
+    ASSERT_EQ(data.store->seriesKeys(), std::vector<SeriesKey>{fc});
+    const auto points = data.store->series(fc);
+    ASSERT_EQ(points.size(), 2u);
+    EXPECT_EQ(points[1].stats.max, 3);
+    EXPECT_EQ(points[1].stats.nanCount, 1);
+    EXPECT_EQ(points[1].stats.histogram, (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(data.store->scalars("loss").size(), 2u);
+    ASSERT_EQ(data.alerts.size(), 1u);
+    EXPECT_EQ(data.alerts[0].message, "95% zero, fc");
+    EXPECT_EQ(data.alerts[0].rank, 0);
+  };
+  ExportData data;
+  std::string error;
+  ASSERT_TRUE(readExport(v1.string(), &data, &error)) << error;
+  EXPECT_EQ(data.manifest.version, 1);
+  check(data);
+  // Written again it is version 2 and says the same.
+  ExportOptions options;
+  options.extraFiles = {{"alerts.csv", alertsCsv(data.alerts)}};
+  const std::string again = (m_root / "again").string();
+  ASSERT_TRUE(writeExport(again, data.manifest, *data.store, {}, options, &error)) << error;
+  ExportData reread;
+  ASSERT_TRUE(readExport(again, &reread, &error)) << error;
+  EXPECT_EQ(reread.manifest.version, 2);
+  check(reread);
+  // A manifest of a later version is refused with what to do.
+  std::ofstream(v1 / "manifest.json") << R"({"format": "hookscope-capture", "version": 3, "model": {}})";
+  EXPECT_FALSE(readExport(v1.string(), &data, &error));
+  EXPECT_NE(error.find("newer HookScope"), std::string::npos) << error;
 }

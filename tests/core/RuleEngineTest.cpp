@@ -121,8 +121,8 @@ TEST(RuleEngineTest, LossPlateauAndThresholds) {
   EXPECT_EQ(parseRuleName("exploding_gradient"), RuleKind::ExplodingGradient);
   EXPECT_FALSE(parseRuleName("bogus"));
   const std::string csv = alertsCsv({{3, "fc1", CaptureKind::Gradient, RuleKind::ExplodingGradient, 2e3, "big, really"}});
-  EXPECT_EQ(csv, "step,module,kind,rule,value,message,last_step,count\n"
-                 "3,fc1,gradient,exploding_gradient,2000,\"big, really\",3,1\n");
+  EXPECT_EQ(csv, "step,rank,module,kind,rule,value,message,last_step,count\n"
+                 "3,0,fc1,gradient,exploding_gradient,2000,\"big, really\",3,1\n");
 }
 
 } // namespace

@@ -20,7 +20,7 @@ CLI = os.environ.get("HOOKSCOPE_CLI", "build/cli/hookscope-cli")
 FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
 MODELS = os.environ.get("HOOKSCOPE_MODELS", "resources/models")
 CNN = os.path.join(MODELS, "small_cnn.pt")
-HEADER = ("step,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,"
+HEADER = ("step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,"
           "nan_count,inf_count")
 
 
@@ -247,7 +247,7 @@ class Breakpoints(CliTestCase):
         self.assertLess(steps, 60, "the run stopped early")
         with open(os.path.join(self.out(), "alerts.csv"), newline="") as f:
             alerts = list(csv.DictReader(f))
-        self.assertEqual(list(alerts[0].keys()), ["step", "module", "kind", "rule", "value", "message", "last_step", "count"])
+        self.assertEqual(list(alerts[0].keys()), ["step", "rank", "module", "kind", "rule", "value", "message", "last_step", "count"])
         fired = [a for a in alerts if a["rule"] == "exploding_gradient"]
         self.assertTrue(fired)
         self.assertEqual(int(fired[0]["step"]), steps - 1, "stopped after the step where it fired")
@@ -272,7 +272,7 @@ class Breakpoints(CliTestCase):
     def test_alerts_csv_is_always_written_and_unknown_rules_are_usage_errors(self):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "2"), 0)
         with open(os.path.join(self.out(), "alerts.csv")) as f:
-            self.assertEqual(f.readline().strip(), "step,module,kind,rule,value,message,last_step,count")
+            self.assertEqual(f.readline().strip(), "step,rank,module,kind,rule,value,message,last_step,count")
         self.assertExit(run("capture", CNN, "--out", self.out("b"), "--break", "bogus"), 2, "bogus")
 
 
@@ -347,7 +347,8 @@ class ExportFolder(CliTestCase):
         with open(os.path.join(self.export, "manifest.json")) as f:
             m = json.load(f)
         self.assertEqual(m["format"], "hookscope-capture")
-        self.assertEqual(m["version"], 1)
+        self.assertEqual(m["version"], 2)
+        self.assertEqual(m["ranks"], [{"rank": 0}])
         with open(CNN, "rb") as f:
             self.assertEqual(m["model"]["sha256"], hashlib.sha256(f.read()).hexdigest())
         self.assertEqual(m["model"]["file"], "small_cnn.pt")
@@ -399,7 +400,8 @@ class ExportFolder(CliTestCase):
         rows = read_stats(self.export)
         self.assertEqual(len(hist), len({(r["kind"], r["module"], r["call"], r["index"]) for r in rows}))
         for r in rows:
-            entry = hist[f'{r["kind"]}/{r["module"]}/{r["call"]}/{r["index"]}']
+            self.assertEqual(r["rank"], "0")
+            entry = hist[f'rank0/{r["kind"]}/{r["module"]}/{r["call"]}/{r["index"]}']
             self.assertEqual(entry["steps"].dtype, torch.int64)
             self.assertEqual(entry["counts"].dtype, torch.int64)
             self.assertEqual(entry["edges"].dtype, torch.float64)

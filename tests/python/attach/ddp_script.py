@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -75,6 +76,8 @@ def worker(rank, args):
                 model.body[0][0].weight[0, 0] += 1e-3
         if reference is not None:
             reference.end_step()
+        if args.sleep:
+            time.sleep(args.sleep)  # a step that takes as long as real ones
         try:
             hs.step(loss)
         except hookscope.Stopped as exc:
@@ -103,6 +106,7 @@ def main():
     parser.add_argument("--nudge")
     parser.add_argument("--nan")
     parser.add_argument("--die")
+    parser.add_argument("--sleep", type=float, default=0, help="seconds each step also takes")
     parser.add_argument("--collective-timeout", type=float, default=20)
     args = parser.parse_args()
     torch.set_num_threads(1)
