@@ -56,10 +56,14 @@ def worker(rank, args):
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     reference = Reference(model) if args.reference else None
-    hs = hookscope.attach(ddp, opt, wait=True, timeout=60)
+    if args.plain:
+        hs = hookscope.attach(ddp, opt, address="unix:/nonexistent/hookscope.sock")  # the baseline: nothing listens
+    else:
+        hs = hookscope.attach(ddp, opt, wait=True, timeout=60)
     data = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
     nudge, nan, die = fault(args.nudge), fault(args.nan), fault(args.die)
     stopped = None
+    started = time.monotonic()
     for step in range(args.steps):
         if die == (rank, step):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -88,7 +92,9 @@ def worker(rank, args):
             json.dump([r for r in reference.records if r["step"] == 0], f)
     if args.report:
         with open(os.path.join(args.report, "rank-%d.json" % rank), "w") as f:
-            json.dump({"steps": step + 1, "stopped": stopped}, f)
+            json.dump({"steps": step + 1, "stopped": stopped, "seconds": time.monotonic() - started,
+                       "bytes_sent": hs.bytes_sent, "bytes_shared": hs.bytes_shared,
+                       "connected": hs.connected}, f)
     hs.close()
     dist.destroy_process_group()
 
@@ -106,6 +112,7 @@ def main():
     parser.add_argument("--nudge")
     parser.add_argument("--nan")
     parser.add_argument("--die")
+    parser.add_argument("--plain", action="store_true", help="no viewer (a benchmark's baseline)")
     parser.add_argument("--sleep", type=float, default=0, help="seconds each step also takes")
     parser.add_argument("--collective-timeout", type=float, default=20)
     args = parser.parse_args()
