@@ -34,6 +34,17 @@ def main(folder):
     hello = _wire.json_frame({"type": "hello", "protocol": 1, "modules": [{"path": "", "type": "M", "params": 1}]})
     with open(os.path.join(folder, "own-hello"), "wb") as f:
         f.write(b"\x01" + hello + step0)
+    # A rank of a distributed job: its hello names the job and the parameters its steps' prints follow.
+    rank_hello = _wire.json_frame({"type": "hello", "protocol": 1, "dist": {"rank": 1, "world_size": 2, "job": "h:1"},
+                                   "parameters": ["fc.weight", "fc.bias"],
+                                   "modules": [{"path": "", "type": "M", "params": 0},
+                                               {"path": "fc", "type": "Linear", "params": 6}]})
+    rank_step = _wire.json_frame({"type": "step", "step": 0, "scalars": {"loss": 1.0},
+                                  "fingerprint": {"params": [[1.5, 2.0], ["nan", "inf"]],
+                                                  "grads": [[0.1, 0.2], None]}})
+    with open(os.path.join(folder, "rank-hello"), "wb") as f:
+        f.write(b"\x01" + rank_hello + rank_step + _wire.json_frame({"type": "paused", "step": 0})
+                + _wire.json_frame({"type": "bye", "steps": 1, "stopped": True}))
 
 
 if __name__ == "__main__":

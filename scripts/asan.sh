@@ -21,7 +21,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export HOOKSCOPE_FIXTURES="$fixtures" HOOKSCOPE_TEST_OPS="$ops"
 "$build/tests/hookscope_core_tests" --gtest_brief=1
 (cd "$root/tests/python" && HOOKSCOPE_CLI="$build/cli/hookscope-cli" HOOKSCOPE_MODELS="$root/resources/models" \
-  "$python" -m unittest -q test_cli && HOOKSCOPE_CLI="$build/cli/hookscope-cli" "$python" -m pytest -q -p no:cacheprovider test_attach.py)
+  "$python" -m unittest -q test_cli && HOOKSCOPE_CLI="$build/cli/hookscope-cli" "$python" -m pytest -q -p no:cacheprovider test_attach.py test_distributed.py)
 
 # Seeds: the fixtures' data files, every file of a real export, a few input specs.
 corpus="$build/corpus"

@@ -16,6 +16,7 @@ run "$build/tests/bench/hookscope-core-bench" overhead "$root/resources/models/s
 run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scripted.pt" 8x3x112x112 "$rounds"
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
+run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8
 run "$build/tests/bench/hookscope-core-bench" stats
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
 run "$build/tests/bench/hookscope-core-bench" memory

@@ -14,5 +14,5 @@ fixtures="$root/build-tsan/fixtures"
 # halt_on_error: any race report fails the run.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
   "$root/build-tsan/tests/hookscope_core_tests" \
-  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:AttachSessionTest.*' \
+  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:AttachSessionTest.*:AttachJobTest.*' \
   --gtest_repeat=3

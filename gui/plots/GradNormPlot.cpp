@@ -18,6 +18,7 @@ QString seriesLabel(const SeriesKey& key) {
   QString label = key.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(key.module);
   if (key.call > 0) label += QStringLiteral(" #%1").arg(key.call);
   if (key.index > 0) label += QStringLiteral("[%1]").arg(key.index);
+  if (key.rank > 0) label += QStringLiteral(" (rank %1)").arg(key.rank);  // an export of a job
   return label;
 }
 

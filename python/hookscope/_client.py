@@ -178,6 +178,14 @@ def _distributed(job):
     return rank, world, str(job)
 
 
+def _replicated(model):
+    """Whether every rank holds the whole model (DDP), not a shard of it (FSDP, DTensor)."""
+    for module in model.modules():
+        if "FullyShardedDataParallel" in type(module).__name__ or type(module).__name__.startswith("FSDP"):
+            return False
+    return not any(type(p).__name__ == "DTensor" for p in model.parameters())
+
+
 def attach(model, optimizer=None, address=None, name=None, wait=False, timeout=None, buffer_mib=None, job=None):
     """Connects `model` (and optionally its optimizer) to a HookScope window or recorder.
 
@@ -203,7 +211,8 @@ class Attached:
         self._model = model
         self._dist = _distributed(job)
         # In a job, each step's end carries (sum, norm) of every parameter and gradient: rank_divergence.
-        self._prints = [p for _, p in model.named_parameters()] if self._dist and self._dist[1] > 1 else []
+        self._prints = [p for _, p in model.named_parameters()] if self._dist and self._dist[1] > 1 \
+            and _replicated(model) else []
         self._optimizer = optimizer
         self._pid = os.getpid()
         self._lock = threading.RLock()
