@@ -127,6 +127,7 @@ void PlotsPanel::updateSeriesChoices() {
       if (key.call > 0) label += tr(" · call %1").arg(key.call);
       if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
     }
+    if (key.rank > 0) label += tr(" · rank %1").arg(key.rank);  // an export of a torch.distributed job
     m_series->addItem(label);
     if (key == previous) keep = int(i);
   }

@@ -58,13 +58,15 @@ def main():
         for world in ranks:
             plain, _ = job(world, steps, folder)
             out = os.path.join(folder, "export-%d" % world)
+            log = tempfile.TemporaryFile("w+")  # its progress lines: a pipe nobody reads would fill and block it
             proc = subprocess.Popen([cli, "record", "--out", out, "--address", "unix:" + os.path.join(folder, "s.sock"),
                                      "--timeout", "120", "--hook", "*", "--kinds", "activation,gradient", "--force"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                    stdout=subprocess.PIPE, stderr=log, text=True)
             address = proc.stdout.readline().strip().split("=", 1)[1]
             recorded, reports = job(world, steps, folder, address)
             _, status, usage = os.wait4(proc.pid, 0)
-            err = proc.stderr.read()
+            log.seek(0)
+            err = log.read()
             if os.waitstatus_to_exitcode(status) != 0:
                 raise SystemExit("record failed: " + err[-2000:])
             with open(os.path.join(out, "manifest.json")) as f:
