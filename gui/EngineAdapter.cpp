@@ -86,6 +86,16 @@ void EngineAdapter::attachLoop() {
       Q_EMIT attachRefused(QString::fromStdString(error));
       continue;
     }
+    if (const auto& script = accepted->script(); script.worldSize > 1) {
+      // Pausing one rank would hang the others in their next all-reduce: a job is recorded whole.
+      const std::string message =
+          "rank " + std::to_string(script.rank) + " of a torch.distributed job of " + std::to_string(script.worldSize) +
+          " ranks: the window attaches one process, not yet every rank of a job. Record the job with "
+          "`hookscope-cli record --out DIR` (it takes every rank) and open DIR here with File > Open capture";
+      accepted->refuse(message);
+      Q_EMIT attachRefused(QString::fromStdString(message));
+      continue;
+    }
     session = std::move(accepted);
     break;
   }

@@ -163,6 +163,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     showMessage(tr("Cannot attach"), message);
   });
   connect(m_engine, &EngineAdapter::attachRefused, this, [this](const QString& message) {
+    m_lastRefusal = message;
     statusBar()->showMessage(tr("Refused a connection: %1").arg(message), 10000);
   });
   connect(m_engine, &EngineAdapter::scriptDetached, this, [this](const QString& reason) {
@@ -728,7 +729,10 @@ void MainWindow::redraw() {
       SeriesPoint point;
       if (!m_summary.store->pointAt(key, step, &point) || point.step != step) continue;
       if (point.stats.hasNonFinite()) nonFinite[std::size_t(found->second)] = true;
-      if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0) norms[std::size_t(found->second)] = point.stats.l2norm;
+      // The tree shows rank 0's norm; a NaN on any rank of a job marks the module.
+      if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0 && key.rank == 0) {
+        norms[std::size_t(found->second)] = point.stats.l2norm;
+      }
     }
     m_tree->setLiveValues(norms, nonFinite);
   }

@@ -44,6 +44,8 @@ public:
   /// questions.
   void setInteractive(bool interactive) { m_interactive = interactive; }
   QString lastMessage() const { return m_lastMessage; }
+  /// Why the last connection to the attach address was refused.
+  QString lastRefusal() const { return m_lastRefusal; }
 
   /// How the question "discard captures that were not exported?" is answered.
   enum class DiscardChoice { Ask, Export, Discard, Cancel };
@@ -190,6 +192,7 @@ private:
   bool m_paused = false;
   bool m_interactive = true;
   QString m_lastMessage;
+  QString m_lastRefusal;
   qint64 m_stepsSeen = 0;
   qint64 m_lastStep = -1;
   QElapsedTimer m_rateClock;

@@ -138,6 +138,31 @@ private Q_SLOTS:
     QVERIFY(QFile::exists(exportDir + QStringLiteral("/alerts.csv")));
   }
 
+  void theRanksOfAJobAreToldToUseTheRecorder() {
+    // A rank paused alone would hang the others: until the window takes a whole job, it says so.
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    QVERIFY(dir.isValid());
+    MainWindow window;
+    window.setInteractive(false);
+    QSignalSpy listening(&window, &MainWindow::listening);
+    window.attachScript(QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
+    QVERIFY(listening.wait(kTimeout));
+    QProcess job;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), listening.first().first().toString());
+    job.setProcessEnvironment(env);
+    job.start(QStringLiteral(HOOKSCOPE_PYTHON),
+              {QStringLiteral(HOOKSCOPE_DDP_SCRIPT), QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--port"),
+               QString::number(20000 + QCoreApplication::applicationPid() % 20000)});
+    QTRY_VERIFY_WITH_TIMEOUT(window.lastRefusal().contains(QStringLiteral("hookscope-cli record")), kTimeout);
+    QVERIFY(window.lastRefusal().contains(QStringLiteral("of a torch.distributed job of 2 ranks")));
+    QVERIFY(job.waitForFinished(kTimeout));
+    QCOMPARE(job.exitCode(), 0);  // the ranks trained on, unhooked
+    const QString warnings = QString::fromUtf8(job.readAllStandardError());
+    QVERIFY2(warnings.contains(QStringLiteral("refused this script")), qPrintable(warnings));
+    QVERIFY(!window.scriptAttached());
+  }
+
   void noSecondListenerOnATakenAddress() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     const QString address = QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock"));
