@@ -39,6 +39,13 @@ int runRecord(const RecordOptions& options) {
        "`hs.step(loss)` after each step, run with HOOKSCOPE_ADDRESS=" + listener->address());
   StopSignals signals;
 
+  // What the job's callbacks use is declared first: the job (its destructor joins the rank
+  // threads) goes before it.
+  std::mutex outputMutex;
+  const bool terminal = ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> dropped{0};
+  std::atomic<int> expected{0};
   auto store = std::make_shared<CaptureStore>(std::size_t(options.memoryCapMiB * 1024 * 1024));
   AttachJob job(store);
   std::uint32_t breakMask = 0;
@@ -48,11 +55,6 @@ int runRecord(const RecordOptions& options) {
   job.setBreakRules(breakMask, /*stopOnBreak=*/true);
 
   // Progress: one line per step of the lowest rank still attached; a note when a rank leaves.
-  std::mutex outputMutex;
-  const bool terminal = ::isatty(STDERR_FILENO);
-  const auto start = std::chrono::steady_clock::now();
-  std::atomic<std::int64_t> dropped{0};
-  std::atomic<int> expected{0};
   job.setOnStep([&](int rank, const AttachedStep& s) {
     dropped += s.droppedCaptures;
     const auto live = job.liveRanks();
