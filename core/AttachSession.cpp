@@ -285,7 +285,6 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
       session->m_parameters.push_back(name.get<std::string>().substr(0, kMaxNameBytes));
     }
   }
-  ok = true;
 
   // The ring: a sealed memfd the script cannot shrink under us (that would be a SIGBUS here).
   ok = true;
@@ -793,11 +792,6 @@ void AttachSession::release(std::int64_t step, StepAnswer answer, const std::str
     send(text(json{{"type", "stop"}, {"reason", reason}}));
   }
   send(text(json{{"type", "ack"}, {"step", step}}));
-}
-
-bool AttachSession::breakArmed() const {
-  std::lock_guard<std::mutex> lock(m_stateMutex);
-  return m_breakRules != 0;
 }
 
 } // namespace hookscope

@@ -111,8 +111,6 @@ public:
   /// Answers the end of `step`: a pause or a stop (hookscope.Stopped with `reason`) first, then
   /// the acknowledgement the script waits for when breakpoints are armed.
   void release(std::int64_t step, StepAnswer answer, const std::string& reason = "");
-  /// Whether a rule that pauses or stops is armed.
-  bool breakArmed() const;
   /// Copies of the alerts so far.
   std::vector<Alert> alerts() const;
   /// Steps dropped in part by the script, for the manifest.

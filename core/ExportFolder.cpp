@@ -310,6 +310,15 @@ std::string readCsvRows(std::istream& in, Row&& row) {
   return "";
 }
 
+// A version 2 row's second field is its rank: returns it and removes the field, so the row reads
+// as in version 1, whose rows are all rank 0.
+int takeRank(std::vector<std::string>& f, bool v1) {
+  if (v1) return 0;
+  const int rank = std::stoi(f[1]);
+  f.erase(f.begin() + 1);
+  return rank;
+}
+
 } // namespace
 
 bool readExport(const std::string& dir, ExportData* data, std::string* error) {
@@ -347,12 +356,10 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     const bool v1 = line == kStatsCsvHeaderV1;
     if (!v1 && line != kStatsCsvHeader) return fail(dir + "/stats.csv does not start with the expected header.");
     const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
-      if (v1 && f.size() == 16) f.insert(f.begin() + 1, "0");
-      const auto kind = f.size() == 17 ? parseCaptureKind(f[4]) : std::nullopt;
-      if (!kind) return false;
-      const int rank = std::stoi(f[1]);
-      if (rank < 0) return false;
-      f.erase(f.begin() + 1);
+      if (f.size() != (v1 ? 16u : 17u)) return false;
+      const int rank = takeRank(f, v1);
+      const auto kind = parseCaptureKind(f[3]);
+      if (!kind || rank < 0) return false;
       SeriesPoint p;
       p.step = std::stoll(f[0]);
       p.stats.shape = parseShape(f[5]);
@@ -386,10 +393,10 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     const bool v1 = line.rfind("step,name,value", 0) == 0;
     while (std::getline(in, line)) {
       auto f = splitCsvLine(line);
-      if (v1 && f.size() == 3) f.insert(f.begin() + 1, "0");
-      if (f.size() != 4) continue;
+      if (f.size() != (v1 ? 3u : 4u)) continue;
       try {
-        result.store->addScalar(std::stoll(f[0]), f[2], parseDouble(f[3]), std::stoi(f[1]));
+        const int rank = takeRank(f, v1);
+        result.store->addScalar(std::stoll(f[0]), f[1], parseDouble(f[2]), rank);
       } catch (const std::exception&) {
         return fail(dir + "/scalars.csv has a bad line: " + line);
       }
@@ -401,13 +408,13 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     std::getline(in, line);
     const bool v1 = line.rfind("step,module,", 0) == 0;
     const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
-      if (v1 && f.size() == 8) f.insert(f.begin() + 1, "0");
-      const auto kind = f.size() == 9 ? parseCaptureKind(f[3]) : std::nullopt;
-      const auto rule = f.size() == 9 ? parseRuleName(f[4]) : std::nullopt;
+      if (f.size() != (v1 ? 8u : 9u)) return false;
+      const int rank = takeRank(f, v1);
+      const auto kind = parseCaptureKind(f[2]);
+      const auto rule = parseRuleName(f[3]);
       if (!kind || !rule) return false;
       Alert a;
-      a.rank = std::stoi(f[1]);
-      f.erase(f.begin() + 1);
+      a.rank = rank;
       a.step = std::stoll(f[0]);
       a.module = f[1];
       a.kind = *kind;

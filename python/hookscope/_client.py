@@ -211,7 +211,7 @@ class Attached:
         self._model = model
         self._dist = _distributed(job)
         # In a job, each step's end carries (sum, norm) of every parameter and gradient: rank_divergence.
-        self._prints = [p for _, p in model.named_parameters()] if self._dist and self._dist[1] > 1 \
+        self._prints = list(model.named_parameters()) if self._dist and self._dist[1] > 1 \
             and _replicated(model) else []
         self._optimizer = optimizer
         self._pid = os.getpid()
@@ -390,7 +390,7 @@ class Attached:
             rank, world, job = self._dist
             hello["dist"] = {"rank": rank, "world_size": world, "job": job}
             if self._prints:
-                hello["parameters"] = [n for n, _ in self._model.named_parameters()]
+                hello["parameters"] = [name for name, _ in self._prints]
         if token:
             hello["token"] = token
         return hello
@@ -812,22 +812,18 @@ class Attached:
 
     def _fingerprint(self):
         """(sum, L2 norm) in float64 of every parameter and of its gradient, read back at once."""
+        def pair(t):
+            t = t.detach()
+            return torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64)])
+
         with torch.no_grad():
-            rows, has_grad = [], []
-            for p in self._prints:
-                d = p.detach()
-                rows.append(torch.stack([d.sum(dtype=torch.float64), torch.linalg.vector_norm(d, dtype=torch.float64)]))
-            for p in self._prints:
-                has_grad.append(p.grad is not None)
-                if p.grad is not None:
-                    g = p.grad.detach()
-                    rows.append(torch.stack([g.sum(dtype=torch.float64), torch.linalg.vector_norm(g, dtype=torch.float64)]))
+            grads = [p.grad for _, p in self._prints]
+            rows = [pair(p) for _, p in self._prints] + [pair(g) for g in grads if g is not None]
             rows = torch.stack(rows).cpu().tolist() if rows else []  # one wait for a GPU, not one per tensor
-            value_list, grad_rows = rows[:len(self._prints)], iter(rows[len(self._prints):])
-            grad_list = [next(grad_rows) if has else None for has in has_grad]
+        grad_rows = iter(rows[len(self._prints):])
         encode = _wire.encode_number
-        return {"params": [[encode(a), encode(b)] for a, b in value_list],
-                "grads": [[encode(pair[0]), encode(pair[1])] if pair else None for pair in grad_list]}
+        return {"params": [[encode(s), encode(n)] for s, n in rows[:len(self._prints)]],
+                "grads": [[encode(v) for v in next(grad_rows)] if g is not None else None for g in grads]}
 
     def _end_step(self, loss, scalars):
         if self._optimizer is None and any(f & (_BIT["param"] | _BIT["param_grad"]) for f in self._flags):
