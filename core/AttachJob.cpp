@@ -36,6 +36,12 @@ void AttachJob::setOnEnded(std::function<void(int, const std::string&)> onEnded)
   m_onEnded = std::move(onEnded);
 }
 
+void AttachJob::setOnSettled(
+    std::function<void(std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&)> onSettled) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_onSettled = std::move(onSettled);
+}
+
 bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) {
   std::unique_lock<std::mutex> lock(m_mutex);
   const ScriptRecord& script = session->script();
@@ -125,7 +131,7 @@ int AttachJob::worldSize() const {
 bool AttachJob::waitEnded(int timeoutMs) const {
   std::unique_lock<std::mutex> lock(m_mutex);
   auto allEnded = [&] {
-    return std::none_of(m_ranks.begin(), m_ranks.end(), [](const auto& entry) { return entry.second.alive; });
+    return std::all_of(m_ranks.begin(), m_ranks.end(), [](const auto& entry) { return entry.second.over; });
   };
   if (timeoutMs < 0) {
     m_endedCv.wait(lock, allEnded);
@@ -139,6 +145,23 @@ void AttachJob::setAllHooks(const std::vector<std::uint8_t>& masks) {
   if (!m_modules.empty() && masks.size() != m_modules.size()) return;
   m_masks = masks;  // before the first rank: for it
   for (auto& [rank, r] : m_ranks) r.session->setAllHooks(masks);
+}
+
+void AttachJob::setHooks(int module, std::uint8_t mask) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (module < 0 || std::size_t(module) >= m_masks.size()) return;
+  m_masks[std::size_t(module)] = mask;
+  for (auto& [rank, r] : m_ranks) r.session->setHooks(module, mask);
+}
+
+std::vector<std::uint8_t> AttachJob::hooks() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_masks;
+}
+
+std::int64_t AttachJob::settledStep() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_settled;
 }
 
 void AttachJob::setBins(int bins) {
@@ -265,8 +288,13 @@ void AttachJob::onRankEnded(int rank, const std::string& why) {
     alignPausedLocked();
     onEnded = m_onEnded;
   }
-  m_endedCv.notify_all();
   if (onEnded) onEnded(rank, why);
+  {
+    // Only now is the rank over for waitEnded(): whoever waits hears of its end after the callback.
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_ranks.at(rank).over = true;
+  }
+  m_endedCv.notify_all();
 }
 
 void AttachJob::settleLocked() {
@@ -281,11 +309,12 @@ void AttachJob::settleLocked() {
     m_pending.erase(first);
 
     std::optional<Alert> breakAlert;
+    std::vector<Alert> fired;
     for (const auto& [rank, alert] : pending.breaks) {  // the lowest rank's, as ranks ascend
       if (alert && !breakAlert) breakAlert = alert;
     }
     if (m_settings.enabled[std::size_t(RuleKind::RankDivergence)] && pending.prints.size() > 1) {
-      const auto fired = rankDivergence(step, m_parameters, pending.prints, m_settings.divergence);
+      fired = rankDivergence(step, m_parameters, pending.prints, m_settings.divergence);
       m_jobRules.add(fired);
       if (!fired.empty() && !breakAlert && (m_breakMask & (1u << unsigned(RuleKind::RankDivergence)))) {
         breakAlert = fired.front();
@@ -307,6 +336,8 @@ void AttachJob::settleLocked() {
       r.session->release(step, answer, reason);
       if (answer == AttachSession::StepAnswer::Pause) r.pauseAt = step;
     }
+    m_settled = std::max(m_settled, step);
+    if (m_onSettled) m_onSettled(step, fired, breakAlert);
   }
 }
 

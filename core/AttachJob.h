@@ -38,6 +38,12 @@ public:
   void setOnStep(std::function<void(int rank, const AttachedStep&)> onStep);
   /// Called on a rank's serving thread when it leaves, with why.
   void setOnEnded(std::function<void(int rank, const std::string& why)> onEnded);
+  /// Called when every live rank has ended `step` and the job has checked it: the job's own
+  /// alerts of that step (rank_divergence) and the break that pauses or stops every rank there.
+  /// Runs with the job's lock held: it must not call the job.
+  void setOnSettled(
+      std::function<void(std::int64_t step, const std::vector<Alert>& alerts, const std::optional<Alert>& breakAlert)>
+          onSettled);
 
   /// Takes an accepted session as its rank and starts serving it with the job's hooks, rules
   /// and run state. False with a message (also sent to the script) when it is not of this job:
@@ -51,11 +57,15 @@ public:
   std::vector<ModuleInfo> modules() const;
   /// The world size the ranks reported (0 before one attached).
   int worldSize() const;
-  /// Waits up to `timeoutMs` (-1: forever) until every rank that attached has left.
+  /// Waits up to `timeoutMs` (-1: forever) until every rank that attached has left (and the
+  /// onEnded callback of each has returned).
   bool waitEnded(int timeoutMs) const;
 
   // Any thread; applied to every rank, and to ranks that attach later.
   void setAllHooks(const std::vector<std::uint8_t>& masks);
+  /// One module's mask, on every rank from its next step.
+  void setHooks(int module, std::uint8_t mask);
+  std::vector<std::uint8_t> hooks() const;
   void setBins(int bins);
   void setRuleSettings(const RuleSettings& settings);
   void setBreakRules(std::uint32_t mask, bool stopOnBreak = false);
@@ -66,6 +76,8 @@ public:
   /// Every rank runs `count` more steps, then pauses.
   void step(int count = 1);
   bool paused() const;
+  /// The newest step every live rank has ended and the job has checked (-1: none yet).
+  std::int64_t settledStep() const;
   /// The ranks that say they wait, paused, and the step they wait after.
   std::map<int, std::int64_t> pausedSteps() const;
   void stop(const std::string& reason);
@@ -89,6 +101,7 @@ private:
     std::unique_ptr<AttachSession> session;
     std::thread thread;
     bool alive = true;
+    bool over = false;  ///< ended, and onEnded has returned
     std::string ended;
     std::int64_t reported = -1;  ///< the last step it ended
     std::int64_t pausedAt = -1;  ///< the step it says it waits after (-1: running)
@@ -131,7 +144,9 @@ private:
   std::map<std::int64_t, PendingStep> m_pending;
   RuleEngine m_jobRules;  ///< keeps the rank_divergence alerts, grouped
   std::optional<Alert> m_breakAlert;
+  std::int64_t m_settled = -1;
   std::function<void(int, const AttachedStep&)> m_onStep;
+  std::function<void(std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&)> m_onSettled;
   std::function<void(int, const std::string&)> m_onEnded;
 };
 

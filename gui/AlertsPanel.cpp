@@ -26,7 +26,8 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   layout->addWidget(m_table);
   auto activate = [this](int row) {
     if (row < 0) return;
-    Q_EMIT alertActivated(m_table->item(row, 0)->data(Qt::UserRole).toLongLong(), m_table->item(row, 1)->data(Qt::UserRole).toString());
+    Q_EMIT alertActivated(m_table->item(row, 0)->data(Qt::UserRole).toLongLong(), m_table->item(row, 1)->data(Qt::UserRole).toString(),
+                          m_table->item(row, 1)->data(Qt::UserRole + 1).toInt());
   };
   connect(m_table, &QTableWidget::cellClicked, this, [activate](int row, int) { activate(row); });
   connect(m_table, &QTableWidget::cellActivated, this, [activate](int row, int) { activate(row); });
@@ -35,7 +36,11 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
 namespace {
 
 QString groupKey(const Alert& alert) {
-  return QStringLiteral("%1|%2|%3").arg(int(alert.rule)).arg(int(alert.kind)).arg(QString::fromStdString(alert.module));
+  return QStringLiteral("%1|%2|%3|%4")
+      .arg(int(alert.rule))
+      .arg(int(alert.kind))
+      .arg(alert.rank)
+      .arg(QString::fromStdString(alert.module));
 }
 
 QString stepsText(std::int64_t first, std::int64_t last, std::int64_t count) {
@@ -60,8 +65,11 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
     const int row = m_table->rowCount();
     m_table->insertRow(row);
     m_rows.insert(key, row);
-    auto* layer = new QTableWidgetItem(alert.module.empty() ? tr("(model)") : QString::fromStdString(alert.module));
+    QString where = alert.module.empty() ? tr("(model)") : QString::fromStdString(alert.module);
+    if (m_ranks) where += tr(" · rank %1").arg(alert.rank);  // a job's: the rank where it fired
+    auto* layer = new QTableWidgetItem(where);
     layer->setData(Qt::UserRole, QString::fromStdString(alert.module));
+    layer->setData(Qt::UserRole + 1, alert.rank);
     auto* steps = new QTableWidgetItem(stepsText(alert.step, alert.step, 1));
     steps->setData(Qt::UserRole, qint64(alert.step));
     steps->setData(Qt::UserRole + 1, qint64(1));
@@ -77,6 +85,7 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
 void AlertsPanel::clear() {
   m_table->setRowCount(0);
   m_rows.clear();
+  m_ranks = false;
 }
 int AlertsPanel::count() const { return m_table->rowCount(); }
 

@@ -15,15 +15,18 @@ class AlertsPanel : public QWidget {
 public:
   explicit AlertsPanel(QWidget* parent = nullptr);
   void addAlerts(const std::vector<hookscope::Alert>& alerts);
+  /// Clears; then rows name their rank when `ranks` (the alerts of a torch.distributed job).
   void clear();
+  void setRanksShown(bool ranks) { m_ranks = ranks; }
   int count() const;
   /// Selects the row of this alert's rule and layer.
   void highlight(const hookscope::Alert& alert);
 
 Q_SIGNALS:
-  void alertActivated(qint64 step, const QString& module);
+  void alertActivated(qint64 step, const QString& module, int rank);
 
 private:
   QTableWidget* m_table;
-  QHash<QString, int> m_rows;  ///< rule|kind|module -> row
+  QHash<QString, int> m_rows;  ///< rule|kind|rank|module -> row
+  bool m_ranks = false;
 };

@@ -2,7 +2,7 @@
 
 #include "AttachListener.h"
 #include "ModelArchiveScan.h"
-#include "AttachSession.h"
+#include "AttachJob.h"
 #include "ExportFolder.h"
 #include "OperatorLibraries.h"
 #include "Sha256.h"
@@ -26,141 +26,24 @@ EngineAdapter::EngineAdapter(QObject* parent) : QObject(parent) {}
 EngineAdapter::~EngineAdapter() {
   m_attachStop = true;
   if (m_listener) m_listener->wake();
-  if (auto s = session()) s->close();  // the script detaches and trains on
+  if (auto j = job()) j->close();  // the scripts detach and train on
   if (m_attachThread.joinable()) m_attachThread.join();
-}
-
-std::shared_ptr<AttachSession> EngineAdapter::session() const {
-  std::lock_guard<std::mutex> lock(m_modelMutex);
-  return m_session;
+  // The job's rank threads report through this object: they end here, not after it.
+  std::shared_ptr<AttachJob> ended;
+  {
+    std::lock_guard<std::mutex> lock(m_modelMutex);
+    ended = std::move(m_job);
+  }
 }
 
 void EngineAdapter::setBreakRules(quint32 mask) {
   m_breakRules = mask;
-  if (auto s = session()) s->setBreakRules(mask);
-}
-
-void EngineAdapter::listen(const QString& address) {
-  if (m_listener) {
-    Q_EMIT listening(QString::fromStdString(m_listener->address()));
-    return;
-  }
-  if (auto s = session(); s && m_running.load()) {
-    Q_EMIT listenFailed(QStringLiteral("A script is attached: Stop (detach) it before attaching another."));
-    return;
-  }
-  if (m_running.load()) {
-    Q_EMIT listenFailed(QStringLiteral("Stop the run before attaching a training script."));
-    return;
-  }
-  if (m_attachThread.joinable()) m_attachThread.join();  // the previous script's, finished
-  std::string error;
-  m_listener = AttachListener::open(address.isEmpty() ? defaultAttachAddress() : address.toStdString(), &error);
-  if (!m_listener) {
-    Q_EMIT listenFailed(QString::fromStdString(error));
-    return;
-  }
-  m_attachStop = false;
-  Q_EMIT listening(QString::fromStdString(m_listener->address()));
-  m_attachThread = std::thread([this] { attachLoop(); });
-}
-
-void EngineAdapter::stopListening() {
-  if (!m_listener) return;
-  m_attachStop = true;
-  m_listener->wake();
-  if (m_attachThread.joinable()) m_attachThread.join();
-  m_listener.reset();
-}
-
-void EngineAdapter::attachLoop() {
-  std::shared_ptr<AttachSession> session;
-  while (!m_attachStop.load()) {
-    const int fd = m_listener->accept(-1);
-    if (fd < 0) continue;
-    std::string error;
-    const auto& address = m_listener->parsed();
-    auto accepted = AttachSession::accept(fd, address.tcp ? address.token : "", !address.tcp,
-                                          std::make_shared<CaptureStore>(m_capBytes), &error);
-    if (!accepted) {
-      Q_EMIT attachRefused(QString::fromStdString(error));
-      continue;
-    }
-    if (const auto& script = accepted->script(); script.worldSize > 1) {
-      // Pausing one rank would hang the others in their next all-reduce: a job is recorded whole.
-      const std::string message =
-          "rank " + std::to_string(script.rank) + " of a torch.distributed job of " + std::to_string(script.worldSize) +
-          " ranks: the window attaches one process, not yet every rank of a job. Record the job with "
-          "`hookscope-cli record --out DIR` (it takes every rank) and open DIR here with File > Open capture";
-      accepted->refuse(message);
-      Q_EMIT attachRefused(QString::fromStdString(message));
-      continue;
-    }
-    session = std::move(accepted);
-    break;
-  }
-  if (!session) return;
-  // One script per Attach: the listener closes, so a second script is told no one listens.
-  QMetaObject::invokeMethod(this, [this] { m_listener.reset(); }, Qt::QueuedConnection);
-  session->setBreakRules(m_breakRules.load());
-  QMetaObject::invokeMethod(this, [this, session] { adoptSession(session); }, Qt::BlockingQueuedConnection);
-  const std::string ended = session->serve([this, session](const AttachedStep& step) {
-    StepSummary summary;
-    summary.result.step = step.step;
-    const auto loss = step.scalars.find("loss");
-    summary.result.loss = loss == step.scalars.end() ? std::nan("") : loss->second;
-    summary.result.lossFinite = loss == step.scalars.end() || std::isfinite(loss->second);
-    summary.result.totalMs = step.seconds * 1e3;
-    summary.shapes = step.shapes;
-    summary.alerts = step.alerts;
-    summary.breakAlert = step.breakAlert;
-    m_stepsDone = step.step + 1;
-    Q_EMIT stepFinished(summary);
-    m_paused = session->paused();
-    Q_EMIT runStateChanged(true, m_paused.load());
-  });
-  m_running = false;
-  m_paused = false;
-  Q_EMIT runStateChanged(false, false);
-  Q_EMIT scriptDetached(QString::fromStdString(session->script().name + ": " + ended));
-}
-
-void EngineAdapter::adoptSession(std::shared_ptr<AttachSession> session) {
-  m_runner.reset();
-  {
-    std::lock_guard<std::mutex> lock(m_modelMutex);
-    m_model.reset();
-    m_session = session;
-  }
-  m_store = session->store();
-  m_store->setCapBytes(m_capBytes);
-  session->setRuleSettings(m_ruleSettings);
-  m_configured = false;
-  m_stepsDone = 0;
-  m_interventions.clear();
-  m_rules.reset();
-  const auto& script = session->script();
-  ModelSummary summary;
-  summary.path = QStringLiteral("attached:") + QString::fromStdString(script.name);
-  summary.fileName = QString::fromStdString(script.name);
-  summary.modules = session->modules();
-  summary.store = m_store;
-  summary.hooks = session->hooks();
-  summary.attached = true;
-  summary.script = QStringLiteral("%1 (pid %2 on %3, PyTorch %4, %5)")
-                       .arg(QString::fromStdString(script.name))
-                       .arg(script.pid)
-                       .arg(QString::fromStdString(script.host), QString::fromStdString(script.torch),
-                            QString::fromStdString(script.device));
-  m_running = true;
-  m_paused = false;
-  Q_EMIT modelLoaded(summary);
-  Q_EMIT runStateChanged(true, false);
+  if (auto j = job()) j->setBreakRules(mask);
 }
 
 void EngineAdapter::setPaused(bool paused) {
-  if (auto s = session(); s && m_running.load()) {
-    paused ? s->pause() : s->resume();
+  if (auto j = job(); j && m_running.load()) {
+    paused ? j->pause() : j->resume();
     m_paused = paused;
     Q_EMIT runStateChanged(true, paused);
     return;
@@ -173,8 +56,8 @@ void EngineAdapter::setPaused(bool paused) {
 }
 
 void EngineAdapter::requestStop() {
-  if (auto s = session(); s && m_running.load()) {
-    s->close();  // detaches: the script's hooks go, it trains on
+  if (auto j = job(); j && m_running.load()) {
+    j->close();  // detaches: the scripts' hooks go, they train on
     return;
   }
   m_stop = true;
@@ -215,10 +98,11 @@ void EngineAdapter::loadModel(const QString& path, bool trusted) {
     }
   }
   m_runner.reset();
+  std::shared_ptr<AttachJob> ended;  // a job that ended: its threads are joined outside the lock
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
     m_model = std::move(model);
-    m_session.reset();
+    ended = std::move(m_job);
   }
   m_store = std::make_shared<CaptureStore>(m_capBytes);
   m_runner = std::make_unique<StepRunner>(*m_model, m_store);
@@ -292,11 +176,13 @@ void EngineAdapter::openCapture(const QString& dir) {
   for (const auto& record : data.manifest.interventions) add(record.module, add);
   summary.alerts = std::move(data.alerts);
   summary.interventions = data.manifest.interventions;
+  summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));
   m_runner.reset();
+  std::shared_ptr<AttachJob> ended;
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
     m_model.reset();
-    m_session.reset();
+    ended = std::move(m_job);
   }
   m_store = data.store;
   m_configured = false;
@@ -308,8 +194,8 @@ void EngineAdapter::logIntervention(const std::string& module, const std::string
 }
 
 void EngineAdapter::setGradientIntervention(int module, GradientIntervention intervention) {
-  if (auto s = session()) {
-    s->setGradientIntervention(module, intervention);
+  if (auto j = job()) {
+    j->setGradientIntervention(module, intervention);
     return;
   }
   std::lock_guard<std::mutex> lock(m_modelMutex);
@@ -319,8 +205,8 @@ void EngineAdapter::setGradientIntervention(int module, GradientIntervention int
 }
 
 void EngineAdapter::setOutputIntervention(int module, OutputIntervention intervention) {
-  if (auto s = session()) {
-    s->setOutputIntervention(module, intervention);
+  if (auto j = job()) {
+    j->setOutputIntervention(module, intervention);
     return;
   }
   std::lock_guard<std::mutex> lock(m_modelMutex);
@@ -331,7 +217,7 @@ void EngineAdapter::setOutputIntervention(int module, OutputIntervention interve
 
 void EngineAdapter::setHooks(int module, quint8 mask) {
   std::lock_guard<std::mutex> lock(m_modelMutex);
-  if (m_session) m_session->setHooks(module, mask);
+  if (m_job) m_job->setHooks(module, mask);
   if (m_model) m_model->setHooks(module, mask);
 }
 
@@ -359,7 +245,7 @@ bool EngineAdapter::prepare(const RunConfig& config) {
 }
 
 void EngineAdapter::run(const RunConfig& config, qint64 steps) {
-  if (session()) {
+  if (job()) {
     setPaused(false);  // the script's own loop runs; the window resumes it
     return;
   }
@@ -374,9 +260,9 @@ void EngineAdapter::run(const RunConfig& config, qint64 steps) {
 
 void EngineAdapter::stepOnce(const RunConfig& config) {
   if (m_running.load() && !m_paused.load()) return;
-  if (auto s = session()) {
+  if (auto j = job()) {
     if (m_running.load()) {
-      s->step(1);  // the script runs one step and pauses again
+      j->step(1);  // every rank runs one step and pauses again
       Q_EMIT runStateChanged(true, false);
     }
     return;
@@ -411,6 +297,7 @@ bool EngineAdapter::doStep() {
     Q_EMIT failed(QString::fromStdString(error));
     return false;
   }
+  summary.finishedStep = summary.result.step;
   if (m_wantShapes) {
     summary.shapes = m_runner->outputShapes();
     m_wantShapes = false;
@@ -448,7 +335,7 @@ void EngineAdapter::resetWeights() {
 
 void EngineAdapter::setRuleSettings(const RuleSettings& settings) {
   m_ruleSettings = settings;
-  if (auto s = session()) s->setRuleSettings(settings);
+  if (auto j = job()) j->setRuleSettings(settings);
   if (m_rules) m_rules->setSettings(settings);
 }
 
@@ -462,7 +349,7 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite, const QSt
     Q_EMIT exportFinished(dir, QStringLiteral("Nothing to export: open a model and run some steps."));
     return;
   }
-  if (session()) {
+  if (job()) {
     exportAttached(dir, overwrite, interrupted);
     return;
   }
@@ -505,33 +392,5 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite, const QSt
   if (m_rules) options.extraFiles = {{"alerts.csv", alertsCsv(m_rules->alerts())}};
   std::string error;
   writeExport(dir.toStdString(), manifest, *m_store, tensors, options, &error);
-  Q_EMIT exportFinished(dir, QString::fromStdString(error));
-}
-
-void EngineAdapter::exportAttached(const QString& dir, bool overwrite, const QString& interrupted) {
-  const auto s = session();
-  ExportManifest manifest;
-  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
-  manifest.modelFile = s->script().name;
-  manifest.config.bins = 64;
-  manifest.config.optimizer = OptimizerKind::None;
-  manifest.steps = s->stepsDone();
-  manifest.thinning = m_store->thinning();
-  manifest.memoryCapBytes = m_store->capBytes();
-  manifest.interrupted = interrupted.toStdString();
-  manifest.script = s->script();
-  manifest.script->ended = m_running.load() ? "exported while attached" : "detached";
-  manifest.gaps = s->gaps();
-  manifest.interventions = s->interventions();
-  const auto hooks = s->hooks();
-  for (std::size_t i = 0; i < hooks.size(); ++i) {
-    if (!hooks[i]) continue;
-    manifest.hooked.push_back({s->modules()[i].path, captureKindNames(hooks[i])});
-  }
-  ExportOptions options;
-  options.overwrite = overwrite;
-  options.extraFiles = {{"alerts.csv", alertsCsv(s->alerts())}};
-  std::string error;
-  writeExport(dir.toStdString(), manifest, *m_store, {}, options, &error);
   Q_EMIT exportFinished(dir, QString::fromStdString(error));
 }

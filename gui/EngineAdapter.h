@@ -11,8 +11,8 @@
 #include <thread>
 
 namespace hookscope {
+class AttachJob;
 class AttachListener;
-class AttachSession;
 } // namespace hookscope
 
 /// The engine's front end: lives on its own thread, owns the model, runner and store, takes
@@ -66,10 +66,12 @@ public Q_SLOTS:
   void setRuleSettings(const hookscope::RuleSettings& settings);
   /// `interrupted`: the signal that ended the session early ("SIGINT"), for the manifest.
   void exportCaptures(const QString& dir, bool overwrite, const QString& interrupted = QString());
-  /// Waits for one training script at `address` ("" for HookScope's default); reports
-  /// listening() with the address to give it, or listenFailed(). When it attaches, it replaces the
-  /// open model like opening a file (modelLoaded, with `attached` set); its steps come as
-  /// stepFinished, and Run, Pause, Step and Stop (which detaches it) control it.
+  /// Waits for one training script at `address` ("" for HookScope's default), or for every rank
+  /// of one torch.distributed job; reports listening() with the address to give it, or
+  /// listenFailed(). When the first attaches, it replaces the open model like opening a file
+  /// (modelLoaded, with `attached` set); the other ranks of its job join it (rankAttached). Steps
+  /// come as stepFinished, per rank; Run, Pause, Step and Stop (which detaches) act on every rank
+  /// at the same step.
   void listen(const QString& address);
   /// Stops waiting for a script (one attached stays).
   void stopListening();
@@ -92,17 +94,29 @@ Q_SIGNALS:
   void listenFailed(const QString& message);
   /// A connection was refused (not a HookScope script, wrong token): why.
   void attachRefused(const QString& message);
-  /// The attached script left (closed, disconnected, or Stop); its captures stay.
+  /// The attached script left (closed, disconnected, or Stop), or every rank of its job did;
+  /// the captures stay.
   void scriptDetached(const QString& reason);
+  /// A rank of the attached job joined (`who`: its script, pid and host) or left (`why`).
+  void rankAttached(int rank, const QString& who);
+  void rankEnded(int rank, const QString& why);
+  /// Every live rank of the attached job has ended this step and the job has checked it: the
+  /// job's own alerts (rank_divergence), and the break that paused every rank here, if any.
+  void jobStepSettled(const StepSummary& summary);
 
 private:
   bool prepare(const hookscope::RunConfig& config);
-  /// The attach thread: waits for a script, then serves it until it leaves.
+  /// The attach thread: waits for a script (and the other ranks of its job), then serves them
+  /// until they leave.
   void attachLoop();
-  /// On the engine thread: makes an attached script the open "model".
-  void adoptSession(std::shared_ptr<hookscope::AttachSession> session);
-  /// The attached script's session, or null (any thread).
-  std::shared_ptr<hookscope::AttachSession> session() const;
+  /// On the attach thread: the job that a first script starts, with its callbacks.
+  std::shared_ptr<hookscope::AttachJob> startJob(std::shared_ptr<hookscope::CaptureStore> store);
+  /// On the engine thread: makes an attached script (the first rank of its job) the open "model".
+  void adoptJob(std::shared_ptr<hookscope::AttachJob> job, std::shared_ptr<hookscope::CaptureStore> store,
+                const hookscope::ScriptRecord& script, const std::vector<hookscope::ModuleInfo>& modules,
+                const std::vector<std::uint8_t>& hooks);
+  /// The attached job, or null (any thread).
+  std::shared_ptr<hookscope::AttachJob> job() const;
   void exportAttached(const QString& dir, bool overwrite, const QString& interrupted);
   /// Closes the module's open record for `target` and opens one for `action` (if any).
   void logIntervention(const std::string& module, const std::string& target, const std::string& action);
@@ -130,7 +144,7 @@ private:
   std::vector<hookscope::InterventionRecord> m_interventions;  ///< toStep -1: still in force
 
   std::unique_ptr<hookscope::AttachListener> m_listener;
-  std::shared_ptr<hookscope::AttachSession> m_session;  ///< guarded by m_modelMutex
+  std::shared_ptr<hookscope::AttachJob> m_job;  ///< guarded by m_modelMutex
   std::thread m_attachThread;
   std::atomic<bool> m_attachStop{false};
 };

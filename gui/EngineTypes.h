@@ -26,6 +26,8 @@ struct ModelSummary {
   std::vector<std::uint8_t> hooks;       ///< per-module hook masks (review: what was hooked)
   bool attached = false;                 ///< a training script attached over the wire
   QString script;                        ///< for an attached script: "train.py (pid 42 on host, PyTorch 2.13.0, cpu)"
+  int worldSize = 1;                     ///< attached: ranks of its torch.distributed job (1: a lone script)
+  QString job;                           ///< attached: its job ("host:port" or the name it gave)
   /// For a reopened export: its alerts and its interventions, with their steps.
   std::vector<hookscope::Alert> alerts;
   std::vector<hookscope::InterventionRecord> interventions;
@@ -34,6 +36,10 @@ struct ModelSummary {
 /// One finished step, as the GUI shows it.
 struct StepSummary {
   hookscope::StepResult result;
+  int rank = 0;                                    ///< the rank of a job that ended this step
+  /// The newest step whose captures are all in: this one, or in a job the newest step every
+  /// live rank has ended (-1: none yet).
+  std::int64_t finishedStep = -1;
   std::vector<hookscope::ModuleCallShape> shapes;  ///< filled on the first step after loading
   std::vector<hookscope::Alert> alerts;            ///< rules that fired on this step
   std::optional<hookscope::Alert> breakAlert;      ///< the armed rule that paused the run here

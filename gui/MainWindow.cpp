@@ -130,6 +130,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     showMessage(tr("Operator library not loaded"), message);
   });
   connect(m_engine, &EngineAdapter::stepFinished, this, &MainWindow::onStepFinished);
+  connect(m_engine, &EngineAdapter::jobStepSettled, this, &MainWindow::onJobStepSettled);
+  connect(m_engine, &EngineAdapter::rankAttached, this, [this](int rank, const QString& who) {
+    m_ranksAttached.insert(rank);
+    m_ranksEnded.remove(rank);
+    m_plots->setRankNote(rank, QString());
+    statusBar()->showMessage(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_summary.worldSize).arg(who), 8000);
+    updateStatus();
+  });
+  connect(m_engine, &EngineAdapter::rankEnded, this, [this](int rank, const QString& why) {
+    m_ranksEnded.insert(rank, why);
+    m_plots->setRankNote(rank, why.contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
+    // A rank that dies mid-run is news; the last ones leaving are said by scriptDetached.
+    if (m_ranksEnded.size() < m_ranksAttached.size()) {
+      statusBar()->showMessage(tr("Rank %1 left: %2. The other ranks are still recorded.").arg(rank).arg(why), 15000);
+    }
+    updateStatus();
+    scheduleRedraw();
+  });
   connect(m_engine, &EngineAdapter::runStateChanged, this, &MainWindow::onRunState);
   connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) {
     updateStatus();
@@ -266,7 +284,10 @@ void MainWindow::buildLayout() {
   layout->addWidget(m_treeView, 1);
   // Splitters rather than docks: their sizes can be set, so the tree's columns all show.
   m_alerts = new AlertsPanel(this);
-  connect(m_alerts, &AlertsPanel::alertActivated, this, &MainWindow::jumpTo);
+  connect(m_alerts, &AlertsPanel::alertActivated, this, [this](qint64 step, const QString& module, int rank) {
+    if (m_summary.worldSize > 1) m_plots->setRank(rank);
+    jumpTo(step, module);
+  });
   m_sideTabs = new QTabWidget(this);
   m_sideTabs->addTab(m_controls, tr("Run"));
   m_sideTabs->addTab(m_alerts, tr("Alerts"));
@@ -563,11 +584,14 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_summary = summary;
   m_exportedStore = nullptr;
   m_alerts->clear();
+  m_alerts->setRanksShown(summary.worldSize > 1);
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_pendingOpen.clear();
   m_stepsSeen = 0;
   m_lastStep = -1;
   m_stepsPerSecond = 0;
+  m_ranksAttached.clear();
+  m_ranksEnded.clear();
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
   m_alerts->addAlerts(summary.alerts);
   markRecordedInterventions(summary.interventions);
@@ -580,8 +604,14 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
     m_attachDialog->hide();
     m_listenAddress.clear();
     m_controls->setEditable(false);
-    m_controls->setNote(tr("<b>%1 is attached</b>: its own data, loss and optimizer are used, not these.")
-                            .arg(summary.fileName.toHtmlEscaped()));
+    m_controls->setNote(
+        summary.worldSize > 1
+            ? tr("<b>%1 is attached</b> with the ranks of its torch.distributed job (%2 ranks): their own data, loss "
+                 "and optimizer are used, not these. Pause, Step and breakpoints act on every rank at the same step.")
+                  .arg(summary.fileName.toHtmlEscaped())
+                  .arg(summary.worldSize)
+            : tr("<b>%1 is attached</b>: its own data, loss and optimizer are used, not these.")
+                  .arg(summary.fileName.toHtmlEscaped()));
     statusBar()->showMessage(tr("Attached: %1. Tick Act/Grad/In to hook layers from the script's next step.").arg(summary.script), 10000);
   } else if (!summary.reviewOnly) {
     QSettings settings;
@@ -655,8 +685,13 @@ void MainWindow::resetWeights() {
 
 void MainWindow::onStepFinished(const StepSummary& summary) {
   ++m_stepsSeen;
-  ++m_rateSteps;
-  m_lastStep = summary.result.step;
+  // In a job every rank reports each step: the rate counts the lowest rank still attached.
+  int lowest = summary.rank;
+  for (int rank : m_ranksAttached) {
+    if (!m_ranksEnded.contains(rank)) lowest = std::min(lowest, rank);
+  }
+  if (summary.rank == lowest) ++m_rateSteps;
+  m_lastStep = std::max<qint64>(m_lastStep, summary.finishedStep);
   m_plots->setFinishedStep(m_lastStep);
   if (m_rateClock.isValid() && m_rateClock.elapsed() > 0) {
     m_stepsPerSecond = 1000.0 * double(m_rateSteps) / double(m_rateClock.elapsed());
@@ -673,24 +708,46 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
   if (!m_running) m_busy->setVisible(false);
   m_alerts->addAlerts(summary.alerts);
   if (summary.breakAlert) {
-    // Stopped on a breakpoint: show where, at that step.
-    const auto& alert = *summary.breakAlert;
-    m_plots->refresh();
-    jumpTo(alert.step, QString::fromStdString(alert.module));
-    m_sideTabs->setCurrentWidget(m_alerts);
-    m_alerts->highlight(alert);
-    statusBar()->showMessage(tr("Paused at step %1 on %2: %3")
-                                 .arg(alert.step)
-                                 .arg(QString::fromLatin1(ruleName(alert.rule)), QString::fromStdString(alert.message)));
-    m_breakShown = true;
-    scheduleRedraw();
-    Q_EMIT breakHit(QString::fromStdString(alert.module), alert.step);
+    showBreak(*summary.breakAlert);
     return;
   }
   if (!summary.result.lossFinite) {
-    statusBar()->showMessage(tr("Step %1: the loss is %2").arg(summary.result.step).arg(summary.result.loss), 10000);
+    statusBar()->showMessage(m_summary.worldSize > 1 ? tr("Step %1: the loss of rank %2 is %3")
+                                                           .arg(summary.result.step)
+                                                           .arg(summary.rank)
+                                                           .arg(summary.result.loss)
+                                                     : tr("Step %1: the loss is %2").arg(summary.result.step).arg(summary.result.loss),
+                             10000);
   }
   scheduleRedraw();
+}
+
+void MainWindow::onJobStepSettled(const StepSummary& summary) {
+  // Every live rank has ended this step: all its captures are in.
+  m_lastStep = std::max<qint64>(m_lastStep, summary.finishedStep);
+  m_plots->setFinishedStep(m_lastStep);
+  m_alerts->addAlerts(summary.alerts);
+  if (summary.breakAlert) {
+    showBreak(*summary.breakAlert);
+    return;
+  }
+  scheduleRedraw();
+}
+
+void MainWindow::showBreak(const hookscope::Alert& alert) {
+  // Stopped on a breakpoint: show where, at that step (on the rank where it fired).
+  if (m_summary.worldSize > 1) m_plots->setRank(alert.rank);
+  m_plots->refresh();
+  jumpTo(alert.step, QString::fromStdString(alert.module));
+  m_sideTabs->setCurrentWidget(m_alerts);
+  m_alerts->highlight(alert);
+  const QString where = m_summary.worldSize > 1 ? tr(" (rank %1; every rank waits at this step)").arg(alert.rank) : QString();
+  statusBar()->showMessage(tr("Paused at step %1 on %2%3: %4")
+                               .arg(alert.step)
+                               .arg(QString::fromLatin1(ruleName(alert.rule)), where, QString::fromStdString(alert.message)));
+  m_breakShown = true;
+  scheduleRedraw();
+  Q_EMIT breakHit(QString::fromStdString(alert.module), alert.step);
 }
 
 void MainWindow::onRunState(bool running, bool paused) {
@@ -723,14 +780,15 @@ void MainWindow::redraw() {
     std::vector<double> norms(modules.size(), std::nan(""));
     std::vector<bool> nonFinite(modules.size(), false);
     const std::int64_t step = m_plots->shownStep();
+    const int shownRank = m_plots->shownRank();
     for (const auto& key : m_summary.store->seriesKeys()) {
       const auto found = byPath.find(ownerModule(key));
       if (found == byPath.end()) continue;
       SeriesPoint point;
       if (!m_summary.store->pointAt(key, step, &point) || point.step != step) continue;
       if (point.stats.hasNonFinite()) nonFinite[std::size_t(found->second)] = true;
-      // The tree shows rank 0's norm; a NaN on any rank of a job marks the module.
-      if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0 && key.rank == 0) {
+      // The tree shows the chosen rank's norm; a NaN on any rank of a job marks the module.
+      if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0 && key.rank == shownRank) {
         norms[std::size_t(found->second)] = point.stats.l2norm;
       }
     }
@@ -760,7 +818,17 @@ void MainWindow::updateActions() {
 }
 
 void MainWindow::updateStatus() {
-  if (m_summary.attached) {
+  m_modelLabel->setToolTip(QString());
+  if (m_summary.attached && m_summary.worldSize > 1) {
+    const int live = int(m_ranksAttached.size() - m_ranksEnded.size());
+    QString ranks = tr("%1 of %2 ranks attached").arg(live).arg(m_summary.worldSize);
+    for (auto it = m_ranksEnded.constBegin(); it != m_ranksEnded.constEnd(); ++it) {
+      ranks += tr(", rank %1 %2").arg(it.key()).arg(it.value().contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
+    }
+    m_modelLabel->setText(m_running ? tr("Job %1 of %2: %3").arg(m_summary.job, m_summary.fileName, ranks)
+                                    : tr("Job %1 of %2 — detached").arg(m_summary.job, m_summary.fileName));
+    m_modelLabel->setToolTip(m_summary.script);
+  } else if (m_summary.attached) {
     m_modelLabel->setText(m_running ? tr("Attached: %1").arg(m_summary.script) : tr("%1 — detached").arg(m_summary.script));
   } else if (!m_listenAddress.isEmpty() && m_summary.path.isEmpty()) {
     m_modelLabel->setText(tr("Waiting for a training script at %1").arg(m_listenAddress));

@@ -4,6 +4,7 @@
 
 #include <QElapsedTimer>
 #include <QMainWindow>
+#include <QMap>
 #include <QSet>
 #include <QThread>
 
@@ -78,8 +79,11 @@ public:
   bool isRunning() const { return m_running; }
   qint64 stepsSeen() const { return m_stepsSeen; }
 
-  /// Whether a training script is attached now.
+  /// Whether a training script (or a rank of its job) is attached now.
   bool scriptAttached() const { return m_summary.attached && m_running; }
+  /// The attached job's ranks that joined, and why each that left did.
+  const QSet<int>& ranksAttached() const { return m_ranksAttached; }
+  const QMap<int, QString>& ranksEnded() const { return m_ranksEnded; }
   /// Where the window waits for a script, while it does.
   QString listeningAddress() const { return m_listenAddress; }
   AttachDialog* attachDialog() const { return m_attachDialog; }
@@ -119,6 +123,10 @@ private:
   void buildLayout();
   void onModelLoaded(const ModelSummary& summary);
   void onStepFinished(const StepSummary& summary);
+  /// Every rank of the attached job ended a step the job checked: its alerts and break.
+  void onJobStepSettled(const StepSummary& summary);
+  /// Shows where an armed rule paused the run (selects the layer and the step).
+  void showBreak(const hookscope::Alert& alert);
   void onRunState(bool running, bool paused);
   void showMessage(const QString& title, const QString& text);
   void scheduleRedraw();
@@ -193,6 +201,8 @@ private:
   bool m_interactive = true;
   QString m_lastMessage;
   QString m_lastRefusal;
+  QSet<int> m_ranksAttached;
+  QMap<int, QString> m_ranksEnded;
   qint64 m_stepsSeen = 0;
   qint64 m_lastStep = -1;
   QElapsedTimer m_rateClock;

@@ -13,6 +13,8 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 using namespace hookscope;
 
 PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
@@ -38,6 +40,16 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_series->setMinimumContentsLength(24);
   m_series->setToolTip(tr("Which captured tensor of the selected layer the histogram and heatmap show"));
   connect(m_series, &QComboBox::currentIndexChanged, this, [this] { applySeriesChoice(); });
+  // A job's ranks: all at once in the plots over steps, or one.
+  m_rankChooser = new QComboBox(this);
+  m_rankChooser->setToolTip(tr("Which rank of the torch.distributed job the plots show (Alt+R). All ranks: a line per "
+                               "rank over steps (a median line and min–max band when ranks are many); the histogram "
+                               "shows the lowest rank, with the others' outlines"));
+  m_rankLabel = new QLabel(tr("&Rank:"), this);
+  m_rankLabel->setBuddy(m_rankChooser);
+  m_rankChooser->setVisible(false);
+  m_rankLabel->setVisible(false);
+  connect(m_rankChooser, &QComboBox::activated, this, [this](int index) { setRank(m_rankChooser->itemData(index).toInt()); });
   m_slider = new QSlider(Qt::Horizontal, this);
   m_slider->setToolTip(tr("Scrub every plot back to an earlier step"));
   m_slider->setEnabled(false);
@@ -63,6 +75,8 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   connect(m_log, &QCheckBox::toggled, m_gradNorms, &GradNormPlot::setLogScale);
 
   auto* bar = new QHBoxLayout();
+  bar->addWidget(m_rankLabel);
+  bar->addWidget(m_rankChooser);
   bar->addWidget(new QLabel(tr("Series:"), this));
   bar->addWidget(m_series);
   bar->addSpacing(12);
@@ -85,8 +99,62 @@ void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
   m_state.store = std::move(store);
   m_choices.clear();
   m_series->clear();
+  m_rankNotes.clear();
+  m_rankChooser->clear();
   m_follow->setChecked(true);
   refresh();
+}
+
+void PlotsPanel::setRank(int rank) {
+  m_state.rank = rank;
+  for (int i = 0; i < m_rankChooser->count(); ++i) {
+    if (m_rankChooser->itemData(i).toInt() == rank) m_rankChooser->setCurrentIndex(i);
+  }
+  updateSeriesChoices();
+  refresh();
+}
+
+void PlotsPanel::setRankNote(int rank, const QString& note) {
+  if (note.isEmpty()) {
+    m_rankNotes.erase(rank);
+  } else {
+    m_rankNotes[rank] = note;
+  }
+  m_rankChooser->clear();  // relabelled at the next refresh
+  updateRankChoices();
+}
+
+void PlotsPanel::updateRankChoices() {
+  m_state.ranks = m_state.store ? m_state.store->ranks() : std::vector<int>{};
+  const bool job = m_state.ranks.size() > 1;
+  m_rankChooser->setVisible(job);
+  m_rankLabel->setVisible(job);
+  if (m_state.rank >= 0 && std::find(m_state.ranks.begin(), m_state.ranks.end(), m_state.rank) == m_state.ranks.end() && job) {
+    m_state.rank = -1;
+  }
+  QStringList items;
+  QList<int> ranks;
+  if (job) {
+    items << tr("All ranks");
+    ranks << -1;
+    for (int rank : m_state.ranks) {
+      const auto note = m_rankNotes.find(rank);
+      items << (note == m_rankNotes.end() ? tr("Rank %1").arg(rank) : tr("Rank %1 (%2)").arg(rank).arg(note->second));
+      ranks << rank;
+    }
+  }
+  QStringList current;
+  for (int i = 0; i < m_rankChooser->count(); ++i) current << m_rankChooser->itemText(i);
+  if (items != current) {
+    QSignalBlocker block(m_rankChooser);
+    m_rankChooser->clear();
+    for (int i = 0; i < items.size(); ++i) m_rankChooser->addItem(items[i], ranks[i]);
+  }
+  const int at = ranks.indexOf(m_state.rank);
+  if (at >= 0 && m_rankChooser->currentIndex() != at) {
+    QSignalBlocker block(m_rankChooser);
+    m_rankChooser->setCurrentIndex(at);
+  }
 }
 
 void PlotsPanel::setSelectedModule(const std::string& path) {
@@ -106,8 +174,9 @@ void PlotsPanel::updateSeriesChoices() {
   if (m_state.store) {
     // The layer's own series first, then its parameters' (captured as "fc1.weight").
     std::vector<SeriesKey> parameters;
+    const int rank = m_state.shownRank();
     for (const auto& key : m_state.store->seriesKeys()) {
-      if (ownerModule(key) != m_module) continue;
+      if (ownerModule(key) != m_module || key.rank != rank) continue;
       (isParameterKind(key.kind) ? parameters : choices).push_back(key);
     }
     choices.insert(choices.end(), parameters.begin(), parameters.end());
@@ -127,12 +196,17 @@ void PlotsPanel::updateSeriesChoices() {
       if (key.call > 0) label += tr(" · call %1").arg(key.call);
       if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
     }
-    if (key.rank > 0) label += tr(" · rank %1").arg(key.rank);  // an export of a torch.distributed job
     m_series->addItem(label);
-    if (key == previous) keep = int(i);
+    // The same tensor on another rank is the same choice.
+    if (key.module == previous.module && key.call == previous.call && key.kind == previous.kind && key.index == previous.index) {
+      keep = int(i);
+    }
   }
   // Prefer the activation of the first call when the previous choice is gone.
-  if (!(m_state.hasSelection && keep < int(m_choices.size()) && m_choices[std::size_t(keep)] == previous)) {
+  auto same = [&](const SeriesKey& key) {
+    return key.module == previous.module && key.call == previous.call && key.kind == previous.kind && key.index == previous.index;
+  };
+  if (!(m_state.hasSelection && keep < int(m_choices.size()) && same(m_choices[std::size_t(keep)]))) {
     keep = 0;
     for (std::size_t i = 0; i < m_choices.size(); ++i) {
       if (m_choices[i].kind == CaptureKind::Activation) {
@@ -151,7 +225,7 @@ void PlotsPanel::applySeriesChoice() {
   if (m_state.hasSelection) {
     m_state.selected = m_choices[std::size_t(i)];
   } else {
-    m_state.selected = SeriesKey{m_module, 0, CaptureKind::Activation, 0};
+    m_state.selected = SeriesKey{m_module, 0, CaptureKind::Activation, 0, m_state.shownRank()};
   }
   for (PlotPage* page : pages()) page->refresh(m_state);
 }
@@ -160,6 +234,7 @@ void PlotsPanel::refresh() {
   m_state.latestStep = !m_state.store ? -1 : m_finishedStep >= 0 ? std::min(m_finishedStep, m_state.store->latestStep())
                                                                     : m_state.store->latestStep();
   if (m_follow->isChecked()) m_state.step = m_state.latestStep;
+  updateRankChoices();
   updateSeriesChoices();
   m_state.hasSelection = !m_choices.empty() && m_series->currentIndex() >= 0;
   m_slider->setEnabled(m_state.latestStep > 0);

@@ -4,6 +4,8 @@
 
 #include <QWidget>
 
+#include <map>
+
 class GradNormPlot;
 class HeatmapPlot;
 class HistogramPlot;
@@ -42,6 +44,14 @@ public:
   void stepBy(std::int64_t delta);
   /// The step label under the plots ("12 of 299").
   QString stepText() const;
+  /// Shows one rank of a job (-1: all ranks); the rank chooser appears once the store holds
+  /// more than one rank.
+  void setRank(int rank);
+  int rank() const { return m_state.rank; }
+  int shownRank() const { return m_state.shownRank(); }
+  /// A word after the rank's name in the chooser ("lost", "left"); empty to clear.
+  void setRankNote(int rank, const QString& note);
+  QComboBox* rankChooser() const { return m_rankChooser; }
 
   HistogramPlot* histogram() const { return m_histogram; }
   HeatmapPlot* heatmap() const { return m_heatmap; }
@@ -55,6 +65,8 @@ Q_SIGNALS:
 private:
   void updateSeriesChoices();
   void applySeriesChoice();
+  /// Brings the rank chooser up to the store's ranks.
+  void updateRankChoices();
 
   std::string m_module;
   ViewState m_state;
@@ -65,6 +77,9 @@ private:
   GradNormPlot* m_gradNorms;
   LossPlot* m_loss;
   QComboBox* m_series;
+  QComboBox* m_rankChooser;
+  QLabel* m_rankLabel;
+  std::map<int, QString> m_rankNotes;
   QSlider* m_slider;
   QCheckBox* m_follow;
   QCheckBox* m_log;

@@ -2,6 +2,7 @@
 
 #include "LineBundle.h"
 #include "QCustomPlotInclude.h"
+#include "RankSpread.h"
 
 #include <QMenu>
 #include <QToolTip>
@@ -14,12 +15,23 @@ namespace {
 
 constexpr std::size_t kMaxLegendEntries = 8;
 
-QString seriesLabel(const SeriesKey& key) {
+QString layerLabel(const SeriesKey& key) {
   QString label = key.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(key.module);
   if (key.call > 0) label += QStringLiteral(" #%1").arg(key.call);
   if (key.index > 0) label += QStringLiteral("[%1]").arg(key.index);
-  if (key.rank > 0) label += QStringLiteral(" (rank %1)").arg(key.rank);  // an export of a job
   return label;
+}
+
+/// The layer, and in a job its rank (rank -1: the median over `ranks` ranks).
+QString seriesLabel(const SeriesKey& key, int ranks) {
+  QString label = layerLabel(key);
+  if (key.rank < 0) return label + QStringLiteral(" (median of %1 ranks)").arg(ranks);
+  if (ranks > 1) label += QStringLiteral(" (rank %1)").arg(key.rank);
+  return label;
+}
+
+bool sameLayer(const SeriesKey& a, const SeriesKey& b) {
+  return a.module == b.module && a.call == b.call && a.kind == b.kind && a.index == b.index;
 }
 
 QColor lineColor(int i) {
@@ -52,8 +64,10 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
   });
   connect(m_plot, &QCustomPlot::legendClick, this, [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) {
     if (auto* plItem = qobject_cast<QCPPlottableLegendItem*>(item)) {
-      for (int i = 0; i < m_plot->graphCount(); ++i) {
-        if (m_plot->graph(i) == plItem->plottable()) emitClicked(i);
+      for (int i = 0; i < m_plot->graphCount() && std::size_t(i) < m_legendModules.size(); ++i) {
+        if (m_plot->graph(i) == plItem->plottable()) {
+          Q_EMIT moduleClicked(QString::fromStdString(m_legendModules[std::size_t(i)]));
+        }
       }
     }
   });
@@ -87,7 +101,17 @@ void GradNormPlot::fitAxes() {
   bool found = false;
   const QCPRange keys = m_lines->getKeyRange(found);
   if (found) m_plot->xAxis->setRange(stepRange(keys.lower, keys.upper));
-  const QCPRange values = m_lines->getValueRange(found, m_log ? QCP::sdPositive : QCP::sdBoth);
+  const QCP::SignDomain domain = m_log ? QCP::sdPositive : QCP::sdBoth;
+  QCPRange values = m_lines->getValueRange(found, domain);
+  // The band reaches beyond the median lines: it must stay on the chart too.
+  if (m_bandLow && m_bandLow->visible()) {
+    bool low = false, high = false;
+    const QCPRange lows = m_bandLow->getValueRange(low, domain), highs = m_bandHigh->getValueRange(high, domain);
+    if (low) values = found ? QCPRange(std::min(values.lower, lows.lower), std::max(values.upper, lows.upper)) : lows;
+    found = found || low;
+    if (high) values = found ? QCPRange(std::min(values.lower, highs.lower), std::max(values.upper, highs.upper)) : highs;
+    found = found || high;
+  }
   if (found) m_plot->yAxis->setRange(paddedRange(values.lower, values.upper, m_log));
 }
 
@@ -104,7 +128,7 @@ void GradNormPlot::addMenuActions(QMenu* menu) {
 void GradNormPlot::placeLegend() {
   // A legend names the lines only while it stays in a corner: at most 45% of the plot's
   // width and half its height. Otherwise hovering a line names it.
-  bool show = m_legendWanted && m_plot->graphCount() > 0;
+  bool show = m_legendWanted && !m_legendModules.empty();
   if (show) {
     const QSize need = m_plot->legend->minimumOuterSizeHint();
     // The axes take about 80 px across and 70 down (labels, ticks, title).
@@ -115,29 +139,74 @@ void GradNormPlot::placeLegend() {
 }
 
 void GradNormPlot::updateLines(const ViewState& state) {
+  const RankMode mode = !state.allRanks()                         ? RankMode::OneRank
+                        : state.ranks.size() <= ViewState::kMaxRankLines ? RankMode::LinePerRank
+                                                                  : RankMode::Median;
   std::vector<SeriesKey> keys;
   for (const auto& key : state.store->seriesKeys()) {
-    if (key.kind == CaptureKind::Gradient) keys.push_back(key);
+    if (key.kind != CaptureKind::Gradient) continue;
+    if (mode == RankMode::OneRank && key.rank != state.shownRank()) continue;
+    if (mode == RankMode::Median) {
+      if (!keys.empty() && sameLayer(keys.back(), key)) continue;  // keys are sorted: a layer's ranks are adjacent
+      SeriesKey layer = key;
+      layer.rank = -1;
+      keys.push_back(layer);
+      continue;
+    }
+    keys.push_back(key);
   }
-  const bool reload = m_follower.mustReload(state.store.get()) || keys != m_keys;
-  if (keys != m_keys) {
+  const int rankCount = int(std::max<std::size_t>(1, state.ranks.size()));
+  const bool reload = m_follower.mustReload(state.store.get()) || keys != m_keys || mode != m_mode ||
+                      rankCount != m_rankCount;
+  if (keys != m_keys || mode != m_mode || rankCount != m_rankCount) {
     m_plot->clearGraphs();
+    m_legendModules.clear();
     m_keys = keys;
+    m_mode = mode;
+    m_rankCount = rankCount;
+    // Line colors follow the layer: a layer's ranks share its color, a shade apart.
+    std::vector<SeriesKey> layers;
+    for (const auto& key : m_keys) {
+      if (layers.empty() || !sameLayer(layers.back(), key)) layers.push_back(key);
+    }
     // With many layers a legend would cover the plot (and its layout alone costs more than
     // drawing): show it only while it stays readable.
-    for (std::size_t i = 0; i < m_keys.size() && m_keys.size() <= kMaxLegendEntries; ++i) {
+    for (std::size_t i = 0; i < layers.size() && layers.size() <= kMaxLegendEntries; ++i) {
       QCPGraph* entry = m_plot->addGraph();
       // The tail of a long path names the layer; hovering its line gives the whole path.
-      QString label = seriesLabel(m_keys[i]);
+      QString label = layerLabel(layers[i]);
       if (label.size() > 24) label = QStringLiteral("…") + label.right(23);
       entry->setName(label);
       entry->setPen(QPen(lineColor(int(i)), 1.5));
       entry->setVisible(false);
+      m_legendModules.push_back(layers[i].module);
     }
+    // The band: the highlighted layer's lowest and highest rank, filled between.
+    m_bandLow = m_plot->addGraph();
+    m_bandHigh = m_plot->addGraph();
+    for (QCPGraph* edge : {m_bandLow, m_bandHigh}) {
+      edge->removeFromLegend();
+      edge->setVisible(false);
+      edge->setSelectable(QCP::stNone);
+    }
+    m_bandHigh->setChannelFillGraph(m_bandLow);
   }
   if (reload) {
     m_lines->reset(int(m_keys.size()));
-    for (std::size_t i = 0; i < m_keys.size(); ++i) m_lines->setColor(int(i), lineColor(int(i)));
+    m_bands.assign(m_mode == RankMode::Median ? m_keys.size() : 0, Band());
+    int layer = -1;
+    int shade = 0;
+    for (std::size_t i = 0; i < m_keys.size(); ++i) {
+      if (i == 0 || !sameLayer(m_keys[i - 1], m_keys[i])) {
+        ++layer;
+        shade = 0;
+      }
+      m_lines->setColor(int(i), lineColor(layer).darker(100 + 30 * shade++));
+    }
+  }
+  if (m_mode == RankMode::Median) {
+    updateSpread(state);
+    return;
   }
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
     const int line = int(i);
@@ -161,10 +230,72 @@ void GradNormPlot::updateLines(const ViewState& state) {
   }
 }
 
+void GradNormPlot::updateSpread(const ViewState& state) {
+  // Only steps every live rank has ended are drawn (latestStep): a median of the ranks that
+  // happen to be ahead would be redrawn later. The last step held is read again, as above.
+  for (std::size_t i = 0; i < m_keys.size(); ++i) {
+    const int line = int(i);
+    const QVector<double>& have = m_lines->keys(line);
+    const std::int64_t from = have.isEmpty() ? 0 : std::int64_t(have.back());
+    if (!have.isEmpty()) m_lines->removeLast(line);
+    Band& band = m_bands[i];
+    while (!band.steps.isEmpty() && band.steps.back() >= double(from)) {
+      band.steps.removeLast();
+      band.low.removeLast();
+      band.high.removeLast();
+    }
+    std::vector<std::vector<ScalarPoint>> perRank;
+    for (int rank : state.ranks) {
+      SeriesKey key = m_keys[i];
+      key.rank = rank;
+      perRank.push_back(state.store->values(key, &TensorStats::l2norm, from));
+    }
+    QVector<double> steps, medians;
+    for (const auto& p : rankSpread(perRank, state.latestStep)) {
+      steps.append(double(p.step));
+      medians.append(p.median);
+      band.steps.append(double(p.step));
+      band.low.append(p.low);
+      band.high.append(p.high);
+    }
+    m_lines->append(line, steps, medians);
+  }
+}
+
+void GradNormPlot::updateBand() {
+  int chosen = -1;
+  for (std::size_t i = 0; i < m_keys.size() && m_mode == RankMode::Median; ++i) {
+    if (m_keys[i].module == m_highlighted) {
+      chosen = int(i);
+      break;
+    }
+  }
+  if (!m_bandLow) return;
+  const bool show = chosen >= 0 && std::size_t(chosen) < m_bands.size();
+  m_bandLow->setVisible(show);
+  m_bandHigh->setVisible(show);
+  if (!show) return;
+  const Band& band = m_bands[std::size_t(chosen)];
+  m_bandLow->setData(band.steps, band.low, true);
+  m_bandHigh->setData(band.steps, band.high, true);
+  int layer = -1;
+  for (std::size_t i = 0; i <= std::size_t(chosen); ++i) {
+    if (i == 0 || !sameLayer(m_keys[i - 1], m_keys[i])) ++layer;
+  }
+  QColor color = lineColor(layer);
+  m_bandLow->setPen(QPen(color, 0.8, Qt::DotLine));
+  m_bandHigh->setPen(QPen(color, 0.8, Qt::DotLine));
+  color.setAlpha(60);
+  m_bandHigh->setBrush(color);
+}
+
 void GradNormPlot::refresh(const ViewState& state) {
   setStepMarker(double(state.step), state.step >= 0);
   if (!state.store) {
     m_plot->clearGraphs();
+    m_bandLow = m_bandHigh = nullptr;
+    m_legendModules.clear();
+    m_bands.clear();
     m_lines->reset(0);
     m_keys.clear();
     m_follower.forget();
@@ -174,11 +305,15 @@ void GradNormPlot::refresh(const ViewState& state) {
   }
   const std::string highlighted = state.hasSelection ? state.selected.module : std::string();
   const bool sameStore = state.store.get() == m_follower.store();
-  if (state.store->version() == m_version && sameStore && highlighted == m_highlighted) {
+  const RankMode mode = !state.allRanks()                         ? RankMode::OneRank
+                        : state.ranks.size() <= ViewState::kMaxRankLines ? RankMode::LinePerRank
+                                                                  : RankMode::Median;
+  const bool sameRanks = mode == m_mode && (mode != RankMode::OneRank || m_keys.empty() || m_keys.front().rank == state.shownRank());
+  if (state.store->version() == m_version && sameStore && highlighted == m_highlighted && sameRanks) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   }
-  if (state.store->version() != m_version || !sameStore) {
+  if (state.store->version() != m_version || !sameStore || !sameRanks) {
     m_version = state.store->version();
     updateLines(state);
     // Steps further apart than the store keeps them are a gap in the captures (hooks off,
@@ -187,6 +322,7 @@ void GradNormPlot::refresh(const ViewState& state) {
     autoFit();
   }
   highlight(highlighted);
+  updateBand();
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -194,7 +330,7 @@ void GradNormPlot::highlight(const std::string& module) {
   m_highlighted = module;
   int chosen = -1;
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
-    if (m_keys[i].module == module) {
+    if (m_keys[i].module == module) {  // the lowest rank's line of a job's (keys ascend)
       chosen = int(i);
       break;
     }
@@ -209,7 +345,7 @@ void GradNormPlot::onMouseMove(QMouseEvent* event) {
     return;
   }
   const QString text = tr("%1\nstep %2: %3")
-                           .arg(seriesLabel(m_keys[std::size_t(series)]))
+                           .arg(seriesLabel(m_keys[std::size_t(series)], m_rankCount))
                            .arg(m_lines->keys(series)[index])
                            .arg(m_lines->values(series)[index], 0, 'g', 5);
   QToolTip::showText(event->globalPosition().toPoint(), text, m_plot);
@@ -229,7 +365,7 @@ int GradNormPlot::pointCount(const std::string& module) const {
 QString GradNormPlot::toCsv() const {
   QString csv = QStringLiteral("series,step,l2norm\n");
   for (int i = 0; i < m_lines->seriesCount(); ++i) {
-    const QString name = seriesLabel(m_keys[std::size_t(i)]);
+    const QString name = seriesLabel(m_keys[std::size_t(i)], m_rankCount);
     const auto& steps = m_lines->keys(i);
     const auto& norms = m_lines->values(i);
     for (int p = 0; p < steps.size(); ++p) {
@@ -240,3 +376,19 @@ QString GradNormPlot::toCsv() const {
 }
 
 bool GradNormPlot::legendShown() const { return m_plot->legend->visible(); }
+
+QVector<double> GradNormPlot::bandLow() const {
+  QVector<double> out;
+  if (!m_bandLow || !m_bandLow->visible()) return out;
+  for (auto it = m_bandLow->data()->constBegin(); it != m_bandLow->data()->constEnd(); ++it) out.append(it->value);
+  return out;
+}
+
+QVector<double> GradNormPlot::bandHigh() const {
+  QVector<double> out;
+  if (!m_bandHigh || !m_bandHigh->visible()) return out;
+  for (auto it = m_bandHigh->data()->constBegin(); it != m_bandHigh->data()->constEnd(); ++it) out.append(it->value);
+  return out;
+}
+
+QVector<double> GradNormPlot::lineValues(int line) const { return m_lines->values(line); }

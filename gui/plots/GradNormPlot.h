@@ -5,10 +5,15 @@
 
 #include <QVector>
 
+class QCPGraph;
+
 class LineBundle;
 
 /// Gradient norm of every hooked layer over steps, one line each, log scale by default.
 /// Clicking a line or its legend entry selects that layer; hovering shows the value.
+/// A job's ranks: one rank's lines, or with all ranks a line per rank and layer (a layer's
+/// ranks share its color), or when ranks are many the median over ranks per layer with the
+/// selected layer's min–max band.
 class GradNormPlot : public PlotPage {
   Q_OBJECT
 
@@ -22,6 +27,15 @@ public:
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
   int pointCount(const std::string& module) const;
+  /// How the ranks of a job are drawn.
+  enum class RankMode { OneRank, LinePerRank, Median };
+  RankMode rankMode() const { return m_mode; }
+  /// The min–max band drawn (Median mode, a layer selected): its points' low and high values.
+  QVector<double> bandLow() const;
+  QVector<double> bandHigh() const;
+  /// The values of line `line` (as drawn) and the key it draws.
+  QVector<double> lineValues(int line) const;
+  hookscope::SeriesKey lineKey(int line) const { return m_keys[std::size_t(line)]; }
 
 Q_SIGNALS:
   void moduleClicked(const QString& path);
@@ -38,11 +52,24 @@ private:
   /// Brings the lines up to the store: appends new steps, or reloads after a thinning.
   void updateLines(const ViewState& state);
   void emitClicked(int series);
+  /// Median mode: brings the median lines and bands up to the store.
+  void updateSpread(const ViewState& state);
+  /// Shows the band of the highlighted layer (Median mode).
+  void updateBand();
 
   LineBundle* m_lines;
+  QCPGraph* m_bandLow = nullptr;
+  QCPGraph* m_bandHigh = nullptr;
+  RankMode m_mode = RankMode::OneRank;
+  int m_rankCount = 1;
+  struct Band {
+    QVector<double> steps, low, high;
+  };
+  std::vector<Band> m_bands;                 ///< Median mode: per line
+  std::vector<std::string> m_legendModules;  ///< the module each legend entry names
   std::uint64_t m_version = 0;
   StoreFollower m_follower;
-  std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order; legend graphs too
+  std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order (rank -1: the median over ranks)
   std::string m_highlighted;
   bool m_log = true;
   bool m_legendWanted = true;  ///< the user's choice (right-click menu)

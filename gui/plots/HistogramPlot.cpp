@@ -6,6 +6,8 @@
 #include <QLabel>
 #include <QLayout>
 
+#include <algorithm>
+
 using namespace hookscope;
 
 namespace {
@@ -65,6 +67,32 @@ void HistogramPlot::refresh(const ViewState& state) {
   SeriesPoint point, previous;
   m_hasData = state.store && state.hasSelection && state.step >= 0 &&
               state.store->pointAt(state.selected, state.step, &point);
+  // Other ranks' same tensor at this step, outlined (at most a few dozen are readable).
+  std::size_t outlines = 0;
+  if (m_hasData && state.ranks.size() > 1) {
+    for (int rank : state.ranks) {
+      if (rank == state.selected.rank || outlines >= 32) continue;
+      SeriesKey key = state.selected;
+      key.rank = rank;
+      SeriesPoint other;
+      if (!state.store->pointAt(key, state.step, &other) || other.step != point.step) continue;
+      if (outlines == m_others.size()) {
+        QCPGraph* graph = m_plot->addGraph();
+        graph->setLineStyle(QCPGraph::lsStepLeft);
+        graph->setPen(QPen(QColor(90, 90, 90, 160), 1));
+        graph->setAntialiased(false);
+        graph->setName(tr("other ranks"));
+        m_others.push_back(graph);
+      }
+      fillBars(m_others[outlines], other.stats);
+      m_others[outlines]->setVisible(true);
+      ++outlines;
+    }
+  }
+  for (std::size_t i = outlines; i < m_others.size(); ++i) {
+    m_others[i]->data()->clear();
+    m_others[i]->setVisible(false);
+  }
   if (!m_hasData) {
     m_current->data()->clear();
     m_previous->data()->clear();
@@ -81,13 +109,14 @@ void HistogramPlot::refresh(const ViewState& state) {
     m_previous->data()->clear();
   }
   const auto& s = point.stats;
-  QString text = tr("<b>%1</b><br>%2 · step %3<br>shape %4 %5<br><br>"
+  QString text = tr("<b>%1</b><br>%2 · step %3%12<br>shape %4 %5<br><br>"
                     "min %6<br>max %7<br>mean %8<br>std %9<br>L2 %10<br>zeros %11%")
                      .arg(QString::fromStdString(state.selected.module.empty() ? "(root)" : state.selected.module).toHtmlEscaped(),
                           captureKindName(state.selected.kind), QString::number(point.step),
                           QString::fromStdString(s.shapeString()), QString::fromStdString(s.dtype),
                           number(s.min), number(s.max), number(s.mean), number(s.std))
-                     .arg(number(s.l2norm), QString::number(100.0 * s.zeroFraction, 'f', 1));
+                     .arg(number(s.l2norm), QString::number(100.0 * s.zeroFraction, 'f', 1),
+                          state.ranks.size() > 1 ? tr(" · rank %1").arg(state.selected.rank) : QString());
   if (s.nanCount || s.infCount) {
     text += tr("<br><span style='color:#c81e1e'><b>NaN %1 · Inf %2</b></span>").arg(s.nanCount).arg(s.infCount);
   } else {
@@ -121,6 +150,10 @@ QString HistogramPlot::emptyText(const ViewState& state) const {
     return tr("No %1 of <b>%2</b><br>at step %3: captures<br>start at step %4.").arg(kind, name).arg(state.step).arg(points.front().step);
   }
   return tr("No %1 captured for<br><b>%2</b> yet: tick it in<br>the tree and run a step.").arg(kind, name);
+}
+
+int HistogramPlot::outlineCount() const {
+  return int(std::count_if(m_others.begin(), m_others.end(), [](QCPGraph* g) { return g->visible(); }));
 }
 
 int HistogramPlot::barCount() const { return m_hasData ? int(m_shown.histogram.size()) : 0; }

@@ -1,6 +1,7 @@
 #include "LossPlot.h"
 
 #include "QCustomPlotInclude.h"
+#include "RankSpread.h"
 
 #include <QComboBox>
 
@@ -10,10 +11,33 @@
 
 using namespace hookscope;
 
+namespace {
+
+QColor rankColor(int i) {
+  static const QColor colors[] = {QColor(200, 60, 40), QColor(31, 119, 180), QColor(44, 160, 44), QColor(148, 103, 189)};
+  return colors[i % 4];
+}
+
+} // namespace
+
 LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
   QCPGraph* graph = m_plot->addGraph();
   graph->setName(tr("loss"));
-  graph->setPen(QPen(QColor(200, 60, 40), 1.5));  // one line: width is cheap
+  graph->setPen(QPen(rankColor(0), 1.5));  // few lines: width is cheap
+  m_lines.push_back(graph);
+  m_bandLow = m_plot->addGraph();
+  m_bandHigh = m_plot->addGraph();
+  for (QCPGraph* edge : {m_bandLow, m_bandHigh}) {
+    edge->removeFromLegend();
+    edge->setVisible(false);
+    edge->setPen(QPen(QColor(200, 60, 40, 120), 0.8, Qt::DotLine));
+  }
+  m_bandHigh->setChannelFillGraph(m_bandLow);
+  m_bandHigh->setBrush(QColor(200, 60, 40, 50));
+  m_bandHigh->setName(tr("min–max over ranks"));
+  m_plot->legend->setVisible(false);
+  m_plot->legend->setFont(QFont(font().family(), font().pointSize() - 1));
+  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   m_plot->xAxis->setLabel(tr("step"));
   m_plot->yAxis->setLabel(tr("loss"));
   // Shown once the store holds scalars besides the loss (an attached script's lr, accuracy...).
@@ -27,7 +51,6 @@ LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
 void LossPlot::setScalar(const QString& name) {
   if (name == m_name) return;
   m_name = name;
-  m_plot->graph(0)->setName(name);
   m_plot->yAxis->setLabel(name);
   m_version = 0;  // redraw at the next refresh
 }
@@ -47,50 +70,121 @@ void LossPlot::updateChoices(const std::vector<std::string>& names) {
   m_chooser->setVisible(items.size() > 1);
 }
 
+void LossPlot::ensureLines(int count) {
+  while (int(m_lines.size()) < count) {
+    QCPGraph* graph = m_plot->addGraph();
+    graph->setPen(QPen(rankColor(int(m_lines.size())), 1.5));
+    m_lines.push_back(graph);
+  }
+  while (int(m_lines.size()) > count && m_lines.size() > 1) {
+    m_plot->removeGraph(m_lines.back());
+    m_lines.pop_back();
+  }
+}
+
 void LossPlot::refresh(const ViewState& state) {
   setStepMarker(double(state.step), state.step >= 0);
+  const bool sameRanks = state.allRanks() == m_allRanks && state.shownRank() == m_shownRank;
   if (!state.store) {
-    m_plot->graph(0)->data()->clear();
+    ensureLines(1);
+    m_lines[0]->data()->clear();
+    m_bandLow->setVisible(false);
+    m_bandHigh->setVisible(false);
+    m_plot->legend->setVisible(false);
     m_version = 0;
-  } else if (state.store->version() == m_version) {
+  } else if (state.store->version() == m_version && sameRanks) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   } else {
     m_version = state.store->version();
+    m_allRanks = state.allRanks();
+    m_shownRank = state.shownRank();
     updateChoices(state.store->scalarNames());
-    QVector<double> steps, losses;
-    for (const auto& p : state.store->scalars(m_name.toStdString())) {
-      steps.append(double(p.step));
-      losses.append(p.value);
+    const std::string name = m_name.toStdString();
+    const bool median = m_allRanks && state.ranks.size() > ViewState::kMaxRankLines;
+    m_ranks = !m_allRanks ? std::vector<int>{m_shownRank} : median ? std::vector<int>{-1} : state.ranks;
+    ensureLines(int(m_ranks.size()));
+    m_bandLow->setVisible(median);
+    m_bandHigh->setVisible(median);
+    if (median) {
+      // Steps every live rank has ended (latestStep) only: see GradNormPlot.
+      std::vector<std::vector<ScalarPoint>> perRank;
+      for (int rank : state.ranks) perRank.push_back(state.store->scalars(name, rank));
+      QVector<double> steps, medians, lows, highs;
+      for (const auto& p : rankSpread(perRank, state.latestStep)) {
+        steps.append(double(p.step));
+        medians.append(p.median);
+        lows.append(p.low);
+        highs.append(p.high);
+      }
+      m_lines[0]->setData(steps, medians, true);
+      m_lines[0]->setName(tr("median of %1 ranks").arg(state.ranks.size()));
+      m_bandLow->setData(steps, lows, true);
+      m_bandHigh->setData(steps, highs, true);
+    } else {
+      for (std::size_t i = 0; i < m_ranks.size(); ++i) {
+        QVector<double> steps, values;
+        for (const auto& p : state.store->scalars(name, m_ranks[i])) {
+          steps.append(double(p.step));
+          values.append(p.value);
+        }
+        m_lines[i]->setData(steps, values, true);
+        m_lines[i]->setName(m_allRanks ? tr("rank %1").arg(m_ranks[i]) : m_name);
+      }
     }
-    m_plot->graph(0)->setData(steps, losses, true);
+    m_plot->legend->setVisible(m_allRanks);
     autoFit();
   }
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void LossPlot::fitAxes() {
-  const auto* data = m_plot->graph(0)->data().data();
-  if (data->isEmpty()) return;
   // Keys span every step, also one whose loss is NaN; values only the finite ones.
-  const double first = data->constBegin()->key, last = (data->constEnd() - 1)->key;
-  m_plot->xAxis->setRange(stepRange(first, last));
-  double lo = INFINITY, hi = -INFINITY;
-  for (auto it = data->constBegin(); it != data->constEnd(); ++it) {
-    if (!std::isfinite(it->value)) continue;
-    lo = std::min(lo, it->value);
-    hi = std::max(hi, it->value);
+  double first = INFINITY, last = -INFINITY, lo = INFINITY, hi = -INFINITY;
+  std::vector<QCPGraph*> drawn = m_lines;
+  if (m_bandLow->visible()) {
+    drawn.push_back(m_bandLow);
+    drawn.push_back(m_bandHigh);
   }
+  for (const QCPGraph* graph : drawn) {
+    const auto* data = graph->data().data();
+    if (data->isEmpty()) continue;
+    first = std::min(first, data->constBegin()->key);
+    last = std::max(last, (data->constEnd() - 1)->key);
+    for (auto it = data->constBegin(); it != data->constEnd(); ++it) {
+      if (!std::isfinite(it->value)) continue;
+      lo = std::min(lo, it->value);
+      hi = std::max(hi, it->value);
+    }
+  }
+  if (first > last) return;
+  m_plot->xAxis->setRange(stepRange(first, last));
   if (lo <= hi) m_plot->yAxis->setRange(paddedRange(lo, hi, false));
 }
 
-int LossPlot::pointCount() const { return m_plot->graph(0)->data()->size(); }
+int LossPlot::pointCount() const { return m_lines[0]->data()->size(); }
+int LossPlot::lineCount() const { return int(m_lines.size()); }
+bool LossPlot::bandShown() const { return m_bandLow->visible(); }
 
 QString LossPlot::toCsv() const {
-  QString csv = QStringLiteral("step,%1\n").arg(m_name);
-  const QCPGraph* graph = m_plot->graph(0);
-  for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
-    csv += QStringLiteral("%1,%2\n").arg(it->key).arg(it->value, 0, 'g', 17);
+  if (m_bandLow->visible()) {
+    QString csv = QStringLiteral("step,%1_median,%1_min,%1_max\n").arg(m_name);
+    const auto* median = m_lines[0]->data().data();
+    auto low = m_bandLow->data()->constBegin();
+    auto high = m_bandHigh->data()->constBegin();
+    for (auto it = median->constBegin(); it != median->constEnd(); ++it, ++low, ++high) {
+      csv += QStringLiteral("%1,%2,%3,%4\n").arg(it->key).arg(it->value, 0, 'g', 17).arg(low->value, 0, 'g', 17).arg(high->value, 0, 'g', 17);
+    }
+    return csv;
+  }
+  const bool ranks = m_lines.size() > 1;
+  QString csv = ranks ? QStringLiteral("rank,step,%1\n").arg(m_name) : QStringLiteral("step,%1\n").arg(m_name);
+  for (std::size_t i = 0; i < m_lines.size(); ++i) {
+    const QCPGraph* graph = m_lines[i];
+    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
+      if (ranks) csv += QStringLiteral("%1,").arg(m_ranks[i]);
+      csv += QStringLiteral("%1,%2\n").arg(it->key).arg(it->value, 0, 'g', 17);
+    }
   }
   return csv;
 }

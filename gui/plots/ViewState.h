@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 /// What the plots show: one store, the selected series, and the step being looked at.
 struct ViewState {
@@ -13,4 +14,14 @@ struct ViewState {
   std::uint8_t selectedHooks = 0; ///< what is ticked on the selected layer (CaptureKind bits)
   std::int64_t step = -1;         ///< the step shown; -1 when nothing ran yet
   std::int64_t latestStep = -1;
+  std::vector<int> ranks;         ///< ranks in the store, ascending (one, 0, unless a job's)
+  int rank = -1;                  ///< the rank chosen; -1: all ranks
+
+  /// The rank whose series the histogram, heatmap and tree show: the chosen one, or the lowest.
+  int shownRank() const { return rank >= 0 ? rank : ranks.empty() ? 0 : ranks.front(); }
+  /// With all ranks, up to this many ranks get a line each in the plots over steps; more get
+  /// the median over ranks and a min–max band.
+  static constexpr std::size_t kMaxRankLines = 4;
+  /// Whether the plots over steps draw every rank.
+  bool allRanks() const { return rank < 0 && ranks.size() > 1; }
 };

@@ -3,10 +3,15 @@
 // advances it by exactly one step, Detach lets it train on, and the captures export.
 #include "MainWindow.h"
 #include "PlotsPanel.h"
+#include "AlertsPanel.h"
+#include "plots/GradNormPlot.h"
+#include "plots/HistogramPlot.h"
 #include "plots/LossPlot.h"
 #include "models/ModuleTreeModel.h"
 
 #include <QFile>
+#include <QComboBox>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -24,6 +29,17 @@ int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
     if (tree->modules()[m].path == path) return int(m);
   }
   return -1;
+}
+
+QString jobPort(int test) { return QString::number(20000 + (QCoreApplication::applicationPid() * 2 + test) % 20000); }
+
+/// Starts tests/python/attach/ddp_script.py (two ranks) attached to `address`.
+void startJob(QProcess* job, const QString& address, const QStringList& arguments) {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), address);
+  job->setProcessEnvironment(env);
+  job->setProcessChannelMode(QProcess::ForwardedChannels);
+  job->start(QStringLiteral(HOOKSCOPE_PYTHON), QStringList{QStringLiteral(HOOKSCOPE_DDP_SCRIPT)} + arguments);
 }
 
 } // namespace
@@ -138,8 +154,98 @@ private Q_SLOTS:
     QVERIFY(QFile::exists(exportDir + QStringLiteral("/alerts.csv")));
   }
 
-  void theRanksOfAJobAreToldToUseTheRecorder() {
-    // A rank paused alone would hang the others: until the window takes a whole job, it says so.
+  void theRanksOfAJobAttachAsOneBreakStepAndDetachTogether() {
+    // Both ranks of a DDP job (gloo) attach to one window: one tree, a rank chooser, a break
+    // on rank 1's NaN that holds both ranks at that step, Step that moves both by one, Detach.
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    QVERIFY(dir.isValid());
+    MainWindow window;
+    window.setInteractive(false);
+    window.resize(1400, 900);
+    window.show();
+    QSignalSpy listening(&window, &MainWindow::listening);
+    window.attachScript(QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
+    QVERIFY(listening.wait(kTimeout));
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    QSignalSpy breaks(&window, &MainWindow::breakHit);
+    QProcess job;
+    startJob(&job, listening.first().first().toString(),
+             {QStringLiteral("--steps"), QStringLiteral("60"), QStringLiteral("--nan"), QStringLiteral("1:6"),
+              QStringLiteral("--sleep"), QStringLiteral("0.1"), QStringLiteral("--port"), jobPort(0)});
+    QVERIFY(opened.wait(kTimeout));
+    QTRY_COMPARE_WITH_TIMEOUT(window.ranksAttached().size(), 2, kTimeout);
+    ModuleTreeModel* tree = window.treeModel();
+    // The model's own paths: DDP's "module." is not part of them.
+    QVERIFY(moduleIndex(tree, "body.0.0") > 0);
+    QVERIFY(moduleIndex(tree, "module") < 0);
+    for (const char* path : {"inp", "head"}) {
+      for (int column : {ModuleTreeModel::Act, ModuleTreeModel::Grad}) {
+        QVERIFY(tree->setData(tree->indexOfModule(moduleIndex(tree, path), column), Qt::Checked, Qt::CheckStateRole));
+      }
+    }
+
+    // non_finite is armed by default: rank 1's NaN input at step 6 holds every rank at step 6.
+    QVERIFY(breaks.wait(kTimeout));
+    QCOMPARE(breaks.first().at(1).toLongLong(), 6);
+    QCOMPARE(breaks.first().at(0).toString(), QStringLiteral("inp"));
+    QCOMPARE(window.plots()->rank(), 1);  // the break shows the rank where it fired
+    auto steps = [&](int rank) { return int(window.store()->scalars("loss", rank).size()); };
+    QTRY_COMPARE_WITH_TIMEOUT(steps(0), 7, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(steps(1), 7, kTimeout);
+    QTest::qWait(1500);
+    QCOMPARE(steps(0), 7);  // both wait inside hs.step() of step 6
+    QCOMPARE(steps(1), 7);
+    QVERIFY(window.alerts()->count() > 0);
+
+    window.stepOnce();
+    QTRY_COMPARE_WITH_TIMEOUT(steps(0), 8, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(steps(1), 8, kTimeout);
+    QTest::qWait(1500);
+    QCOMPARE(steps(0), 8);  // exactly one step, on every rank
+    QCOMPARE(steps(1), 8);
+
+    // The rank chooser: all ranks, or one. All ranks of a small job: a line per rank and layer.
+    PlotsPanel* plots = window.plots();
+    plots->refresh();
+    QVERIFY(plots->rankChooser()->isVisibleTo(&window));
+    QCOMPARE(plots->rankChooser()->count(), 3);  // All ranks, Rank 0, Rank 1
+    plots->setRank(-1);
+    QCOMPARE(plots->gradNorms()->rankMode(), GradNormPlot::RankMode::LinePerRank);
+    QCOMPARE(plots->gradNorms()->lineCount(), 4);  // inp and head, two ranks each
+    QCOMPARE(plots->loss()->lineCount(), 2);
+    window.selectModule(QStringLiteral("inp"));
+    plots->refresh();
+    QCOMPARE(plots->histogram()->outlineCount(), 1);  // rank 1's outline over rank 0's bars
+    plots->setRank(0);
+    QCOMPARE(plots->gradNorms()->lineCount(), 2);
+    QCOMPARE(plots->loss()->lineCount(), 1);
+    QCOMPARE(plots->loss()->pointCount(), 8);
+
+    // Detach: every rank's hooks go and the job trains on to its end.
+    QSignalSpy detached(&window, &MainWindow::scriptDetached);
+    window.stop();
+    QVERIFY(detached.wait(kTimeout));
+    QVERIFY(!window.scriptAttached());
+    QVERIFY(job.waitForFinished(kTimeout));
+    QCOMPARE(job.exitCode(), 0);
+
+    // One export with both ranks.
+    QSignalSpy exported(&window, &MainWindow::exportDone);
+    const QString exportDir = dir.filePath(QStringLiteral("export"));
+    window.exportCapturesTo(exportDir, false);
+    QVERIFY(exported.wait(kTimeout));
+    QCOMPARE(exported.first().at(1).toString(), QString());
+    QFile manifest(exportDir + QStringLiteral("/manifest.json"));
+    QVERIFY(manifest.open(QIODevice::ReadOnly));
+    const QJsonObject json = QJsonDocument::fromJson(manifest.readAll()).object();
+    QCOMPARE(json.value(QStringLiteral("world_size")).toInt(), 2);
+    QCOMPARE(json.value(QStringLiteral("ranks")).toArray().size(), 2);
+    QFile alerts(exportDir + QStringLiteral("/alerts.csv"));
+    QVERIFY(alerts.open(QIODevice::ReadOnly));
+    QVERIFY(QString::fromUtf8(alerts.readAll()).contains(QStringLiteral("\n6,1,inp,")));
+  }
+
+  void aRankThatDiesIsShownAndEveryRanksCapturesStay() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     QVERIFY(dir.isValid());
     MainWindow window;
@@ -147,20 +253,23 @@ private Q_SLOTS:
     QSignalSpy listening(&window, &MainWindow::listening);
     window.attachScript(QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
     QVERIFY(listening.wait(kTimeout));
+    QSignalSpy detached(&window, &MainWindow::scriptDetached);
     QProcess job;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), listening.first().first().toString());
-    job.setProcessEnvironment(env);
-    job.start(QStringLiteral(HOOKSCOPE_PYTHON),
-              {QStringLiteral(HOOKSCOPE_DDP_SCRIPT), QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--port"),
-               QString::number(20000 + QCoreApplication::applicationPid() % 20000)});
-    QTRY_VERIFY_WITH_TIMEOUT(window.lastRefusal().contains(QStringLiteral("hookscope-cli record")), kTimeout);
-    QVERIFY(window.lastRefusal().contains(QStringLiteral("of a torch.distributed job of 2 ranks")));
-    QVERIFY(job.waitForFinished(kTimeout));
-    QCOMPARE(job.exitCode(), 0);  // the ranks trained on, unhooked
-    const QString warnings = QString::fromUtf8(job.readAllStandardError());
-    QVERIFY2(warnings.contains(QStringLiteral("refused this script")), qPrintable(warnings));
+    startJob(&job, listening.first().first().toString(),
+             {QStringLiteral("--steps"), QStringLiteral("8"), QStringLiteral("--die"), QStringLiteral("1:3"),
+              QStringLiteral("--collective-timeout"), QStringLiteral("5"), QStringLiteral("--port"), jobPort(1)});
+    QTRY_VERIFY_WITH_TIMEOUT(window.ranksEnded().contains(1), kTimeout);
+    QVERIFY2(window.ranksEnded().value(1).contains(QStringLiteral("without closing")),
+             qPrintable(window.ranksEnded().value(1)));
+    window.plots()->refresh();
+    QVERIFY(window.plots()->rankChooser()->itemText(2).contains(QStringLiteral("lost")));
+    // torch.multiprocessing then ends rank 0 too (it would wait in its all-reduce): the job is over.
+    QVERIFY(detached.wait(kTimeout));
+    QVERIFY(window.ranksEnded().contains(0));
     QVERIFY(!window.scriptAttached());
+    QCOMPARE(int(window.store()->scalars("loss", 1).size()), 3);  // steps 0-2 of the rank that died
+    QVERIFY(window.store()->scalars("loss", 0).size() >= 3);     // and rank 0's, all kept
+    QVERIFY(job.waitForFinished(kTimeout));
   }
 
   void noSecondListenerOnATakenAddress() {

@@ -8,6 +8,7 @@
 #include "plots/LossPlot.h"
 #include "plots/QCustomPlotInclude.h"
 
+#include <QComboBox>
 #include <QSlider>
 #include <QTest>
 
@@ -109,6 +110,79 @@ private Q_SLOTS:
     // The other scale fits again at once.
     panel.gradNorms()->setLogScale(!log);
     QCOMPARE(pointsOffTheChart(*panel.gradNorms()), 0);
+  }
+
+  void theRanksOfAJobAreDrawnPerRankOrAsAMedianWithItsBand_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::newRow("2 ranks: a line each") << 2;
+    QTest::newRow("8 ranks: median and band") << 8;
+  }
+
+  void theRanksOfAJobAreDrawnPerRankOrAsAMedianWithItsBand() {
+    QFETCH(int, ranks);
+    auto store = std::make_shared<CaptureStore>();
+    const std::vector<std::string> layers = {"enc", "dec", "head"};
+    // Rank r's norm of layer l at step s: (1 + s) * 10^-l * (1 + r / 10); loss 5 - s / 10 + r.
+    auto norm = [](int l, int s, int r) { return (1.0 + s) * std::pow(10.0, -l) * (1.0 + r / 10.0); };
+    for (int step = 0; step < 30; ++step) {
+      for (int r = 0; r < ranks; ++r) {
+        for (int l = 0; l < 3; ++l) {
+          store->add(step, SeriesKey{layers[std::size_t(l)], 0, CaptureKind::Gradient, 0, r}, gaussianStats(1 + r, norm(l, step, r)));
+          store->add(step, SeriesKey{layers[std::size_t(l)], 0, CaptureKind::Activation, 0, r}, gaussianStats(1 + r, 1));
+        }
+        store->addScalar(step, "loss", 5 - step / 10.0 + r, r);
+      }
+    }
+    PlotsPanel panel;
+    showOn(panel, store);
+    panel.setSelectedModule("dec");
+    QVERIFY(panel.rankChooser()->isVisibleTo(&panel));
+    QCOMPARE(panel.rankChooser()->count(), ranks + 1);
+    QCOMPARE(panel.rank(), -1);  // all ranks at first
+    GradNormPlot* norms = panel.gradNorms();
+    LossPlot* loss = panel.loss();
+    if (ranks <= 4) {
+      QCOMPARE(norms->rankMode(), GradNormPlot::RankMode::LinePerRank);
+      QCOMPARE(norms->lineCount(), 3 * ranks);
+      QCOMPARE(loss->lineCount(), ranks);
+      QVERIFY(!loss->bandShown());
+      QVERIFY(loss->toCsv().contains(QStringLiteral("\n1,29,%1\n").arg(5 - 2.9 + 1, 0, 'g', 17)));
+    } else {
+      QCOMPARE(norms->rankMode(), GradNormPlot::RankMode::Median);
+      QCOMPARE(norms->lineCount(), 3);
+      // "dec" (layer 1) sorts first: its median over ranks 0..7 is the mean of ranks 3 and 4.
+      QCOMPARE(norms->lineKey(0).module, std::string("dec"));
+      const QVector<double> median = norms->lineValues(0);
+      QCOMPARE(median.size(), 30);
+      QVERIFY(std::abs(median[10] - norm(1, 10, 0) * (1 + 0.35)) < 1e-12);
+      // The selected layer's band runs from rank 0 to rank 7.
+      const QVector<double> low = norms->bandLow(), high = norms->bandHigh();
+      QCOMPARE(low.size(), 30);
+      QVERIFY(std::abs(low[10] - norm(1, 10, 0)) < 1e-12);
+      QVERIFY(std::abs(high[10] - norm(1, 10, 7)) < 1e-12);
+      // Drawn on the chart: the band's extremes lie inside the value axis.
+      QVERIFY(norms->plot()->yAxis->range().contains(high[29]));
+      QVERIFY(norms->plot()->yAxis->range().contains(low[0]));
+      QCOMPARE(loss->lineCount(), 1);
+      QVERIFY(loss->bandShown());
+      QVERIFY(loss->plot()->yAxis->range().contains(5 + 7));  // rank 7's loss at step 0
+    }
+    QCOMPARE(pointsOffTheChart(*norms), 0);
+    // The histogram: rank 0's bars, the other ranks' outlines.
+    QCOMPARE(panel.histogram()->outlineCount(), ranks - 1);
+    QVERIFY(panel.histogram()->statsText().contains(QStringLiteral("rank 0")));
+
+    // One rank: its lines only, its loss, its histogram with the others outlined.
+    panel.setRank(1);
+    QCOMPARE(norms->rankMode(), GradNormPlot::RankMode::OneRank);
+    QCOMPARE(norms->lineCount(), 3);
+    for (int line = 0; line < 3; ++line) QCOMPARE(norms->lineKey(line).rank, 1);
+    QCOMPARE(norms->lineValues(0)[5], norm(1, 5, 1));
+    QCOMPARE(loss->lineCount(), 1);
+    QVERIFY(loss->toCsv().startsWith(QStringLiteral("step,loss\n0,6\n")));
+    QVERIFY(panel.histogram()->statsText().contains(QStringLiteral("rank 1")));
+    QCOMPARE(panel.histogram()->outlineCount(), ranks - 1);
+    QCOMPARE(pointsOffTheChart(*norms), 0);
   }
 
   void aZoomedViewStaysUntilFitToData() {

@@ -1,0 +1,230 @@
+// EngineAdapter's side for attached scripts: listening, the ranks of a job, their export.
+#include "EngineAdapter.h"
+
+#include "AttachJob.h"
+#include "AttachListener.h"
+#include "ExportFolder.h"
+
+#include <QMetaObject>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace hookscope;
+
+namespace {
+
+QString describeScript(const ScriptRecord& script) {
+  return QStringLiteral("%1 (pid %2 on %3, PyTorch %4, %5)")
+      .arg(QString::fromStdString(script.name))
+      .arg(script.pid)
+      .arg(QString::fromStdString(script.host), QString::fromStdString(script.torch),
+           QString::fromStdString(script.device));
+}
+
+} // namespace
+
+std::shared_ptr<AttachJob> EngineAdapter::job() const {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  return m_job;
+}
+
+void EngineAdapter::listen(const QString& address) {
+  if (m_listener) {
+    Q_EMIT listening(QString::fromStdString(m_listener->address()));
+    return;
+  }
+  if (auto j = job(); j && m_running.load()) {
+    Q_EMIT listenFailed(QStringLiteral("A script is attached: Stop (detach) it before attaching another."));
+    return;
+  }
+  if (m_running.load()) {
+    Q_EMIT listenFailed(QStringLiteral("Stop the run before attaching a training script."));
+    return;
+  }
+  if (m_attachThread.joinable()) m_attachThread.join();  // the previous script's, finished
+  std::string error;
+  m_listener = AttachListener::open(address.isEmpty() ? defaultAttachAddress() : address.toStdString(), &error);
+  if (!m_listener) {
+    Q_EMIT listenFailed(QString::fromStdString(error));
+    return;
+  }
+  m_attachStop = false;
+  Q_EMIT listening(QString::fromStdString(m_listener->address()));
+  m_attachThread = std::thread([this] { attachLoop(); });
+}
+
+void EngineAdapter::stopListening() {
+  if (!m_listener) return;
+  m_attachStop = true;
+  m_listener->wake();
+  if (m_attachThread.joinable()) m_attachThread.join();
+  m_listener.reset();
+}
+
+std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore> store) {
+  auto job = std::make_shared<AttachJob>(std::move(store));
+  AttachJob* raw = job.get();  // the job outlives its rank threads, which call these
+  job->setOnStep([this, raw](int rank, const AttachedStep& step) {
+    StepSummary summary;
+    summary.rank = rank;
+    summary.result.step = step.step;
+    const auto loss = step.scalars.find("loss");
+    summary.result.loss = loss == step.scalars.end() ? std::nan("") : loss->second;
+    summary.result.lossFinite = loss == step.scalars.end() || std::isfinite(loss->second);
+    summary.result.totalMs = step.seconds * 1e3;
+    summary.finishedStep = raw->settledStep();
+    summary.shapes = step.shapes;
+    summary.alerts = step.alerts;  // the break, if any, is the job's: jobStepSettled
+    qint64 done = m_stepsDone.load();
+    while (done < step.step + 1 && !m_stepsDone.compare_exchange_weak(done, step.step + 1)) {
+    }
+    Q_EMIT stepFinished(summary);
+    m_paused = raw->paused();
+    Q_EMIT runStateChanged(true, m_paused.load());
+  });
+  // Runs under the job's lock: it only reports.
+  job->setOnSettled([this](std::int64_t step, const std::vector<Alert>& alerts, const std::optional<Alert>& breakAlert) {
+    if (alerts.empty() && !breakAlert) return;
+    StepSummary summary;
+    summary.result.step = step;
+    summary.finishedStep = step;
+    summary.alerts = alerts;
+    summary.breakAlert = breakAlert;
+    if (breakAlert) summary.rank = breakAlert->rank;
+    Q_EMIT jobStepSettled(summary);
+    if (breakAlert) {
+      m_paused = true;
+      Q_EMIT runStateChanged(true, true);
+    }
+  });
+  job->setOnEnded([this, raw](int rank, const std::string& why) {
+    if (raw->worldSize() > 1) Q_EMIT rankEnded(rank, QString::fromStdString(why));
+  });
+  return job;
+}
+
+void EngineAdapter::attachLoop() {
+  std::shared_ptr<AttachJob> job;
+  std::shared_ptr<CaptureStore> store;
+  int worldSize = 1;
+  std::string name;
+  while (!m_attachStop.load()) {
+    // Ranks of the job join until all have, or until every one that came has left.
+    if (job && (int(job->ranks().size()) >= worldSize || job->waitEnded(0))) break;
+    const int fd = m_listener->accept(job ? 200 : -1);
+    if (fd < 0) continue;
+    std::string error;
+    const auto& address = m_listener->parsed();
+    auto accepted = AttachSession::accept(fd, address.tcp ? address.token : "", !address.tcp,
+                                          job ? store : std::make_shared<CaptureStore>(m_capBytes), &error);
+    if (!accepted) {
+      Q_EMIT attachRefused(QString::fromStdString(error));
+      continue;
+    }
+    const ScriptRecord script = accepted->script();
+    if (!job) {
+      store = accepted->store();
+      job = startJob(store);
+      worldSize = std::max(1, script.worldSize);
+      name = script.name;
+      job->setAllHooks(accepted->hooks());  // what the script hooked itself, for every rank
+      job->setBreakRules(m_breakRules.load());
+      const auto modules = accepted->modules();
+      const auto hooks = accepted->hooks();
+      QMetaObject::invokeMethod(
+          this, [this, job, store, script, modules, hooks] { adoptJob(job, store, script, modules, hooks); },
+          Qt::BlockingQueuedConnection);
+    }
+    if (!job->add(std::move(accepted), &error)) {
+      Q_EMIT attachRefused(QString::fromStdString(error));
+      continue;
+    }
+    if (worldSize > 1) Q_EMIT rankAttached(script.rank, describeScript(script));
+  }
+  if (!job) return;
+  // One script (or job) per Attach: the listener closes, so a late one is told no one listens.
+  QMetaObject::invokeMethod(this, [this] { m_listener.reset(); }, Qt::QueuedConnection);
+  job->waitEnded(-1);
+  m_running = false;
+  m_paused = false;
+  Q_EMIT runStateChanged(false, false);
+  QString reason;
+  const auto scripts = job->scripts();
+  if (worldSize > 1) {
+    reason = QStringLiteral("every attached rank of job %1 left (%2 of %3 ranks attached)")
+                 .arg(QString::fromStdString(scripts.front().job))
+                 .arg(scripts.size())
+                 .arg(worldSize);
+    for (const auto& s : scripts) reason += QStringLiteral("; rank %1: %2").arg(s.rank).arg(QString::fromStdString(s.ended));
+  } else {
+    reason = QString::fromStdString(name + ": " + scripts.front().ended);
+  }
+  Q_EMIT scriptDetached(reason);
+}
+
+void EngineAdapter::adoptJob(std::shared_ptr<AttachJob> job, std::shared_ptr<CaptureStore> store, const ScriptRecord& script,
+                             const std::vector<ModuleInfo>& modules, const std::vector<std::uint8_t>& hooks) {
+  m_runner.reset();
+  std::shared_ptr<AttachJob> ended;  // the previous job, ended: its threads join outside the lock
+  {
+    std::lock_guard<std::mutex> lock(m_modelMutex);
+    m_model.reset();
+    ended = std::move(m_job);
+    m_job = job;
+  }
+  m_store = std::move(store);
+  m_store->setCapBytes(m_capBytes);
+  m_configured = false;
+  m_stepsDone = 0;
+  m_interventions.clear();
+  m_rules.reset();
+  job->setRuleSettings(m_ruleSettings);
+  ModelSummary summary;
+  summary.path = QStringLiteral("attached:") + QString::fromStdString(script.name);
+  summary.fileName = QString::fromStdString(script.name);
+  summary.modules = modules;
+  summary.hooks = hooks;
+  summary.attached = true;
+  summary.script = describeScript(script);
+  summary.worldSize = std::max(1, script.worldSize);
+  summary.job = QString::fromStdString(script.job);
+  m_running = true;
+  m_paused = false;
+  summary.store = m_store;
+  Q_EMIT modelLoaded(summary);
+  Q_EMIT runStateChanged(true, false);
+}
+
+void EngineAdapter::exportAttached(const QString& dir, bool overwrite, const QString& interrupted) {
+  const auto j = job();
+  auto scripts = j->scripts();
+  for (auto& s : scripts) {
+    if (s.ended == "still attached") s.ended = "exported while attached";
+  }
+  ExportManifest manifest;
+  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+  manifest.modelFile = scripts.front().name;
+  manifest.config.bins = 64;
+  manifest.config.optimizer = OptimizerKind::None;
+  for (const auto& s : scripts) manifest.steps = std::max(manifest.steps, s.steps);
+  manifest.thinning = m_store->thinning();
+  manifest.memoryCapBytes = m_store->capBytes();
+  manifest.interrupted = interrupted.toStdString();
+  manifest.script = scripts.front();
+  if (scripts.size() > 1 || scripts.front().worldSize > 1) manifest.ranks = scripts;
+  manifest.gaps = j->gaps();
+  manifest.interventions = j->interventions();
+  const auto hooks = j->hooks();
+  const auto modules = j->modules();
+  for (std::size_t i = 0; i < hooks.size() && i < modules.size(); ++i) {
+    if (!hooks[i]) continue;
+    manifest.hooked.push_back({modules[i].path, captureKindNames(hooks[i])});
+  }
+  ExportOptions options;
+  options.overwrite = overwrite;
+  options.extraFiles = {{"alerts.csv", alertsCsv(j->alerts())}};
+  std::string error;
+  writeExport(dir.toStdString(), manifest, *m_store, {}, options, &error);
+  Q_EMIT exportFinished(dir, QString::fromStdString(error));
+}
