@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 using namespace hookscope;
 
@@ -20,6 +21,20 @@ QString describeScript(const ScriptRecord& script) {
       .arg(script.pid)
       .arg(QString::fromStdString(script.host), QString::fromStdString(script.torch),
            QString::fromStdString(script.device));
+}
+
+/// "0-3, 5, 7" for ranks 0, 1, 2, 3, 5, 7 (ascending).
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 } // namespace
@@ -84,8 +99,8 @@ std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore>
     Q_EMIT runStateChanged(true, m_paused.load());
   });
   // Runs under the job's lock: it only reports.
+  // Also when the last ranks leave: the steps they settle then get no stepFinished.
   job->setOnSettled([this](std::int64_t step, const std::vector<Alert>& alerts, const std::optional<Alert>& breakAlert) {
-    if (alerts.empty() && !breakAlert) return;
     StepSummary summary;
     summary.result.step = step;
     summary.finishedStep = step;
@@ -156,7 +171,14 @@ void EngineAdapter::attachLoop() {
                  .arg(QString::fromStdString(scripts.front().job))
                  .arg(scripts.size())
                  .arg(worldSize);
-    for (const auto& s : scripts) reason += QStringLiteral("; rank %1: %2").arg(s.rank).arg(QString::fromStdString(s.ended));
+    // Ranks that ended alike are named together: "ranks 0-7: closed by the script after 400 steps".
+    std::map<std::string, std::vector<int>> byEnd;
+    for (const auto& s : scripts) byEnd[s.ended].push_back(s.rank);
+    for (const auto& [ended, ranks] : byEnd) {
+      reason += QStringLiteral("; %1 %2: %3")
+                    .arg(ranks.size() > 1 ? QStringLiteral("ranks") : QStringLiteral("rank"),
+                         QString::fromStdString(rankList(ranks)), QString::fromStdString(ended));
+    }
   } else {
     reason = QString::fromStdString(name + ": " + scripts.front().ended);
   }

@@ -201,6 +201,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     scheduleRedraw();
   });
   connect(m_plots, &PlotsPanel::moduleClicked, this, &MainWindow::selectModule);
+  connect(m_plots, &PlotsPanel::shownChanged, this, &MainWindow::scheduleRedraw);
 
   QSettings settings;
   // Before any model is opened: the engine takes queued calls in order.
@@ -601,6 +602,8 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   if (summary.attached) {
     m_running = true;  // an attached script is running from the start (runStateChanged follows)
     m_paused = false;
+    m_rateClock.restart();
+    m_rateSteps = 0;
     m_attachDialog->hide();
     m_listenAddress.clear();
     m_controls->setEditable(false);
@@ -626,6 +629,7 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
   updateActions();
   updateStatus();
+  scheduleRedraw();  // the tree's numbers of a reopened export
   Q_EMIT modelOpened(summary.path);
 }
 
@@ -751,13 +755,16 @@ void MainWindow::showBreak(const hookscope::Alert& alert) {
 }
 
 void MainWindow::onRunState(bool running, bool paused) {
+  // An attached script reports its state after every step: the rate restarts only when a run
+  // starts or resumes.
+  const bool resumed = running && !paused && !(m_running && !m_paused);
   m_running = running;
   m_paused = paused;
   if (!paused && m_breakShown) {  // "Paused at step 7 on …" is over once the run goes on or stops
     statusBar()->clearMessage();
     m_breakShown = false;
   }
-  if (running && !paused) {
+  if (resumed) {
     m_rateClock.restart();
     m_rateSteps = 0;
   }

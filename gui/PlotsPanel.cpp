@@ -112,6 +112,7 @@ void PlotsPanel::setRank(int rank) {
   }
   updateSeriesChoices();
   refresh();
+  Q_EMIT shownChanged();
 }
 
 void PlotsPanel::setRankNote(int rank, const QString& note) {
@@ -249,6 +250,7 @@ void PlotsPanel::scrubTo(std::int64_t step) {
   m_follow->setChecked(false);
   m_state.step = std::clamp<std::int64_t>(step, 0, std::max<std::int64_t>(0, m_state.latestStep));
   refresh();
+  Q_EMIT shownChanged();
 }
 
 void PlotsPanel::stepBy(std::int64_t delta) {

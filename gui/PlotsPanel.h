@@ -61,6 +61,9 @@ public:
 
 Q_SIGNALS:
   void moduleClicked(const QString& path);
+  /// The user scrubbed to another step or chose another rank: what shows the step elsewhere
+  /// (the tree's numbers) follows.
+  void shownChanged();
 
 private:
   void updateSeriesChoices();

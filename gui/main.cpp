@@ -80,11 +80,23 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("TorchScript model file or HookScope export folder"));
+  const QCommandLineOption attach(QStringLiteral("attach"),
+                                  QStringLiteral("Wait for a training script (or every rank of its torch.distributed job) "
+                                                 "instead of opening a model, as File > Attach does"));
+  const QCommandLineOption address(QStringLiteral("address"),
+                                   QStringLiteral("Where --attach waits (unix:PATH or tcp:HOST:PORT; default: HookScope's own socket)"),
+                                   QStringLiteral("address"));
+  parser.addOption(attach);
+  parser.addOption(address);
   parser.process(app);
 
   MainWindow window;
   handleStopSignals(window);
   window.show();
+  if (parser.isSet(attach) || parser.isSet(address)) {
+    window.attachScript(parser.value(address));
+    return app.exec();
+  }
   QString path = parser.positionalArguments().value(0);
   if (path.isEmpty()) {
     // The bundled sample model: next to the executable when installed, else in the source tree.

@@ -48,21 +48,25 @@ double frame(PlotsPanel& panel) {
   return double(timer.nsecsElapsed()) / 1e6;
 }
 
-} // namespace
+struct Figures {
+  double live = 0, liveMax = 0, scrub = 0;
+};
 
-int main(int argc, char** argv) {
-  qputenv("QT_QPA_PLATFORM", "offscreen");
-  QApplication app(argc, argv);
+// `ranks` ranks of a job in one store (the window's default memory cap, so thinned as the
+// window would thin it), the panel showing `rank` (-1: all ranks).
+Figures benchmark(int ranks, int rank, bool print) {
   const int layers = 100, history = 2000, frames = 60;
   auto store = std::make_shared<CaptureStore>();
   std::mt19937 rng(0);
   auto addStep = [&](int step) {
-    for (int l = 0; l < layers; ++l) {
-      const std::string path = "layer" + std::to_string(l);
-      store->add(step, {path, 0, CaptureKind::Gradient, 0}, fakeStats(rng, step));
-      store->add(step, {path, 0, CaptureKind::Activation, 0}, fakeStats(rng, step));
+    for (int r = 0; r < ranks; ++r) {
+      for (int l = 0; l < layers; ++l) {
+        const std::string path = "layer" + std::to_string(l);
+        store->add(step, {path, 0, CaptureKind::Gradient, 0, r}, fakeStats(rng, step));
+        store->add(step, {path, 0, CaptureKind::Activation, 0, r}, fakeStats(rng, step));
+      }
+      store->addScalar(step, "loss", 2.0 / (1 + 0.01 * step) + 0.01 * r, r);
     }
-    store->addScalar(step, "loss", 2.0 / (1 + 0.01 * step));
   };
   for (int step = 0; step < history; ++step) addStep(step);
   PlotsPanel panel;
@@ -70,6 +74,8 @@ int main(int argc, char** argv) {
   panel.show();
   panel.setStore(store);
   panel.setSelectedModule("layer42");
+  frame(panel);
+  if (ranks > 1) panel.setRank(rank);
   frame(panel);
   // Live: each frame follows one new step (the store changed).
   std::vector<double> live;
@@ -89,14 +95,37 @@ int main(int argc, char** argv) {
     QCoreApplication::processEvents();
     scrub.push_back(double(timer.nsecsElapsed()) / 1e6);
   }
-  std::printf("GUI refresh, offscreen, %dx%d: %d hooked layers (gradient + activation series), %d steps of history\n",
+  Figures figures{median(live), *std::max_element(live.begin(), live.end()), median(scrub)};
+  if (!print) return figures;
+  std::printf("GUI refresh, offscreen, %dx%d: %d hooked layers (gradient + activation series), %d steps of history",
               panel.width(), panel.height(), layers, history);
-  std::printf("  live frame (a new step arrived): median %.2f ms, max %.2f ms\n", median(live),
-              *std::max_element(live.begin(), live.end()));
+  if (ranks > 1) {
+    std::printf(", %d ranks, showing %s; store %.0f MiB, every %lld. step kept", ranks,
+                rank < 0 ? "all ranks" : qPrintable(QStringLiteral("rank %1").arg(rank)), double(store->bytesUsed()) / (1 << 20),
+                static_cast<long long>(store->stride()));
+  }
+  std::printf("\n  live frame (a new step arrived): median %.2f ms, max %.2f ms\n", figures.live, figures.liveMax);
   for (int i = 0; i < pages.size(); ++i) {
     std::printf("    of which drawing \"%s\": median %.2f ms\n", qPrintable(pages[i]->title()), median(drawMs[std::size_t(i)]));
   }
-  std::printf("  scrub frame (shown step moved): median %.2f ms\n", median(scrub));
-  std::printf("RESULT gui live_ms=%.3f scrub_ms=%.3f\n", median(live), median(scrub));
+  std::printf("  scrub frame (shown step moved): median %.2f ms\n", figures.scrub);
+  return figures;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  // "ranks": the job figures only (8 ranks, all ranks and one rank).
+  const bool ranksOnly = argc > 1 && std::string(argv[1]) == "ranks";
+  if (!ranksOnly) {
+    const Figures one = benchmark(1, 0, true);
+    std::printf("RESULT gui live_ms=%.3f scrub_ms=%.3f\n", one.live, one.scrub);
+  }
+  const Figures all = benchmark(8, -1, true);
+  const Figures single = benchmark(8, 3, true);
+  std::printf("RESULT gui_ranks all_live_ms=%.3f all_scrub_ms=%.3f rank_live_ms=%.3f rank_scrub_ms=%.3f\n", all.live,
+              all.scrub, single.live, single.scrub);
   return 0;
 }

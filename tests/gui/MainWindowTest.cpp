@@ -602,6 +602,16 @@ private Q_SLOTS:
     // Review is read-only: the boxes cannot be changed.
     const QModelIndex box = window->treeModel()->indexOfModule(moduleIndex(window->treeModel(), "conv2"), ModuleTreeModel::Act);
     QVERIFY(!(window->treeModel()->flags(box) & Qt::ItemIsUserCheckable));
+    // The tree's gradient norms show the step looked at: the newest on opening, then the one
+    // scrubbed to (they stayed blank until a step ran).
+    const QModelIndex norm =
+        window->treeModel()->indexOfModule(moduleIndex(window->treeModel(), "conv2"), ModuleTreeModel::GradNorm);
+    const auto norms = window->store()->values({"conv2", 0, CaptureKind::Gradient, 0}, &hookscope::TensorStats::l2norm);
+    auto shows = [&](double value) { return std::abs(norm.data().toString().toDouble() - value) <= 0.05 * value; };
+    QTRY_VERIFY_WITH_TIMEOUT(!norm.data().toString().isEmpty(), kTimeout);
+    QVERIFY2(shows(norms[3].value), qPrintable(norm.data().toString()));
+    window->plots()->scrubTo(0);
+    QTRY_VERIFY2_WITH_TIMEOUT(shows(norms[0].value), qPrintable(norm.data().toString()), kTimeout);
   }
 };
 
