@@ -14,6 +14,7 @@
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QApplication>
+#include <QFile>
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -541,6 +542,43 @@ private Q_SLOTS:
     QFile file(victim);
     QVERIFY(file.open(QIODevice::ReadOnly));
     QCOMPARE(file.readAll(), QByteArray(16, 'A'));
+  }
+
+  void aVersionOneExportOpensAsRankZero() {
+    // Written as HookScope wrote exports before ranks: no rank column, manifest version 1.
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    auto write = [&](const char* name, const QByteArray& text) {
+      QFile file(tmp.filePath(QString::fromLatin1(name)));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write(text);
+    };
+    write("manifest.json", R"({"format": "hookscope-capture", "version": 1, "model": {"file": "m.pt", "sha256": ""},
+                              "steps": 2, "hooked": [{"module": "fc", "kinds": ["activation"]}], "source": "model"})");
+    write("stats.csv", "step,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count\n"
+                       "0,fc,0,activation,0,2x3,float32,6,-1,2,0.5,1,2.5,0,0,0\n"
+                       "1,fc,0,activation,0,2x3,float32,6,-2,3,0.25,1.5,3.5,0,0,0\n");
+    write("scalars.csv", "step,name,value\n0,loss,1.5\n1,loss,1.25\n");
+    write("alerts.csv", "step,module,kind,rule,value,message,last_step,count\n1,fc,activation,dead_units,0.95,dead,1,1\n");
+    MainWindow window;
+    window.setInteractive(false);
+    window.resize(1200, 800);
+    window.show();
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openPath(tmp.path());
+    QVERIFY2(opened.wait(kTimeout), qPrintable(window.lastMessage()));
+    QVERIFY(window.reviewOnly());
+    QCOMPARE(window.store()->ranks(), std::vector<int>{0});
+    const auto points = window.store()->values({"fc", 0, CaptureKind::Activation, 0}, &hookscope::TensorStats::mean);
+    QCOMPARE(int(points.size()), 2);
+    QCOMPARE(points[1].value, 0.25);
+    QCOMPARE(window.alerts()->count(), 1);
+    window.selectModule(QStringLiteral("fc"));
+    window.plots()->refresh();
+    QVERIFY(!window.plots()->rankChooser()->isVisibleTo(&window));  // one process: no rank chooser
+    QCOMPARE(window.plots()->loss()->pointCount(), 2);
+    QVERIFY(window.plots()->histogram()->statsText().contains(QStringLiteral("mean 0.25")));
+    QVERIFY(!window.plots()->histogram()->statsText().contains(QStringLiteral("rank")));
   }
 
   void exportFromTheWindowIsReadByTheCliAndReopens() {
