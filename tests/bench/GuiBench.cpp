@@ -39,11 +39,14 @@ TensorStats fakeStats(std::mt19937& rng, int step) {
   return s;
 }
 
+std::vector<double> g_refreshMs;  // of each frame: the part before drawing (reading the store)
+
 // One frame as the window makes it: refresh every page, then let the queued replots run.
 double frame(PlotsPanel& panel) {
   QElapsedTimer timer;
   timer.start();
   panel.refresh();
+  g_refreshMs.push_back(double(timer.nsecsElapsed()) / 1e6);
   QCoreApplication::processEvents();
   return double(timer.nsecsElapsed()) / 1e6;
 }
@@ -79,6 +82,7 @@ Figures benchmark(int ranks, int rank, bool print) {
   frame(panel);
   // Live: each frame follows one new step (the store changed).
   std::vector<double> live;
+  g_refreshMs.clear();
   const auto pages = panel.pages();
   std::vector<std::vector<double>> drawMs(std::size_t(pages.size()));
   for (int f = 0; f < frames; ++f) {
@@ -104,7 +108,8 @@ Figures benchmark(int ranks, int rank, bool print) {
                 rank < 0 ? "all ranks" : qPrintable(QStringLiteral("rank %1").arg(rank)), double(store->bytesUsed()) / (1 << 20),
                 static_cast<long long>(store->stride()));
   }
-  std::printf("\n  live frame (a new step arrived): median %.2f ms, max %.2f ms\n", figures.live, figures.liveMax);
+  std::printf("\n  live frame (a new step arrived): median %.2f ms, max %.2f ms; reading the store %.2f ms\n", figures.live,
+              figures.liveMax, median(g_refreshMs));
   for (int i = 0; i < pages.size(); ++i) {
     std::printf("    of which drawing \"%s\": median %.2f ms\n", qPrintable(pages[i]->title()), median(drawMs[std::size_t(i)]));
   }

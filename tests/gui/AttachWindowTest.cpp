@@ -42,6 +42,17 @@ void startJob(QProcess* job, const QString& address, const QStringList& argument
   job->start(QStringLiteral(HOOKSCOPE_PYTHON), QStringList{QStringLiteral(HOOKSCOPE_DDP_SCRIPT)} + arguments);
 }
 
+/// Exports the window's captures into `dir` and reads back the manifest.
+void exportFromWindow(MainWindow& window, const QString& dir, QJsonObject* manifest) {
+  QSignalSpy exported(&window, &MainWindow::exportDone);
+  window.exportCapturesTo(dir, false);
+  QVERIFY(exported.wait(kTimeout));
+  QCOMPARE(exported.first().at(1).toString(), QString());
+  QFile file(dir + QStringLiteral("/manifest.json"));
+  QVERIFY(file.open(QIODevice::ReadOnly));
+  *manifest = QJsonDocument::fromJson(file.readAll()).object();
+}
+
 } // namespace
 
 class AttachWindowTest : public QObject {
@@ -140,14 +151,10 @@ private Q_SLOTS:
     QVERIFY2(out.contains(QStringLiteral("finished 40 steps")), qPrintable(out));
 
     // What was captured stays, and exports with the script's name in the manifest.
-    QSignalSpy exported(&window, &MainWindow::exportDone);
     const QString exportDir = dir.filePath(QStringLiteral("export"));
-    window.exportCapturesTo(exportDir, false);
-    QVERIFY(exported.wait(kTimeout));
-    QCOMPARE(exported.first().at(1).toString(), QString());
-    QFile manifest(exportDir + QStringLiteral("/manifest.json"));
-    QVERIFY(manifest.open(QIODevice::ReadOnly));
-    const QJsonObject json = QJsonDocument::fromJson(manifest.readAll()).object();
+    QJsonObject json;
+    exportFromWindow(window, exportDir, &json);
+    if (QTest::currentTestFailed()) return;
     QCOMPARE(json.value(QStringLiteral("source")).toString(), QStringLiteral("script"));
     QCOMPARE(json.value(QStringLiteral("script")).toObject().value(QStringLiteral("name")).toString(),
              QStringLiteral("train_script.py"));
@@ -230,14 +237,10 @@ private Q_SLOTS:
     QCOMPARE(job.exitCode(), 0);
 
     // One export with both ranks.
-    QSignalSpy exported(&window, &MainWindow::exportDone);
     const QString exportDir = dir.filePath(QStringLiteral("export"));
-    window.exportCapturesTo(exportDir, false);
-    QVERIFY(exported.wait(kTimeout));
-    QCOMPARE(exported.first().at(1).toString(), QString());
-    QFile manifest(exportDir + QStringLiteral("/manifest.json"));
-    QVERIFY(manifest.open(QIODevice::ReadOnly));
-    const QJsonObject json = QJsonDocument::fromJson(manifest.readAll()).object();
+    QJsonObject json;
+    exportFromWindow(window, exportDir, &json);
+    if (QTest::currentTestFailed()) return;
     QCOMPARE(json.value(QStringLiteral("world_size")).toInt(), 2);
     QCOMPARE(json.value(QStringLiteral("ranks")).toArray().size(), 2);
     QFile alerts(exportDir + QStringLiteral("/alerts.csv"));
