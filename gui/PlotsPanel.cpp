@@ -37,7 +37,9 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   grid->addWidget(bottom);
 
   m_series = new QComboBox(this);
-  m_series->setMinimumContentsLength(24);
+  // Sized to a short label, not the longest one, so that the bar fits a 1024 px screen.
+  m_series->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_series->setMinimumContentsLength(8);
   m_series->setToolTip(tr("Which captured tensor of the selected layer the histogram and heatmap show"));
   connect(m_series, &QComboBox::currentIndexChanged, this, [this] { applySeriesChoice(); });
   // A job's ranks: all at once in the plots over steps, or one.
@@ -45,6 +47,8 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_rankChooser->setToolTip(tr("Which rank of the torch.distributed job the plots show (Alt+R). All ranks: a line per "
                                "rank over steps (a median line and min–max band when ranks are many); the histogram "
                                "shows the lowest rank, with the others' outlines"));
+  m_rankChooser->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_rankChooser->setMinimumContentsLength(6);
   m_rankLabel = new QLabel(tr("&Rank:"), this);
   m_rankLabel->setBuddy(m_rankChooser);
   m_rankChooser->setVisible(false);
@@ -53,6 +57,7 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_slider = new QSlider(Qt::Horizontal, this);
   m_slider->setToolTip(tr("Scrub every plot back to an earlier step"));
   m_slider->setEnabled(false);
+  m_slider->setMinimumWidth(100);  // still a slider with the rank chooser in the bar at 1024 px
   m_slider->setSingleStep(1);
   m_slider->setPageStep(10);
   m_slider->setFocusPolicy(Qt::StrongFocus);
@@ -63,7 +68,7 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
     if (action != QAbstractSlider::SliderMove) scrubTo(m_slider->sliderPosition());
   });
   m_stepLabel = new QLabel(tr("no steps yet"), this);
-  m_stepLabel->setMinimumWidth(110);
+  m_stepLabel->setMinimumWidth(80);
   m_follow = new QCheckBox(tr("&Follow latest"), this);
   m_follow->setChecked(true);
   connect(m_follow, &QCheckBox::toggled, this, [this](bool on) {

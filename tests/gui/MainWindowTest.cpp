@@ -581,6 +581,39 @@ private Q_SLOTS:
     QVERIFY(!window.plots()->histogram()->statsText().contains(QStringLiteral("rank")));
   }
 
+  void aJobsExportShowsItsRanksAndFitsA1024PixelScreen() {
+    QTemporaryDir tmp;
+    QVERIFY(tmp.isValid());
+    auto write = [&](const char* name, const QByteArray& text) {
+      QFile file(tmp.filePath(QString::fromLatin1(name)));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+      file.write(text);
+    };
+    write("manifest.json", R"({"format": "hookscope-capture", "version": 2, "model": {"file": "m.pt", "sha256": ""},
+                              "steps": 1, "hooked": [{"module": "fc", "kinds": ["activation"]}], "source": "model",
+                              "world_size": 2})");
+    write("stats.csv", "step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count\n"
+                       "0,0,fc,0,activation,0,2x3,float32,6,-1,2,0.5,1,2.5,0,0,0\n"
+                       "0,1,fc,0,activation,0,2x3,float32,6,-2,3,0.25,1.5,3.5,0,0,0\n");
+    write("scalars.csv", "step,rank,name,value\n0,0,loss,1.5\n0,1,loss,1.25\n");
+    MainWindow window;
+    window.setInteractive(false);
+    window.show();
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openPath(tmp.path());
+    QVERIFY2(opened.wait(kTimeout), qPrintable(window.lastMessage()));
+    window.selectModule(QStringLiteral("fc"));
+    window.plots()->refresh();
+    QVERIFY(window.plots()->rankChooser()->isVisibleTo(&window));
+    QCOMPARE(window.plots()->rankChooser()->count(), 3);
+    QCOMPARE(window.plots()->loss()->lineCount(), 2);
+    // The rank chooser in the bar under the plots still lets the window fit a 1024 px screen.
+    QVERIFY2(window.minimumSizeHint().width() <= 1024, qPrintable(QString::number(window.minimumSizeHint().width())));
+    window.plots()->setRank(1);
+    QVERIFY(window.plots()->histogram()->statsText().contains(QStringLiteral("mean 0.25")));
+    QVERIFY(window.plots()->histogram()->statsText().contains(QStringLiteral("rank 1")));
+  }
+
   void exportFromTheWindowIsReadByTheCliAndReopens() {
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());
