@@ -629,6 +629,11 @@ class Attached:
                 op = me._out_ops.get(i)
                 if op and isinstance(output, torch.Tensor) and i != 0:
                     if op == "zero":
+                        if me._dist is not None and me._dist[1] > 1 and output.requires_grad:
+                            # Still on the graph (zero gradient upstream): DistributedDataParallel
+                            # fails a step whose parameters got no gradient at all.
+                            return torch.where(torch.zeros_like(output, dtype=torch.bool), output,
+                                               torch.zeros_like(output))
                         return torch.zeros_like(output)
                     if output.is_floating_point():
                         return output.mean() * torch.ones_like(output)

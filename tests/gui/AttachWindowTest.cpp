@@ -20,6 +20,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
+
+using hookscope::CaptureKind;
+
 namespace {
 
 constexpr int kTimeout = 60000;
@@ -177,7 +181,7 @@ private Q_SLOTS:
     QSignalSpy breaks(&window, &MainWindow::breakHit);
     QProcess job;
     startJob(&job, listening.first().first().toString(),
-             {QStringLiteral("--steps"), QStringLiteral("60"), QStringLiteral("--nan"), QStringLiteral("1:6"),
+             {QStringLiteral("--steps"), QStringLiteral("60"), QStringLiteral("--nan"), QStringLiteral("1:12"),
               QStringLiteral("--sleep"), QStringLiteral("0.1"), QStringLiteral("--port"), jobPort(0)});
     QVERIFY(opened.wait(kTimeout));
     QTRY_COMPARE_WITH_TIMEOUT(window.ranksAttached().size(), 2, kTimeout);
@@ -190,26 +194,40 @@ private Q_SLOTS:
         QVERIFY(tree->setData(tree->indexOfModule(moduleIndex(tree, path), column), Qt::Checked, Qt::CheckStateRole));
       }
     }
+    // An intervention reaches every rank: with act's output zeroed, head sees the same input on
+    // both ranks (their parameters are equal), whatever data each rank has.
+    window.setOutputIntervention(moduleIndex(tree, "act"), {hookscope::OutputIntervention::Zero});
 
-    // non_finite is armed by default: rank 1's NaN input at step 6 holds every rank at step 6.
+    // non_finite is armed by default: rank 1's NaN input at step 12 holds every rank at step 12.
     QVERIFY(breaks.wait(kTimeout));
-    QCOMPARE(breaks.first().at(1).toLongLong(), 6);
+    QCOMPARE(breaks.first().at(1).toLongLong(), 12);
     QCOMPARE(breaks.first().at(0).toString(), QStringLiteral("inp"));
     QCOMPARE(window.plots()->rank(), 1);  // the break shows the rank where it fired
     auto steps = [&](int rank) { return int(window.store()->scalars("loss", rank).size()); };
-    QTRY_COMPARE_WITH_TIMEOUT(steps(0), 7, kTimeout);
-    QTRY_COMPARE_WITH_TIMEOUT(steps(1), 7, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(steps(0), 13, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(steps(1), 13, kTimeout);
     QTest::qWait(1500);
-    QCOMPARE(steps(0), 7);  // both wait inside hs.step() of step 6
-    QCOMPARE(steps(1), 7);
+    QCOMPARE(steps(0), 13);  // both wait inside hs.step() of step 12
+    QCOMPARE(steps(1), 13);
     QVERIFY(window.alerts()->count() > 0);
 
     window.stepOnce();
-    QTRY_COMPARE_WITH_TIMEOUT(steps(0), 8, kTimeout);
-    QTRY_COMPARE_WITH_TIMEOUT(steps(1), 8, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(steps(0), 14, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(steps(1), 14, kTimeout);
     QTest::qWait(1500);
-    QCOMPARE(steps(0), 8);  // exactly one step, on every rank
-    QCOMPARE(steps(1), 8);
+    QCOMPARE(steps(0), 14);  // exactly one step, on every rank
+    QCOMPARE(steps(1), 14);
+
+    // At step 10 (the intervention long in force, no NaN yet) the ranks' inputs differ and
+    // head's outputs are equal.
+    auto at10 = [&](const char* module, int rank) {
+      hookscope::SeriesPoint point;
+      const bool found = window.store()->pointAt({module, 0, CaptureKind::Activation, 0, rank}, 10, &point);
+      return found && point.step == 10 ? point.stats.mean : std::nan("");
+    };
+    QVERIFY(at10("inp", 0) != at10("inp", 1));
+    QVERIFY(std::isfinite(at10("head", 0)));
+    QCOMPARE(at10("head", 0), at10("head", 1));
 
     // The rank chooser: all ranks, or one. All ranks of a small job: a line per rank and layer.
     PlotsPanel* plots = window.plots();
@@ -226,7 +244,7 @@ private Q_SLOTS:
     plots->setRank(0);
     QCOMPARE(plots->gradNorms()->lineCount(), 2);
     QCOMPARE(plots->loss()->lineCount(), 1);
-    QCOMPARE(plots->loss()->pointCount(), 8);
+    QCOMPARE(plots->loss()->pointCount(), 14);
 
     // Detach: every rank's hooks go and the job trains on to its end.
     QSignalSpy detached(&window, &MainWindow::scriptDetached);
@@ -245,7 +263,7 @@ private Q_SLOTS:
     QCOMPARE(json.value(QStringLiteral("ranks")).toArray().size(), 2);
     QFile alerts(exportDir + QStringLiteral("/alerts.csv"));
     QVERIFY(alerts.open(QIODevice::ReadOnly));
-    QVERIFY(QString::fromUtf8(alerts.readAll()).contains(QStringLiteral("\n6,1,inp,")));
+    QVERIFY(QString::fromUtf8(alerts.readAll()).contains(QStringLiteral("\n12,1,inp,")));
   }
 
   void aRankThatDiesIsShownAndEveryRanksCapturesStay() {
