@@ -46,6 +46,20 @@ void startJob(QProcess* job, const QString& address, const QStringList& argument
   job->start(QStringLiteral(HOOKSCOPE_PYTHON), QStringList{QStringLiteral(HOOKSCOPE_DDP_SCRIPT)} + arguments);
 }
 
+/// Shows the window (answering no dialogs) waiting for a script at a socket in `dir`; `address`
+/// is the one it says, which must be that socket.
+void listenIn(MainWindow& window, const QTemporaryDir& dir, QString* address) {
+  window.setInteractive(false);
+  window.resize(1400, 900);
+  window.show();
+  QSignalSpy listening(&window, &MainWindow::listening);
+  const QString wanted = QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock"));
+  window.attachScript(wanted);
+  QVERIFY(listening.wait(kTimeout));
+  QCOMPARE(listening.first().first().toString(), wanted);
+  *address = wanted;
+}
+
 /// Exports the window's captures into `dir` and reads back the manifest.
 void exportFromWindow(MainWindow& window, const QString& dir, QJsonObject* manifest) {
   QSignalSpy exported(&window, &MainWindow::exportDone);
@@ -72,14 +86,9 @@ private Q_SLOTS:
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));  // a Unix socket path must be short
     QVERIFY(dir.isValid());
     MainWindow window;
-    window.setInteractive(false);
-    window.resize(1400, 900);
-    window.show();
-    QSignalSpy listening(&window, &MainWindow::listening);
-    window.attachScript(QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
-    QVERIFY(listening.wait(kTimeout));
-    const QString address = listening.first().first().toString();
-    QCOMPARE(address, QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
+    QString address;
+    listenIn(window, dir, &address);
+    QVERIFY(!address.isEmpty());
 
     QProcess script;
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -171,16 +180,13 @@ private Q_SLOTS:
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     QVERIFY(dir.isValid());
     MainWindow window;
-    window.setInteractive(false);
-    window.resize(1400, 900);
-    window.show();
-    QSignalSpy listening(&window, &MainWindow::listening);
-    window.attachScript(QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
-    QVERIFY(listening.wait(kTimeout));
+    QString address;
+    listenIn(window, dir, &address);
+    QVERIFY(!address.isEmpty());
     QSignalSpy opened(&window, &MainWindow::modelOpened);
     QSignalSpy breaks(&window, &MainWindow::breakHit);
     QProcess job;
-    startJob(&job, listening.first().first().toString(),
+    startJob(&job, address,
              {QStringLiteral("--steps"), QStringLiteral("60"), QStringLiteral("--nan"), QStringLiteral("1:12"),
               QStringLiteral("--sleep"), QStringLiteral("0.1"), QStringLiteral("--port"), jobPort(0)});
     QVERIFY(opened.wait(kTimeout));
@@ -270,13 +276,12 @@ private Q_SLOTS:
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     QVERIFY(dir.isValid());
     MainWindow window;
-    window.setInteractive(false);
-    QSignalSpy listening(&window, &MainWindow::listening);
-    window.attachScript(QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock")));
-    QVERIFY(listening.wait(kTimeout));
+    QString address;
+    listenIn(window, dir, &address);
+    QVERIFY(!address.isEmpty());
     QSignalSpy detached(&window, &MainWindow::scriptDetached);
     QProcess job;
-    startJob(&job, listening.first().first().toString(),
+    startJob(&job, address,
              {QStringLiteral("--steps"), QStringLiteral("8"), QStringLiteral("--die"), QStringLiteral("1:3"),
               QStringLiteral("--collective-timeout"), QStringLiteral("5"), QStringLiteral("--port"), jobPort(1)});
     QTRY_VERIFY_WITH_TIMEOUT(window.ranksEnded().contains(1), kTimeout);

@@ -74,6 +74,13 @@ QAction* findAction(MainWindow& window, const QString& text) {
   return nullptr;
 }
 
+/// Writes `text` to `path`, as an export written by hand (a format HookScope wrote, or writes).
+void writeFile(const QString& path, const QByteArray& text) {
+  QFile file(path);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  QCOMPARE(file.write(text), qint64(text.size()));
+}
+
 } // namespace
 
 class MainWindowTest : public QObject {
@@ -548,11 +555,7 @@ private Q_SLOTS:
     // Written as HookScope wrote exports before ranks: no rank column, manifest version 1.
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());
-    auto write = [&](const char* name, const QByteArray& text) {
-      QFile file(tmp.filePath(QString::fromLatin1(name)));
-      QVERIFY(file.open(QIODevice::WriteOnly));
-      file.write(text);
-    };
+    auto write = [&](const char* name, const QByteArray& text) { writeFile(tmp.filePath(QString::fromLatin1(name)), text); };
     write("manifest.json", R"({"format": "hookscope-capture", "version": 1, "model": {"file": "m.pt", "sha256": ""},
                               "steps": 2, "hooked": [{"module": "fc", "kinds": ["activation"]}], "source": "model"})");
     write("stats.csv", "step,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count\n"
@@ -584,11 +587,7 @@ private Q_SLOTS:
   void aJobsExportShowsItsRanksAndFitsA1024PixelScreen() {
     QTemporaryDir tmp;
     QVERIFY(tmp.isValid());
-    auto write = [&](const char* name, const QByteArray& text) {
-      QFile file(tmp.filePath(QString::fromLatin1(name)));
-      QVERIFY(file.open(QIODevice::WriteOnly));
-      file.write(text);
-    };
+    auto write = [&](const char* name, const QByteArray& text) { writeFile(tmp.filePath(QString::fromLatin1(name)), text); };
     write("manifest.json", R"({"format": "hookscope-capture", "version": 2, "model": {"file": "m.pt", "sha256": ""},
                               "steps": 1, "hooked": [{"module": "fc", "kinds": ["activation"]}], "source": "model",
                               "world_size": 2})");
