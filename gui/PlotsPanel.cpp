@@ -203,16 +203,10 @@ void PlotsPanel::updateSeriesChoices() {
       if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
     }
     m_series->addItem(label);
-    // The same tensor on another rank is the same choice.
-    if (key.module == previous.module && key.call == previous.call && key.kind == previous.kind && key.index == previous.index) {
-      keep = int(i);
-    }
+    if (sameTensor(key, previous)) keep = int(i);  // the same tensor on another rank is the same choice
   }
   // Prefer the activation of the first call when the previous choice is gone.
-  auto same = [&](const SeriesKey& key) {
-    return key.module == previous.module && key.call == previous.call && key.kind == previous.kind && key.index == previous.index;
-  };
-  if (!(m_state.hasSelection && keep < int(m_choices.size()) && same(m_choices[std::size_t(keep)]))) {
+  if (!(m_state.hasSelection && keep < int(m_choices.size()) && sameTensor(m_choices[std::size_t(keep)], previous))) {
     keep = 0;
     for (std::size_t i = 0; i < m_choices.size(); ++i) {
       if (m_choices[i].kind == CaptureKind::Activation) {

@@ -30,8 +30,9 @@ QString seriesLabel(const SeriesKey& key, int ranks) {
   return label;
 }
 
-bool sameLayer(const SeriesKey& a, const SeriesKey& b) {
-  return a.module == b.module && a.call == b.call && a.kind == b.kind && a.index == b.index;
+GradNormPlot::RankMode rankModeOf(const ViewState& state) {
+  if (!state.allRanks()) return GradNormPlot::RankMode::OneRank;
+  return state.drawsMedian() ? GradNormPlot::RankMode::Median : GradNormPlot::RankMode::LinePerRank;
 }
 
 QColor lineColor(int i) {
@@ -139,15 +140,13 @@ void GradNormPlot::placeLegend() {
 }
 
 void GradNormPlot::updateLines(const ViewState& state) {
-  const RankMode mode = !state.allRanks()                         ? RankMode::OneRank
-                        : state.ranks.size() <= ViewState::kMaxRankLines ? RankMode::LinePerRank
-                                                                  : RankMode::Median;
+  const RankMode mode = rankModeOf(state);
   std::vector<SeriesKey> keys;
   for (const auto& key : state.store->seriesKeys()) {
     if (key.kind != CaptureKind::Gradient) continue;
     if (mode == RankMode::OneRank && key.rank != state.shownRank()) continue;
     if (mode == RankMode::Median) {
-      if (!keys.empty() && sameLayer(keys.back(), key)) continue;  // keys are sorted: a layer's ranks are adjacent
+      if (!keys.empty() && sameTensor(keys.back(), key)) continue;  // keys are sorted: a layer's ranks are adjacent
       SeriesKey layer = key;
       layer.rank = -1;
       keys.push_back(layer);
@@ -167,7 +166,7 @@ void GradNormPlot::updateLines(const ViewState& state) {
     // Line colors follow the layer: a layer's ranks share its color, a shade apart.
     std::vector<SeriesKey> layers;
     for (const auto& key : m_keys) {
-      if (layers.empty() || !sameLayer(layers.back(), key)) layers.push_back(key);
+      if (layers.empty() || !sameTensor(layers.back(), key)) layers.push_back(key);
     }
     // With many layers a legend would cover the plot (and its layout alone costs more than
     // drawing): show it only while it stays readable.
@@ -197,7 +196,7 @@ void GradNormPlot::updateLines(const ViewState& state) {
     int layer = -1;
     int shade = 0;
     for (std::size_t i = 0; i < m_keys.size(); ++i) {
-      if (i == 0 || !sameLayer(m_keys[i - 1], m_keys[i])) {
+      if (i == 0 || !sameTensor(m_keys[i - 1], m_keys[i])) {
         ++layer;
         shade = 0;
       }
@@ -278,11 +277,7 @@ void GradNormPlot::updateBand() {
   const Band& band = m_bands[std::size_t(chosen)];
   m_bandLow->setData(band.steps, band.low, true);
   m_bandHigh->setData(band.steps, band.high, true);
-  int layer = -1;
-  for (std::size_t i = 0; i <= std::size_t(chosen); ++i) {
-    if (i == 0 || !sameLayer(m_keys[i - 1], m_keys[i])) ++layer;
-  }
-  QColor color = lineColor(layer);
+  QColor color = lineColor(chosen);  // the median line's: one line per layer in this mode
   m_bandLow->setPen(QPen(color, 0.8, Qt::DotLine));
   m_bandHigh->setPen(QPen(color, 0.8, Qt::DotLine));
   color.setAlpha(60);
@@ -305,9 +300,7 @@ void GradNormPlot::refresh(const ViewState& state) {
   }
   const std::string highlighted = state.hasSelection ? state.selected.module : std::string();
   const bool sameStore = state.store.get() == m_follower.store();
-  const RankMode mode = !state.allRanks()                         ? RankMode::OneRank
-                        : state.ranks.size() <= ViewState::kMaxRankLines ? RankMode::LinePerRank
-                                                                  : RankMode::Median;
+  const RankMode mode = rankModeOf(state);
   const bool sameRanks = mode == m_mode && (mode != RankMode::OneRank || m_keys.empty() || m_keys.front().rank == state.shownRank());
   if (state.store->version() == m_version && sameStore && highlighted == m_highlighted && sameRanks) {
     replotMarker();  // scrubbing: nothing but the marker moved

@@ -101,7 +101,7 @@ void LossPlot::refresh(const ViewState& state) {
     m_shownRank = state.shownRank();
     updateChoices(state.store->scalarNames());
     const std::string name = m_name.toStdString();
-    const bool median = m_allRanks && state.ranks.size() > ViewState::kMaxRankLines;
+    const bool median = state.drawsMedian();
     m_ranks = !m_allRanks ? std::vector<int>{m_shownRank} : median ? std::vector<int>{-1} : state.ranks;
     ensureLines(int(m_ranks.size()));
     m_bandLow->setVisible(median);

@@ -24,4 +24,11 @@ struct ViewState {
   static constexpr std::size_t kMaxRankLines = 4;
   /// Whether the plots over steps draw every rank.
   bool allRanks() const { return rank < 0 && ranks.size() > 1; }
+  /// Whether they draw every rank as the median over ranks and a band (too many for a line each).
+  bool drawsMedian() const { return allRanks() && ranks.size() > kMaxRankLines; }
 };
+
+/// The same tensor of a module, whatever rank it came from.
+inline bool sameTensor(const hookscope::SeriesKey& a, const hookscope::SeriesKey& b) {
+  return a.module == b.module && a.call == b.call && a.kind == b.kind && a.index == b.index;
+}
