@@ -51,6 +51,7 @@ bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) 
     *error = message;
     return false;
   };
+  if (m_closed) return refuse("HookScope is closing: it takes no more ranks of this job");
   if (!m_ranks.empty()) {
     if (script.job != m_job) {
       return refuse("this script belongs to job '" + script.job + "', HookScope records job '" + m_job +
@@ -254,6 +255,7 @@ void AttachJob::stop(const std::string& reason) {
 
 void AttachJob::close() {
   std::lock_guard<std::mutex> lock(m_mutex);
+  m_closed = true;  // a rank still on its way in would otherwise be served after this
   for (auto& [rank, r] : m_ranks) r.session->close();
 }
 

@@ -81,7 +81,7 @@ public:
   /// The ranks that say they wait, paused, and the step they wait after.
   std::map<int, std::int64_t> pausedSteps() const;
   void stop(const std::string& reason);
-  /// Ends every session; the scripts detach and train on.
+  /// Ends every session; the scripts detach and train on. Ranks that come later are refused.
   void close();
 
   /// Alerts of every rank, and the job's own (rank_divergence).
@@ -138,6 +138,7 @@ private:
   std::uint32_t m_breakMask = 0;
   bool m_stopOnBreak = false;
   bool m_paused = false;
+  bool m_closed = false;
   std::map<int, GradientIntervention> m_gradientOps;
   std::map<int, OutputIntervention> m_outputOps;
 

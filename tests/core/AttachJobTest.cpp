@@ -5,10 +5,13 @@
 #include "AttachJob.h"
 #include "AttachListener.h"
 #include "RankDivergence.h"
+#include "WireFrame.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +35,43 @@ RankPrints prints(std::vector<std::array<double, 2>> parameters, std::vector<std
 
 const std::vector<std::string> kNames = {"fc1.weight", "fc1.bias", "fc2.weight"};
 
+/// A rank of job "j" (world size 2) whose hello HookScope has read; `*script` is its end.
+std::unique_ptr<AttachSession> helloFromRank(int rank, std::shared_ptr<CaptureStore> store, int* script) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return nullptr;
+  *script = fds[0];
+  const nlohmann::json hello = {{"type", "hello"},
+                                {"protocol", 1},
+                                {"name", "t.py"},
+                                {"dist", {{"rank", rank}, {"world_size", 2}, {"job", "j"}}},
+                                {"modules", {{{"path", ""}, {"type", "Net"}, {"params", 0}}}}};
+  if (!sendAll(fds[0], wire::encodeFrame(wire::kJsonFrame, hello.dump()))) return nullptr;
+  std::string error;
+  return AttachSession::accept(fds[1], "", false, std::move(store), &error);
+}
+
 } // namespace
+
+TEST(AttachJobTest, ARankThatComesAfterCloseIsRefused) {
+  // Detach (or the window closing) while the job waits for its other ranks: one that comes
+  // later must not be hooked and served by a job that was ended.
+  auto store = std::make_shared<CaptureStore>();
+  AttachJob job(store);
+  int first = -1, late = -1;
+  auto rank0 = helloFromRank(0, store, &first);
+  ASSERT_TRUE(rank0);
+  std::string error;
+  ASSERT_TRUE(job.add(std::move(rank0), &error)) << error;
+  job.close();
+  ASSERT_TRUE(job.waitEnded(10000));
+  auto rank1 = helloFromRank(1, store, &late);
+  ASSERT_TRUE(rank1);
+  EXPECT_FALSE(job.add(std::move(rank1), &error));
+  EXPECT_NE(error.find("HookScope is closing"), std::string::npos) << error;
+  EXPECT_EQ(job.ranks(), std::vector<int>{0});
+  ::close(first);
+  ::close(late);
+}
 
 TEST(RankDivergenceTest, EqualRanksNeverFire) {
   const auto same = prints({{1.5, 3}, {-0.25, 0.5}, {0, 2}}, {{0.1, 0.2}, {std::nan(""), std::nan("")}, {0, 0}});
