@@ -87,7 +87,6 @@ int runRecord(const RecordOptions& options) {
   });
 
   // Ranks attach until every expected rank has, or the grace period after the first ends.
-  std::vector<HookedModule> hooked;
   bool accepting = true;
   int stopSignal = 0;
   std::chrono::steady_clock::time_point firstAttach;
@@ -154,9 +153,7 @@ int runRecord(const RecordOptions& options) {
       for (std::size_t i = 0; i < modules.size(); ++i) {
         bool on = false;
         for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
-        if (!on) continue;
-        masks[i] = kinds;
-        hooked.push_back({modules[i].path, captureKindNames(kinds)});
+        if (on) masks[i] = kinds;
       }
       job.setAllHooks(masks);
       expected = options.ranks > 0 ? options.ranks : script.worldSize;
@@ -176,19 +173,7 @@ int runRecord(const RecordOptions& options) {
   }
 
   const auto scripts = job.scripts();
-  ExportManifest manifest;
-  manifest.modelFile = scripts.front().name;
-  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
-  manifest.config.bins = options.bins;
-  manifest.config.optimizer = OptimizerKind::None;
-  for (const auto& s : scripts) manifest.steps = std::max(manifest.steps, s.steps);
-  manifest.hooked = hooked;
-  manifest.interventions = job.interventions();
-  manifest.thinning = store->thinning();
-  manifest.memoryCapBytes = store->capBytes();
-  manifest.script = scripts.front();
-  if (scripts.size() > 1 || scripts.front().worldSize > 1) manifest.ranks = scripts;
-  manifest.gaps = job.gaps();
+  ExportManifest manifest = job.manifest();
   if (stopSignal) manifest.interrupted = StopSignals::name(stopSignal);
   const auto alerts = job.alerts();
   ExportOptions exportOptions;

@@ -402,6 +402,29 @@ std::vector<ScriptRecord> AttachJob::scripts() const {
   return out;
 }
 
+ExportManifest AttachJob::manifest() const {
+  const auto ranks = scripts();
+  ExportManifest manifest;
+  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+  manifest.config.optimizer = OptimizerKind::None;
+  manifest.thinning = m_store->thinning();
+  manifest.memoryCapBytes = m_store->capBytes();
+  manifest.gaps = gaps();
+  manifest.interventions = interventions();
+  if (!ranks.empty()) {
+    manifest.modelFile = ranks.front().name;
+    manifest.script = ranks.front();
+    if (ranks.size() > 1 || ranks.front().worldSize > 1) manifest.ranks = ranks;
+  }
+  for (const auto& s : ranks) manifest.steps = std::max(manifest.steps, s.steps);
+  std::lock_guard<std::mutex> lock(m_mutex);
+  manifest.config.bins = m_bins;
+  for (std::size_t i = 0; i < m_masks.size() && i < m_modules.size(); ++i) {
+    if (m_masks[i]) manifest.hooked.push_back({m_modules[i].path, captureKindNames(m_masks[i])});
+  }
+  return manifest;
+}
+
 std::optional<Alert> AttachJob::breakAlert() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   return m_breakAlert;

@@ -91,6 +91,10 @@ public:
   std::vector<InterventionRecord> interventions() const;
   /// Each rank's script, with how its session ended and its steps.
   std::vector<ScriptRecord> scripts() const;
+  /// The export's manifest of what the job recorded: its scripts (every rank when it is a job of
+  /// several), steps, hooked modules, interventions, gaps, bins and the store's thinning. The
+  /// caller adds how it ended (`interrupted`).
+  ExportManifest manifest() const;
   /// The first break alert that paused or stopped the job, if any.
   std::optional<Alert> breakAlert() const;
   /// Whether a rank broke the protocol.

@@ -220,29 +220,13 @@ void EngineAdapter::adoptJob(std::shared_ptr<AttachJob> job, std::shared_ptr<Cap
 
 void EngineAdapter::exportAttached(const QString& dir, bool overwrite, const QString& interrupted) {
   const auto j = job();
-  auto scripts = j->scripts();
-  for (auto& s : scripts) {
-    if (s.ended == "still attached") s.ended = "exported while attached";
-  }
-  ExportManifest manifest;
-  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
-  manifest.modelFile = scripts.front().name;
-  manifest.config.bins = 64;
-  manifest.config.optimizer = OptimizerKind::None;
-  for (const auto& s : scripts) manifest.steps = std::max(manifest.steps, s.steps);
-  manifest.thinning = m_store->thinning();
-  manifest.memoryCapBytes = m_store->capBytes();
+  ExportManifest manifest = j->manifest();
   manifest.interrupted = interrupted.toStdString();
-  manifest.script = scripts.front();
-  if (scripts.size() > 1 || scripts.front().worldSize > 1) manifest.ranks = scripts;
-  manifest.gaps = j->gaps();
-  manifest.interventions = j->interventions();
-  const auto hooks = j->hooks();
-  const auto modules = j->modules();
-  for (std::size_t i = 0; i < hooks.size() && i < modules.size(); ++i) {
-    if (!hooks[i]) continue;
-    manifest.hooked.push_back({modules[i].path, captureKindNames(hooks[i])});
-  }
+  auto exported = [](ScriptRecord& s) {
+    if (s.ended == "still attached") s.ended = "exported while attached";
+  };
+  if (manifest.script) exported(*manifest.script);
+  for (auto& s : manifest.ranks) exported(s);
   ExportOptions options;
   options.overwrite = overwrite;
   options.extraFiles = {{"alerts.csv", alertsCsv(j->alerts())}};

@@ -126,8 +126,7 @@ void PlotsPanel::setRankNote(int rank, const QString& note) {
   } else {
     m_rankNotes[rank] = note;
   }
-  m_rankChooser->clear();  // relabelled at the next refresh
-  updateRankChoices();
+  updateRankChoices();  // the labels differ: the chooser is filled again
 }
 
 void PlotsPanel::updateRankChoices() {
