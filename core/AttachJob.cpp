@@ -42,6 +42,24 @@ void AttachJob::setOnSettled(
   m_onSettled = std::move(onSettled);
 }
 
+void AttachJob::setOnEngineEvent(std::function<void(int, const std::string&, const std::string&)> onEvent) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_onEngineEvent = std::move(onEvent);
+}
+
+void AttachJob::configure(const std::string& configText) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  for (auto& [rank, r] : m_ranks) {
+    if (r.alive && r.session->engine()) r.session->configure(configText);
+  }
+}
+
+std::optional<EngineHello> AttachJob::engine() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (m_ranks.empty()) return std::nullopt;
+  return m_ranks.begin()->second.session->engine();
+}
+
 bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) {
   std::unique_lock<std::mutex> lock(m_mutex);
   const ScriptRecord& script = session->script();
@@ -85,6 +103,14 @@ bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) 
   for (const auto& [module, op] : m_gradientOps) s->setGradientIntervention(module, op);
   for (const auto& [module, op] : m_outputOps) s->setOutputIntervention(module, op);
   if (m_paused) s->pause();
+  s->setOnEngineEvent([this, rank](const std::string& event, const std::string& message) {
+    std::function<void(int, const std::string&, const std::string&)> onEvent;
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      onEvent = m_onEngineEvent;
+    }
+    if (onEvent) onEvent(rank, event, message);
+  });
   s->setGate([this, rank](const AttachedStep& step) { onRankStep(rank, step); },
              [this, rank](std::int64_t step) { onRankPaused(rank, step); });
   Rank& r = m_ranks[rank];
@@ -423,6 +449,23 @@ ExportManifest AttachJob::manifest() const {
     if (m_masks[i]) manifest.hooked.push_back({m_modules[i].path, captureKindNames(m_masks[i])});
   }
   return manifest;
+}
+
+ExportManifest AttachJob::modelFileManifest(const std::string& modelFile, const std::string& sha256,
+                                            const std::vector<ConfigRecord>& configHistory) const {
+  ExportManifest out = manifest();
+  out.script.reset();
+  out.ranks.clear();
+  out.modelFile = modelFile;
+  out.modelSha256 = sha256;
+  out.config = configHistory.empty() ? RunConfig{} : configHistory.back().config;
+  for (const auto& record : configHistory) {
+    if (record.fromStep >= out.steps) continue;
+    out.configurations.push_back(record);
+    if (out.configurations.back().toStep < 0) out.configurations.back().toStep = out.steps - 1;
+  }
+  if (!out.configurations.empty()) out.config = out.configurations.back().config;
+  return out;
 }
 
 std::optional<Alert> AttachJob::breakAlert() const {

@@ -45,6 +45,13 @@ public:
       std::function<void(std::int64_t step, const std::vector<Alert>& alerts, const std::optional<Alert>& breakAlert)>
           onSettled);
 
+  /// Called on a rank's serving thread when an engine process answers a configuration or a
+  /// step fails in it (AttachSession::setOnEngineEvent).
+  void setOnEngineEvent(std::function<void(int rank, const std::string& event, const std::string& message)> onEvent);
+  /// Sends every rank that is an engine process this run configuration (runConfigText's form).
+  void configure(const std::string& configText);
+  /// The first rank's engine hello, when the job is an engine process running a model file.
+  std::optional<EngineHello> engine() const;
   /// Takes an accepted session as its rank and starts serving it with the job's hooks, rules
   /// and run state. False with a message (also sent to the script) when it is not of this job:
   /// another job, another world size, another model, or a rank already attached.
@@ -95,6 +102,11 @@ public:
   /// several), steps, hooked modules, interventions, gaps, bins and the store's thinning. The
   /// caller adds how it ended (`interrupted`).
   ExportManifest manifest() const;
+  /// The manifest of a model file run by an engine process (a job of one): manifest()'s record
+  /// told as the model file's, with the configurations of `configHistory` it stepped with (a
+  /// record still open, toStep -1, ends at the last step; one from after the last step is left out).
+  ExportManifest modelFileManifest(const std::string& modelFile, const std::string& sha256,
+                                   const std::vector<ConfigRecord>& configHistory) const;
   /// The first break alert that paused or stopped the job, if any.
   std::optional<Alert> breakAlert() const;
   /// Whether a rank broke the protocol.
@@ -135,6 +147,7 @@ private:
   int m_worldSize = 0;
   std::vector<ModuleInfo> m_modules;
   std::vector<std::string> m_parameters;
+  std::function<void(int, const std::string&, const std::string&)> m_onEngineEvent;
 
   std::vector<std::uint8_t> m_masks;
   int m_bins = 64;

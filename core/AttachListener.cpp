@@ -234,6 +234,38 @@ void AttachListener::wake() {
   (void)!::write(m_wake[1], &byte, 1);
 }
 
+int connectAttachAddress(const std::string& text, AttachAddress* parsed, std::string* error) {
+  if (!parseAttachAddress(text, parsed, error)) return -1;
+  const AttachAddress& address = *parsed;
+  int fd = -1;
+  if (!address.tcp) {
+    sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, address.path.c_str(), sizeof sa.sun_path - 1);
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return fd;
+  } else {
+    addrinfo hints {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const std::string host = address.host.empty() ? "127.0.0.1" : address.host;
+    if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(address.port).c_str(), &hints, &found); rc != 0) {
+      *error = "cannot reach " + host + ": " + ::gai_strerror(rc);
+      return -1;
+    }
+    fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool connected = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+    ::freeaddrinfo(found);
+    if (connected) return fd;
+  }
+  *error = "nothing listens at " + address.text() + " (" + errnoText() +
+           "): start the HookScope window (File > Attach) or hookscope-cli record there first";
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
 bool peerIsSameUser(int fd) {
   ucred cred {};
   socklen_t length = sizeof cred;

@@ -53,6 +53,9 @@ private:
   bool m_ownsPath = false;
 };
 
+/// Connects to a listening HookScope at `text` (what a script does); the socket's descriptor,
+/// or -1 with a message. `parsed` gets the address, its token included.
+int connectAttachAddress(const std::string& text, AttachAddress* parsed, std::string* error);
 /// For a Unix connection: whether the peer process runs as this user (SO_PEERCRED).
 bool peerIsSameUser(int fd);
 

@@ -3,6 +3,7 @@
 #include "AttachListener.h"
 #include "TensorStatistics.h"
 #include "WireFrame.h"
+#include "WireStats.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -29,7 +30,6 @@ namespace {
 constexpr std::size_t kRingHeaderBytes = 64;
 constexpr std::size_t kMaxModules = 1000000;
 constexpr std::size_t kMaxNameBytes = 4096;
-constexpr int kMaxDims = 64;
 
 struct DtypeInfo {
   const char* name;
@@ -278,6 +278,14 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
     script.worldSize = int(world);
     script.job = wireString(*dist, "job");
   }
+  if (const auto engine = hello.find("engine"); engine != hello.end() && engine->is_object()) {
+    EngineHello e;
+    e.model = wireString(*engine, "model");
+    e.exampleInput = wireString(*engine, "example_input");
+    e.sha256 = wireString(*engine, "sha256");
+    e.confinement = wireString(*engine, "confinement");
+    session->m_engine = e;
+  }
   if (const auto params = hello.find("parameters"); params != hello.end()) {
     if (!params->is_array() || params->size() > kMaxModules) return refuse("the hello's parameters are not a list of names");
     for (const auto& name : *params) {
@@ -417,24 +425,31 @@ std::vector<InterventionRecord> AttachSession::interventions() const {
   return out;
 }
 
+void AttachSession::sendOrQueue(const std::string& jsonText) {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  if (m_welcomed) {
+    send(jsonText);
+  } else if (!m_served) {
+    m_beforeWelcome.push_back(jsonText);  // serve() sends it right after the welcome
+  }
+}
+
 void AttachSession::pause() {
   m_paused = true;
-  if (m_welcomed) send(R"({"type":"pause"})");
+  sendOrQueue(R"({"type":"pause"})");
 }
 
 void AttachSession::resume() {
   m_paused = false;
-  if (m_welcomed) send(R"({"type":"run"})");
+  sendOrQueue(R"({"type":"run"})");
 }
 
 void AttachSession::step(int count) {
   m_paused = true;  // after those steps
-  if (m_welcomed) send(text(json{{"type", "step"}, {"count", std::max(1, count)}}));
+  sendOrQueue(text(json{{"type", "step"}, {"count", std::max(1, count)}}));
 }
 
-void AttachSession::stop(const std::string& reason) {
-  if (m_welcomed) send(text(json{{"type", "stop"}, {"reason", reason}}));
-}
+void AttachSession::stop(const std::string& reason) { sendOrQueue(text(json{{"type", "stop"}, {"reason", reason}})); }
 
 void AttachSession::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
   bool changed;
@@ -482,7 +497,10 @@ std::string AttachSession::serve(const std::function<void(const AttachedStep&)>&
     // Under the state lock, so that every change after it follows it on the wire.
     std::lock_guard<std::mutex> lock(m_stateMutex);
     m_welcomed = true;
+    m_served = true;
     if (!send(hooksMessage("welcome"))) return "the script went away during its welcome";
+    for (const auto& queued : m_beforeWelcome) send(queued);
+    m_beforeWelcome.clear();
   }
   try {
     return receiveFrames();
@@ -573,6 +591,11 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
       return handleCapture(message, nullptr, error);
     }
     if (type == "step") return handleStep(message, error);
+    if (type == "stats") return handleStats(message, error);
+    if (type == "configured" || type == "failed") {
+      if (m_onEngineEvent) m_onEngineEvent(type, wireString(message, "message"));
+      return true;
+    }
     if (type == "bye") {
       m_stoppedByUs = message.value("stopped", false);
       m_clean = true;
@@ -608,45 +631,10 @@ bool AttachSession::handleCapture(const json& message, const std::string* inline
     return false;
   }
   SeriesKey key;
-  key.call = int(call);
-  key.kind = *kind;
-  key.index = int(index);
-  key.rank = m_script.rank;
-  if (isParameterKind(*kind)) {
-    key.module = wireString(message, "param");
-    key.call = 0;
-    if (key.module.empty()) {
-      *error = "a parameter capture names no parameter";
-      return false;
-    }
-  } else {
-    const auto module = wireInt(message, "module", 0, std::int64_t(m_modules.size()) - 1, &ok);
-    if (!ok) {
-      *error = "a capture names no module of the hello";
-      return false;
-    }
-    key.module = m_modules[std::size_t(module)].path;
-  }
-  const auto shapeIt = message.find("shape");
-  if (shapeIt == message.end() || !shapeIt->is_array() || shapeIt->size() > std::size_t(kMaxDims)) {
-    *error = "a capture has no shape";
-    return false;
-  }
+  if (!seriesKey(message, *kind, call, index, "a capture", &key, error)) return false;
   std::vector<std::int64_t> shape;
-  std::int64_t numel = 1;
-  for (const auto& d : *shapeIt) {
-    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) {
-      *error = "a capture's shape has a bad dimension";
-      return false;
-    }
-    const auto size = d.get<std::int64_t>();
-    if (size != 0 && numel > std::numeric_limits<std::int64_t>::max() / 16 / size) {
-      *error = "a capture's shape is too large";
-      return false;
-    }
-    numel *= size;
-    shape.push_back(size);
-  }
+  std::int64_t numel = 0;
+  if (!shapeFromWire(message, "a capture", &shape, &numel, error)) return false;
   const std::int64_t expected = numel * std::int64_t(c10::elementSize(*dtype));
   if (bytes != expected) {
     *error = "a capture says " + std::to_string(bytes) + " bytes for a shape of " + std::to_string(expected);
@@ -688,6 +676,82 @@ bool AttachSession::handleCapture(const json& message, const std::string* inline
   m_store->add(step, key, std::move(stats));
   ++m_stepCaptures;
   return true;
+}
+
+bool AttachSession::seriesKey(const json& message, CaptureKind kind, std::int64_t call, std::int64_t index,
+                              const char* what, SeriesKey* key, std::string* error) const {
+  key->call = int(call);
+  key->kind = kind;
+  key->index = int(index);
+  key->rank = m_script.rank;
+  if (isParameterKind(kind)) {
+    key->module = wireString(message, "param");
+    key->call = 0;
+    if (key->module.empty()) {
+      *error = std::string(what) + " of a parameter kind names no parameter";
+      return false;
+    }
+    return true;
+  }
+  bool ok = true;
+  const auto module = wireInt(message, "module", 0, std::int64_t(m_modules.size()) - 1, &ok);
+  if (!ok) {
+    *error = std::string(what) + " names no module of the hello";
+    return false;
+  }
+  key->module = m_modules[std::size_t(module)].path;
+  return true;
+}
+
+// An engine's statistics, computed in its process by the same kernels (a script sends tensors).
+bool AttachSession::handleStats(const json& message, std::string* error) {
+  bool ok = true;
+  const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+  if (!ok || step != m_step) {
+    *error = "statistics of step " + std::to_string(step) + " came during step " + std::to_string(m_step);
+    return false;
+  }
+  const auto list = message.find("captures");
+  if (list == message.end() || !list->is_array()) {
+    *error = "a stats message has no captures";
+    return false;
+  }
+  for (const auto& entry : *list) {
+    if (!entry.is_object()) {
+      *error = "a stats entry is not an object";
+      return false;
+    }
+    const auto call = wireInt(entry, "call", 0, std::numeric_limits<int>::max(), &ok);
+    const auto index = wireInt(entry, "index", 0, std::numeric_limits<int>::max(), &ok);
+    const auto kind = parseCaptureKind(wireString(entry, "kind"));
+    if (!ok || !kind) {
+      *error = "a stats entry lacks call, index or kind, or has one out of range";
+      return false;
+    }
+    SeriesKey key;
+    if (!seriesKey(entry, *kind, call, index, "a stats entry", &key, error)) return false;
+    TensorStats stats;
+    if (!statsFromWire(entry, &stats, error)) return false;
+    if (key.kind == CaptureKind::Activation) m_order.forward.push_back(key);
+    if (key.kind == CaptureKind::Gradient) m_order.backward.push_back(key);
+    m_store->add(step, key, std::move(stats));
+    ++m_stepCaptures;
+  }
+  return true;
+}
+
+void AttachSession::setOnEngineEvent(std::function<void(const std::string&, const std::string&)> onEvent) {
+  m_onEngineEvent = std::move(onEvent);
+}
+
+void AttachSession::configure(const std::string& configText) {
+  json config;
+  try {
+    config = json::parse(configText);
+  } catch (const std::exception&) {
+    return;  // runConfigText's own output: cannot happen
+  }
+  sendOrQueue(text(json{{"type", "configure"}, {"config", config}}));
 }
 
 bool AttachSession::handleStep(const json& message, std::string* error) {

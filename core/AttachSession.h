@@ -44,6 +44,15 @@ struct AttachedStep {
   std::vector<std::array<double, 2>> gradientPrints;
 };
 
+/// What a HookScope engine process (`hookscope-cli serve`) says of itself in its hello: it runs
+/// a model file, computes its statistics itself, and takes `configure`.
+struct EngineHello {
+  std::string model;         ///< the model file's path
+  std::string exampleInput;  ///< the input spec stored in the model file, or ""
+  std::string sha256;        ///< of the model file
+  std::string confinement;   ///< what confines the engine process ("" if nothing)
+};
+
 /// Serves one attached script: accept() reads its hello, serve() receives until it leaves.
 /// Commands may come from any thread and reach the script at its next step boundary.
 class AttachSession {
@@ -61,6 +70,12 @@ public:
   const ScriptRecord& script() const { return m_script; }
   /// Its rank in a torch.distributed job (from the hello; 0 alone): captures, scalars and alerts carry it.
   int rank() const { return m_script.rank; }
+  /// Set when the peer is a HookScope engine running a model file, not a training script.
+  const std::optional<EngineHello>& engine() const { return m_engine; }
+  /// An engine's answers to configure() and its failed steps: ("configured", ""), ("failed", why).
+  void setOnEngineEvent(std::function<void(const std::string& event, const std::string& message)> onEvent);
+  /// Any thread: sends an engine the run configuration for its next steps (runConfigText's form).
+  void configure(const std::string& configText);
   /// Parameter names of the hello, in the order of AttachedStep's prints.
   const std::vector<std::string>& parameters() const { return m_parameters; }
   const std::vector<ModuleInfo>& modules() const { return m_modules; }
@@ -126,7 +141,14 @@ private:
   bool handleFrame(const wire::Frame& frame, std::string* error);
   bool handleCapture(const nlohmann::json& message, const std::string* inlineData, std::string* error);
   bool handleStep(const nlohmann::json& message, std::string* error);
+  bool handleStats(const nlohmann::json& message, std::string* error);
+  /// The series a capture or stats entry names: its module (by index into the hello's) or its
+  /// parameter, call and index, and this session's rank.
+  bool seriesKey(const nlohmann::json& message, CaptureKind kind, std::int64_t call, std::int64_t index, const char* what,
+                 SeriesKey* key, std::string* error) const;
   bool send(const std::string& jsonText);
+  /// Sends a command now, or right after the welcome when serve() has not sent it yet.
+  void sendOrQueue(const std::string& jsonText);
   std::string hooksMessage(const char* type) const;
 
   int m_fd = -1;
@@ -153,6 +175,8 @@ private:
 
   std::mutex m_sendMutex;
   std::atomic<bool> m_welcomed{false};
+  bool m_served = false;                     ///< serve() has begun (state lock)
+  std::vector<std::string> m_beforeWelcome;  ///< commands given before it (state lock)
   std::atomic<bool> m_paused{false};
   std::atomic<bool> m_clean{false};
   bool m_stoppedByUs = false;  ///< the script's goodbye says a stop from HookScope ended it (serve's thread)
@@ -169,6 +193,8 @@ private:
   std::function<void(const AttachedStep&)> m_gate;
   std::function<void(std::int64_t)> m_pausedHeard;
   std::vector<std::string> m_parameters;
+  std::optional<EngineHello> m_engine;
+  std::function<void(const std::string&, const std::string&)> m_onEngineEvent;
   std::chrono::steady_clock::time_point m_lastStepEnd;
 };
 

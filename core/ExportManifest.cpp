@@ -45,38 +45,6 @@ void logConfig(std::vector<ConfigRecord>* log, const RunConfig& config, std::int
 
 namespace {
 
-json configJson(const RunConfig& config) {
-  return {{"inputs", config.inputSpecs},
-          {"data_file", config.dataFile},
-          {"batch_size", config.batchSize},
-          {"loss", lossKindName(config.loss)},
-          {"optimizer", optimizerKindName(config.optimizer)},
-          {"lr", config.lr},
-          {"momentum", config.momentum},
-          {"weight_decay", config.weightDecay},
-          {"train", config.train},
-          {"no_grad", config.noGrad},
-          {"seed", config.seed},
-          {"bins", config.bins}};
-}
-
-RunConfig configFromJson(const json& j) {
-  RunConfig c;
-  c.inputSpecs = j.value("inputs", std::vector<std::string>{});
-  c.dataFile = j.value("data_file", "");
-  c.batchSize = j.value("batch_size", std::int64_t(0));
-  c.loss = parseLossKind(j.value("loss", "auto")).value_or(LossKind::Auto);
-  c.optimizer = parseOptimizerKind(j.value("optimizer", "none")).value_or(OptimizerKind::None);
-  c.lr = j.value("lr", 0.0);
-  c.momentum = j.value("momentum", 0.0);
-  c.weightDecay = j.value("weight_decay", 0.0);
-  c.train = j.value("train", true);
-  c.noGrad = j.value("no_grad", false);
-  c.seed = j.value("seed", std::uint64_t(0));
-  c.bins = j.value("bins", 64);
-  return c;
-}
-
 json scriptJson(const ScriptRecord& s) {
   return {{"name", s.name},       {"pid", s.pid},     {"host", s.host},          {"python", s.python},
           {"torch", s.torch},     {"device", s.device}, {"dtype", s.dtype},      {"optimizer", s.optimizer},
@@ -103,6 +71,52 @@ ScriptRecord scriptFromJson(const json& s) {
 }
 
 } // namespace
+
+static json configJson(const RunConfig& config) {
+  return {{"inputs", config.inputSpecs},
+          {"data_file", config.dataFile},
+          {"batch_size", config.batchSize},
+          {"loss", lossKindName(config.loss)},
+          {"optimizer", optimizerKindName(config.optimizer)},
+          {"lr", config.lr},
+          {"momentum", config.momentum},
+          {"weight_decay", config.weightDecay},
+          {"train", config.train},
+          {"no_grad", config.noGrad},
+          {"seed", config.seed},
+          {"bins", config.bins}};
+}
+
+static RunConfig configFromJson(const json& j) {
+  RunConfig c;
+  c.inputSpecs = j.value("inputs", std::vector<std::string>{});
+  c.dataFile = j.value("data_file", "");
+  c.batchSize = j.value("batch_size", std::int64_t(0));
+  c.loss = parseLossKind(j.value("loss", "auto")).value_or(LossKind::Auto);
+  c.optimizer = parseOptimizerKind(j.value("optimizer", "none")).value_or(OptimizerKind::None);
+  c.lr = j.value("lr", 0.0);
+  c.momentum = j.value("momentum", 0.0);
+  c.weightDecay = j.value("weight_decay", 0.0);
+  c.train = j.value("train", true);
+  c.noGrad = j.value("no_grad", false);
+  c.seed = j.value("seed", std::uint64_t(0));
+  c.bins = j.value("bins", 64);
+  return c;
+}
+
+std::string runConfigText(const RunConfig& config) { return configJson(config).dump(); }
+
+bool parseRunConfig(const std::string& text, RunConfig* config, std::string* error) {
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object()) throw std::runtime_error("not a JSON object");
+    *config = configFromJson(j);
+    return true;
+  } catch (const std::exception& e) {
+    *error = std::string("a run configuration is malformed: ") + e.what();
+    return false;
+  }
+}
 
 std::string ExportManifest::toJson() const {
   json hooks = json::array();

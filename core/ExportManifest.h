@@ -42,6 +42,11 @@ void logConfig(std::vector<ConfigRecord>* log, const RunConfig& config, std::int
 void logIntervention(std::vector<InterventionRecord>* log, const std::string& module, const std::string& target,
                      const std::string& action, std::int64_t step);
 
+/// A run configuration as JSON text, the form the manifest and the engine's `configure` use.
+std::string runConfigText(const RunConfig& config);
+/// Parses runConfigText's form; false with a message when it is not one.
+bool parseRunConfig(const std::string& text, RunConfig* config, std::string* error);
+
 /// The training script an attached session came from.
 struct ScriptRecord {
   std::string name;    ///< the script's name (its file, or attach(name=...))

@@ -45,6 +45,27 @@ def main(folder):
     with open(os.path.join(folder, "rank-hello"), "wb") as f:
         f.write(b"\x01" + rank_hello + rank_step + _wire.json_frame({"type": "paused", "step": 0})
                 + _wire.json_frame({"type": "bye", "steps": 1, "stopped": True}))
+    # An engine process (hookscope-cli serve): its hello says so, its steps' statistics come as
+    # stats messages it computed itself, and it answers configure.
+    engine_hello = _wire.json_frame({"type": "hello", "protocol": 1, "name": "m.pt",
+                                     "engine": {"model": "/m.pt", "example_input": "2x3", "sha256": "ab",
+                                                "confinement": "no file writes"},
+                                     "modules": [{"path": "", "type": "M", "params": 0},
+                                                 {"path": "fc", "type": "Linear", "params": 6}]})
+    stats = {"shape": [2, 3], "dtype": "float32", "numel": 6, "min": -2.0, "max": 3.5, "mean": 0.6, "std": 2.1,
+             "l2": 4.5, "zeros": 0.2, "nan": 1, "inf": 0, "hist": [1, 0, 2, 1], "lo": -2.0, "hi": 3.5}
+    engine_step = (_wire.json_frame({"type": "configured"})
+                   + _wire.json_frame({"type": "stats", "step": 0, "captures": [
+                       dict(stats, module=1, call=0, kind="activation", index=0),
+                       dict(stats, module=1, call=0, kind="gradient", index=0, min="nan", max="inf"),
+                       dict(stats, param="fc.weight", call=0, kind="param_grad", index=0)]})
+                   + _wire.json_frame({"type": "step", "step": 0, "scalars": {"loss": 0.5, "step_ms": 3.0}})
+                   + _wire.json_frame({"type": "failed", "step": 1, "message": "the model rejects the input"})
+                   + _wire.json_frame({"type": "paused", "step": 0}))
+    with open(os.path.join(folder, "engine"), "wb") as f:
+        f.write(b"\x01" + engine_hello + engine_step)
+    with open(os.path.join(folder, "engine-stats"), "wb") as f:
+        f.write(b"\x00" + engine_step)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -117,5 +118,51 @@ TEST(AttachSessionTest, ABadCaptureEndsTheSessionWithAMessageToTheScript) {
   const ssize_t n = ::read(fds[0], received.data(), received.size());
   ASSERT_GT(n, 0);
   EXPECT_NE(received.find("names no module"), std::string::npos);
+  ::close(fds[0]);
+}
+
+namespace {
+
+json engineStats(int module, std::vector<std::int64_t> hist, std::int64_t numel = 6) {
+  return {{"module", module}, {"call", 0},     {"kind", "activation"}, {"index", 0},   {"shape", {2, 3}},
+          {"dtype", "float32"}, {"numel", numel}, {"min", -2.0},        {"max", "inf"}, {"mean", 0.5},
+          {"std", 1.0},       {"l2", 3.0},     {"zeros", 0.25},         {"nan", 1},     {"inf", 1},
+          {"hist", hist},     {"lo", -2.0},    {"hi", 1.0}};
+}
+
+} // namespace
+
+TEST(AttachSessionTest, AnEnginesStatisticsAreStoredAndABadEntryEndsTheConnection) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
+                                     {"protocol", 1},
+                                     {"engine", {{"model", "/m.pt"}, {"example_input", "2x3"}}},
+                                     {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
+  std::string error;
+  auto store = std::make_shared<CaptureStore>();
+  auto session = AttachSession::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(session) << error;
+  ASSERT_TRUE(session->engine());
+  EXPECT_EQ(session->engine()->exampleInput, "2x3");
+  std::vector<std::string> events;
+  session->setOnEngineEvent([&](const std::string& event, const std::string& message) { events.push_back(event + message); });
+  // Step 0 is good; step 1's histogram counts more values than its tensor holds.
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "configured"}}) +
+                                  frame({{"type", "stats"}, {"step", 0}, {"captures", {engineStats(1, {2, 2})}}}) +
+                                  frame({{"type", "step"}, {"step", 0}, {"scalars", {{"loss", 0.5}}}}) +
+                                  frame({{"type", "stats"}, {"step", 1}, {"captures", {engineStats(1, {5, 5})}}})));
+  std::vector<std::int64_t> steps;
+  const std::string ended = session->serve([&](const AttachedStep& s) { steps.push_back(s.step); });
+  EXPECT_EQ(steps, std::vector<std::int64_t>{0});
+  EXPECT_EQ(events, std::vector<std::string>{"configured"});
+  EXPECT_NE(ended.find("histogram counts more values"), std::string::npos) << ended;
+  SeriesPoint point;
+  ASSERT_TRUE(store->pointAt(SeriesKey{"fc", 0, CaptureKind::Activation, 0, 0}, 0, &point));
+  EXPECT_EQ(point.stats.numel, 6);
+  EXPECT_TRUE(std::isinf(point.stats.max));
+  EXPECT_EQ(point.stats.nanCount, 1);
+  EXPECT_EQ(point.stats.histogram, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_FALSE(store->pointAt(SeriesKey{"fc", 0, CaptureKind::Activation, 0, 0}, 1, &point) && point.step == 1);
   ::close(fds[0]);
 }

@@ -1,0 +1,271 @@
+#include "EngineProcess.h"
+
+#include "AttachListener.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace hookscope {
+
+namespace {
+
+constexpr std::size_t kKeptErrorBytes = 4096;
+
+std::string privateSocketFolder(std::string* error) {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  std::string base = runtime && *runtime && ::access(runtime, W_OK) == 0 ? runtime : "/tmp";
+  std::string pattern = base + "/hookscope-engine-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (!::mkdtemp(buffer.data())) {  // mode 0700
+    *error = "cannot make a private folder in " + base + " for the engine's socket: " + std::strerror(errno);
+    return "";
+  }
+  return buffer.data();
+}
+
+std::string signalName(int signo) {
+  switch (signo) {
+    case SIGSEGV: return "SIGSEGV, a crash";
+    case SIGABRT: return "SIGABRT, an abort";
+    case SIGBUS: return "SIGBUS, a crash";
+    case SIGFPE: return "SIGFPE, a crash";
+    case SIGILL: return "SIGILL, a crash";
+    case SIGKILL: return "SIGKILL";
+    case SIGSYS: return "SIGSYS, a forbidden system call";
+    case SIGTERM: return "SIGTERM";
+    default: return ::strsignal(signo);
+  }
+}
+
+} // namespace
+
+std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
+                                                    const std::function<bool()>& cancelled, int timeoutMs,
+                                                    std::string* error) {
+  const std::string folder = privateSocketFolder(error);
+  if (folder.empty()) return nullptr;
+  struct RemoveFolder {
+    std::string path;
+    ~RemoveFolder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } removeFolder{folder};
+  const std::string address = "unix:" + folder + "/engine.sock";
+  auto listener = AttachListener::open(address, error);
+  if (!listener) return nullptr;
+
+  std::vector<std::string> args = {options.program, "serve", options.model, "--address", address};
+  if (options.trust) args.push_back("--trust");
+  if (!options.confine) args.push_back("--no-confine");
+  for (const auto& library : options.libraries) {
+    args.push_back("--load-library");
+    args.push_back(library);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int errPipe[2];
+  if (::pipe2(errPipe, O_CLOEXEC) != 0) {
+    *error = std::string("cannot make a pipe for the engine: ") + std::strerror(errno);
+    return nullptr;
+  }
+  std::unique_ptr<EngineProcess> engine(new EngineProcess());
+  engine->m_pid = ::fork();
+  if (engine->m_pid < 0) {
+    *error = std::string("cannot start the engine process: ") + std::strerror(errno);
+    ::close(errPipe[0]);
+    ::close(errPipe[1]);
+    return nullptr;
+  }
+  if (engine->m_pid == 0) {
+    // The child: only calls that are safe after fork() in a threaded program. A process group of
+    // its own: Ctrl+C in a terminal reaches the window (or capture), which ends it as it sees fit.
+    ::setpgid(0, 0);
+    ::dup2(errPipe[1], STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    const char message[] = "hookscope-cli: cannot run the engine program\n";
+    (void)!::write(STDERR_FILENO, message, sizeof message - 1);
+    ::_exit(127);
+  }
+  ::close(errPipe[1]);
+  engine->m_echo = options.echoErrors;
+  engine->m_errFd = errPipe[0];
+  engine->m_errThread = std::thread([raw = engine.get()] { raw->drainErrors(); });
+
+  const auto started = std::chrono::steady_clock::now();
+  auto timeLeft = [&]() -> int {
+    if (timeoutMs < 0) return 200;
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    return int(std::max<std::int64_t>(0, timeoutMs - spent.count()));
+  };
+  auto giveUp = [&](const std::string& why) -> std::unique_ptr<EngineProcess> {
+    engine->kill();
+    engine->wait(-1);
+    *error = why;
+    const std::string printed = engine->errorOutput();
+    if (!printed.empty()) *error += "\nThe engine said:\n" + printed;
+    return nullptr;
+  };
+  // The engine connects at once, then loads the model (which may take long, or never end),
+  // then says hello.
+  int fd = -1;
+  while (true) {
+    if (cancelled && cancelled()) return giveUp("Opening the model was cancelled.");
+    if (engine->wait(0)) {
+      engine->wait(-1);
+      *error = engine->couldNotOpen(options.model);
+      if (fd >= 0) ::close(fd);
+      return nullptr;
+    }
+    const int left = timeLeft();
+    if (left == 0) {
+      if (fd >= 0) ::close(fd);
+      return giveUp("The model did not open within " + std::to_string(timeoutMs / 1000) +
+                    " s, so HookScope stopped the engine: its loading code may never end (a __setstate__ "
+                    "that loops). If the model is just large, raise the time limit (in the window Run > Step time "
+                    "limit, for hookscope-cli capture --step-timeout).");
+    }
+    if (fd < 0) {
+      fd = listener->accept(std::min(left, 200));
+      if (fd >= 0 && !peerIsSameUser(fd)) {
+        ::close(fd);
+        fd = -1;
+      }
+      continue;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, std::min(left, 200)) > 0) break;  // the hello (or the engine hung up)
+  }
+  std::string message;
+  auto session = AttachSession::accept(fd, "", true, std::move(store), &message, 10000);
+  if (!session) {
+    // Most often the engine ended before its hello: it could not load the model, and said why.
+    if (engine->wait(2000)) {
+      *error = engine->couldNotOpen(options.model);
+      return nullptr;
+    }
+    return giveUp("The engine's hello was refused: " + message);
+  }
+  if (!session->engine()) return giveUp("The program at " + options.program + " is not a HookScope engine.");
+  engine->m_session = std::move(session);
+  return engine;
+}
+
+std::string EngineProcess::couldNotOpen(const std::string& model) const {
+  // What the engine printed is the reason ("hookscope-cli: LibTorch could not load ..."); how the
+  // process ended matters only when it printed nothing, or crashed.
+  std::string printed = errorOutput();
+  const std::string prefix = "hookscope-cli: ";
+  for (std::size_t at = printed.find(prefix); at != std::string::npos; at = printed.find(prefix, at)) {
+    printed.erase(at, prefix.size());
+  }
+  if (printed.empty() || (failed() && exitCode() < 0)) {
+    return "HookScope could not open " + model + ": the engine process that loads it " + exitText() + "." +
+           (printed.empty() ? "" : "\n" + printed);
+  }
+  return "HookScope could not open " + model + ":\n" + printed;
+}
+
+EngineProcess::~EngineProcess() {
+  m_session.reset();  // the engine sees its connection close and ends
+  if (!wait(2000)) {
+    kill();
+    wait(-1);
+  }
+  if (m_errThread.joinable()) m_errThread.join();
+  if (m_errFd >= 0) ::close(m_errFd);
+}
+
+void EngineProcess::kill() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (m_pid > 0 && !m_reaped) {
+    m_killed = true;
+    ::kill(m_pid, SIGKILL);
+  }
+}
+
+bool EngineProcess::wait(int timeoutMs) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, timeoutMs));
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      if (m_reaped || m_pid <= 0) return true;
+      int status = 0;
+      const pid_t got = ::waitpid(m_pid, &status, WNOHANG);
+      if (got == m_pid) {
+        m_status = status;
+        m_reaped = true;
+        return true;
+      }
+      if (got < 0 && errno != EINTR) {
+        m_reaped = true;  // not ours any more
+        return true;
+      }
+    }
+    if (timeoutMs >= 0 && std::chrono::steady_clock::now() >= deadline) return false;
+    ::usleep(10000);
+  }
+}
+
+std::string EngineProcess::exitText() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (!m_reaped) return "";
+  if (WIFSIGNALED(m_status)) {
+    const int signo = WTERMSIG(m_status);
+    if (signo == SIGKILL && m_killed) return "was stopped by HookScope";
+    return "was killed by signal " + std::to_string(signo) + " (" + signalName(signo) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(m_status));
+}
+
+bool EngineProcess::failed() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (!m_reaped) return false;
+  if (WIFSIGNALED(m_status)) return !(WTERMSIG(m_status) == SIGKILL && m_killed);
+  return WEXITSTATUS(m_status) != 0;
+}
+
+int EngineProcess::exitCode() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_reaped && WIFEXITED(m_status) ? WEXITSTATUS(m_status) : -1;
+}
+
+std::string EngineProcess::errorOutput() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::string out = m_errors;
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+void EngineProcess::drainErrors() {
+  char buffer[4096];
+  while (true) {
+    const ssize_t n = ::read(m_errFd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    // Also on the window's own standard error, where a developer looks.
+    if (m_echo) (void)!::write(STDERR_FILENO, buffer, std::size_t(n));
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_errors.append(buffer, std::size_t(n));
+    if (m_errors.size() > kKeptErrorBytes) {
+      std::size_t cut = m_errors.size() - kKeptErrorBytes;
+      const auto newline = m_errors.find('\n', cut);
+      if (newline != std::string::npos) cut = newline + 1;
+      m_errors.erase(0, cut);
+    }
+  }
+}
+
+} // namespace hookscope

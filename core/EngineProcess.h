@@ -1,0 +1,78 @@
+#pragma once
+// The window's side of a model file run out of its process: starts `hookscope-cli serve` on the
+// file, waits for its hello on a private socket, and can always end it. A crash or a hang in
+// the model (or in LibTorch's loader) ends that process, never the window.
+
+#include "AttachSession.h"
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hookscope {
+
+/// How to start an engine process.
+struct EngineOptions {
+  std::string program;  ///< the hookscope-cli executable
+  std::string model;    ///< the model file
+  bool trust = false;   ///< the user said to load a model whose code reaches outside the process
+  std::vector<std::string> libraries;  ///< operator libraries to load first
+  bool confine = true;  ///< Landlock and seccomp (see Confinement.h)
+  bool echoErrors = true;  ///< copy what the engine writes to standard error to this process's
+};
+
+/// One running engine process and the session of its connection.
+class EngineProcess {
+public:
+  /// Starts the engine and waits for its hello: until it comes, `timeoutMs` passes (-1: no
+  /// limit), `cancelled` says so (asked every 200 ms; may be empty), or the process ends (a model
+  /// it cannot load). Null with a message, which quotes what the engine printed, when it does not
+  /// come; the process is gone.
+  static std::unique_ptr<EngineProcess> start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
+                                              const std::function<bool()>& cancelled, int timeoutMs, std::string* error);
+  /// Kills the process if it still runs, and reaps it.
+  ~EngineProcess();
+  EngineProcess(const EngineProcess&) = delete;
+  EngineProcess& operator=(const EngineProcess&) = delete;
+
+  pid_t pid() const { return m_pid; }
+  /// The accepted session, until someone takes it (AttachJob::add).
+  std::unique_ptr<AttachSession> takeSession() { return std::move(m_session); }
+  /// Ends the process at once (SIGKILL).
+  void kill();
+  /// Waits up to `timeoutMs` (-1: forever) for the process to end; whether it has.
+  bool wait(int timeoutMs);
+  /// How it ended: "exited with code 2", "killed by signal 11 (SIGSEGV)"; "" while it runs.
+  std::string exitText() const;
+  /// Whether it ended by a signal HookScope did not send, or with a code other than 0.
+  bool failed() const;
+  /// Its exit code when it exited (-1: while it runs, or when a signal ended it).
+  int exitCode() const;
+  /// The last lines the engine wrote to its standard error (at most 4 KB).
+  std::string errorOutput() const;
+  /// Once it ended before its hello: why `model` did not open, in the engine's words.
+  std::string couldNotOpen(const std::string& model) const;
+
+private:
+  EngineProcess() = default;
+  void drainErrors();
+
+  pid_t m_pid = -1;
+  int m_status = 0;
+  bool m_reaped = false;
+  bool m_killed = false;
+  bool m_echo = true;
+  int m_errFd = -1;
+  std::thread m_errThread;
+  mutable std::mutex m_mutex;
+  std::string m_errors;
+  std::unique_ptr<AttachSession> m_session;
+};
+
+} // namespace hookscope
