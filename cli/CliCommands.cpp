@@ -1,5 +1,8 @@
 #include "CliCommands.h"
 #include "CliSupport.h"
+#include "CapturePlan.h"
+
+#include "Confinement.h"
 
 #include "ExportFolder.h"
 #include "InputSpec.h"
@@ -35,7 +38,7 @@ namespace hookscope::cli {
 
 namespace {
 
-std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, int* code) {
+std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, bool confined, int* code) {
   std::string message;
   // The code in the archive is read as text before LibTorch runs any of it.
   std::vector<ArchiveFinding> findings;
@@ -46,8 +49,17 @@ std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, int* co
     return nullptr;
   }
   auto model = Model::load(path, &message);
-  if (!model) *code = error(kModelLoad, message);
+  if (!model) *code = error(kModelLoad, confinedRefusal(message, confined));
   return model;
+}
+
+// From here on the model's code cannot write outside `writable`, start programs or reach the network.
+bool confineOrReport(const std::vector<std::string>& writable, int* code) {
+  Confinement done;
+  std::string message;
+  if (confineProcess(&done, &message, writable)) return true;
+  *code = error(kModelLoad, message + "; --no-confine runs the model unconfined (only for a model you trust)");
+  return false;
 }
 
 // Checks specs up front so a typo is a usage error, not a failed run.
@@ -96,7 +108,8 @@ int runInspect(const InspectOptions& options) {
   std::string message;
   if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
   int code = kOk;
-  auto model = loadOrReport(options.model, options.trust, &code);
+  if (options.confine && !confineOrReport({}, &code)) return code;
+  auto model = loadOrReport(options.model, options.trust, options.confine, &code);
   if (!model) return code;
 
   std::map<std::string, std::vector<std::string>> shapes;  // module -> "call k: shape" entries
@@ -147,6 +160,98 @@ int runInspect(const InspectOptions& options) {
   return kOk;
 }
 
+bool planCapture(const CaptureOptions& options, const std::vector<ModuleInfo>& modules, std::uint8_t kinds,
+                 CapturePlan* plan, std::string* message) {
+  const std::vector<std::string> patterns = options.hooks.empty() ? std::vector<std::string>{"*"} : options.hooks;
+  for (const auto& pattern : patterns) {
+    if (matchingModules(pattern, modules).empty()) {
+      *message = "--hook '" + pattern + "' matches no module; `hookscope-cli inspect " + options.model +
+                 "` lists the module paths";
+      return false;
+    }
+  }
+  plan->masks.assign(modules.size(), 0);
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    bool on = false;
+    for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
+    if (!on) continue;
+    plan->masks[i] = kinds;
+    plan->hooked.push_back({modules[i].path, captureKindNames(kinds)});
+  }
+  for (const auto& pattern : options.saveTensors) {
+    const std::vector<int> matched = matchingModules(pattern, modules);
+    if (matched.empty()) {
+      *message = "--save-tensors '" + pattern + "' matches no module";
+      return false;
+    }
+    plan->keep.insert(plan->keep.end(), matched.begin(), matched.end());
+  }
+  auto intervene = [&](const std::vector<std::string>& specs, GradientIntervention::Kind kind, bool needsValue,
+                       const char* option) -> bool {
+    for (const auto& spec : specs) {
+      std::string pattern = spec;
+      double value = 0;
+      if (needsValue) {
+        if (!splitAssignment(spec, &pattern, &value) || !std::isfinite(value) ||
+            (kind == GradientIntervention::Clamp && value <= 0)) {
+          *message = std::string(option) + " '" + spec + "' needs PATTERN=VALUE with a " +
+                     (kind == GradientIntervention::Clamp ? "positive" : "finite") + " value";
+          return false;
+        }
+      }
+      const std::vector<int> matched = matchingModules(pattern, modules);
+      if (matched.empty()) {
+        *message = std::string(option) + " '" + pattern + "' matches no module";
+        return false;
+      }
+      for (const int i : matched) plan->gradient.push_back({i, GradientIntervention{kind, value}});
+    }
+    return true;
+  };
+  if (!intervene(options.clampGrad, GradientIntervention::Clamp, true, "--clamp-grad") ||
+      !intervene(options.scaleGrad, GradientIntervention::Scale, true, "--scale-grad") ||
+      !intervene(options.zeroGrad, GradientIntervention::Zero, false, "--zero-grad")) {
+    return false;
+  }
+  for (const auto& [patterns, kind, option] :
+       {std::tuple{&options.zeroOutput, OutputIntervention::Zero, "--zero-output"},
+        std::tuple{&options.meanOutput, OutputIntervention::Mean, "--mean-output"}}) {
+    for (const auto& pattern : *patterns) {
+      const std::vector<int> matched = matchingModules(pattern, modules, /*submodulesOnly=*/true);
+      if (matched.empty()) {
+        *message = std::string(option) + " '" + pattern + "' matches no submodule";
+        return false;
+      }
+      for (const int i : matched) plan->output.push_back({i, OutputIntervention{kind}});
+    }
+  }
+  return true;
+}
+
+bool captureConfig(const CaptureOptions& options, const std::string& exampleInput, RunConfig* config,
+                   std::string* message) {
+  config->inputSpecs = options.inputs;
+  config->dataFile = options.data;
+  if (config->inputSpecs.empty() && config->dataFile.empty()) {
+    if (exampleInput.empty()) {
+      *message = "the model file stores no input shape: give --input SHAPE (e.g. --input 8x3x224x224) or --data FILE";
+      return false;
+    }
+    config->inputSpecs = {exampleInput};
+  }
+  config->batchSize = options.batchSize;
+  config->loss = *parseLossKind(options.loss);
+  config->optimizer = *parseOptimizerKind(options.optimizer);
+  config->lr = options.lr;
+  config->momentum = options.momentum;
+  config->weightDecay = options.weightDecay;
+  config->train = !options.eval;
+  config->noGrad = options.noGrad;
+  config->seed = options.seed;
+  config->bins = options.bins;
+  return true;
+}
+
 int runCapture(const CaptureOptions& options) {
   std::string message;
   const std::uint8_t kinds = parseKindList(options.kinds, &message);
@@ -166,98 +271,37 @@ int runCapture(const CaptureOptions& options) {
   if (!lock) return kOutput;
   StopSignals signals;
 
+  // The model runs in an engine process (hookscope-cli serve), confined with no file writes at
+  // all: a crash or a hang in it still leaves the export of the steps before. Saving full tensors
+  // needs the model in this process.
+  if (options.saveTensors.empty()) return runCaptureInEngine(options, kinds, breakOn, ruleSettings);
   int code = kOk;
-  auto model = loadOrReport(options.model, options.trust, &code);
+  // The export is written in its folder's parent (a temporary folder, then renamed).
+  const std::string exportParent = std::filesystem::path(exportTargetPath(options.out)).parent_path().string();
+  if (options.confine && !confineOrReport({exportParent}, &code)) return code;
+  auto model = loadOrReport(options.model, options.trust, options.confine, &code);
   if (!model) return code;
 
+  CapturePlan plan;
+  if (!planCapture(options, model->modules(), kinds, &plan, &message)) return error(kUsage, message);
   const auto& modules = model->modules();
-  const std::vector<std::string> patterns = options.hooks.empty() ? std::vector<std::string>{"*"} : options.hooks;
-  std::vector<HookedModule> hooked;
-  std::vector<int> keep;
-  for (const auto& pattern : patterns) {
-    if (matchingModules(pattern, modules).empty()) {
-      return error(kUsage, "--hook '" + pattern + "' matches no module; `hookscope-cli inspect " +
-                               options.model + "` lists the module paths");
-    }
-  }
+  const std::vector<HookedModule>& hooked = plan.hooked;
   for (std::size_t i = 0; i < modules.size(); ++i) {
-    bool on = false;
-    for (const auto& pattern : patterns) on = on || matchesPattern(pattern, modules[i].path);
-    if (!on) continue;
-    model->setHooks(int(i), kinds);
-    hooked.push_back({modules[i].path, captureKindNames(kinds)});
+    if (plan.masks[i]) model->setHooks(int(i), plan.masks[i]);
   }
-  for (const auto& pattern : options.saveTensors) {
-    const std::vector<int> matched = matchingModules(pattern, modules);
-    if (matched.empty()) return error(kUsage, "--save-tensors '" + pattern + "' matches no module");
-    keep.insert(keep.end(), matched.begin(), matched.end());
-  }
-
+  std::vector<int> keep = plan.keep;
   std::vector<InterventionRecord> interventions;
-  auto intervene = [&](const std::vector<std::string>& specs, GradientIntervention::Kind kind, bool needsValue,
-                       const char* option) -> bool {
-    for (const auto& spec : specs) {
-      std::string pattern = spec;
-      double value = 0;
-      if (needsValue) {
-        if (!splitAssignment(spec, &pattern, &value) || !std::isfinite(value) ||
-            (kind == GradientIntervention::Clamp && value <= 0)) {
-          message = std::string(option) + " '" + spec + "' needs PATTERN=VALUE with a " +
-                    (kind == GradientIntervention::Clamp ? "positive" : "finite") + " value";
-          return false;
-        }
-      }
-      const std::vector<int> matched = matchingModules(pattern, modules);
-      if (matched.empty()) {
-        message = std::string(option) + " '" + pattern + "' matches no module";
-        return false;
-      }
-      const GradientIntervention gi{kind, value};
-      for (const int i : matched) {
-        model->setGradientIntervention(i, gi);
-        interventions.push_back({modules[std::size_t(i)].path, "gradient", gi.describe(), 0, 0});
-      }
-    }
-    return true;
-  };
-  if (!intervene(options.clampGrad, GradientIntervention::Clamp, true, "--clamp-grad") ||
-      !intervene(options.scaleGrad, GradientIntervention::Scale, true, "--scale-grad") ||
-      !intervene(options.zeroGrad, GradientIntervention::Zero, false, "--zero-grad")) {
-    return error(kUsage, message);
+  for (const auto& [i, gi] : plan.gradient) {
+    model->setGradientIntervention(i, gi);
+    interventions.push_back({modules[std::size_t(i)].path, "gradient", gi.describe(), 0, 0});
   }
-  for (const auto& [patterns, kind, option] :
-       {std::tuple{&options.zeroOutput, OutputIntervention::Zero, "--zero-output"},
-        std::tuple{&options.meanOutput, OutputIntervention::Mean, "--mean-output"}}) {
-    for (const auto& pattern : *patterns) {
-      const std::vector<int> matched = matchingModules(pattern, modules, /*submodulesOnly=*/true);
-      if (matched.empty()) return error(kUsage, std::string(option) + " '" + pattern + "' matches no submodule");
-      for (const int i : matched) {
-        model->setOutputIntervention(i, {kind});
-        interventions.push_back({modules[std::size_t(i)].path, "output", OutputIntervention{kind}.describe(), 0, 0});
-      }
-    }
+  for (const auto& [i, oi] : plan.output) {
+    model->setOutputIntervention(i, oi);
+    interventions.push_back({modules[std::size_t(i)].path, "output", oi.describe(), 0, 0});
   }
 
   RunConfig config;
-  config.inputSpecs = options.inputs;
-  config.dataFile = options.data;
-  if (config.inputSpecs.empty() && config.dataFile.empty()) {
-    if (model->exampleInputSpec().empty()) {
-      return error(kUsage, "the model file stores no input shape: give --input SHAPE (e.g. "
-                           "--input 8x3x224x224) or --data FILE");
-    }
-    config.inputSpecs = {model->exampleInputSpec()};
-  }
-  config.batchSize = options.batchSize;
-  config.loss = *loss;
-  config.optimizer = *optimizer;
-  config.lr = options.lr;
-  config.momentum = options.momentum;
-  config.weightDecay = options.weightDecay;
-  config.train = !options.eval;
-  config.noGrad = options.noGrad;
-  config.seed = options.seed;
-  config.bins = options.bins;
+  if (!captureConfig(options, model->exampleInputSpec(), &config, &message)) return error(kUsage, message);
 
   auto store = std::make_shared<CaptureStore>(std::size_t(options.memoryCapMiB * 1024 * 1024));
   StepRunner runner(*model, store);
@@ -270,7 +314,49 @@ int runCapture(const CaptureOptions& options) {
   const bool terminal = ::isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
   if (StopSignals::received()) return 128 + StopSignals::received();
+
+  // What the run has, as an export; `kept` adds the saved tensors (not from the watchdog's thread).
+  auto exportRun = [&](std::int64_t steps, const std::string& interrupted, bool kept, std::string* problem) {
+    ExportManifest manifest;
+    manifest.modelFile = model->fileName();
+    manifest.modelSha256 = sha256File(options.model);
+    manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+    manifest.config = config;
+    manifest.steps = steps;
+    if (manifest.steps > 0) manifest.configurations = {{0, manifest.steps - 1, config}};
+    manifest.hooked = hooked;
+    manifest.interventions = interventions;
+    for (auto& i : manifest.interventions) i.toStep = std::max<std::int64_t>(0, steps - 1);
+    manifest.thinning = store->thinning();
+    manifest.memoryCapBytes = store->capBytes();
+    manifest.interrupted = interrupted;
+    ExportOptions exportOptions;
+    exportOptions.overwrite = options.force;
+    exportOptions.lockHeld = true;
+    exportOptions.extraFiles = {{"alerts.csv", alertsCsv(rules.alerts())}};
+    return writeExport(options.out, manifest, *store, kept ? runner.keptTensorsPickle() : std::vector<char>{},
+                       exportOptions, problem);
+  };
+  // A step that never ends (a forward that loops) cannot be interrupted inside LibTorch: past
+  // --step-timeout the steps before it are exported from this thread and the process ends.
+  std::atomic<std::int64_t> stepsEnded{0};
+  StepWatchdog watchdog(options.stepTimeout, [&] {
+    const std::int64_t steps = stepsEnded.load();
+    std::string problem;
+    const bool written = exportRun(steps, "step timeout", false, &problem);
+    std::ostringstream text;
+    text << "step " << steps << " did not end within --step-timeout " << options.stepTimeout
+         << " s (the model's forward may loop forever), so the run was ended; "
+         << (written ? "the export of the " + std::to_string(steps) + " steps before it is in " + options.out
+                     : "its export failed: " + problem);
+    std::cerr << "\n";
+    error(kData, text.str());
+    std::cerr.flush();
+    ::_exit(kData);
+  });
   const auto end = runner.run(options.steps, [&](const StepResult& r) {
+    stepsEnded = r.step + 1;
+    watchdog.stepEnded();
     if (StopSignals::received()) runner.requestStop();
     const auto fired = rules.evaluate(*store, r.step, runner.lastStepOrder());
     store->setAlertBytes(rules.bytes());
@@ -280,55 +366,16 @@ int runCapture(const CaptureOptions& options) {
         runner.requestStop();
       }
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::ostringstream line;
-    line << "step " << (r.step + 1) << "/" << options.steps << "  loss " << std::setprecision(6)
-         << r.loss << (r.lossFinite ? "" : " (not finite)") << "  " << std::fixed
-         << std::setprecision(1) << double(r.step + 1) / std::max(seconds, 1e-9) << " steps/s";
-    if (terminal) {
-      std::cerr << "\r" << line.str() << "   " << std::flush;
-    } else {
-      std::cerr << line.str() << "\n";
-    }
+    printStepProgress(r.step, options.steps, r.loss, start, terminal);
   }, &message);
+  watchdog.stop();
   if (terminal) std::cerr << "\n";
   if (end == StepRunner::RunEnd::Failed) return error(kData, message);
 
-  ExportManifest manifest;
-  manifest.modelFile = model->fileName();
-  manifest.modelSha256 = sha256File(options.model);
-  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
-  manifest.config = config;
-  manifest.steps = runner.stepsDone();
-  if (manifest.steps > 0) manifest.configurations = {{0, manifest.steps - 1, config}};
-  manifest.hooked = hooked;
-  for (auto& i : interventions) i.toStep = std::max<std::int64_t>(0, runner.stepsDone() - 1);
-  manifest.interventions = interventions;
-  manifest.thinning = store->thinning();
-  manifest.memoryCapBytes = store->capBytes();
   const int stopSignal = StopSignals::received();
-  if (stopSignal) manifest.interrupted = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
-  ExportOptions exportOptions;
-  exportOptions.overwrite = options.force;
-  exportOptions.lockHeld = true;
-  exportOptions.extraFiles = {{"alerts.csv", alertsCsv(rules.alerts())}};
-  if (!writeExport(options.out, manifest, *store, runner.keptTensorsPickle(), exportOptions, &message)) {
-    return error(kOutput, message);
-  }
-  std::cerr << "wrote " << options.out << ": " << store->captureCount() << " captures of "
-            << store->seriesKeys().size() << " series over " << runner.stepsDone() << " steps, "
-            << rules.alerts().size() << " alerts\n";
-  if (stopSignal) {
-    error(128 + stopSignal, "interrupted by " + manifest.interrupted + " after step " +
-                                std::to_string(runner.stepsDone()) + ": the export of the steps captured so far is in " +
-                                options.out + " (marked interrupted in its manifest)");
-    return 128 + stopSignal;
-  }
-  if (breakAlert) {
-    return error(kBreak, std::string("stopped at step ") + std::to_string(breakAlert->step) + " on " +
-                             ruleName(breakAlert->rule) + ": " + breakAlert->message);
-  }
-  return kOk;
+  const std::string interrupted = stopSignal == 0 ? "" : stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
+  if (!exportRun(runner.stepsDone(), interrupted, true, &message)) return error(kOutput, message);
+  return reportCaptureEnd(options.out, *store, runner.stepsDone(), rules.alerts().size(), "", interrupted, breakAlert);
 }
 
 int runShow(const std::string& dir) {

@@ -20,12 +20,15 @@ enum ExitCode : int {
 struct InspectOptions {
   std::string model;
   bool trust = false;  ///< load a model whose code reaches outside the process
+  bool confine = true;  ///< Landlock and seccomp before the model is read
   std::vector<std::string> inputs;
 };
 
 struct CaptureOptions {
   std::string model;
   bool trust = false;
+  bool confine = true;       ///< Landlock and seccomp: writes only beneath the export's folder
+  double stepTimeout = 0;    ///< seconds a step may take before the run is ended (0: no limit)
   std::string out;
   std::vector<std::string> hooks;
   std::string kinds = "activation,gradient";
@@ -52,6 +55,7 @@ struct CaptureOptions {
   std::vector<std::string> zeroGrad;   ///< PATTERN
   std::vector<std::string> zeroOutput; ///< PATTERN
   std::vector<std::string> meanOutput; ///< PATTERN
+  std::vector<std::string> libraries;  ///< --load-library, for the engine process
 };
 
 struct RecordOptions {
@@ -69,6 +73,12 @@ struct RecordOptions {
   std::vector<std::string> thresholds;
 };
 
+struct ServeOptions {
+  std::string model;
+  std::string address;  ///< where the window listens ("" : HOOKSCOPE_ADDRESS, else the default)
+  bool trust = false;
+  bool confine = true;  ///< Landlock and seccomp before the model is read
+};
 /// Loads operator libraries given with --load-library; false after reporting the first failure.
 bool loadLibraries(const std::vector<std::string>& paths);
 
@@ -78,6 +88,9 @@ int runShow(const std::string& dir);
 /// Waits for one training script, hooks it and writes its export when it leaves.
 int runRecord(const RecordOptions& options);
 
+/// Runs a model file for a HookScope window: connects to it, confines itself, loads the model,
+/// and steps it as the window says (core/ModelServer.h).
+int runServe(const ServeOptions& options, const std::vector<std::string>& libraries);
 /// fnmatch-style glob on a module path; "*" also matches the root's empty path.
 bool matchesPattern(const std::string& pattern, const std::string& path);
 

@@ -5,6 +5,10 @@
 #include <signal.h>
 
 #include <atomic>
+#include <algorithm>
+#include <sstream>
+#include <iomanip>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -62,6 +66,86 @@ std::unique_ptr<ExportLock> holdExportFolder(const std::string& out, bool force)
   auto lock = ExportLock::acquire(out, &message);
   if (!lock) error(kOutput, message);
   return lock;
+}
+
+StepWatchdog::StepWatchdog(double seconds, std::function<void()> onTimeout) : m_last(std::chrono::steady_clock::now()) {
+  if (!(seconds > 0)) return;
+  const auto limit = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  m_thread = std::thread([this, limit, onTimeout = std::move(onTimeout)] {
+    std::unique_lock<std::mutex> lock(m_mutex);
+    while (!m_stopped) {
+      if (m_changed.wait_until(lock, m_last + limit) == std::cv_status::timeout && !m_stopped &&
+          std::chrono::steady_clock::now() >= m_last + limit) {
+        lock.unlock();
+        onTimeout();
+        return;
+      }
+    }
+  });
+}
+
+StepWatchdog::~StepWatchdog() {
+  stop();
+  if (m_thread.joinable()) m_thread.join();
+}
+
+void StepWatchdog::stepEnded() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_last = std::chrono::steady_clock::now();
+  m_changed.notify_all();
+}
+
+void StepWatchdog::stop() {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_stopped = true;
+  m_changed.notify_all();
+}
+
+void printStepProgress(std::int64_t step, std::int64_t steps, double loss, std::chrono::steady_clock::time_point start,
+                       bool terminal) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ostringstream line;
+  line << "step " << (step + 1) << "/" << steps << "  loss " << std::setprecision(6) << loss
+       << (std::isfinite(loss) ? "" : " (not finite)") << "  " << std::fixed << std::setprecision(1)
+       << double(step + 1) / std::max(seconds, 1e-9) << " steps/s";
+  if (terminal) {
+    std::cerr << "\r" << line.str() << "   " << std::flush;
+  } else {
+    std::cerr << line.str() << "\n";
+  }
+}
+
+int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int64_t steps, std::size_t alerts,
+                     const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert) {
+  std::cerr << "wrote " << out << ": " << store.captureCount() << " captures of " << store.seriesKeys().size()
+            << " series over " << steps << " steps, " << alerts << " alerts\n";
+  if (!failure.empty()) {
+    return error(kData, failure + "; the export of the " + std::to_string(steps) + " steps before is in " + out);
+  }
+  if (!interrupted.empty()) {
+    const int signo = interrupted == "SIGINT" ? SIGINT : SIGTERM;
+    error(128 + signo, "interrupted by " + interrupted + " after step " + std::to_string(steps) +
+                           ": the export of the steps captured so far is in " + out + " (marked interrupted in its manifest)");
+    return 128 + signo;
+  }
+  if (breakAlert) {
+    return error(kBreak, std::string("stopped at step ") + std::to_string(breakAlert->step) + " on " +
+                             ruleName(breakAlert->rule) + ": " + breakAlert->message);
+  }
+  return kOk;
+}
+
+std::string confinedRefusal(const std::string& message, bool confined) {
+  if (!confined || (message.find("Permission denied") == std::string::npos &&
+                    message.find("Operation not permitted") == std::string::npos)) {
+    return message;
+  }
+  // LibTorch's advice (save the model again) does not fit: the file is fine, its code was stopped.
+  std::string what = message.substr(0, message.find(". Check that the file is a TorchScript model"));
+  return what + ".\nThat is the model's own code, run while the file is opened, doing what HookScope does not let a "
+                "model do (writing a file, starting a program, opening a connection): it was refused, nothing was "
+                "written, and the model was not opened. hookscope-cli inspect or capture --no-confine runs it "
+                "unconfined: only for a model whose source you trust.";
 }
 
 bool splitAssignment(const std::string& spec, std::string* name, double* value) {

@@ -1,10 +1,17 @@
 #pragma once
 // What the commands of hookscope-cli share: messages, stop signals, rule options.
 
+#include "CaptureStore.h"
 #include "ExportTarget.h"
 #include "RuleEngine.h"
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include <set>
 #include <string>
@@ -39,6 +46,40 @@ private:
 /// Before a run: tidies interrupted writes in `out` (noting each), checks that an export may be
 /// written there and locks it, so a run never ends in "cannot write". Null after reporting why.
 std::unique_ptr<ExportLock> holdExportFolder(const std::string& out, bool force);
+
+/// Calls `onTimeout` (on a thread of its own) when `seconds` pass without stepEnded(), counted from
+/// construction; seconds <= 0: never. For a step that cannot be interrupted (a forward that loops).
+class StepWatchdog {
+public:
+  StepWatchdog(double seconds, std::function<void()> onTimeout);
+  ~StepWatchdog();
+  StepWatchdog(const StepWatchdog&) = delete;
+  StepWatchdog& operator=(const StepWatchdog&) = delete;
+  void stepEnded();
+  /// No timeout from here on.
+  void stop();
+
+private:
+  std::mutex m_mutex;
+  std::condition_variable m_changed;
+  std::chrono::steady_clock::time_point m_last;
+  bool m_stopped = false;
+  std::thread m_thread;
+};
+
+/// Prints one line of a capture's progress to standard error ("step 3/10  loss 2.2  8.7 steps/s"),
+/// over the previous one on a terminal.
+void printStepProgress(std::int64_t step, std::int64_t steps, double loss, std::chrono::steady_clock::time_point start,
+                       bool terminal);
+
+/// After a capture's export is written: says what it holds, then how the run ended, as an exit
+/// code: `failure` (the run ended early: exit 4), an interruption ("SIGINT", "SIGTERM"), a break.
+int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int64_t steps, std::size_t alerts,
+                     const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert);
+
+/// A load error of a confined model that is the confinement refusing the model's own code (a
+/// file opened for writing, a program, a connection): said as such. Other errors as they are.
+std::string confinedRefusal(const std::string& message, bool confined);
 
 /// Splits "NAME=NUMBER" at its last '='; false unless a whole number follows it.
 bool splitAssignment(const std::string& spec, std::string* name, double* value);

@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
                          "synthetic input SHAPE[:DTYPE[:LOW:HIGH]], one per model input, e.g. "
                          "8x1x28x28 or 8x128:int64:0:30000");
   inspectCmd->add_option("--load-library", libraries, libraryHelp);
+  inspectCmd->add_flag("!--no-confine", inspect.confine,
+                       "do not confine the process (Landlock: no file writes; seccomp: no programs, processes or "
+                       "network) while the model runs: only for a model you trust, on a kernel that refuses them");
   inspectCmd->add_flag("--trust", inspect.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
 
   CaptureOptions capture;
@@ -38,6 +41,14 @@ int main(int argc, char** argv) {
   captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
   captureCmd->add_option("--out", capture.out, "export folder to write")->required();
   captureCmd->add_option("--load-library", libraries, libraryHelp);
+  captureCmd->add_flag("!--no-confine", capture.confine,
+                       "do not confine the process (Landlock: no file writes but the export; seccomp: no programs, "
+                       "processes or network) while the model runs");
+  captureCmd->add_option("--step-timeout", capture.stepTimeout,
+                         "SECONDS a step (or opening the model) may take: a step that takes longer (a forward that "
+                         "never returns) ends the run, the steps before it are exported, exit 4; an open that takes "
+                         "longer exits 3 (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
   captureCmd->add_flag("--trust", capture.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
   captureCmd->add_option("--hook", capture.hooks,
                          "glob on module paths, repeatable: 'layer1.*', 'fc', '*' for all "
@@ -135,6 +146,20 @@ int main(int argc, char** argv) {
                         "where this rule fires, write the export and exit with code 6 (repeatable)");
   recordCmd->add_option("--threshold", record.thresholds, "RULE=VALUE: change a rule's threshold (repeatable)");
 
+  ServeOptions serve;
+  auto* serveCmd = app.add_subcommand(
+      "serve", "Run a model file for a HookScope window, which starts this itself when it opens a model: the model "
+               "runs in this process, confined (no file writes, programs or network), and the window shows what it "
+               "captures and says when to step.");
+  serveCmd->add_option("model", serve.model, "TorchScript model file (.pt)")->required();
+  serveCmd->add_option("--address", serve.address,
+                       "the window's address (default: HOOKSCOPE_ADDRESS, else unix:$XDG_RUNTIME_DIR/hookscope.sock)");
+  serveCmd->add_option("--load-library", libraries, libraryHelp);
+  serveCmd->add_flag("--trust", serve.trust, "load a model whose TorchScript code reaches outside the process");
+  serveCmd->add_flag("!--no-confine", serve.confine,
+                     "do not confine the process (Landlock, seccomp): only for a model you trust, on a kernel that "
+                     "refuses them");
+
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
   showCmd->add_option("dir", showDir, "export folder")->required();
@@ -149,9 +174,11 @@ int main(int argc, char** argv) {
   try {
     if ((*inspectCmd || *captureCmd) && !loadLibraries(libraries)) return kModelLoad;
     if (*inspectCmd) return runInspect(inspect);
+    capture.libraries = libraries;
     if (*captureCmd) return runCapture(capture);
     if (*showCmd) return runShow(showDir);
     if (*recordCmd) return runRecord(record);
+    if (*serveCmd) return runServe(serve, libraries);
   } catch (const std::exception& e) {
     std::cerr << "hookscope-cli: " << hookscope::summarizeTorchError(e)
               << " (unexpected here: please report it with the command that caused it)\n";

@@ -14,7 +14,11 @@ build="$root/build-asan"
   ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz
 fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
-[ -f "$fixtures/custom_op.pt" ] || HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+# Made again whenever the fixture script changed since they were made.
+if [ ! -f "$fixtures/.made" ] || [ -n "$(find "$root/tests/fixtures" -name '*.py' -newer "$fixtures/.made")" ]; then
+  HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+  touch "$fixtures/.made"
+fi
 # LibTorch keeps its registries until exit on purpose: leaks are not what this stage looks for.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

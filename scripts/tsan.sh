@@ -10,9 +10,15 @@ source "$(dirname "$0")/common.sh"
   -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$root/build-tsan" -j2 --target hookscope_core_tests
 fixtures="$root/build-tsan/fixtures"
-[ -f "$fixtures/quadrants.data.pt" ] || "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
-# halt_on_error: any race report fails the run.
+# Made again whenever the fixture script changed since they were made.
+if [ ! -f "$fixtures/.made" ] || [ -n "$(find "$root/tests/fixtures" -name '*.py' -newer "$fixtures/.made")" ]; then
+  "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
+  touch "$fixtures/.made"
+fi
+# halt_on_error: any race report fails the run. EngineProcessTest's parity case is left out: its
+# in-process reference run trains a conv net on LibTorch's OpenMP threads, whose runtime
+# (libgomp) TSan does not see, so it reports oneDNN's buffers as races.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
   "$root/build-tsan/tests/hookscope_core_tests" \
-  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:AttachSessionTest.*:AttachJobTest.*' \
+  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TensorStatisticsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:AttachSessionTest.*:AttachJobTest.*:EngineProcessTest.*-EngineProcessTest.AModelRunInTheEngineProcessGivesTheInProcessNumbers' \
   --gtest_repeat=3

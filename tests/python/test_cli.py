@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import os
+import time
 import shutil
 import signal
 import subprocess
@@ -113,10 +114,75 @@ class ExitCodes(CliTestCase):
                 self.assertIn("--trust", result.stderr)
                 with open(victim, "rb") as f:
                     self.assertEqual(f.read(), b"A" * 16, "the victim file was written")
-        # What --trust means: the model's code runs, and this one does write the file.
-        self.assertExit(run("inspect", model, "--trust"), 0)
+        # --trust lets the model's code run, but confined: it cannot open the file for writing,
+        # neither in inspect nor in capture (which may write only its export).
+        for command in (["inspect", model, "--trust"],
+                        ["capture", model, "--trust", "--out", self.out(), "--input", "3x4"]):
+            with self.subTest(command=command[0] + " --trust"):
+                result = run(*command)
+                self.assertExit(result, 3, "Permission denied")
+                self.assertIn("nothing was written", result.stderr)
+                with open(victim, "rb") as f:
+                    self.assertEqual(f.read(), b"A" * 16, "the victim file was written")
+        # --no-confine is what a user who trusts the file asks for: then it does write.
+        self.assertExit(run("inspect", model, "--trust", "--no-confine"), 0)
         with open(victim, "rb") as f:
             self.assertEqual(f.read(), b"X" * 8 + b"A" * 8)
+
+    def test_a_crash_in_the_engine_process_leaves_the_export_of_the_steps_before(self):
+        # capture runs the model in an engine process (hookscope-cli serve): what a crash inside
+        # LibTorch does to it is what SIGSEGV does here.
+        out = self.out()
+        process = subprocess.Popen([CLI, "capture", os.path.join(MODELS, "small_cnn.pt"), "--out", out, "--steps", "100000"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        children = "/proc/%d/task/%d/children" % (process.pid, process.pid)
+        engine = None
+        deadline = time.monotonic() + 60
+        while engine is None and time.monotonic() < deadline:
+            with open(children) as f:
+                pids = f.read().split()
+            if pids:
+                engine = int(pids[0])
+            time.sleep(0.1)
+        self.assertIsNotNone(engine, "capture started no engine process")
+        time.sleep(3)  # some steps
+        os.kill(engine, signal.SIGSEGV)
+        _, stderr = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, 4, stderr)
+        # SIGSEGV; under AddressSanitizer (scripts/asan.sh) its handler reports the SEGV and aborts.
+        self.assertRegex(stderr, r"killed by signal (11 \(SIGSEGV|6 \(SIGABRT)")
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertGreater(manifest["steps"], 0)
+        with open(os.path.join(out, "stats.csv")) as f:
+            self.assertGreater(len(f.readlines()), 1)
+
+    def test_an_open_that_never_ends_is_cancelled_by_ctrl_c_or_the_step_timeout(self):
+        model = os.path.join(FIXTURES, "bad", "setstate_forever.pt")
+        process = subprocess.Popen([CLI, "capture", model, "--trust", "--input", "2x4", "--out", self.out()],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        self.assertIsNone(process.poll(), "the model's loading loops: capture waits")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 3, stderr)
+        self.assertIn("cancelled", stderr)
+        started = time.monotonic()
+        result = run("capture", model, "--trust", "--input", "2x4", "--out", self.out("second"), "--step-timeout", "1")
+        self.assertExit(result, 3, "did not open within 1 s")
+        self.assertLess(time.monotonic() - started, 30)
+
+    def test_a_step_that_never_ends_is_ended_by_step_timeout(self):
+        model = os.path.join(FIXTURES, "bad", "forward_forever.pt")
+        out = self.out()
+        started = time.monotonic()
+        result = run("capture", model, "--input", "2x4", "--out", out, "--steps", "3", "--step-timeout", "2")
+        self.assertExit(result, 4, "did not end within --step-timeout 2 s")
+        self.assertLess(time.monotonic() - started, 30)
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["interrupted"], "step timeout")
+        self.assertEqual(manifest["steps"], 0)
 
     def test_operator_libraries(self):
         model = os.path.join(FIXTURES, "custom_op.pt")

@@ -1,0 +1,163 @@
+// hookscope-cli capture with the model in an engine process (`hookscope-cli serve`), as the
+// window runs it: confined (no file writes at all), and a crash or a step that never ends in it
+// still leaves this process to export the steps before.
+#include "CapturePlan.h"
+#include "CliSupport.h"
+
+#include "AttachJob.h"
+#include "EngineProcess.h"
+#include "ExportFolder.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+
+namespace hookscope::cli {
+
+namespace {
+
+std::string selfPath() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, std::size_t(n)) : "hookscope-cli";
+}
+
+} // namespace
+
+int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const std::set<RuleKind>& breakOn,
+                       const RuleSettings& ruleSettings) {
+  EngineOptions engineOptions;
+  engineOptions.program = selfPath();
+  engineOptions.model = options.model;
+  engineOptions.trust = options.trust;
+  engineOptions.confine = options.confine;
+  engineOptions.libraries = options.libraries;
+  engineOptions.echoErrors = false;  // its messages are ours: printed once, below
+  auto store = std::make_shared<CaptureStore>(std::size_t(options.memoryCapMiB * 1024 * 1024));
+  std::string message;
+  // Opening the model is bounded by the same limit as a step, as in the window.
+  const int openLimitMs = options.stepTimeout > 0 ? int(std::min(options.stepTimeout * 1000, double(INT_MAX))) : -1;
+  // Ctrl+C while the model opens (a __setstate__ that never ends) gives up the open.
+  auto engine = EngineProcess::start(engineOptions, store, [] { return StopSignals::received() != 0; }, openLimitMs,
+                                     &message);
+  if (!engine) {
+    // An engine that ended said what is wrong with the model itself: its words, as this process's.
+    const std::string ended = "HookScope could not open " + options.model + ":\n";
+    return error(kModelLoad, message.rfind(ended, 0) == 0 ? message.substr(ended.size()) : message);
+  }
+  auto session = engine->takeSession();
+  const EngineHello hello = *session->engine();
+  const std::vector<ModuleInfo> modules = session->modules();
+  CapturePlan plan;
+  if (!planCapture(options, modules, kinds, &plan, &message)) return error(kUsage, message);
+  RunConfig config;
+  if (!captureConfig(options, hello.exampleInput, &config, &message)) return error(kUsage, message);
+
+  // What the job's callbacks touch is declared before the job: its threads may still call them
+  // until the job is destroyed, on every way out of this function.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::string failure;
+  const bool terminal = ::isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  AttachJob job(store);
+  job.setOnEngineEvent([&](int, const std::string& event, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (event == "failed" && failure.empty()) failure = text;
+    changed.notify_all();
+  });
+  job.setOnStep([&](int, const AttachedStep& step) {
+    const auto loss = step.scalars.find("loss");
+    printStepProgress(step.step, options.steps, loss == step.scalars.end() ? std::nan("") : loss->second, start,
+                      terminal);
+  });
+  job.setOnSettled([&](std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&) { changed.notify_all(); });
+  job.setOnEnded([&](int, const std::string&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    changed.notify_all();
+  });
+  job.pause();  // until configured and told how many steps
+  job.setAllHooks(plan.masks);
+  for (const auto& [i, gi] : plan.gradient) job.setGradientIntervention(i, gi);
+  for (const auto& [i, oi] : plan.output) job.setOutputIntervention(i, oi);
+  job.setRuleSettings(ruleSettings);
+  std::uint32_t breakMask = 0;
+  for (const RuleKind rule : breakOn) breakMask |= 1u << unsigned(rule);
+  job.setBreakRules(breakMask, /*stopOnBreak=*/true);
+  if (!job.add(std::move(session), &message)) return error(kData, message);
+  job.configure(runConfigText(config));
+  job.step(int(std::min<std::int64_t>(options.steps, INT_MAX)));
+
+  // Waits until every step is in, the engine fails, breaks, ends, or a signal or the time limit says so.
+  std::string why;  // set when the engine did not run all its steps
+  std::string interrupted;
+  bool askedToStop = false;
+  auto lastProgress = std::chrono::steady_clock::now();
+  std::int64_t lastSettled = -1;
+  while (true) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait_for(lock, std::chrono::milliseconds(100));
+    if (!failure.empty()) break;
+    lock.unlock();
+    const std::int64_t settled = job.settledStep();
+    if (settled + 1 >= options.steps || job.breakAlert()) break;
+    if (job.waitEnded(0)) {
+      engine->wait(3000);
+      why = "the engine process running the model stopped: it " + engine->exitText();
+      const std::string printed = engine->errorOutput();
+      if (!printed.empty() && engine->failed()) why += " (it said: " + printed.substr(0, 1500) + ")";
+      break;
+    }
+    if (settled != lastSettled) {
+      lastSettled = settled;
+      lastProgress = std::chrono::steady_clock::now();
+    }
+    if (StopSignals::received() && !askedToStop) {
+      askedToStop = true;  // after the step in progress, as a run in this process would
+      interrupted = StopSignals::received() == SIGINT ? "SIGINT" : "SIGTERM";
+      job.pause();
+    }
+    if (askedToStop && !job.pausedSteps().empty()) break;
+    if (options.stepTimeout > 0 &&
+        std::chrono::steady_clock::now() - lastProgress > std::chrono::duration<double>(options.stepTimeout)) {
+      engine->kill();
+      interrupted = "step timeout";
+      why = "step " + std::to_string(settled + 1) + " did not end within --step-timeout " +
+            std::to_string(int(options.stepTimeout)) + " s (the model's forward may loop forever), so the run was ended";
+      break;
+    }
+  }
+  if (terminal) std::cerr << "\n";
+  std::string failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    failed = failure;
+  }
+  if (!failed.empty()) {
+    job.close();
+    return error(kData, failed);
+  }
+  job.close();  // the engine ends
+  job.waitEnded(10000);
+
+  ExportManifest manifest = job.modelFileManifest(std::filesystem::path(options.model).filename().string(), hello.sha256,
+                                                  {{0, -1, config}});
+  manifest.interrupted = interrupted;
+  ExportOptions exportOptions;
+  exportOptions.overwrite = options.force;
+  exportOptions.lockHeld = true;
+  const auto alerts = job.alerts();
+  exportOptions.extraFiles = {{"alerts.csv", alertsCsv(alerts)}};
+  if (!writeExport(options.out, manifest, *store, {}, exportOptions, &message)) return error(kOutput, message);
+  return reportCaptureEnd(options.out, *store, manifest.steps, alerts.size(), why, interrupted,
+                          job.breakAlert());
+}
+
+} // namespace hookscope::cli

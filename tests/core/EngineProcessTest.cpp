@@ -1,0 +1,182 @@
+// A model file run out of the window's process (`hookscope-cli serve`, EngineProcess): the
+// numbers equal the in-process engine's, a model that cannot load says why, the confined
+// engine cannot write the user's files, and a step that never ends is ended by killing it.
+#include "AttachJob.h"
+#include "EngineProcess.h"
+#include "ExportManifest.h"
+#include "StepRunner.h"
+#include "TestSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+using namespace hookscope;
+using hookscope::test::fixture;
+using hookscope::test::sampleModel;
+
+namespace {
+
+EngineOptions engineFor(const std::string& model) {
+  EngineOptions options;
+  options.program = HOOKSCOPE_CLI_PATH;
+  options.model = model;
+  return options;
+}
+
+/// Waits until `done` holds or `seconds` pass.
+bool waitFor(const std::function<bool()>& done, double seconds = 60) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+RunConfig cnnConfig() {
+  RunConfig config;
+  config.inputSpecs = {"8x1x28x28"};
+  config.optimizer = OptimizerKind::Sgd;
+  config.lr = 0.05;
+  config.seed = 3;
+  return config;
+}
+
+} // namespace
+
+TEST(EngineProcessTest, AModelRunInTheEngineProcessGivesTheInProcessNumbers) {
+  const std::string path = sampleModel("small_cnn.pt");
+  const std::uint8_t mask = kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient) |
+                            kindBit(CaptureKind::ParamGrad);
+  // In process, as before.
+  std::string error;
+  auto model = Model::load(path, &error);
+  ASSERT_TRUE(model) << error;
+  for (std::size_t i = 0; i < model->modules().size(); ++i) model->setHooks(int(i), mask);
+  auto local = std::make_shared<CaptureStore>();
+  StepRunner runner(*model, local);
+  ASSERT_TRUE(runner.configure(cnnConfig(), &error)) << error;
+  StepResult result;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(runner.step(&result, &error)) << error;
+
+  // In an engine process, through the wire.
+  auto store = std::make_shared<CaptureStore>();
+  auto engine = EngineProcess::start(engineFor(path), store, nullptr, 60000, &error);
+  ASSERT_TRUE(engine) << error;
+  auto session = engine->takeSession();
+  ASSERT_TRUE(session->engine());
+  EXPECT_EQ(session->engine()->model, path);
+  EXPECT_NE(session->engine()->confinement.find("no file writes"), std::string::npos) << session->engine()->confinement;
+  EXPECT_EQ(session->modules().size(), model->modules().size());
+  std::vector<std::string> events;
+  std::mutex eventsMutex;
+  AttachJob job(store);
+  job.setOnEngineEvent([&](int, const std::string& event, const std::string& message) {
+    std::lock_guard<std::mutex> lock(eventsMutex);
+    events.push_back(event + (message.empty() ? "" : ": " + message));
+  });
+  job.pause();  // an engine waits for Run
+  job.setAllHooks(std::vector<std::uint8_t>(model->modules().size(), mask));
+  ASSERT_TRUE(job.add(std::move(session), &error)) << error;
+  job.configure(runConfigText(cnnConfig()));
+  job.step(3);
+  ASSERT_TRUE(waitFor([&] { return job.settledStep() >= 2; })) << "settled " << job.settledStep();
+  {
+    std::lock_guard<std::mutex> lock(eventsMutex);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front(), "configured");
+  }
+  const auto keys = local->seriesKeys();
+  ASSERT_GT(keys.size(), 10u);
+  EXPECT_EQ(store->seriesKeys().size(), keys.size());
+  for (const auto& key : keys) {
+    for (std::int64_t step = 0; step < 3; ++step) {
+      SeriesPoint a, b;
+      ASSERT_TRUE(local->pointAt(key, step, &a));
+      ASSERT_TRUE(store->pointAt(key, step, &b)) << key.module << " kind " << int(key.kind) << " step " << step;
+      ASSERT_EQ(b.step, step);
+      EXPECT_EQ(a.stats.shape, b.stats.shape);
+      EXPECT_EQ(a.stats.numel, b.stats.numel);
+      EXPECT_TRUE(test::closeRel(a.stats.l2norm, b.stats.l2norm, 1e-5)) << key.module;
+      EXPECT_TRUE(test::closeRel(a.stats.mean, b.stats.mean, 1e-5, a.stats.l2norm / std::sqrt(double(a.stats.numel))));
+      EXPECT_TRUE(test::closeRel(a.stats.max, b.stats.max, 1e-5, std::fabs(a.stats.min)));
+      EXPECT_EQ(a.stats.histogram.size(), b.stats.histogram.size());
+      EXPECT_EQ(a.stats.nanCount, b.stats.nanCount);
+    }
+  }
+  const auto losses = store->scalars("loss");
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_TRUE(test::closeRel(losses.back().value, result.loss, 1e-5));
+  EXPECT_FALSE(store->scalars("forward_ms").empty());
+  job.close();
+  EXPECT_TRUE(engine->wait(10000));
+  EXPECT_FALSE(engine->failed()) << engine->exitText() << "\n" << engine->errorOutput();
+}
+
+TEST(EngineProcessTest, AModelThatCannotLoadSaysWhyAndTheProcessIsGone) {
+  std::string error;
+  auto engine = EngineProcess::start(engineFor(fixture("bad/truncated.pt")), std::make_shared<CaptureStore>(), nullptr,
+                                     60000, &error);
+  EXPECT_FALSE(engine);
+  EXPECT_EQ(error.rfind("HookScope could not open " + fixture("bad/truncated.pt") + ":\n", 0), 0u) << error;
+  EXPECT_NE(error.find("truncated or damaged"), std::string::npos) << error;  // what the engine said
+  EXPECT_EQ(error.find("hookscope-cli:"), std::string::npos) << error;  // said as the window's, not the CLI's
+}
+
+TEST(EngineProcessTest, AModelThatWritesAFileIsRefusedOrConfined) {
+  const std::string victim = fixture("bad/victim.bin");
+  auto resetVictim = [&] { std::ofstream(victim, std::ios::binary) << std::string(16, 'A'); };
+  auto victimBytes = [&] {
+    std::ifstream in(victim, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  // Without the user's word, the engine reads the code and refuses it.
+  resetVictim();
+  std::string error;
+  auto engine = EngineProcess::start(engineFor(fixture("bad/setstate_from_file.pt")), std::make_shared<CaptureStore>(),
+                                     nullptr, 60000, &error);
+  EXPECT_FALSE(engine);
+  EXPECT_NE(error.find("torch.from_file"), std::string::npos) << error;
+  EXPECT_EQ(victimBytes(), std::string(16, 'A'));
+  // Trusted, it runs confined: the file cannot be opened for writing, so it stays as it was.
+  auto options = engineFor(fixture("bad/setstate_from_file.pt"));
+  options.trust = true;
+  engine = EngineProcess::start(options, std::make_shared<CaptureStore>(), nullptr, 60000, &error);
+  EXPECT_FALSE(engine);
+  EXPECT_NE(error.find("ermission denied"), std::string::npos) << error;
+  EXPECT_NE(error.find("nothing was written"), std::string::npos) << error;
+  EXPECT_EQ(victimBytes(), std::string(16, 'A'));
+}
+
+TEST(EngineProcessTest, AStepThatNeverEndsIsEndedByKillingTheEngine) {
+  auto store = std::make_shared<CaptureStore>();
+  std::string error;
+  auto engine = EngineProcess::start(engineFor(fixture("bad/forward_forever.pt")), store, nullptr, 60000, &error);
+  ASSERT_TRUE(engine) << error;
+  AttachJob job(store);
+  job.pause();
+  ASSERT_TRUE(job.add(engine->takeSession(), &error)) << error;
+  RunConfig config;
+  config.inputSpecs = {"2x4"};
+  job.configure(runConfigText(config));
+  job.step(1);
+  // The step never ends: the engine neither answers nor ends by itself.
+  EXPECT_FALSE(engine->wait(1500));
+  EXPECT_EQ(job.settledStep(), -1);
+  engine->kill();
+  ASSERT_TRUE(engine->wait(10000));
+  EXPECT_EQ(engine->exitText(), "was stopped by HookScope");
+  EXPECT_TRUE(job.waitEnded(10000));
+}
+
+TEST(EngineProcessTest, ACancelledOpenEndsTheEngine) {
+  std::string error;
+  auto engine = EngineProcess::start(engineFor(sampleModel("small_cnn.pt")), std::make_shared<CaptureStore>(),
+                                     [] { return true; }, 60000, &error);
+  EXPECT_FALSE(engine);
+  EXPECT_NE(error.find("cancelled"), std::string::npos) << error;
+}
