@@ -1,19 +1,40 @@
 #include "EngineAdapter.h"
 
-#include "AttachListener.h"
-#include "ModelArchiveScan.h"
 #include "AttachJob.h"
+#include "AttachListener.h"
+#include "EngineProcess.h"
 #include "ExportFolder.h"
+#include "ModelArchiveScan.h"
 #include "OperatorLibraries.h"
-#include "Sha256.h"
 
+#include <QCoreApplication>
+#include <QDir>
 #include <QFileInfo>
 #include <QMetaObject>
+#include <QTimer>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 using namespace hookscope;
+
+namespace {
+
+/// The hookscope-cli that runs model files: HOOKSCOPE_ENGINE, else beside this program (installed),
+/// else in the build tree's cli/ folder.
+QString engineProgram() {
+  const QString given = qEnvironmentVariable("HOOKSCOPE_ENGINE");
+  if (!given.isEmpty()) return given;
+  const QDir here(QCoreApplication::applicationDirPath());
+  for (const QString& candidate : {here.filePath(QStringLiteral("hookscope-cli")),
+                                   here.filePath(QStringLiteral("../cli/hookscope-cli"))}) {
+    if (QFileInfo(candidate).isExecutable()) return QFileInfo(candidate).canonicalFilePath();
+  }
+  return here.filePath(QStringLiteral("hookscope-cli"));
+}
+
+} // namespace
 
 void registerEngineTypes() {
   qRegisterMetaType<ModelSummary>();
@@ -23,17 +44,32 @@ void registerEngineTypes() {
 
 EngineAdapter::EngineAdapter(QObject* parent) : QObject(parent) {}
 
+qint64 EngineAdapter::nowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 EngineAdapter::~EngineAdapter() {
+  m_loadCancel = true;
+  if (m_loadThread.joinable()) m_loadThread.join();
   m_attachStop = true;
   if (m_listener) m_listener->wake();
-  if (auto j = job()) j->close();  // the scripts detach and train on
+  if (m_engineEnding) *m_engineEnding = true;
+  if (auto j = job()) j->close();  // scripts detach and train on; an engine process ends
   if (m_attachThread.joinable()) m_attachThread.join();
   // The job's rank threads report through this object: they end here, not after it.
   std::shared_ptr<AttachJob> ended;
+  std::shared_ptr<EngineProcess> process;
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
     ended = std::move(m_job);
+    process = std::move(m_engineProcess);
   }
+}
+
+bool EngineAdapter::engineOpen() const {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  return m_engineProcess != nullptr;
 }
 
 void EngineAdapter::setBreakRules(quint32 mask) {
@@ -42,34 +78,60 @@ void EngineAdapter::setBreakRules(quint32 mask) {
 }
 
 void EngineAdapter::setPaused(bool paused) {
-  if (auto j = job(); j && m_running.load()) {
-    paused ? j->pause() : j->resume();
+  auto j = job();
+  if (!j || !m_running.load()) {
     m_paused = paused;
-    Q_EMIT runStateChanged(true, paused);
+    Q_EMIT runStateChanged(m_running.load(), paused);
     return;
   }
-  const bool was = m_paused.exchange(paused);
-  if (was && !paused && m_running.load()) {
-    QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+  if (paused) {
+    j->pause();
+  } else if (engineOpen() && m_remaining.load() > 0) {
+    m_busySince = nowMs();
+    j->step(int(std::min<qint64>(m_remaining.load(), 1 << 30)));  // the rest of the run's steps
+  } else {
+    if (engineOpen()) m_busySince = nowMs();
+    j->resume();
   }
-  Q_EMIT runStateChanged(m_running.load(), paused);
+  m_paused = paused;
+  Q_EMIT runStateChanged(true, paused);
 }
 
 void EngineAdapter::requestStop() {
-  if (auto j = job(); j && m_running.load()) {
-    j->close();  // detaches: the scripts' hooks go, they train on
+  auto j = job();
+  if (!j || !m_running.load()) return;
+  if (!m_engineJob.load()) {
+    j->close();  // an attached script detaches: its hooks go, it trains on
     return;
   }
-  m_stop = true;
-  if (m_paused.load() && m_running.load()) {
-    QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+  if (m_stop.exchange(true) && m_busySince.load() != 0) {
+    // Stop again while the step in progress has not ended: end it now.
+    Q_EMIT notice(QStringLiteral("Stopping the engine process: the step in progress ends now."));
+    killEngine("Stop was pressed twice during step " + std::to_string(m_stepsDone.load()) +
+               ", so HookScope ended the step by stopping the engine process");
+    return;
   }
+  if (m_paused.load() || m_busySince.load() == 0) {
+    j->pause();
+    finishRun();
+    return;
+  }
+  j->pause();
+  Q_EMIT notice(QStringLiteral("Stopping after the step in progress… Stop again (Shift+F5) ends it now."));
 }
 
 void EngineAdapter::loadOperatorLibraries(const QStringList& paths) {
+  m_libraries.clear();
   for (const QString& path : paths) {
+    // Loaded here too, though no model runs here: the check of a model's code before it is
+    // opened must know the operators of the libraries the user chose (not "native code of a
+    // library you have not loaded").
     std::string error;
-    if (!loadOperatorLibrary(path.toStdString(), &error)) Q_EMIT libraryFailed(QString::fromStdString(error));
+    if (!loadOperatorLibrary(path.toStdString(), &error)) {
+      Q_EMIT libraryFailed(QString::fromStdString(error));
+      continue;
+    }
+    m_libraries << path;  // each engine process loads it before its model
   }
 }
 
@@ -78,49 +140,187 @@ void EngineAdapter::loadModel(const QString& path, bool trusted) {
     Q_EMIT loadFailed(QStringLiteral("Stop the run before opening another model."));
     return;
   }
+  if (!m_watchdog) {
+    m_watchdog = new QTimer(this);
+    m_watchdog->setInterval(500);
+    connect(m_watchdog, &QTimer::timeout, this, &EngineAdapter::checkStepTime);
+    m_watchdog->start();
+  }
   std::string error;
   std::vector<ArchiveFinding> findings;
   if (!trusted && scanModelArchive(path.toStdString(), &findings, &error) && !findings.empty()) {
     Q_EMIT trustNeeded(path, QString::fromStdString(describeFindings(findings)));
     return;
   }
-  auto model = Model::load(path.toStdString(), &error);
-  if (!model) {
-    Q_EMIT loadFailed(QString::fromStdString(error));  // the open model stays as it was
+  // One open at a time: a newer one replaces one still loading.
+  m_loadCancel = true;
+  if (m_loadThread.joinable()) m_loadThread.join();
+  m_loadCancel = false;
+  EngineOptions options;
+  options.program = engineProgram().toStdString();
+  options.model = path.toStdString();
+  options.trust = trusted;
+  for (const QString& library : m_libraries) options.libraries.push_back(library.toStdString());
+  const int limit = m_stepTimeLimit.load();
+  const auto capBytes = m_capBytes;
+  Q_EMIT modelLoading(path);
+  m_loadThread = std::thread([this, options, limit, capBytes, path] {
+    std::string message;
+    auto store = std::make_shared<CaptureStore>(capBytes);
+    std::shared_ptr<EngineProcess> engine =
+        EngineProcess::start(options, store, [this] { return m_loadCancel.load(); },
+                              limit > 0 ? limit * 1000 : -1, &message);
+    if (!engine) {
+      Q_EMIT loadFailed(QString::fromStdString(message));  // the open model stays as it was
+      return;
+    }
+    QMetaObject::invokeMethod(this, [this, engine, path] { adoptEngine(engine, path); }, Qt::QueuedConnection);
+  });
+}
+
+void EngineAdapter::cancelLoad() { m_loadCancel = true; }
+
+void EngineAdapter::adoptEngine(std::shared_ptr<EngineProcess> engine, const QString& path) {
+  if (m_running.load()) {
+    Q_EMIT loadFailed(QStringLiteral("Stop the run before opening another model."));
+    return;  // the new engine ends with `engine`
+  }
+  auto session = engine->takeSession();
+  if (!session) return;
+  const EngineHello hello = *session->engine();
+  const std::vector<ModuleInfo> modules = session->modules();
+  std::shared_ptr<CaptureStore> store = session->store();
+  // Reset weights opens the same file again: what was ticked stays ticked.
+  std::vector<std::uint8_t> hooks(modules.size(), 0);
+  if (auto previous = job(); previous && path == m_enginePath && previous->hooks().size() == hooks.size()) {
+    hooks = previous->hooks();
+  }
+  endEngine();
+  auto j = startJob(store, /*engine=*/true);
+  auto ending = std::make_shared<std::atomic<bool>>(false);
+  AttachJob* raw = j.get();
+  j->setOnEnded([this, raw, ending, engine, path](int, const std::string& why) {
+    if (ending->load()) return;
+    engine->wait(3000);
+    {
+      std::lock_guard<std::mutex> lock(m_modelMutex);
+      if (m_engineProcess == engine) m_engineProcess.reset();  // the job stays, for its captures
+    }
+    std::string killed;
+    {
+      std::lock_guard<std::mutex> lock(m_modelMutex);
+      killed = std::move(m_killReason);
+      m_killReason.clear();
+    }
+    const QString how = QString::fromStdString(engine->exitText());
+    QString message = QStringLiteral("The engine process running %1 stopped").arg(QFileInfo(path).fileName());
+    if (!killed.empty()) {
+      message = QString::fromStdString(killed);
+      message[0] = message[0].toUpper();
+    } else {
+      message += how.isEmpty() ? QStringLiteral(": %1").arg(QString::fromStdString(why)) : QStringLiteral(": it %1").arg(how);
+    }
+    message += QStringLiteral(". %1 steps had ended.").arg(raw->settledStep() + 1);
+    const QString printed = QString::fromStdString(engine->errorOutput()).trimmed();
+    if (!printed.isEmpty() && engine->failed()) message += QStringLiteral("\n\nIt said:\n%1").arg(printed.right(1500));
+    message += QStringLiteral("\n\nThe captures so far are kept: export them (Ctrl+E), or open the model again "
+                              "(Run > Reset weights) to go on.");
+    m_busySince = 0;
+    m_running = false;
+    m_paused = false;
+    m_stop = false;
+    Q_EMIT runStateChanged(false, false);
+    Q_EMIT engineStopped(message);
+  });
+  j->setOnEngineEvent([this](int, const std::string& event, const std::string& message) {
+    if (event != "failed") return;
+    // The configuration is sent again with the next Run or Step (on the engine thread, which owns it).
+    QMetaObject::invokeMethod(this, [this] { m_configured = false; }, Qt::QueuedConnection);
+    m_busySince = 0;
+    Q_EMIT failed(QString::fromStdString(message));
+    if (m_running.load()) finishRun();
+  });
+  j->pause();  // the engine waits for Run or Step
+  j->setAllHooks(hooks);
+  j->setBreakRules(m_breakRules.load());
+  j->setRuleSettings(m_ruleSettings);
+  std::string error;
+  if (!j->add(std::move(session), &error)) {
+    Q_EMIT loadFailed(QString::fromStdString(error));
     return;
   }
-  std::vector<std::uint8_t> hooks(model->modules().size(), 0);
-  // Reset weights reloads the same file: keep what was ticked.
-  if (m_model && m_model->path() == model->path() && m_model->modules().size() == hooks.size()) {
-    for (std::size_t i = 0; i < hooks.size(); ++i) {
-      hooks[i] = m_model->hooks(int(i));
-      model->setHooks(int(i), hooks[i]);
-    }
-  }
-  m_runner.reset();
-  std::shared_ptr<AttachJob> ended;  // a job that ended: its threads are joined outside the lock
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
-    m_model = std::move(model);
-    ended = std::move(m_job);
+    m_job = j;
+    m_engineProcess = engine;
   }
-  m_store = std::make_shared<CaptureStore>(m_capBytes);
-  m_runner = std::make_unique<StepRunner>(*m_model, m_store);
+  m_engineEnding = ending;
+  m_engineJob = true;
+  m_enginePath = path;
+  m_engineSha256 = hello.sha256;
+  m_store = store;
+  m_store->setCapBytes(m_capBytes);
   m_configured = false;
-  m_wantShapes = true;
   m_stepsDone = 0;
+  m_stop = false;
+  m_paused = false;
+  m_busySince = 0;
   m_interventions.clear();
+  m_reviewAlerts.clear();
   m_configHistory.clear();
-  m_rules = std::make_unique<RuleEngine>(m_ruleSettings);
-  m_rules->setModuleTypes(m_model->moduleTypes());
   ModelSummary summary;
   summary.path = path;
-  summary.fileName = QString::fromStdString(m_model->fileName());
-  summary.exampleInput = QString::fromStdString(m_model->exampleInputSpec());
-  summary.modules = m_model->modules();
+  summary.fileName = QFileInfo(path).fileName();
+  summary.exampleInput = QString::fromStdString(hello.exampleInput);
+  summary.modules = modules;
   summary.store = m_store;
   summary.hooks = hooks;
+  summary.engineProcess = true;
+  summary.confinement = QString::fromStdString(hello.confinement);
   Q_EMIT modelLoaded(summary);
+}
+
+void EngineAdapter::endEngine() {
+  if (m_engineEnding) *m_engineEnding = true;
+  std::shared_ptr<AttachJob> ended;
+  std::shared_ptr<EngineProcess> process;
+  {
+    std::lock_guard<std::mutex> lock(m_modelMutex);
+    if (!m_engineProcess) return;
+    process = std::move(m_engineProcess);
+    ended = m_job;  // kept as the open session's job until another replaces it
+  }
+  if (ended) ended->close();
+  process->kill();
+}
+
+void EngineAdapter::checkStepTime() {
+  const qint64 since = m_busySince.load();
+  const int limit = m_stepTimeLimit.load();
+  if (since == 0 || limit <= 0 || nowMs() - since < qint64(limit) * 1000) return;
+  if (!engineOpen()) return;
+  m_busySince = 0;
+  Q_EMIT notice(QStringLiteral("Step %1 did not end within %2 s: stopping the engine process.")
+                    .arg(m_stepsDone.load())
+                    .arg(limit));
+  killEngine("step " + std::to_string(m_stepsDone.load()) + " did not end within the step time limit of " +
+             std::to_string(limit) + " s (Run > Step time limit), so HookScope stopped the engine process; the "
+             "model's forward may loop forever");
+}
+
+void EngineAdapter::killEngine(const std::string& why) {
+  std::shared_ptr<EngineProcess> process;
+  {
+    std::lock_guard<std::mutex> lock(m_modelMutex);
+    process = m_engineProcess;
+    m_killReason = why;
+  }
+  if (process) process->kill();  // the job's end reports it (engineStopped)
+}
+
+qint64 EngineAdapter::enginePid() const {
+  std::lock_guard<std::mutex> lock(m_modelMutex);
+  return m_engineProcess ? qint64(m_engineProcess->pid()) : -1;
 }
 
 void EngineAdapter::openCapture(const QString& dir) {
@@ -174,69 +374,45 @@ void EngineAdapter::openCapture(const QString& dir) {
     summary.hooks[std::size_t(at)] = mask;
   }
   for (const auto& record : data.manifest.interventions) add(record.module, add);
-  summary.alerts = std::move(data.alerts);
+  summary.alerts = data.alerts;
   summary.interventions = data.manifest.interventions;
   summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));
-  m_runner.reset();
+  endEngine();
   std::shared_ptr<AttachJob> ended;
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
-    m_model.reset();
     ended = std::move(m_job);
   }
   m_store = data.store;
   m_configured = false;
+  m_engineJob = false;
+  m_interventions = data.manifest.interventions;
+  m_reviewAlerts = std::move(data.alerts);
+  m_reviewManifest = data.manifest;
   Q_EMIT modelLoaded(summary);
 }
 
-void EngineAdapter::logIntervention(const std::string& module, const std::string& target, const std::string& action) {
-  hookscope::logIntervention(&m_interventions, module, target, action, m_stepsDone.load());
-}
-
 void EngineAdapter::setGradientIntervention(int module, GradientIntervention intervention) {
-  if (auto j = job()) {
-    j->setGradientIntervention(module, intervention);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(m_modelMutex);
-  if (!m_model || module < 0 || std::size_t(module) >= m_model->modules().size()) return;
-  logIntervention(m_model->modules()[std::size_t(module)].path, "gradient", intervention.describe());
-  m_model->setGradientIntervention(module, intervention);
+  if (auto j = job()) j->setGradientIntervention(module, intervention);
 }
 
 void EngineAdapter::setOutputIntervention(int module, OutputIntervention intervention) {
-  if (auto j = job()) {
-    j->setOutputIntervention(module, intervention);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(m_modelMutex);
-  if (!m_model || module <= 0 || std::size_t(module) >= m_model->modules().size()) return;
-  logIntervention(m_model->modules()[std::size_t(module)].path, "output", intervention.describe());
-  m_model->setOutputIntervention(module, intervention);
+  if (auto j = job()) j->setOutputIntervention(module, intervention);
 }
 
 void EngineAdapter::setHooks(int module, quint8 mask) {
-  std::lock_guard<std::mutex> lock(m_modelMutex);
-  if (m_job) m_job->setHooks(module, mask);
-  if (m_model) m_model->setHooks(module, mask);
+  if (auto j = job()) j->setHooks(module, mask);
 }
 
 bool EngineAdapter::prepare(const RunConfig& config) {
-  if (!m_runner) {
-    Q_EMIT failed(QStringLiteral("Open a model first (File > Open)."));
+  auto j = job();
+  if (!j || !engineOpen()) {
+    Q_EMIT failed(j ? QStringLiteral("The engine process has stopped: open the model again (Run > Reset weights).")
+                    : QStringLiteral("Open a model first (File > Open)."));
     return false;
   }
-  std::string error;
   if (!m_configured || config != m_config) {
-    if (!m_runner->configure(config, &error)) {
-      Q_EMIT failed(QString::fromStdString(error));
-      return false;
-    }
-    // New inputs give new output shapes: probe them again at the next step.
-    if (!m_configured || config.inputSpecs != m_config.inputSpecs || config.dataFile != m_config.dataFile ||
-        config.batchSize != m_config.batchSize) {
-      m_wantShapes = true;
-    }
+    j->configure(runConfigText(config));  // a configuration the model rejects comes back as failed()
     m_config = config;
     m_configured = true;
     logConfig(&m_configHistory, config, m_stepsDone.load());
@@ -245,8 +421,8 @@ bool EngineAdapter::prepare(const RunConfig& config) {
 }
 
 void EngineAdapter::run(const RunConfig& config, qint64 steps) {
-  if (job()) {
-    setPaused(false);  // the script's own loop runs; the window resumes it
+  if (job() && !m_engineJob.load()) {
+    if (m_running.load()) setPaused(false);  // an attached script's own loop runs; the window resumes it
     return;
   }
   if (m_running.load() || !prepare(config)) return;
@@ -254,13 +430,20 @@ void EngineAdapter::run(const RunConfig& config, qint64 steps) {
   m_stop = false;
   m_paused = false;
   m_running = true;
+  m_busySince = nowMs();
   Q_EMIT runStateChanged(true, false);
-  QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
+  auto j = job();
+  if (steps > 0) {
+    j->step(int(std::min<qint64>(steps, 1 << 30)));
+  } else {
+    j->resume();
+  }
 }
 
 void EngineAdapter::stepOnce(const RunConfig& config) {
   if (m_running.load() && !m_paused.load()) return;
-  if (auto j = job()) {
+  auto j = job();
+  if (j && !m_engineJob.load()) {
     if (m_running.load()) {
       j->step(1);  // every rank runs one step and pauses again
       Q_EMIT runStateChanged(true, false);
@@ -268,75 +451,26 @@ void EngineAdapter::stepOnce(const RunConfig& config) {
     return;
   }
   if (!prepare(config)) return;
-  doStep();
-}
-
-void EngineAdapter::runNext() {
-  if (!m_running.load()) return;
-  if (m_stop.load()) {
-    finishRun();
-    return;
-  }
-  if (m_paused.load()) return;  // setPaused(false) schedules the next turn
-  if (!doStep()) {
-    finishRun();
-    return;
-  }
-  if (m_remaining > 0 && --m_remaining == 0) {
-    finishRun();
-    return;
-  }
-  QMetaObject::invokeMethod(this, &EngineAdapter::runNext, Qt::QueuedConnection);
-}
-
-bool EngineAdapter::doStep() {
-  if (m_wantShapes) m_runner->probeShapes();
-  StepSummary summary;
-  std::string error;
-  if (!m_runner->step(&summary.result, &error)) {
-    Q_EMIT failed(QString::fromStdString(error));
-    return false;
-  }
-  summary.finishedStep = summary.result.step;
-  if (m_wantShapes) {
-    summary.shapes = m_runner->outputShapes();
-    m_wantShapes = false;
-  }
-  m_stepsDone = m_runner->stepsDone();
-  if (m_rules) {
-    summary.alerts = m_rules->evaluate(*m_store, summary.result.step, m_runner->lastStepOrder());
-    m_store->setAlertBytes(m_rules->bytes());
-    for (const auto& alert : summary.alerts) {
-      if (m_breakRules.load() & (1u << unsigned(alert.rule))) {
-        summary.breakAlert = alert;
-        break;
-      }
-    }
-  }
-  Q_EMIT stepFinished(summary);
-  if (summary.breakAlert && m_running.load()) {
-    m_paused = true;  // runNext sees it before the next step
-    Q_EMIT runStateChanged(true, true);
-  }
-  return true;
+  m_busySince = nowMs();
+  j->step(1);
 }
 
 void EngineAdapter::finishRun() {
   m_running = false;
   m_paused = false;
   m_stop = false;
+  m_remaining = 0;
   Q_EMIT runStateChanged(false, false);
 }
 
 void EngineAdapter::resetWeights() {
-  if (!m_model) return;
-  loadModel(QString::fromStdString(m_model->path()), /*trusted=*/true);  // the user opened it already
+  if (!m_engineJob || m_enginePath.isEmpty()) return;
+  loadModel(m_enginePath, /*trusted=*/true);  // the user opened it already
 }
 
 void EngineAdapter::setRuleSettings(const RuleSettings& settings) {
   m_ruleSettings = settings;
   if (auto j = job()) j->setRuleSettings(settings);
-  if (m_rules) m_rules->setSettings(settings);
 }
 
 void EngineAdapter::setMemoryCap(qint64 bytes) {
@@ -349,48 +483,30 @@ void EngineAdapter::exportCaptures(const QString& dir, bool overwrite, const QSt
     Q_EMIT exportFinished(dir, QStringLiteral("Nothing to export: open a model and run some steps."));
     return;
   }
-  if (job()) {
+  auto j = job();
+  if (j && !m_engineJob) {
     exportAttached(dir, overwrite, interrupted);
     return;
   }
   ExportManifest manifest;
-  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
-  manifest.config = m_config;
-  manifest.thinning = m_store->thinning();
-  manifest.memoryCapBytes = m_store->capBytes();
-  manifest.interrupted = interrupted.toStdString();
-  std::vector<char> tensors;
-  if (m_model) {
-    manifest.modelFile = m_model->fileName();
-    manifest.modelSha256 = sha256File(m_model->path());
-    manifest.steps = m_runner ? m_runner->stepsDone() : 0;
-    {
-      std::lock_guard<std::mutex> lock(m_modelMutex);
-      manifest.interventions = m_interventions;
-    }
-    for (auto& record : manifest.interventions) {
-      if (record.toStep < 0) record.toStep = manifest.steps - 1;
-    }
-    // Configurations set but never stepped with are not part of the run.
-    for (const auto& record : m_configHistory) {
-      if (record.fromStep >= manifest.steps) continue;
-      manifest.configurations.push_back(record);
-      if (manifest.configurations.back().toStep < 0) manifest.configurations.back().toStep = manifest.steps - 1;
-    }
-    if (!manifest.configurations.empty()) manifest.config = manifest.configurations.back().config;
-    for (const auto& info : m_model->modules()) {
-      const std::uint8_t mask = m_model->hooks(m_model->findModule(info.path));
-      if (!mask) continue;
-      manifest.hooked.push_back({info.path, captureKindNames(mask)});
-    }
+  std::vector<Alert> alerts;
+  if (j) {
+    // A model file run by an engine process: the job's record, told as a model file's.
+    manifest = j->modelFileManifest(QFileInfo(m_enginePath).fileName().toStdString(), m_engineSha256, m_configHistory);
+    alerts = j->alerts();
   } else {
-    const auto steps = m_store->steps();
-    manifest.steps = steps.empty() ? 0 : steps.back() + 1;
+    // An export reopened: written again as it was.
+    manifest = m_reviewManifest;
+    manifest.thinning = m_store->thinning();
+    manifest.memoryCapBytes = m_store->capBytes();
+    alerts = m_reviewAlerts;
   }
+  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+  manifest.interrupted = interrupted.toStdString();
   ExportOptions options;
   options.overwrite = overwrite;
-  if (m_rules) options.extraFiles = {{"alerts.csv", alertsCsv(m_rules->alerts())}};
+  options.extraFiles = {{"alerts.csv", alertsCsv(alerts)}};
   std::string error;
-  writeExport(dir.toStdString(), manifest, *m_store, tensors, options, &error);
+  writeExport(dir.toStdString(), manifest, *m_store, {}, options, &error);
   Q_EMIT exportFinished(dir, QString::fromStdString(error));
 }

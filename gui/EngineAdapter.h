@@ -13,12 +13,16 @@
 namespace hookscope {
 class AttachJob;
 class AttachListener;
+class EngineProcess;
 } // namespace hookscope
 
-/// The engine's front end: lives on its own thread, owns the model, runner and store, takes
-/// commands as queued calls and reports through signals. Steps run one per event-loop turn,
-/// so hook switches and other commands take effect between steps. Pause and stop are atomics
-/// that any thread may set.
+class QTimer;
+
+/// The engine's front end: lives on its own thread, owns the store and the session behind it,
+/// takes commands as queued calls and reports through signals. No model runs in the window's
+/// process: a model file is run by an engine process (`hookscope-cli serve`, started here) that
+/// speaks the attach protocol like a training script, so a crash or a hang in the model ends
+/// that process and never the window or its captures.
 class EngineAdapter : public QObject {
   Q_OBJECT
 
@@ -28,7 +32,8 @@ public:
 
   /// Any thread: pause takes effect before the next step; unpausing resumes the run.
   void setPaused(bool paused);
-  /// Any thread: ends the run before the next step.
+  /// Any thread: ends the run after the step in progress; asked again while that step has not
+  /// ended, ends it at once by stopping the engine process (the captures stay).
   void requestStop();
   bool isRunning() const { return m_running.load(); }
   /// Any thread: sets one module's hook mask (bits of hookscope::kindBit). Takes effect at
@@ -46,14 +51,24 @@ public:
   /// Any thread: steps the engine has finished on the current model.
   qint64 stepsDone() const { return m_stepsDone.load(); }
 
+  /// Any thread: how long a step (or opening a model) may take before the engine process is
+  /// stopped and that is reported (<= 0: no limit).
+  void setStepTimeLimit(int seconds) { m_stepTimeLimit = seconds; }
+  int stepTimeLimit() const { return m_stepTimeLimit.load(); }
+  /// Any thread: the process id of the engine running the open model file (-1: none).
+  qint64 enginePid() const;
+
 public Q_SLOTS:
-  /// Loads operator libraries (those loaded already stay as they are); each failure is
-  /// reported by libraryFailed().
+  /// The operator libraries each engine process loads before a model (a missing one is
+  /// reported by libraryFailed()).
   void loadOperatorLibraries(const QStringList& paths);
-  /// Opens a model file. Unless `trusted`, its code is read first: a model whose code reaches
-  /// outside the process (__setstate__, torch.from_file, print, native operators) is not
-  /// loaded, and trustNeeded says what was found.
+  /// Opens a model file in a new engine process: modelLoading now, then modelLoaded or
+  /// loadFailed (the open model stays until the new one is open). Unless `trusted`, its code is
+  /// read first: a model whose code reaches outside the process (__setstate__, torch.from_file,
+  /// print, native operators) is not loaded, and trustNeeded says what was found.
   void loadModel(const QString& path, bool trusted = false);
+  /// Gives up opening a model (the engine process that was loading it ends).
+  void cancelLoad();
   void openCapture(const QString& dir);
   /// Runs `steps` steps with this configuration (<= 0: until stopped).
   void run(const hookscope::RunConfig& config, qint64 steps);
@@ -78,6 +93,13 @@ public Q_SLOTS:
 
 Q_SIGNALS:
   void modelLoaded(const ModelSummary& summary);
+  /// An engine process is opening this model file (cancelLoad() gives up).
+  void modelLoading(const QString& path);
+  /// Something the user should read in the status bar ("Stopping after the step in progress…").
+  void notice(const QString& message);
+  /// The engine process running the model ended by itself (a crash, a step over the time
+  /// limit, a second Stop): why. The captures stay; opening the model again starts a new one.
+  void engineStopped(const QString& message);
   void loadFailed(const QString& message);
   /// The model's code reaches outside the process (`findings`, one per line): load it only
   /// when the user says so, with loadModel(path, true).
@@ -105,12 +127,29 @@ Q_SIGNALS:
   void jobStepSettled(const StepSummary& summary);
 
 private:
+  /// Sends the engine a configuration that differs from the one it has; false when there is no
+  /// engine to send it to.
   bool prepare(const hookscope::RunConfig& config);
+  /// On the engine thread: makes a started engine process the open model.
+  void adoptEngine(std::shared_ptr<hookscope::EngineProcess> engine, const QString& path);
+  /// Ends the open engine process on purpose (no engineStopped); the job is kept for its captures.
+  void endEngine();
+  /// Whether the open session is a model file's engine process.
+  bool engineOpen() const;
+  /// Every half second: stops an engine whose step is over the time limit.
+  void checkStepTime();
+  /// Kills the engine process in the middle of a step; `why` goes into engineStopped's message.
+  void killEngine(const std::string& why);
+  /// Steady-clock milliseconds, for m_busySince.
+  static qint64 nowMs();
+  /// The run ended (its steps done, stopped, or failed).
+  void finishRun();
   /// The attach thread: waits for a script (and the other ranks of its job), then serves them
   /// until they leave.
   void attachLoop();
   /// On the attach thread: the job that a first script starts, with its callbacks.
-  std::shared_ptr<hookscope::AttachJob> startJob(std::shared_ptr<hookscope::CaptureStore> store);
+  /// `engine`: the job of a model file's engine process, whose steps the window's runs count.
+  std::shared_ptr<hookscope::AttachJob> startJob(std::shared_ptr<hookscope::CaptureStore> store, bool engine = false);
   /// On the engine thread: makes an attached script (the first rank of its job) the open "model".
   void adoptJob(std::shared_ptr<hookscope::AttachJob> job, std::shared_ptr<hookscope::CaptureStore> store,
                 const hookscope::ScriptRecord& script, const std::vector<hookscope::ModuleInfo>& modules,
@@ -120,28 +159,38 @@ private:
   void exportAttached(const QString& dir, bool overwrite, const QString& interrupted);
   /// Closes the module's open record for `target` and opens one for `action` (if any).
   void logIntervention(const std::string& module, const std::string& target, const std::string& action);
-  void runNext();
-  bool doStep();
-  void finishRun();
 
-  mutable std::mutex m_modelMutex;  ///< guards swapping m_model against setHooks from other threads
-  std::unique_ptr<hookscope::Model> m_model;
-  std::unique_ptr<hookscope::StepRunner> m_runner;
+  mutable std::mutex m_modelMutex;  ///< guards swapping m_job and m_engineProcess against other threads
   std::shared_ptr<hookscope::CaptureStore> m_store;
   hookscope::RunConfig m_config;
   std::vector<hookscope::ConfigRecord> m_configHistory;  ///< every configuration run, with its steps
   bool m_configured = false;
-  bool m_wantShapes = true;
-  qint64 m_remaining = 0;
+  std::atomic<qint64> m_remaining{0};  ///< steps left in the run (-1: until stopped)
   std::size_t m_capBytes = hookscope::CaptureStore::kDefaultCapBytes;
   std::atomic<bool> m_running{false};
   std::atomic<bool> m_paused{false};
   std::atomic<bool> m_stop{false};
   std::atomic<qint64> m_stepsDone{0};
   std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
-  std::unique_ptr<hookscope::RuleEngine> m_rules;
   hookscope::RuleSettings m_ruleSettings;
-  std::vector<hookscope::InterventionRecord> m_interventions;  ///< toStep -1: still in force
+  std::vector<hookscope::InterventionRecord> m_interventions;  ///< of an export reopened
+  std::vector<hookscope::Alert> m_reviewAlerts;                ///< of an export reopened
+
+  // The engine process of the open model file.
+  std::shared_ptr<hookscope::EngineProcess> m_engineProcess;  ///< guarded by m_modelMutex
+  std::shared_ptr<std::atomic<bool>> m_engineEnding;  ///< set when the window ends it on purpose
+  std::string m_killReason;  ///< why the window killed the engine mid-step (guarded by m_modelMutex)
+  QString m_enginePath;
+  std::atomic<bool> m_engineJob{false};  ///< the open job is (or was) a model file's engine process
+  hookscope::ExportManifest m_reviewManifest;  ///< of an export reopened
+  std::string m_engineSha256;
+  QStringList m_libraries;
+  std::thread m_loadThread;
+  std::atomic<bool> m_loadCancel{false};
+  std::atomic<int> m_stepTimeLimit{120};
+  /// Milliseconds (steady clock) since which a step is awaited from the engine; 0: none.
+  std::atomic<qint64> m_busySince{0};
+  QTimer* m_watchdog = nullptr;
 
   std::unique_ptr<hookscope::AttachListener> m_listener;
   std::shared_ptr<hookscope::AttachJob> m_job;  ///< guarded by m_modelMutex

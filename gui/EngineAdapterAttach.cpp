@@ -77,17 +77,27 @@ void EngineAdapter::stopListening() {
   m_listener.reset();
 }
 
-std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore> store) {
+std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore> store, bool engine) {
   auto job = std::make_shared<AttachJob>(std::move(store));
   AttachJob* raw = job.get();  // the job outlives its rank threads, which call these
-  job->setOnStep([this, raw](int rank, const AttachedStep& step) {
+  job->setOnStep([this, raw, engine](int rank, const AttachedStep& step) {
     StepSummary summary;
     summary.rank = rank;
     summary.result.step = step.step;
-    const auto loss = step.scalars.find("loss");
-    summary.result.loss = loss == step.scalars.end() ? std::nan("") : loss->second;
-    summary.result.lossFinite = loss == step.scalars.end() || std::isfinite(loss->second);
+    const auto scalar = [&](const char* name) {
+      const auto it = step.scalars.find(name);
+      return it == step.scalars.end() ? std::nan("") : it->second;
+    };
+    summary.result.loss = scalar("loss");
+    summary.result.lossFinite = !step.scalars.count("loss") || std::isfinite(summary.result.loss);
     summary.result.totalMs = step.seconds * 1e3;
+    if (engine) {  // the engine times its own parts
+      summary.result.totalMs = scalar("step_ms");
+      summary.result.forwardMs = scalar("forward_ms");
+      summary.result.backwardMs = scalar("backward_ms");
+      summary.result.optimizerMs = scalar("optimizer_ms");
+      summary.result.captureMs = scalar("capture_ms");
+    }
     summary.finishedStep = raw->settledStep();
     summary.shapes = step.shapes;
     summary.alerts = step.alerts;  // the break, if any, is the job's: jobStepSettled
@@ -95,8 +105,24 @@ std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore>
     while (done < step.step + 1 && !m_stepsDone.compare_exchange_weak(done, step.step + 1)) {
     }
     Q_EMIT stepFinished(summary);
-    m_paused = raw->paused();
-    Q_EMIT runStateChanged(true, m_paused.load());
+    if (!engine) {
+      m_paused = raw->paused();
+      Q_EMIT runStateChanged(true, m_paused.load());
+      return;
+    }
+    // A model file's run: its steps are counted here, and Stop ends it after the step.
+    if (!m_running.load()) {
+      m_busySince = 0;  // a single Step
+      return;
+    }
+    qint64 left = m_remaining.load();
+    if (left > 0) left = --m_remaining;
+    if (m_stop.load() || left == 0) {
+      m_busySince = 0;
+      finishRun();
+    } else {
+      m_busySince = m_paused.load() ? 0 : nowMs();
+    }
   });
   // Runs under the job's lock: it only reports.
   // Also when the last ranks leave: the steps they settle then get no stepFinished.
@@ -109,6 +135,7 @@ std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore>
     if (breakAlert) summary.rank = breakAlert->rank;
     Q_EMIT jobStepSettled(summary);
     if (breakAlert) {
+      m_busySince = 0;
       m_paused = true;
       Q_EMIT runStateChanged(true, true);
     }
@@ -187,20 +214,19 @@ void EngineAdapter::attachLoop() {
 
 void EngineAdapter::adoptJob(std::shared_ptr<AttachJob> job, std::shared_ptr<CaptureStore> store, const ScriptRecord& script,
                              const std::vector<ModuleInfo>& modules, const std::vector<std::uint8_t>& hooks) {
-  m_runner.reset();
+  endEngine();
   std::shared_ptr<AttachJob> ended;  // the previous job, ended: its threads join outside the lock
   {
     std::lock_guard<std::mutex> lock(m_modelMutex);
-    m_model.reset();
     ended = std::move(m_job);
     m_job = job;
   }
+  m_engineJob = false;
   m_store = std::move(store);
   m_store->setCapBytes(m_capBytes);
   m_configured = false;
   m_stepsDone = 0;
   m_interventions.clear();
-  m_rules.reset();
   job->setRuleSettings(m_ruleSettings);
   ModelSummary summary;
   summary.path = QStringLiteral("attached:") + QString::fromStdString(script.name);

@@ -102,7 +102,26 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   statusBar()->addPermanentWidget(m_memoryLabel);
 
   connect(m_engine, &EngineAdapter::modelLoaded, this, &MainWindow::onModelLoaded);
+  connect(m_engine, &EngineAdapter::modelLoading, this, [this](const QString& path) {
+    m_loading = true;
+    m_busy->setVisible(true);
+    statusBar()->showMessage(tr("Opening %1 in an engine process… Stop (Shift+F5) cancels.").arg(QFileInfo(path).fileName()));
+    updateActions();
+  });
+  connect(m_engine, &EngineAdapter::notice, this, [this](const QString& message) {
+    statusBar()->showMessage(message, 15000);
+  });
+  connect(m_engine, &EngineAdapter::engineStopped, this, [this](const QString& message) {
+    m_engineStopped = true;
+    updateActions();
+    updateStatus();
+    showMessage(tr("Engine stopped"), message);
+  });
   connect(m_engine, &EngineAdapter::loadFailed, this, [this](const QString& message) {
+    m_loading = false;
+    statusBar()->clearMessage();
+    updateActions();
+    updateStatus();
     m_pendingOpen.clear();
     showMessage(tr("Cannot open"), message);
   });
@@ -204,6 +223,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   connect(m_plots, &PlotsPanel::shownChanged, this, &MainWindow::scheduleRedraw);
 
   QSettings settings;
+  m_engine->setStepTimeLimit(settings.value(QStringLiteral("engine/stepTimeLimit"), 120).toInt());
   // Before any model is opened: the engine takes queued calls in order.
   const QStringList libraries = settings.value(QStringLiteral("engine/operatorLibraries")).toStringList();
   if (!libraries.isEmpty()) {
@@ -353,6 +373,8 @@ void MainWindow::buildActions() {
     m_breakActions.append(action);
   }
   runMenu->addAction(tr("Rule &thresholds…"), this, &MainWindow::editRuleThresholds);
+  runMenu->addAction(tr("Step time &limit…"), this, &MainWindow::editStepTimeLimit)
+      ->setToolTip(tr("How long a step may take before HookScope stops the engine process running the model"));
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
@@ -583,6 +605,8 @@ void MainWindow::jumpTo(qint64 step, const QString& module) {
 
 void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_summary = summary;
+  m_loading = false;
+  m_engineStopped = false;
   m_exportedStore = nullptr;
   m_alerts->clear();
   m_alerts->setRanksShown(summary.worldSize > 1);
@@ -617,6 +641,10 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
                   .arg(summary.fileName.toHtmlEscaped()));
     statusBar()->showMessage(tr("Attached: %1. Tick Act/Grad/In to hook layers from the script's next step.").arg(summary.script), 10000);
   } else if (!summary.reviewOnly) {
+    statusBar()->showMessage(summary.confinement.isEmpty()
+                                 ? tr("Opened %1 in an engine process").arg(summary.fileName)
+                                 : tr("Opened %1 in an engine process: %2").arg(summary.fileName, summary.confinement),
+                             8000);
     QSettings settings;
     const QString remembered = settings.value(settingsKeyFor(summary.path)).toString();
     m_controls->setInputSpecs(!remembered.isEmpty() ? remembered : summary.exampleInput);
@@ -679,7 +707,25 @@ void MainWindow::stepOnce() {
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->stepOnce(config); });
 }
 
-void MainWindow::stop() { m_engine->requestStop(); }
+void MainWindow::stop() {
+  if (m_loading) {
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->cancelLoad(); });
+    return;
+  }
+  m_engine->requestStop();
+}
+
+void MainWindow::editStepTimeLimit() {
+  bool ok = false;
+  const int seconds = QInputDialog::getInt(
+      this, tr("Step time limit"),
+      tr("A model runs in an engine process of its own. When one step (or opening the model) takes longer than "
+         "this, HookScope stops that process and says so; the captures stay.\n\nSeconds (0: no limit):"),
+      m_engine->stepTimeLimit(), 0, 7 * 24 * 3600, 10, &ok);
+  if (!ok) return;
+  QSettings().setValue(QStringLiteral("engine/stepTimeLimit"), seconds);
+  m_engine->setStepTimeLimit(seconds);
+}
 
 void MainWindow::resetWeights() {
   if (m_summary.reviewOnly || m_summary.attached || m_summary.path.isEmpty() || m_running) return;
@@ -814,13 +860,13 @@ void MainWindow::updateActions() {
   // Paused: Resume (F5) is the one way on; Pause stays Pause.
   m_pauseAction->setEnabled(model && m_running && !m_paused);
   m_stepAction->setEnabled(model && (attached ? m_paused : (!m_running || m_paused)));
-  m_stopAction->setEnabled(m_running);
+  m_stopAction->setEnabled(m_running || m_loading);
   m_stopAction->setText(attached ? tr("De&tach") : tr("S&top"));
   m_stopAction->setToolTip(attached ? tr("Detach (Shift+F5): the script's hooks go and it trains on without HookScope")
                                     : tr("Stop (Shift+F5)"));
   m_resetAction->setEnabled(model && !attached && !m_running);
   m_exportAction->setEnabled(!m_summary.path.isEmpty());
-  m_openAction->setEnabled(!m_running);
+  m_openAction->setEnabled(!m_running && !m_loading);
   m_attachAction->setEnabled(!m_running);
 }
 
@@ -841,7 +887,14 @@ void MainWindow::updateStatus() {
     m_modelLabel->setText(tr("Waiting for a training script at %1").arg(m_listenAddress));
   } else {
     m_modelLabel->setText(m_summary.path.isEmpty() ? tr("No model: File > Open (Ctrl+O) or Attach (Ctrl+Shift+A)")
-                                                   : m_summary.fileName + (m_summary.reviewOnly ? tr(" — read-only review") : QString()));
+                                                   : m_summary.fileName + (m_summary.reviewOnly ? tr(" — read-only review")
+                                                                           : m_engineStopped ? tr(" — engine stopped")
+                                                                                             : QString()));
+    if (m_summary.engineProcess) {
+      m_modelLabel->setToolTip(m_summary.confinement.isEmpty()
+                                   ? tr("Runs in an engine process of its own, not confined")
+                                   : tr("Runs in an engine process of its own: %1").arg(m_summary.confinement));
+    }
   }
   m_stepLabel->setText(m_lastStep < 0 ? tr("step —") : tr("step %1").arg(m_lastStep));
   m_rateLabel->setText(m_running && !m_paused ? tr("%1 steps/s").arg(m_stepsPerSecond, 0, 'f', 1)

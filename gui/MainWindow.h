@@ -96,6 +96,8 @@ public Q_SLOTS:
   void pause();
   void stepOnce();
   void stop();
+  /// Asks how long a step (or opening a model) may take before its engine process is stopped.
+  void editStepTimeLimit();
   void resetWeights();
   /// Exports the captures into `dir`; `overwrite` replaces an earlier HookScope export there;
   /// `interrupted` names the signal that ended the session early, for the manifest.
@@ -197,6 +199,8 @@ private:
   QSet<int> m_plainShortcuts;   ///< plain keys ([, ], End) that text fields keep
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_running = false;
+  bool m_loading = false;         ///< an engine process is opening a model
+  bool m_engineStopped = false;   ///< the open model's engine process ended by itself
   bool m_paused = false;
   bool m_interactive = true;
   QString m_lastMessage;

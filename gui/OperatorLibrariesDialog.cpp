@@ -19,8 +19,9 @@ OperatorLibrariesDialog::OperatorLibrariesDialog(const QStringList& paths, QWidg
   auto* intro = new QLabel(
       tr("Models that use operators from outside PyTorch (torchvision::nms, your own "
          "TORCH_LIBRARY build) need the shared library that registers them, built for PyTorch %1. "
-         "Libraries are loaded when you press OK and whenever HookScope starts; removing one takes "
-         "effect at the next start.")
+         "Each model's engine process loads them before the model; the window loads them too, "
+         "to know their operators when it checks a model's code. Removing one takes effect for the next "
+         "model opened.")
           .arg(QString::fromStdString(linkedTorchVersion())),
       this);
   intro->setWordWrap(true);

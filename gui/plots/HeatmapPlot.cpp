@@ -42,6 +42,7 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   m_map->setColorScale(m_scale);
   m_map->setGradient(QCPColorGradient::gpThermal);
   m_map->setInterpolate(false);
+  m_map->data()->clear();  // QCPColorMap starts with 10x10 cells of zeros, drawn dark before any data
   auto* margins = new QCPMarginGroup(m_plot);
   m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   m_scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);

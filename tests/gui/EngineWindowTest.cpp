@@ -1,0 +1,193 @@
+// The window runs no model in its own process: a model file runs in an engine process
+// (`hookscope-cli serve`). A crash of that process, a step that never ends, and a model that
+// tries to write a file each end in a message, with the window and its captures intact.
+#include "EngineAdapter.h"
+#include "MainWindow.h"
+#include "RunControls.h"
+#include "models/ModuleTreeModel.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QSignalSpy>
+#include <QStatusBar>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+
+namespace {
+
+constexpr int kTimeout = 30000;
+
+std::unique_ptr<MainWindow> openModel(const QString& path) {
+  auto window = std::make_unique<MainWindow>();
+  window->setInteractive(false);
+  window->show();
+  QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+  window->openPath(path);
+  if (!opened.wait(kTimeout)) qWarning("model did not open: %s", qPrintable(window->lastMessage()));
+  return window;
+}
+
+void tickRoot(MainWindow& window) {
+  ModuleTreeModel* tree = window.treeModel();
+  tree->setData(tree->index(0, ModuleTreeModel::Act), Qt::Checked, Qt::CheckStateRole);
+}
+
+} // namespace
+
+class EngineWindowTest : public QObject {
+  Q_OBJECT
+
+private Q_SLOTS:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("HookScopeTest"));
+    QSettings().clear();
+  }
+
+  void aCrashedEngineLeavesTheWindowItsCapturesAndAWayOn() {
+    auto window = openModel(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QVERIFY2(window->engine()->enginePid() > 0, "the model runs in a process of its own");
+    QVERIFY(window->engine()->enginePid() != QCoreApplication::applicationPid());
+    tickRoot(*window);
+    window->runControls()->setSteps(0);  // until stopped
+    window->run();
+    QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= 3, kTimeout);
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    // What a bug inside LibTorch does to the process running it.
+    ::kill(pid_t(window->engine()->enginePid()), SIGSEGV);
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    const QString message = window->lastMessage();
+    QVERIFY2(message.contains(QStringLiteral("SIGSEGV")) && message.contains(QStringLiteral("captures so far are kept")),
+             qPrintable(message));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    const auto steps = window->store()->steps();
+    QVERIFY(steps.size() >= 3);
+    // The captures export.
+    QTemporaryDir tmp;
+    QSignalSpy exported(window.get(), &MainWindow::exportDone);
+    window->exportCapturesTo(tmp.filePath(QStringLiteral("out")), false);
+    QTRY_COMPARE_WITH_TIMEOUT(exported.size(), 1, kTimeout);
+    QCOMPARE(exported.front().at(1).toString(), QString());
+    QVERIFY(QFile::exists(tmp.filePath(QStringLiteral("out/stats.csv"))));
+    // Run says what to do; Reset weights starts a new engine that runs.
+    window->run();
+    QTRY_VERIFY_WITH_TIMEOUT(window->lastMessage().contains(QStringLiteral("has stopped: open the model again")), kTimeout);
+    QVERIFY(!window->isRunning());
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->setDiscardAnswer(MainWindow::DiscardChoice::Discard);
+    window->resetWeights();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.size(), 1, kTimeout);
+    QVERIFY(window->engine()->enginePid() > 0);
+    window->runControls()->setSteps(2);
+    const qint64 seen = window->stepsSeen();
+    window->run();
+    QTRY_COMPARE_WITH_TIMEOUT(window->stepsSeen(), seen + 2, kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+  }
+
+  void aStepOverTheTimeLimitStopsTheEngineAndTheWindowGoesOn() {
+    auto window = openModel(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/forward_forever.pt"));
+    QVERIFY(window->engine()->enginePid() > 0);
+    window->engine()->setStepTimeLimit(2);
+    window->runControls()->setInputSpecs(QStringLiteral("2x4"));
+    window->runControls()->setSteps(5);
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    QElapsedTimer clock;
+    clock.start();
+    window->run();
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("did not end within the step time limit of 2 s")),
+             qPrintable(window->lastMessage()));
+    QVERIFY2(clock.elapsed() < 10000, "stopped near the limit");
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    QCOMPARE(window->engine()->stepsDone(), 0);
+  }
+
+  void anOpenThatNeverEndsIsStoppedAtTheLimitOrByStop() {
+    auto window = std::make_unique<MainWindow>();
+    window->setInteractive(false);
+    window->show();
+    window->engine()->setStepTimeLimit(2);
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    const QString path = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_forever.pt");
+    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), path] { engine->loadModel(path, true); });
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("did not open within 2 s")), qPrintable(window->lastMessage()));
+    // No limit: Stop cancels the open.
+    window->engine()->setStepTimeLimit(0);
+    messages.clear();
+    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), path] { engine->loadModel(path, true); });
+    QTRY_VERIFY_WITH_TIMEOUT(window->statusBar()->currentMessage().contains(QStringLiteral("Stop (Shift+F5) cancels")),
+                             kTimeout);
+    QTest::qWait(1000);
+    QVERIFY(messages.isEmpty());
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("cancelled")), qPrintable(window->lastMessage()));
+    QVERIFY(window->modelPath().isEmpty());
+  }
+
+  void stopTwiceEndsAStepThatNeverEnds() {
+    auto window = openModel(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/forward_forever.pt"));
+    window->engine()->setStepTimeLimit(0);  // no limit: only the user can end it
+    window->runControls()->setInputSpecs(QStringLiteral("2x4"));
+    window->runControls()->setSteps(0);
+    window->run();
+    QTRY_VERIFY_WITH_TIMEOUT(window->isRunning(), kTimeout);
+    QTest::qWait(300);
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(window->statusBar()->currentMessage().contains(QStringLiteral("Stop again")), kTimeout);
+    QTest::qWait(500);
+    QVERIFY2(window->isRunning(), "the step goes on: the first Stop waits for it");
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("Stop was pressed twice")), qPrintable(window->lastMessage()));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+  }
+
+  void aModelWithOperatorsOfAChosenLibraryOpensAndRuns() {
+    auto window = std::make_unique<MainWindow>();
+    window->setInteractive(false);
+    window->show();
+    const QStringList libraries{QStringLiteral(HOOKSCOPE_TEST_OPS)};
+    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), libraries] { engine->loadOperatorLibraries(libraries); });
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/custom_op.pt"));
+    QVERIFY2(opened.wait(kTimeout), qPrintable(window->lastMessage()));  // no "untrusted" question
+    tickRoot(*window);
+    window->runControls()->setInputSpecs(QStringLiteral("3x4"));
+    window->runControls()->setSteps(2);
+    window->run();
+    QTRY_COMPARE_WITH_TIMEOUT(window->stepsSeen(), 2, kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    QVERIFY(!window->store()->seriesKeys().empty());
+  }
+
+  void aTrustedModelThatWritesAFileRunsConfinedAndCannot() {
+    const QString victim = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/victim.bin");
+    {
+      QFile file(victim);
+      QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      file.write(QByteArray(16, 'A'));
+    }
+    auto window = openModel(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    // The user said "Open anyway".
+    const QString path = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_from_file.pt");
+    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), path] { engine->loadModel(path, true); });
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("Permission denied")), qPrintable(window->lastMessage()));
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));  // still open
+    QFile file(victim);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QCOMPARE(file.readAll(), QByteArray(16, 'A'));
+  }
+};
+
+QTEST_MAIN(EngineWindowTest)
+#include "EngineWindowTest.moc"
