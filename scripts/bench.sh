@@ -12,8 +12,10 @@ fixtures="$build/fixtures"
 rounds=${ROUNDS:-5}
 log=$(mktemp)
 run() { echo "\$ $*" >&2; "$@" | tee -a "$log"; echo; }
-run "$build/tests/bench/hookscope-core-bench" overhead "$root/resources/models/small_cnn.pt" 8x1x28x28 $((rounds * 4))
-run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scripted.pt" 8x3x112x112 "$rounds"
+run "$build/tests/bench/hookscope-core-bench" overhead "$root/resources/models/small_cnn.pt" 8x1x28x28 $((rounds * 4)) \
+  "$build/cli/hookscope-cli"
+run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scripted.pt" 8x3x112x112 "$rounds" \
+  "$build/cli/hookscope-cli"
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8

@@ -1,9 +1,14 @@
 // Benchmarks of the engine. Prints figures; asserts nothing. See scripts/bench.sh.
-//   hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS]
+//   hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS [HOOKSCOPE_CLI]]
+//     (with HOOKSCOPE_CLI also (d): the model run by an engine process, `hookscope-cli serve`, as
+//     the window runs it, timed here from the command to its steps' statistics received)
 //   hookscope-core-bench stats
 //   hookscope-core-bench memory
 //   hookscope-core-bench limits FIXTURES_DIR
 #include "Allocator.h"
+#include "AttachJob.h"
+#include "EngineProcess.h"
+#include "ExportManifest.h"
 #include "CaptureStore.h"
 #include "Model.h"
 #include "RuleEngine.h"
@@ -18,6 +23,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -50,7 +57,66 @@ struct Config {
   StepResult last;
 };
 
-int overhead(const std::string& path, const std::string& spec, int rounds) {
+/// The model in an engine process with every module hooked, as the window runs it.
+struct EngineConfig {
+  std::unique_ptr<EngineProcess> process;
+  std::shared_ptr<CaptureStore> store = std::make_shared<CaptureStore>();
+  std::unique_ptr<AttachJob> job;
+  std::vector<double> stepMs;
+  std::vector<double> engineStepMs;  ///< the step as the engine timed it, inside its process
+  std::mutex waitMutex;
+  std::condition_variable settled;
+  bool start(const std::string& cli, const std::string& path, const std::string& spec, std::size_t modules) {
+    EngineOptions options;
+    options.program = cli;
+    options.model = path;
+    std::string error;
+    process = EngineProcess::start(options, store, nullptr, 120000, &error);
+    if (!process) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return false;
+    }
+    job = std::make_unique<AttachJob>(store);
+    job->setOnSettled([this](std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&) {
+      settled.notify_all();  // under the job's lock: waiters read settledStep() after it
+    });
+    job->pause();
+    job->setAllHooks(std::vector<std::uint8_t>(modules, kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient)));
+    if (!job->add(process->takeSession(), &error)) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return false;
+    }
+    RunConfig config;
+    config.inputSpecs = {spec};
+    config.loss = LossKind::CrossEntropy;
+    config.optimizer = OptimizerKind::Sgd;
+    job->configure(runConfigText(config));
+    return steps(3, false);
+  }
+  /// Runs `count` steps and waits for their statistics.
+  bool steps(int count, bool timed) {
+    const std::int64_t until = job->settledStep() + count;
+    const auto start = Clock::now();
+    job->step(count);
+    {
+      // Woken by each settled step, as the window is: no polling that would take a core.
+      std::unique_lock<std::mutex> lock(waitMutex);
+      while (job->settledStep() < until) {
+        if (job->waitEnded(0)) return false;
+        settled.wait_for(lock, std::chrono::milliseconds(100));
+      }
+    }
+    if (timed) {
+      stepMs.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count() / count);
+      for (const auto& p : store->scalars("step_ms")) {
+        if (p.step > until - count) engineStepMs.push_back(p.value);
+      }
+    }
+    return true;
+  }
+};
+
+int overhead(const std::string& path, const std::string& spec, int rounds, const std::string& cli) {
   std::vector<Config> configs;
   configs.push_back({"(a) not instrumented", false, false, nullptr, nullptr, {}, {}, {}, {}, {}, {}, {}});
   configs.push_back({"(b) instrumented, nothing ticked", true, false, nullptr, nullptr, {}, {}, {}, {}, {}, {}, {}});
@@ -82,7 +148,16 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
     for (int warm = 0; warm < 3; ++warm) c.runner->step(&r, &error);  // profiling runs of the executor
   }
   const int stepsPerTurn = 3;
+  EngineConfig engine;
+  if (!cli.empty() && !engine.start(cli, path, spec, configs[2].model->modules().size())) return 4;
   for (int round = 0; round < rounds; ++round) {
+    // This process's OpenMP threads spin a while after its own steps; the window's, which run
+    // no model, never do: let them go to sleep before the engine's turn.
+    if (!cli.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (!cli.empty() && !engine.steps(stepsPerTurn, true)) {
+      std::fprintf(stderr, "the engine process ended: %s\n", engine.process->exitText().c_str());
+      return 4;
+    }
     for (auto& c : configs) {
       for (int s = 0; s < stepsPerTurn; ++s) {
         StepResult r;
@@ -115,6 +190,13 @@ int overhead(const std::string& path, const std::string& spec, int rounds) {
   }
   std::printf("RESULT overhead b/a=%.4f c/a=%.4f a_ms=%.3f c_ms=%.3f\n", median(configs[1].stepMs) / a,
               median(configs[2].stepMs) / a, a, median(configs[2].stepMs));
+  if (!cli.empty()) {
+    const double d = median(engine.stepMs);
+    std::printf("  %-44s median %9.2f ms  ratio to (a) %.3f  (the step inside the engine: %.2f ms; to (c) %.3f)\n",
+                "(d) (c) in an engine process, as the window", d, d / a, median(engine.engineStepMs),
+                d / median(configs[2].stepMs));
+    std::printf("RESULT engine d/a=%.4f d/c=%.4f d_ms=%.3f\n", d / a, d / median(configs[2].stepMs), d);
+  }
   return 0;
 }
 
@@ -258,11 +340,11 @@ int limits(const std::string& fixtures) {
 int main(int argc, char** argv) {
   keepFreedMemory();  // as HookScope's programs do
   if (argc >= 4 && std::strcmp(argv[1], "overhead") == 0) {
-    return overhead(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 5);
+    return overhead(argv[2], argv[3], argc > 4 ? std::atoi(argv[4]) : 5, argc > 5 ? argv[5] : "");
   }
   if (argc >= 2 && std::strcmp(argv[1], "stats") == 0) return stats();
   if (argc >= 2 && std::strcmp(argv[1], "memory") == 0) return memory();
   if (argc >= 3 && std::strcmp(argv[1], "limits") == 0) return limits(argv[2]);
-  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS] | stats | memory | limits FIXTURES\n");
+  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS [HOOKSCOPE_CLI]] | stats | memory | limits FIXTURES\n");
   return 2;
 }
