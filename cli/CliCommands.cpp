@@ -9,6 +9,7 @@
 #include "Model.h"
 #include "ModelArchiveScan.h"
 #include "OperatorLibraries.h"
+#include "PrintableText.h"
 #include "RuleEngine.h"
 #include "Sha256.h"
 #include "StepRunner.h"
@@ -133,30 +134,34 @@ int runInspect(const InspectOptions& options) {
     }
   }
 
-  std::cout << model->fileName() << ": " << model->modules().size() << " modules, "
-            << model->modules()[0].totalParams << " parameters";
-  if (!model->exampleInputSpec().empty()) std::cout << ", input " << model->exampleInputSpec();
-  std::cout << "\n";
-  std::cout << std::left << std::setw(40) << "module" << std::setw(18) << "type" << std::right
-            << std::setw(12) << "own params" << std::setw(14) << "total params";
-  if (!shapes.empty()) std::cout << "  output shape";
-  std::cout << "\n";
+  // Names come from the file: printed so that none can drive the terminal.
+  std::ostringstream out;
+  out << model->fileName() << ": " << model->modules().size() << " modules, "
+      << model->modules()[0].totalParams << " parameters";
+  if (!model->exampleInputSpec().empty()) out << ", input " << model->exampleInputSpec();
+  out << "\n";
+  out << std::left << std::setw(40) << "module" << std::setw(18) << "type" << std::right
+      << std::setw(12) << "own params" << std::setw(14) << "total params";
+  if (!shapes.empty()) out << "  output shape";
+  out << "\n";
   for (const auto& info : model->modules()) {
-    const std::string name = std::string(std::size_t(info.depth) * 2, ' ') + displayName(info);
-    std::cout << std::left << std::setw(40) << name << std::setw(18) << info.typeName << std::right
-              << std::setw(12) << info.ownParams << std::setw(14) << info.totalParams;
+    // Escaped before the columns are padded, so that they line up.
+    const std::string name = std::string(std::size_t(info.depth) * 2, ' ') + printableText(displayName(info), false);
+    out << std::left << std::setw(40) << name << std::setw(18) << printableText(info.typeName, false) << std::right
+        << std::setw(12) << info.ownParams << std::setw(14) << info.totalParams;
     const auto found = shapes.find(info.path);
     if (found != shapes.end()) {
       const auto& calls = found->second;
       for (std::size_t c = 0; c < calls.size(); ++c) {
-        std::cout << (c ? "; " : "  ") << (calls.size() > 1 ? "call " + std::to_string(c) + ": " : "")
-                  << calls[c];
+        out << (c ? "; " : "  ") << (calls.size() > 1 ? "call " + std::to_string(c) + ": " : "")
+            << calls[c];
       }
     } else if (!shapes.empty()) {
-      std::cout << "  (not called)";
+      out << "  (not called)";
     }
-    std::cout << "\n";
+    out << "\n";
   }
+  std::cout << printableText(out.str());
   return kOk;
 }
 
@@ -384,77 +389,79 @@ int runShow(const std::string& dir) {
   if (!readExport(dir, &data, &message)) return error(kData, message);
   const auto& m = data.manifest;
   const auto& store = *data.store;
-  std::cout << "HookScope capture " << dir << "\n";
+  // Every name here comes from the export's files: printed so that none can drive the terminal.
+  std::ostringstream out;
+  out << "HookScope capture " << dir << "\n";
   if (m.script) {
     const auto& script = *m.script;
-    std::cout << "  script:   " << script.name << " (pid " << script.pid << " on " << script.host << ", PyTorch "
-              << script.torch << ", " << script.device << " " << script.dtype
-              << (script.optimizer.empty() ? "" : ", " + script.optimizer) << ")\n"
-              << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
-              << "  run:      " << m.steps << " steps, attached; " << script.ended << "\n";
+    out << "  script:   " << script.name << " (pid " << script.pid << " on " << script.host << ", PyTorch "
+        << script.torch << ", " << script.device << " " << script.dtype
+        << (script.optimizer.empty() ? "" : ", " + script.optimizer) << ")\n"
+        << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+        << "  run:      " << m.steps << " steps, attached; " << script.ended << "\n";
     if (!m.ranks.empty()) {
-      std::cout << "  job:      " << m.ranks.size() << " ranks of world size " << m.ranks.front().worldSize
-                << (m.ranks.front().job.empty() ? "" : " (job " + m.ranks.front().job + ")") << "\n";
+      out << "  job:      " << m.ranks.size() << " ranks of world size " << m.ranks.front().worldSize
+          << (m.ranks.front().job.empty() ? "" : " (job " + m.ranks.front().job + ")") << "\n";
       for (const auto& r : m.ranks) {
-        std::cout << "    rank " << r.rank << ": pid " << r.pid << " on " << r.host << ", " << r.steps << " steps; "
-                  << r.ended << "\n";
+        out << "    rank " << r.rank << ": pid " << r.pid << " on " << r.host << ", " << r.steps << " steps; "
+            << r.ended << "\n";
       }
     }
     std::int64_t dropped = 0;
     for (const auto& gap : m.gaps) dropped += gap.captures;
     if (dropped) {
-      std::cout << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size()
-                << " steps (HookScope was behind)\n";
+      out << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size()
+          << " steps (HookScope was behind)\n";
     }
   } else {
-    std::cout << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"
-              << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
-              << "  run:      " << m.steps << " steps, " << m.config.describe() << "\n";
+    out << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"
+        << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+        << "  run:      " << m.steps << " steps, " << m.config.describe() << "\n";
   }
-  std::cout
-            << "  hooked:   " << m.hooked.size() << " modules\n"
-            << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size()
-            << " series, " << store.steps().size() << " steps kept\n";
+  out << "  hooked:   " << m.hooked.size() << " modules\n"
+      << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size()
+      << " series, " << store.steps().size() << " steps kept\n";
   if (!m.interrupted.empty()) {
-    std::cout << "  interrupted: by " << m.interrupted << " after step " << m.steps << "\n";
+    out << "  interrupted: by " << m.interrupted << " after step " << m.steps << "\n";
   }
   if (m.thinned()) {
-    std::cout << "  thinned:  yes, " << m.thinning.size() << " times to stay under "
-              << m.memoryCapBytes / (1024 * 1024) << " MiB: every " << m.thinning.back().stride << " steps kept";
+    out << "  thinned:  yes, " << m.thinning.size() << " times to stay under "
+        << m.memoryCapBytes / (1024 * 1024) << " MiB: every " << m.thinning.back().stride << " steps kept";
     if (m.thinning.back().callStride > 1) {
-      std::cout << ", and of each module's calls within a step every " << m.thinning.back().callStride;
+      out << ", and of each module's calls within a step every " << m.thinning.back().callStride;
     }
-    std::cout << "\n";
+    out << "\n";
   } else {
-    std::cout << "  thinned:  no\n";
+    out << "  thinned:  no\n";
   }
-  if (data.hasTensors) std::cout << "  tensors:  tensors.pt holds full activation tensors\n";
+  if (data.hasTensors) out << "  tensors:  tensors.pt holds full activation tensors\n";
   const auto ranks = store.ranks();
   for (const int rank : ranks) {
     const auto losses = store.scalars("loss", rank);
     if (losses.empty()) continue;
-    std::cout << "  loss:     " << formatDouble(losses.front().value) << " at step " << losses.front().step
-              << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step
-              << (ranks.size() > 1 ? " (rank " + std::to_string(rank) + ")" : "") << "\n";
+    out << "  loss:     " << formatDouble(losses.front().value) << " at step " << losses.front().step
+        << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step
+        << (ranks.size() > 1 ? " (rank " + std::to_string(rank) + ")" : "") << "\n";
   }
-  std::cout << "  format:   version " << m.version << (m.version < ExportManifest::kVersion ? " (before ranks)" : "")
-            << "\n";
-  std::cout << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
-            << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
-            << "\n";
+  out << "  format:   version " << m.version << (m.version < ExportManifest::kVersion ? " (before ranks)" : "")
+      << "\n";
+  out << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
+      << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
+      << "\n";
   for (const auto& key : store.seriesKeys()) {
     const auto points = store.series(key);
     if (points.empty()) continue;
     std::int64_t bad = 0;
     for (const auto& p : points) bad += p.stats.nanCount + p.stats.infCount;
     const std::string name = std::string(captureKindName(key.kind)) + " " +
-                             (key.module.empty() ? "(root)" : key.module) + " " +
+                             (key.module.empty() ? "(root)" : printableText(key.module, false)) + " " +
                              std::to_string(key.call) + "/" + std::to_string(key.index) +
                              (ranks.size() > 1 ? " rank " + std::to_string(key.rank) : "");
-    std::cout << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
-              << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
-              << bad << "\n";
+    out << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
+        << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
+        << bad << "\n";
   }
+  std::cout << printableText(out.str());
   return kOk;
 }
 

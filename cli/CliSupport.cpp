@@ -1,6 +1,7 @@
 #include "CliSupport.h"
 
 #include "CliCommands.h"
+#include "PrintableText.h"
 
 #include <signal.h>
 
@@ -28,11 +29,11 @@ void onStopSignal(int signo) {
 } // namespace
 
 int error(int code, const std::string& message) {
-  std::cerr << "hookscope-cli: " << message << "\n";
+  std::cerr << "hookscope-cli: " << printableText(message) << "\n";
   return code;
 }
 
-void note(const std::string& message) { std::cerr << "hookscope-cli (note): " << message << "\n"; }
+void note(const std::string& message) { std::cerr << "hookscope-cli (note): " << printableText(message) << "\n"; }
 
 struct StopSignals::Saved {
   struct sigaction interrupt {}, terminate {};

@@ -1,5 +1,6 @@
 #include "Allocator.h"
 #include "CliCommands.h"
+#include "PrintableText.h"
 #include "TorchError.h"
 
 #include <CLI/CLI.hpp>
@@ -180,7 +181,7 @@ int main(int argc, char** argv) {
     if (*recordCmd) return runRecord(record);
     if (*serveCmd) return runServe(serve, libraries);
   } catch (const std::exception& e) {
-    std::cerr << "hookscope-cli: " << hookscope::summarizeTorchError(e)
+    std::cerr << "hookscope-cli: " << hookscope::printableText(hookscope::summarizeTorchError(e))
               << " (unexpected here: please report it with the command that caused it)\n";
     return kData;
   }

@@ -135,6 +135,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
       return;
     }
     QMessageBox box(QMessageBox::Warning, tr("Untrusted model"), text, QMessageBox::Cancel, this);
+    box.setTextFormat(Qt::PlainText);  // the file's name and code, as they are
     QPushButton* open = box.addButton(tr("Open anyway"), QMessageBox::AcceptRole);
     box.setDefaultButton(QMessageBox::Cancel);
     box.exec();
@@ -916,7 +917,12 @@ void MainWindow::showMessage(const QString& title, const QString& text) {
   m_lastMessage = text;
   statusBar()->showMessage(text, 10000);
   Q_EMIT messageShown(text);
-  if (m_interactive) QMessageBox::warning(this, title, text);
+  if (!m_interactive) return;
+  // Messages quote the model's and LibTorch's own words: plain text, never read as HTML (a name
+  // with "<" would otherwise swallow the rest and the line breaks).
+  QMessageBox box(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
+  box.setTextFormat(Qt::PlainText);
+  box.exec();
 }
 
 void MainWindow::hookAllOfType() {

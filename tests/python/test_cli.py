@@ -391,6 +391,24 @@ class Inspect(CliTestCase):
         self.assertIn("(root SmallCNN)", result.stdout)
 
 
+    def test_names_from_a_file_cannot_drive_the_terminal(self):
+        # A module named with ESC[31m (red) and U+202E (right-to-left): printed escaped.
+        result = subprocess.run([CLI, "inspect", os.path.join(FIXTURES, "bad", "escape_names.pt"), "--input", "3x2"],
+                                capture_output=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn(b"\x1b", result.stdout)
+        self.assertNotIn("\u202e".encode(), result.stdout)
+        self.assertIn(b"x\\x1b[31mred\\u{202e}", result.stdout)
+        self.assertIn(b"fc ", result.stdout)
+        # A file name with an escape and a byte that is not UTF-8, in an error message.
+        path = os.path.join(self.tmp.encode(), b"evil\x1b]0;title\x07\xe7.pt")
+        result = subprocess.run([CLI.encode(), b"inspect", path], capture_output=True, timeout=300)
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertNotIn(b"\x1b", result.stderr)
+        self.assertIn(b"evil\\x1b]0;title\\x07\\xe7.pt", result.stderr)
+        result.stderr.decode("utf-8")  # valid UTF-8 throughout
+
+
 class ExportFolder(CliTestCase):
     @classmethod
     def setUpClass(cls):
