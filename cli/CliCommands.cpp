@@ -49,7 +49,13 @@ std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, bool co
                               "Load it only if you trust where it came from: run again with --trust.");
     return nullptr;
   }
-  auto model = Model::load(path, &message);
+  std::unique_ptr<Model> model;
+  {
+    CrashReport crash(kModelLoad, "while LibTorch read " + path +
+                                      ": the file is damaged, or its code crashes LibTorch. Save it again with "
+                                      "torch.jit.save; if it still crashes, report it with the file. Nothing was written.");
+    model = Model::load(path, &message);
+  }
   if (!model) *code = error(kModelLoad, confinedRefusal(message, confined));
   return model;
 }
@@ -115,6 +121,8 @@ int runInspect(const InspectOptions& options) {
 
   std::map<std::string, std::vector<std::string>> shapes;  // module -> "call k: shape" entries
   if (!options.inputs.empty()) {
+    CrashReport crash(kData, "while " + options.model + " ran on --input: its code or this input crashes LibTorch. "
+                             "Nothing was written.");
     auto store = std::make_shared<CaptureStore>();
     StepRunner runner(*model, store);
     RunConfig config;
@@ -359,6 +367,11 @@ int runCapture(const CaptureOptions& options) {
     std::cerr.flush();
     ::_exit(kData);
   });
+  // Without --save-tensors the model runs in an engine process, and a crash there leaves the steps
+  // before it to export; here it takes this process.
+  std::optional<CrashReport> crash;
+  crash.emplace(kData, "while " + options.model + " ran: its code or its input crashes LibTorch. Nothing was "
+                       "written; without --save-tensors a crash leaves the steps before it exported.");
   const auto end = runner.run(options.steps, [&](const StepResult& r) {
     stepsEnded = r.step + 1;
     watchdog.stepEnded();
@@ -373,6 +386,7 @@ int runCapture(const CaptureOptions& options) {
     }
     printStepProgress(r.step, options.steps, r.loss, start, terminal);
   }, &message);
+  crash.reset();
   watchdog.stop();
   if (terminal) std::cerr << "\n";
   if (end == StepRunner::RunEnd::Failed) return error(kData, message);

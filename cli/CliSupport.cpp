@@ -4,6 +4,7 @@
 #include "PrintableText.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <iomanip>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 namespace hookscope::cli {
@@ -26,7 +28,70 @@ void onStopSignal(int signo) {
   }
 }
 
+// What the crash handler writes: set outside it, read inside it (which may only write and exit).
+constexpr std::size_t kCrashMessageBytes = 4096;
+char g_crashMessage[kCrashMessageBytes] = {};
+std::size_t g_crashMessageLength = 0;
+volatile sig_atomic_t g_crashCode = 0;  // 0: no scope is open, the signal ends the process as usual
+
+void writeAll(const char* text, std::size_t length) {
+  while (length > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, text, length);
+    if (n <= 0) return;
+    text += n;
+    length -= std::size_t(n);
+  }
+}
+
+void onCrash(int signo) {
+  if (g_crashCode == 0) {
+    ::signal(signo, SIG_DFL);
+    ::raise(signo);
+    return;
+  }
+  const char* name = signo == SIGSEGV ? "SIGSEGV" : signo == SIGBUS ? "SIGBUS" : signo == SIGFPE ? "SIGFPE" : "SIGILL";
+  const char before[] = "\nhookscope-cli: the process crashed (";
+  writeAll(before, sizeof before - 1);
+  writeAll(name, std::strlen(name));
+  writeAll(") ", 2);
+  writeAll(g_crashMessage, g_crashMessageLength);
+  writeAll("\n", 1);
+  ::_exit(g_crashCode);
+}
+
+void installCrashHandler() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  // On a stack of its own, so that a crash by stack overflow on the main thread is reported too.
+  static std::vector<char> alternate(std::size_t(SIGSTKSZ) * 4);
+  stack_t stack{};
+  stack.ss_sp = alternate.data();
+  stack.ss_size = alternate.size();
+  ::sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_handler = onCrash;
+  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  for (const int signo : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(signo, &action, nullptr);
+}
+
+void setCrashMessage(int code, const std::string& message) {
+  g_crashCode = 0;
+  g_crashMessageLength = std::min(message.size(), kCrashMessageBytes);
+  std::memcpy(g_crashMessage, message.data(), g_crashMessageLength);
+  g_crashCode = code;
+}
+
 } // namespace
+
+CrashReport::CrashReport(int code, const std::string& message)
+    : m_savedCode(g_crashCode), m_savedMessage(g_crashMessage, g_crashMessageLength) {
+  installCrashHandler();
+  setCrashMessage(code, printableText(message));
+}
+
+CrashReport::~CrashReport() { setCrashMessage(m_savedCode, m_savedMessage); }
 
 int error(int code, const std::string& message) {
   std::cerr << "hookscope-cli: " << printableText(message) << "\n";

@@ -43,6 +43,21 @@ private:
   Saved* m_saved;
 };
 
+/// While alive: a fatal signal in this process (SIGSEGV, SIGBUS, SIGFPE, SIGILL: LibTorch or a
+/// model's code crashing) prints "hookscope-cli: the process crashed (SIGSEGV) MESSAGE" and exits
+/// with `code`, instead of a bare "Segmentation fault". Scopes nest; the outer one is restored.
+class CrashReport {
+public:
+  CrashReport(int code, const std::string& message);
+  ~CrashReport();
+  CrashReport(const CrashReport&) = delete;
+  CrashReport& operator=(const CrashReport&) = delete;
+
+private:
+  int m_savedCode;
+  std::string m_savedMessage;
+};
+
 /// Before a run: tidies interrupted writes in `out` (noting each), checks that an export may be
 /// written there and locks it, so a run never ends in "cannot write". Null after reporting why.
 std::unique_ptr<ExportLock> holdExportFolder(const std::string& out, bool force);

@@ -172,6 +172,27 @@ class ExitCodes(CliTestCase):
         self.assertExit(result, 3, "did not open within 1 s")
         self.assertLess(time.monotonic() - started, 30)
 
+    def test_a_crash_in_this_process_is_reported_with_what_to_do(self):
+        # inspect and capture --save-tensors run the model in their own process: a crash inside
+        # LibTorch (here SIGSEGV sent while it loads or runs a model that loops) is one clear line
+        # and an exit code, not a bare "Segmentation fault".
+        cases = [(["inspect", os.path.join(FIXTURES, "bad", "setstate_forever.pt"), "--trust"], 3,
+                  "LibTorch read"),
+                 (["capture", os.path.join(FIXTURES, "bad", "forward_forever.pt"), "--input", "2x4",
+                   "--save-tensors", "fc", "--out", self.out()], 4, "forward_forever.pt ran")]
+        for args, code, says in cases:
+            with self.subTest(command=args[0]):
+                process = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                time.sleep(4)
+                self.assertIsNone(process.poll(), "the model loops: the command waits")
+                process.send_signal(signal.SIGSEGV)
+                stdout, stderr = process.communicate(timeout=60)
+                self.assertExit(subprocess.CompletedProcess(args, process.returncode, stdout, stderr), code,
+                                "the process crashed (SIGSEGV) while")
+                self.assertIn(says, stderr)
+                self.assertIn("Nothing was written", stderr)
+        self.assertFalse(os.path.exists(self.out()))
+
     def test_a_step_that_never_ends_is_ended_by_step_timeout(self):
         model = os.path.join(FIXTURES, "bad", "forward_forever.pt")
         out = self.out()
