@@ -113,6 +113,13 @@ std::string Server::run(bool* clean) {
     }
     if (!receive(0)) break;  // commands that came during the last step
     if (!m_running || m_done) continue;
+    // Step n starts once HookScope has taken in step n-2: the engine is never more than the step
+    // it runs ahead, so a change of hooks, a pause or a stop takes effect within a step of what
+    // the window has seen, instead of after a socket buffer's worth of steps.
+    if (m_acked < m_runner.stepsDone() - 2) {
+      if (!receive(-1)) break;
+      continue;
+    }
     const bool ok = step();
     if (ok && m_stepsLeft > 0 && --m_stepsLeft == 0) {
       m_running = false;
