@@ -45,8 +45,8 @@ public:
       std::function<void(std::int64_t step, const std::vector<Alert>& alerts, const std::optional<Alert>& breakAlert)>
           onSettled);
 
-  /// Called on a rank's serving thread when an engine process answers a configuration or a
-  /// step fails in it (AttachSession::setOnEngineEvent).
+  /// Called on a rank's serving thread when an engine process answers a configuration, a step
+  /// fails in it or it has paused (AttachSession::setOnEngineEvent).
   void setOnEngineEvent(std::function<void(int rank, const std::string& event, const std::string& message)> onEvent);
   /// Sends every rank that is an engine process this run configuration (runConfigText's form).
   void configure(const std::string& configText);

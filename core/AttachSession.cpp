@@ -605,6 +605,7 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
       bool ok = true;
       const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
       if (ok && m_pausedHeard) m_pausedHeard(step);
+      if (ok && m_onEngineEvent) m_onEngineEvent(type, std::to_string(step));
       return true;
     }
   } catch (const std::exception& e) {  // a field of the wrong JSON type

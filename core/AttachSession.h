@@ -72,7 +72,8 @@ public:
   int rank() const { return m_script.rank; }
   /// Set when the peer is a HookScope engine running a model file, not a training script.
   const std::optional<EngineHello>& engine() const { return m_engine; }
-  /// An engine's answers to configure() and its failed steps: ("configured", ""), ("failed", why).
+  /// An engine's answers to configure(), its failed steps and its pauses: ("configured", ""),
+  /// ("failed", why), ("paused", the last step it ran), each after the steps it ran before it.
   void setOnEngineEvent(std::function<void(const std::string& event, const std::string& message)> onEvent);
   /// Any thread: sends an engine the run configuration for its next steps (runConfigText's form).
   void configure(const std::string& configText);

@@ -233,6 +233,15 @@ void EngineAdapter::adoptEngine(std::shared_ptr<EngineProcess> engine, const QSt
     Q_EMIT engineStopped(message);
   });
   j->setOnEngineEvent([this](int, const std::string& event, const std::string& message) {
+    if (event == "paused") {
+      // Stop's pause can reach the engine between steps, when no step is left to end the run.
+      // Its `paused` comes after every step it ran, so the run is over here.
+      if (m_running.load() && m_stop.load()) {
+        m_busySince = 0;
+        finishRun();
+      }
+      return;
+    }
     if (event != "failed") return;
     // The configuration is sent again with the next Run or Step (on the engine thread, which owns it).
     QMetaObject::invokeMethod(this, [this] { m_configured = false; }, Qt::QueuedConnection);

@@ -7,6 +7,7 @@
 #include "StepRunner.h"
 #include "TestSupport.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -112,6 +113,12 @@ TEST(EngineProcessTest, AModelRunInTheEngineProcessGivesTheInProcessNumbers) {
   ASSERT_EQ(losses.size(), 3u);
   EXPECT_TRUE(test::closeRel(losses.back().value, result.loss, 1e-5));
   EXPECT_FALSE(store->scalars("forward_ms").empty());
+  // After its three steps the engine says it paused after the last; a window's Stop that
+  // reached it between steps ends the run on this.
+  ASSERT_TRUE(waitFor([&] {
+    std::lock_guard<std::mutex> lock(eventsMutex);
+    return std::find(events.begin(), events.end(), "paused: 2") != events.end();
+  }));
   job.close();
   EXPECT_TRUE(engine->wait(10000));
   EXPECT_FALSE(engine->failed()) << engine->exitText() << "\n" << engine->errorOutput();
