@@ -110,6 +110,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   });
   connect(m_engine, &EngineAdapter::notice, this, [this](const QString& message) {
     statusBar()->showMessage(message, 15000);
+    m_stoppingShown = m_running;  // "Stopping after the step in progress…" is over when the run is
   });
   connect(m_engine, &EngineAdapter::engineStopped, this, [this](const QString& message) {
     m_engineStopped = true;
@@ -810,6 +811,10 @@ void MainWindow::onRunState(bool running, bool paused) {
   if (!paused && m_breakShown) {  // "Paused at step 7 on …" is over once the run goes on or stops
     statusBar()->clearMessage();
     m_breakShown = false;
+  }
+  if (!running && m_stoppingShown) {
+    statusBar()->showMessage(tr("Stopped after step %1.").arg(m_engine->stepsDone() - 1), 5000);
+    m_stoppingShown = false;
   }
   if (resumed) {
     m_rateClock.restart();

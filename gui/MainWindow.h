@@ -198,6 +198,7 @@ private:
   QSet<int> m_windowShortcuts;  ///< Ctrl, Alt and F-key shortcuts no widget may take
   QSet<int> m_plainShortcuts;   ///< plain keys ([, ], End) that text fields keep
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
+  bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_running = false;
   bool m_loading = false;         ///< an engine process is opening a model
   bool m_engineStopped = false;   ///< the open model's engine process ended by itself

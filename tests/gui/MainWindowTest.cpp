@@ -269,6 +269,9 @@ private Q_SLOTS:
     QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= seen + 3, kTimeout);
     window->stop();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    // "Stopping after the step in progress… Stop again ends it now" is not left behind an idle run.
+    QVERIFY2(!window->statusBar()->currentMessage().contains(QStringLiteral("Stopping")),
+             qPrintable(window->statusBar()->currentMessage()));
     const auto store = window->store();
     const auto fc1 = store->series({"fc1", 0, CaptureKind::Activation, 0});
     const auto fc2 = store->series({"fc2", 0, CaptureKind::Activation, 0});
