@@ -113,9 +113,9 @@ std::string Server::run(bool* clean) {
     }
     if (!receive(0)) break;  // commands that came during the last step
     if (!m_running || m_done) continue;
-    // Step n starts once HookScope has taken in step n-2: the engine is never more than the step
-    // it runs ahead, so a change of hooks, a pause or a stop takes effect within a step of what
-    // the window has seen, instead of after a socket buffer's worth of steps.
+    // Step n starts once HookScope has acknowledged step n-2: the engine is at most one step ahead
+    // of what HookScope has taken in, so a change of hooks, a pause or a stop takes effect within
+    // two steps of the last one HookScope received, not after a socket buffer's worth of steps.
     if (m_acked < m_runner.stepsDone() - 2) {
       if (!receive(-1)) break;
       continue;
