@@ -1,17 +1,12 @@
 #pragma once
 
-#include "TensorStats.h"
+#include "RawStatistics.h"
 
 namespace at {
 class Tensor;
 }
 
 namespace hookscope {
-
-constexpr int kDefaultHistogramBins = 64;
-
-/// Which cores one computation may use: the caller's and any idle ones, or the caller's only.
-enum class StatsCores { Idle, One };
 
 /// Computes a capture's statistics in one fused pass plus one histogram pass, without
 /// copying float32/float64 contiguous tensors; other dtypes are converted first. Tensors of

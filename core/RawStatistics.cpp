@@ -1,0 +1,111 @@
+#include "RawStatistics.h"
+
+#include "CorePool.h"
+#include "StatsKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+namespace hookscope {
+
+namespace {
+
+// Tensors at least this large are split over the idle cores (CorePool); below it, waking a
+// helper costs more than it saves.
+constexpr std::int64_t kParallelMin = std::int64_t(1) << 18;
+
+// How many parts [0, n) is cut into: one per core for large tensors. It depends only on n
+// and the machine, so results do not depend on whether the cores were free.
+std::int64_t partCount(std::int64_t n, StatsCores cores) {
+  if (n < kParallelMin || cores == StatsCores::One) return 1;
+  return std::min<std::int64_t>(CorePool::instance().width(), n / (kParallelMin / 2));
+}
+
+// Runs fn(part, begin, end) over the parts of [0, n): on the idle cores when the pool is
+// free, else one after the other on this thread.
+template <typename Fn>
+void forEachPart(std::int64_t n, std::int64_t parts, Fn&& fn) {
+  // Parts start on whole blocks, so float block sums group values as on one core.
+  const std::int64_t size = (n / parts + kernels::kPartAlign - 1) / kernels::kPartAlign * kernels::kPartAlign;
+  const std::function<void(int)> part = [&](int c) { fn(c, std::min(n, c * size), std::min(n, (c + 1) * size)); };
+  if (parts > 1 && CorePool::instance().tryRun(int(parts), part)) return;
+  for (int c = 0; c < int(parts); ++c) part(c);
+}
+
+} // namespace
+
+template <typename T>
+void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, TensorStats& s) {
+  bins = std::max(1, bins);
+  double shift = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(double(data[i]))) {
+      shift = double(data[i]);
+      break;
+    }
+  }
+  const std::int64_t parts = partCount(n, cores);
+  std::vector<kernels::Partial> partials(std::size_t(parts), kernels::Partial{});
+  forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
+    kernels::scanValues(data, b, e, shift, partials[std::size_t(c)]);
+  });
+  kernels::Partial total;
+  for (const auto& p : partials) {
+    total.min = std::min(total.min, p.min);
+    total.max = std::max(total.max, p.max);
+    total.shiftedSum += p.shiftedSum;
+    total.shiftedSumSq += p.shiftedSumSq;
+    total.sumSq += p.sumSq;
+    total.finite += p.finite;
+    total.zeros += p.zeros;
+    total.nans += p.nans;
+    total.infs += p.infs;
+  }
+  s.nanCount = total.nans;
+  s.infCount = total.infs;
+  s.zeroFraction = n ? double(total.zeros) / double(n) : 0.0;
+  s.l2norm = std::sqrt(total.sumSq);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  s.histogram.assign(std::size_t(bins), 0);
+  if (total.finite == 0) {
+    s.min = s.max = s.mean = nan;
+    s.std = 0;
+    s.histLow = s.histHigh = 0;
+    return;
+  }
+  const double count = double(total.finite);
+  s.min = total.min;
+  s.max = total.max;
+  const double shiftedMean = total.shiftedSum / count;
+  s.mean = shift + shiftedMean;
+  if (total.finite > 1) {
+    const double var = (total.shiftedSumSq - total.shiftedSum * shiftedMean) / (count - 1.0);
+    s.std = std::sqrt(std::max(0.0, var));
+  }
+  s.histLow = total.min;
+  s.histHigh = total.max;
+  if (s.histHigh <= s.histLow) {
+    // One value: a bin range around it, wide enough to survive rounding at any magnitude.
+    const double pad = std::max(0.5, std::fabs(s.histLow) * 1e-6);
+    s.histLow -= pad;
+    s.histHigh += pad;
+  }
+  const double scale = double(bins) / (s.histHigh - s.histLow);
+  const bool allFinite = total.finite == n;
+  std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
+  forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
+    kernels::histogramValues(data, b, e, s.histLow, scale, bins, allFinite, counts[std::size_t(c)].data());
+  });
+  for (const auto& part : counts) {
+    for (int i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];
+  }
+}
+
+
+template void computeRawStats<float>(const float*, std::int64_t, int, StatsCores, TensorStats&);
+template void computeRawStats<double>(const double*, std::int64_t, int, StatsCores, TensorStats&);
+
+} // namespace hookscope

@@ -1,0 +1,51 @@
+// libhookscope_stats.so: the C entry point that the hookscope Python package loads into a
+// training script's process (ctypes) to compute a capture's statistics on the CPU. It is the
+// engine's own computeRawStats, with no LibTorch: nothing is compiled against the user's PyTorch.
+
+#include "RawStatistics.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+constexpr int kHeader = 10;  // min, max, mean, std, l2, zero fraction, NaN, Inf, low, high
+
+template <typename T>
+void fill(const void* data, std::int64_t n, int bins, int cores, double* out) {
+  hookscope::TensorStats s;
+  hookscope::computeRawStats(static_cast<const T*>(data), n, bins,
+                             cores ? hookscope::StatsCores::Idle : hookscope::StatsCores::One, s);
+  const double header[kHeader] = {s.min,  s.max, s.mean, s.std, s.l2norm, s.zeroFraction, double(s.nanCount),
+                                  double(s.infCount), s.histLow, s.histHigh};
+  std::memcpy(out, header, sizeof header);
+  for (int i = 0; i < bins; ++i) out[kHeader + i] = double(s.histogram[std::size_t(i)]);
+}
+
+} // namespace
+
+extern "C" {
+
+/// The layout of hookscope_stats's output; the Python package refuses another.
+__attribute__((visibility("default"))) int hookscope_stats_abi() { return 1; }
+
+/// Statistics of n contiguous values (dtype 0: float32, 1: float64) into out[10 + bins]: min,
+/// max, mean, std (n-1), L2 norm, zero fraction, NaN count, Inf count, the histogram's low and
+/// high edges, then its bins' counts. cores 0: the calling thread only; 1: idle cores too.
+/// Returns 0, or -1 for arguments it cannot take.
+__attribute__((visibility("default"))) int hookscope_stats(const void* data, std::int64_t n, int dtype, int bins,
+                                                           int cores, double* out) {
+  if (n < 0 || (n > 0 && !data) || !out || bins < 1 || bins > 4096 || (dtype != 0 && dtype != 1)) return -1;
+  try {
+    if (dtype == 0) {
+      fill<float>(data, n, bins, cores, out);
+    } else {
+      fill<double>(data, n, bins, cores, out);
+    }
+  } catch (...) {  // no exception may cross into the caller's C frames
+    return -1;
+  }
+  return 0;
+}
+
+}  // extern "C"
