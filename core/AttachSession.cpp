@@ -1,18 +1,14 @@
 #include "AttachSession.h"
 
 #include "AttachListener.h"
-#include "TensorStatistics.h"
 #include "WireFrame.h"
 #include "WireStats.h"
 
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,26 +23,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kRingHeaderBytes = 64;
 constexpr std::size_t kMaxModules = 1000000;
 constexpr std::size_t kMaxNameBytes = 4096;
-
-struct DtypeInfo {
-  const char* name;
-  at::ScalarType type;
-};
-constexpr DtypeInfo kWireDtypes[] = {
-    {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
-    {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort},  {"int8", at::kChar},
-    {"uint8", at::kByte},    {"bool", at::kBool},
-};
-
-std::optional<at::ScalarType> wireDtype(const std::string& name) {
-  for (const auto& d : kWireDtypes) {
-    if (name == d.name) return d.type;
-  }
-  return std::nullopt;
-}
+constexpr std::size_t kMaxNamedGaps = 64;
 
 // Numbers travel as JSON numbers, non-finite ones as "nan", "inf", "-inf".
 bool wireNumber(const json& value, double* out) {
@@ -125,8 +104,10 @@ bool constantTimeEqual(const std::string& a, const std::string& b) {
 // make writing JSON throw; it is replaced.
 std::string text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::string errorFrame(const std::string& message) {
-  return wire::encodeFrame(wire::kJsonFrame, text(json{{"type", "error"}, {"message", message}}));
+// In an older peer's version when it spoke one, so that it can read why it was refused.
+std::string errorFrame(const std::string& message, std::uint8_t version = wire::kProtocolVersion) {
+  return wire::encodeFrame(wire::kJsonFrame, text(json{{"type", "error"}, {"message", message}}),
+                           version && version < wire::kProtocolVersion ? version : wire::kProtocolVersion);
 }
 
 // Builds the module tree from the hello's list, which is in named_modules() order (parents first).
@@ -195,14 +176,15 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
     *error = std::string("cannot make a pipe: ") + std::strerror(errno);
     return nullptr;
   }
+  std::uint8_t peerVersion = 0;
   auto refuse = [&](const std::string& message) -> std::unique_ptr<AttachSession> {
-    sendAll(fd, errorFrame(message));
+    sendAll(fd, errorFrame(message, peerVersion));
     *error = message;
     return nullptr;
   };
   if (sameUser && !peerIsSameUser(fd)) return refuse("a process of another user tried to attach; refused");
 
-  // The hello comes first, within the timeout, with the ring's descriptor when it has one.
+  // The hello comes first, within the timeout.
   wire::FrameReader reader;
   std::vector<int> fds;
   wire::Frame frame;
@@ -211,6 +193,7 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
   while (!reader.next(&frame)) {
     if (!reader.error().empty()) {
       for (int f : fds) ::close(f);
+      peerVersion = reader.peerVersion();
       return refuse(reader.error());
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -227,14 +210,7 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
     }
     reader.feed(buffer.data(), std::size_t(n));
   }
-  const int ringFd = fds.empty() ? -1 : fds.front();
-  for (std::size_t i = 1; i < fds.size(); ++i) ::close(fds[i]);
-  struct CloseRing {
-    int fd;
-    ~CloseRing() {
-      if (fd >= 0) ::close(fd);
-    }
-  } closeRing{ringFd};
+  for (int f : fds) ::close(f);  // a protocol 1 script's shared memory: not used any more
 
   json hello;
   try {
@@ -247,10 +223,7 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
   }
   bool ok = true;
   const auto protocol = wireInt(hello, "protocol", 0, 1 << 20, &ok);
-  if (!ok || protocol != wire::kProtocolVersion) {
-    return refuse("the script speaks protocol " + std::to_string(protocol) + ", HookScope " +
-                  std::to_string(wire::kProtocolVersion) + ": use the hookscope Python package of the same release");
-  }
+  if (!ok || protocol != wire::kProtocolVersion) return refuse(wire::versionAdvice(int(protocol)));
   if (!token.empty() && !constantTimeEqual(wireString(hello, "token"), token)) {
     return refuse("wrong or missing token: give the full address the window or recorder printed "
                   "(tcp://HOST:PORT?token=...) or set HOOKSCOPE_TOKEN");
@@ -294,21 +267,6 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
     }
   }
 
-  // The ring: a sealed memfd the script cannot shrink under us (that would be a SIGBUS here).
-  ok = true;
-  const auto ringBytes = wireInt(hello, "shm", 0, std::int64_t(1) << 40, &ok);
-  if (ok && ringBytes > 0) {
-    struct stat st {};
-    const int seals = ringFd >= 0 ? ::fcntl(ringFd, F_GET_SEALS) : -1;
-    if (ringFd < 0 || seals < 0 || !(seals & F_SEAL_SHRINK) || ::fstat(ringFd, &st) != 0 ||
-        std::int64_t(st.st_size) < ringBytes || ringBytes <= std::int64_t(kRingHeaderBytes)) {
-      return refuse("the script's shared memory is missing, unsealed or smaller than it says");
-    }
-    void* map = ::mmap(nullptr, std::size_t(ringBytes), PROT_READ | PROT_WRITE, MAP_SHARED, ringFd, 0);
-    if (map == MAP_FAILED) return refuse(std::string("cannot map the script's shared memory: ") + std::strerror(errno));
-    session->m_ring = static_cast<unsigned char*>(map);
-    session->m_ringBytes = std::size_t(ringBytes);
-  }
   session->m_hooks.assign(session->m_modules.size(), 0);
   session->setRuleSettings(RuleSettings{});
   // Later frames the hello's read already took in are handled by serve().
@@ -320,7 +278,6 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
 }
 
 AttachSession::~AttachSession() {
-  if (m_ring) ::munmap(m_ring, m_ringBytes);
   if (m_fd >= 0) ::close(m_fd);
   for (int fd : m_wake) {
     if (fd >= 0) ::close(fd);
@@ -360,6 +317,7 @@ std::string AttachSession::hooksMessage(const char* type) const {
               {"gradient", gradient},
               {"output", output},
               {"sync", m_breakRules != 0},
+              {"bins", m_bins},
               {"paused", m_paused.load()}});
 }
 
@@ -557,19 +515,6 @@ std::string AttachSession::receiveFrames() {
 }
 
 bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
-  if (frame.type == wire::kDataFrame) {
-    if (m_pendingInline.empty()) {
-      *error = "tensor data without a capture message before it";
-      return false;
-    }
-    const std::string header = std::move(m_pendingInline);
-    m_pendingInline.clear();
-    return handleCapture(json::parse(header), &frame.payload, error);
-  }
-  if (!m_pendingInline.empty()) {
-    *error = "a capture message announced inline data that did not follow";
-    return false;
-  }
   json message;
   try {
     message = json::parse(frame.payload);
@@ -584,11 +529,8 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
   const std::string type = message["type"];
   try {
     if (type == "capture") {
-      if (message.value("inline", false)) {
-        m_pendingInline = frame.payload;
-        return true;
-      }
-      return handleCapture(message, nullptr, error);
+      *error = "a capture message with tensor bytes (protocol 1): " + wire::versionAdvice(1);
+      return false;
     }
     if (type == "step") return handleStep(message, error);
     if (type == "stats") return handleStats(message, error);
@@ -613,70 +555,6 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
     return false;
   }
   return true;  // unknown messages are skipped: a newer client may send more
-}
-
-bool AttachSession::handleCapture(const json& message, const std::string* inlineData, std::string* error) {
-  bool ok = true;
-  const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
-  const auto call = wireInt(message, "call", 0, std::numeric_limits<int>::max(), &ok);
-  const auto index = wireInt(message, "index", 0, std::numeric_limits<int>::max(), &ok);
-  const auto bytes = wireInt(message, "bytes", 0, std::numeric_limits<std::int64_t>::max(), &ok);
-  const auto kind = parseCaptureKind(wireString(message, "kind"));
-  const auto dtype = wireDtype(wireString(message, "dtype"));
-  if (!ok || !kind || !dtype) {
-    *error = "a capture message lacks step, call, index, bytes, kind or dtype, or has one out of range";
-    return false;
-  }
-  if (step != m_step) {
-    *error = "a capture of step " + std::to_string(step) + " came during step " + std::to_string(m_step);
-    return false;
-  }
-  SeriesKey key;
-  if (!seriesKey(message, *kind, call, index, "a capture", &key, error)) return false;
-  std::vector<std::int64_t> shape;
-  std::int64_t numel = 0;
-  if (!shapeFromWire(message, "a capture", &shape, &numel, error)) return false;
-  const std::int64_t expected = numel * std::int64_t(c10::elementSize(*dtype));
-  if (bytes != expected) {
-    *error = "a capture says " + std::to_string(bytes) + " bytes for a shape of " + std::to_string(expected);
-    return false;
-  }
-  const void* data = nullptr;
-  std::int64_t end = -1;
-  if (inlineData) {
-    if (std::int64_t(inlineData->size()) != bytes) {
-      *error = "inline data of " + std::to_string(inlineData->size()) + " bytes for a capture of " +
-               std::to_string(bytes);
-      return false;
-    }
-    data = inlineData->data();
-  } else if (bytes > 0) {
-    const auto offset = wireInt(message, "offset", std::int64_t(kRingHeaderBytes), std::int64_t(m_ringBytes), &ok);
-    end = wireInt(message, "end", 0, std::numeric_limits<std::int64_t>::max(), &ok);
-    if (!m_ring || !ok || offset + bytes > std::int64_t(m_ringBytes) || offset % 64 != 0) {
-      *error = "a capture points outside the shared memory";
-      return false;
-    }
-    data = m_ring + offset;
-  }
-  TensorStats stats;
-  if (bytes > 0) {
-    // A view of the bytes as they are; the script does not touch a block until we release it.
-    const at::Tensor view = at::from_blob(const_cast<void*>(data), shape, at::TensorOptions().dtype(*dtype));
-    // One core: the training run next door has the others.
-    stats = computeTensorStats(view, m_bins, StatsCores::One);
-  } else {
-    stats = computeTensorStats(at::empty(shape, at::TensorOptions().dtype(*dtype)), m_bins);
-  }
-  if (end >= 0) {
-    // Releases the block: the script may reuse the ring up to here.
-    __atomic_store_n(reinterpret_cast<std::uint64_t*>(m_ring), std::uint64_t(end), __ATOMIC_RELEASE);
-  }
-  if (key.kind == CaptureKind::Activation) m_order.forward.push_back(key);
-  if (key.kind == CaptureKind::Gradient) m_order.backward.push_back(key);
-  m_store->add(step, key, std::move(stats));
-  ++m_stepCaptures;
-  return true;
 }
 
 bool AttachSession::seriesKey(const json& message, CaptureKind kind, std::int64_t call, std::int64_t index,
@@ -704,7 +582,7 @@ bool AttachSession::seriesKey(const json& message, CaptureKind kind, std::int64_
   return true;
 }
 
-// An engine's statistics, computed in its process by the same kernels (a script sends tensors).
+// Statistics a script or an engine computed in its own process, where the tensors live.
 bool AttachSession::handleStats(const json& message, std::string* error) {
   bool ok = true;
   const auto step = wireInt(message, "step", 0, std::numeric_limits<std::int64_t>::max(), &ok);
@@ -773,10 +651,28 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
       m_store->addScalar(step, name, number, m_script.rank);
     }
   }
+  GapRecord gap{step, 0, 0, m_script.rank, {}};
   if (const auto it = message.find("dropped"); it != message.end() && it->is_object()) {
-    done.droppedCaptures = wireInt(*it, "captures", 0, std::numeric_limits<std::int64_t>::max(), &ok);
-    done.droppedBytes = wireInt(*it, "bytes", 0, std::numeric_limits<std::int64_t>::max(), &ok);
+    bool counted = true;
+    done.droppedCaptures = wireInt(*it, "captures", 0, std::numeric_limits<std::int64_t>::max(), &counted);
+    if (!counted) done.droppedCaptures = 0;
+    if (it->contains("bytes")) done.droppedBytes = wireInt(*it, "bytes", 0, std::numeric_limits<std::int64_t>::max(), &counted);
+    if (!counted) done.droppedBytes = 0;
     if (done.droppedCaptures > 0) m_store->addScalar(step, "dropped_captures", double(done.droppedCaptures), m_script.rank);
+    // Which series lost this step, and why (the script names up to 64 of them).
+    if (const auto list = it->find("series"); list != it->end() && list->is_array()) {
+      for (const auto& entry : *list) {
+        if (gap.series.size() >= kMaxNamedGaps || !entry.is_object()) break;
+        bool fine = true;
+        const auto call = wireInt(entry, "call", 0, std::numeric_limits<int>::max(), &fine);
+        const auto index = wireInt(entry, "index", 0, std::numeric_limits<int>::max(), &fine);
+        const auto kind = parseCaptureKind(wireString(entry, "kind"));
+        SeriesKey key;
+        std::string ignored;
+        if (!fine || !kind || !seriesKey(entry, *kind, call, index, "a gap", &key, &ignored)) continue;
+        gap.series.push_back({key, wireString(entry, "reason")});
+      }
+    }
   }
   if (const auto it = message.find("fingerprint"); it != message.end() && it->is_object()) {
     // Per parameter [sum, norm] of its values and of its gradient (null: no gradient).
@@ -817,7 +713,11 @@ bool AttachSession::handleStep(const json& message, std::string* error) {
     std::lock_guard<std::mutex> lock(m_stateMutex);
     done.alerts = m_rules->evaluate(*m_store, step, m_order);
     m_store->setAlertBytes(m_rules->bytes(), m_script.rank);
-    if (done.droppedCaptures > 0) m_gaps.push_back({step, done.droppedCaptures, done.droppedBytes});
+    if (done.droppedCaptures > 0) {
+      gap.captures = done.droppedCaptures;
+      gap.bytes = done.droppedBytes;
+      m_gaps.push_back(std::move(gap));
+    }
     for (const auto& alert : done.alerts) {
       if (m_breakRules & (1u << unsigned(alert.rule))) {
         done.breakAlert = alert;

@@ -34,7 +34,7 @@ struct AttachedStep {
   std::vector<Alert> alerts;              ///< rules that fired on it
   std::optional<Alert> breakAlert;        ///< the armed rule that paused (or stopped) the script here
   int captures = 0;                       ///< captures received for it
-  std::int64_t droppedCaptures = 0;       ///< captures the script dropped (viewer behind)
+  std::int64_t droppedCaptures = 0;       ///< captures the script could not keep (see GapRecord)
   std::int64_t droppedBytes = 0;
   double seconds = 0;                     ///< since the previous step ended
   /// In a job of several ranks: (sum, L2 norm) of each parameter after the optimizer step and
@@ -140,7 +140,6 @@ private:
   /// How a session the script closed ended.
   std::string closedText() const;
   bool handleFrame(const wire::Frame& frame, std::string* error);
-  bool handleCapture(const nlohmann::json& message, const std::string* inlineData, std::string* error);
   bool handleStep(const nlohmann::json& message, std::string* error);
   bool handleStats(const nlohmann::json& message, std::string* error);
   /// The series a capture or stats entry names: its module (by index into the hello's) or its
@@ -159,10 +158,6 @@ private:
   std::map<std::string, int> m_moduleIndex;
   std::shared_ptr<CaptureStore> m_store;
   int m_bins = 64;
-
-  // The shared-memory ring of captured bytes the script passed, or null.
-  unsigned char* m_ring = nullptr;
-  std::size_t m_ringBytes = 0;
 
   mutable std::mutex m_stateMutex;  // hooks, interventions, rules, alerts, gaps
   std::vector<std::uint8_t> m_hooks;
@@ -188,7 +183,6 @@ private:
   std::int64_t m_step = 0;
   StepOrder m_order;
   int m_stepCaptures = 0;
-  std::string m_pendingInline;  // a capture message waiting for its data frame
   std::vector<wire::Frame> m_early;  // frames that came with the hello
   std::function<void(const AttachedStep&)> m_onStep;
   std::function<void(const AttachedStep&)> m_gate;

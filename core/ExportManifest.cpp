@@ -171,7 +171,14 @@ std::string ExportManifest::toJson() const {
   j["ranks"] = rankList;
   j["world_size"] = ranks.empty() ? 1 : ranks.front().worldSize;
   json gapList = json::array();
-  for (const auto& g : gaps) gapList.push_back({{"step", g.step}, {"captures", g.captures}, {"bytes", g.bytes}});
+  for (const auto& g : gaps) {
+    json series = json::array();
+    for (const auto& s : g.series) {
+      series.push_back({{"series", s.key.module}, {"kind", captureKindName(s.key.kind)}, {"call", s.key.call},
+                        {"index", s.key.index}, {"reason", s.reason}});
+    }
+    gapList.push_back({{"step", g.step}, {"rank", g.rank}, {"captures", g.captures}, {"bytes", g.bytes}, {"series", series}});
+  }
   j["gaps"] = gapList;
   // Names from an attached script are its own: a bad UTF-8 byte is replaced, never fatal.
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -224,8 +231,15 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       if (r.is_object() && r.contains("name")) m.ranks.push_back(scriptFromJson(r));
     }
     for (const auto& g : j.value("gaps", json::array())) {
-      m.gaps.push_back({g.value("step", std::int64_t(0)), g.value("captures", std::int64_t(0)),
-                        g.value("bytes", std::int64_t(0))});
+      GapRecord gap{g.value("step", std::int64_t(0)), g.value("captures", std::int64_t(0)),
+                    g.value("bytes", std::int64_t(0)), g.value("rank", 0), {}};
+      for (const auto& s : g.value("series", json::array())) {
+        const auto kind = parseCaptureKind(s.value("kind", ""));
+        if (!kind) continue;
+        gap.series.push_back({SeriesKey{s.value("series", ""), s.value("call", 0), *kind, s.value("index", 0), gap.rank},
+                              s.value("reason", "")});
+      }
+      m.gaps.push_back(std::move(gap));
     }
     *manifest = std::move(m);
     return true;

@@ -64,11 +64,20 @@ struct ScriptRecord {
   std::int64_t steps = 0;  ///< steps it finished
 };
 
-/// Captures of a step that the script dropped because the viewer was behind.
+/// A series that lost a step's capture, and why.
+struct GapSeries {
+  SeriesKey key;
+  std::string reason;  ///< "the viewer was 20 MiB behind", the error its statistics raised, ...
+};
+
+/// Captures of a step that a script could not keep: its statistics failed, or the viewer was
+/// too far behind to be sent more.
 struct GapRecord {
   std::int64_t step = 0;
   std::int64_t captures = 0;
-  std::int64_t bytes = 0;
+  std::int64_t bytes = 0;        ///< protocol 1 scripts said how many tensor bytes; 0 since
+  int rank = 0;
+  std::vector<GapSeries> series;  ///< the series named (the script names at most 64 a step)
 };
 
 /// Everything manifest.json holds: what was run, on what, and what was kept.

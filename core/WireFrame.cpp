@@ -18,15 +18,25 @@ std::uint32_t getU32(const char* in) {
 
 } // namespace
 
-std::string encodeFrame(std::uint8_t type, const std::string& payload) {
+std::string encodeFrame(std::uint8_t type, const std::string& payload, std::uint8_t version) {
   std::string out(kHeaderBytes, '\0');
   out[0] = 'H';
   out[1] = 'S';
-  out[2] = char(kProtocolVersion);
+  out[2] = char(version);
   out[3] = char(type);
   putU32(&out[4], std::uint32_t(payload.size()));
   out += payload;
   return out;
+}
+
+std::string versionAdvice(int theirs) {
+  const std::string versions = "the script speaks protocol version " + std::to_string(theirs) + ", HookScope " +
+                               std::to_string(kProtocolVersion) + ": ";
+  if (theirs < kProtocolVersion) {
+    return versions + "upgrade the script's hookscope package to this HookScope's release (pip install the python/ "
+                      "folder of this HookScope, or put it first on PYTHONPATH)";
+  }
+  return versions + "upgrade HookScope (the window or hookscope-cli) to the release of the script's hookscope package";
 }
 
 void FrameReader::feed(const char* data, std::size_t size) {
@@ -46,20 +56,18 @@ bool FrameReader::next(Frame* frame) {
     return false;
   }
   if (std::uint8_t(header[2]) != kProtocolVersion) {
-    m_error = "the peer speaks protocol version " + std::to_string(std::uint8_t(header[2])) + ", HookScope " +
-              std::to_string(kProtocolVersion) + ": use the hookscope Python package of the same release";
+    m_peerVersion = std::uint8_t(header[2]);
+    m_error = versionAdvice(m_peerVersion);
     return false;
   }
   const std::uint8_t type = std::uint8_t(header[3]);
   const std::uint32_t length = getU32(header + 4);
-  if (type != kJsonFrame && type != kDataFrame) {
-    m_error = "unknown frame type " + std::to_string(type);
+  if (type != kJsonFrame) {
+    m_error = "unknown frame type " + std::to_string(type) + " (protocol 2 carries JSON messages only)";
     return false;
   }
-  const std::uint32_t limit = type == kJsonFrame ? kMaxJsonBytes : kMaxDataBytes;
-  if (length > limit) {
-    m_error = std::string(type == kJsonFrame ? "a message" : "inline tensor data") + " of " + std::to_string(length) +
-              " bytes is over the limit of " + std::to_string(limit);
+  if (length > kMaxJsonBytes) {
+    m_error = "a message of " + std::to_string(length) + " bytes is over the limit of " + std::to_string(kMaxJsonBytes);
     return false;
   }
   if (pending() < kHeaderBytes + length) return false;

@@ -1,6 +1,6 @@
 #pragma once
-// Framing of the attach protocol (docs/protocol.md): an 8-byte header, then a JSON message
-// or the raw bytes of a tensor. No LibTorch here: the fuzzer drives it alone.
+// Framing of the attach protocol (docs/protocol.md): an 8-byte header, then a JSON message.
+// No LibTorch here: the fuzzer drives it alone.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,17 +9,19 @@
 
 namespace hookscope::wire {
 
-constexpr std::uint8_t kProtocolVersion = 1;
+/// Version 2: scripts send statistics they computed (`stats`); version 1 sent tensor bytes.
+constexpr std::uint8_t kProtocolVersion = 2;
 constexpr std::uint8_t kJsonFrame = 1;
-constexpr std::uint8_t kDataFrame = 2;
 constexpr std::size_t kHeaderBytes = 8;
 /// The largest JSON message either side accepts (a hello of a 100,000-module model fits).
 constexpr std::uint32_t kMaxJsonBytes = 16u << 20;
-/// The largest tensor sent inline (without shared memory); larger ones the client drops as a gap.
-constexpr std::uint32_t kMaxDataBytes = 64u << 20;
 
-/// A header and payload as bytes.
-std::string encodeFrame(std::uint8_t type, const std::string& payload);
+/// A header and payload as bytes, in this protocol's version or (to answer an older peer in
+/// words it can read) another.
+std::string encodeFrame(std::uint8_t type, const std::string& payload, std::uint8_t version = kProtocolVersion);
+
+/// What to upgrade when a peer speaks protocol `theirs` and HookScope kProtocolVersion.
+std::string versionAdvice(int theirs);
 
 struct Frame {
   std::uint8_t type = 0;
@@ -38,11 +40,14 @@ public:
   const std::string& error() const { return m_error; }
   /// Bytes received but not yet returned as frames.
   std::size_t pending() const { return m_buffer.size() - m_start; }
+  /// The protocol version a peer of another version spoke (0 while none was seen).
+  std::uint8_t peerVersion() const { return m_peerVersion; }
 
 private:
   std::string m_buffer;
   std::size_t m_start = 0;
   std::string m_error;
+  std::uint8_t m_peerVersion = 0;
 };
 
 } // namespace hookscope::wire

@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (data[0] % 2 == 0) {
     bytes = hookscope::wire::encodeFrame(
         hookscope::wire::kJsonFrame,
-        R"({"type":"hello","protocol":1,"name":"fuzz.py","modules":[{"path":"","type":"Net","params":0},)"
+        R"({"type":"hello","protocol":2,"name":"fuzz.py","modules":[{"path":"","type":"Net","params":0},)"
         R"({"path":"fc","type":"Linear","params":12},{"path":"fc.inner","type":"ReLU","params":0}]})");
   }
   bytes.append(reinterpret_cast<const char*>(data) + 1, size - 1);

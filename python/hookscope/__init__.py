@@ -7,7 +7,8 @@
         hs.step(loss)
     hs.close()
 
-Needs only the standard library and torch (1.13 or 2.x). See docs/protocol.md for the wire.
+Needs only the standard library and torch (1.13 or 2.x). Each captured tensor's statistics are
+computed in this process, on the tensor's device; only they reach HookScope (docs/protocol.md).
 """
 
 from ._address import default_address, parse_address

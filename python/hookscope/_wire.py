@@ -4,17 +4,25 @@ import json
 import math
 import struct
 
-PROTOCOL_VERSION = 1
+# Version 2: a script sends statistics it computed (`stats`), never tensor bytes.
+PROTOCOL_VERSION = 2
 MAGIC = b"HS"
 JSON_FRAME = 1
-DATA_FRAME = 2
 HEADER = struct.Struct("<2sBBI")  # magic, protocol version, frame type, payload length
 MAX_JSON_BYTES = 16 << 20
-MAX_DATA_BYTES = 1 << 30
 
 
 class ProtocolError(Exception):
     """The peer sent something that is not a frame of this protocol."""
+
+
+def version_advice(theirs, ours=PROTOCOL_VERSION):
+    """What to upgrade when the viewer speaks protocol `theirs` and this package `ours`."""
+    if theirs < ours:
+        return ("HookScope speaks protocol version %d, this hookscope package %d: upgrade HookScope "
+                "(the window or hookscope-cli) to this package's release" % (theirs, ours))
+    return ("HookScope speaks protocol version %d, this hookscope package %d: upgrade the hookscope "
+            "package to HookScope's release (pip install the python/ folder of that HookScope)" % (theirs, ours))
 
 
 def _finite(value):
@@ -28,6 +36,15 @@ def encode_number(value):
     return _finite(float(value))
 
 
+def number_text(value):
+    """A float as JSON text, non-finite ones as "nan", "inf", "-inf"."""
+    if value != value:
+        return '"nan"'
+    if value in (math.inf, -math.inf):
+        return '"inf"' if value > 0 else '"-inf"'
+    return repr(float(value))
+
+
 def json_frame(message):
     payload = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
     if len(payload) > MAX_JSON_BYTES:
@@ -38,11 +55,9 @@ def json_frame(message):
 def text_frame(text):
     """A frame of JSON text already written (by hand, for speed)."""
     payload = text.encode()
+    if len(payload) > MAX_JSON_BYTES:
+        raise ProtocolError("message of %d bytes is over the %d limit" % (len(payload), MAX_JSON_BYTES))
     return HEADER.pack(MAGIC, PROTOCOL_VERSION, JSON_FRAME, len(payload)) + payload
-
-
-def data_header(length):
-    return HEADER.pack(MAGIC, PROTOCOL_VERSION, DATA_FRAME, length)
 
 
 class FrameReader:
@@ -61,9 +76,7 @@ class FrameReader:
             if magic != MAGIC:
                 raise ProtocolError("the peer does not speak the HookScope protocol")
             if version != PROTOCOL_VERSION:
-                raise ProtocolError("the peer speaks protocol version %d, this package %d: "
-                                    "use a hookscope package and HookScope of the same release"
-                                    % (version, PROTOCOL_VERSION))
+                raise ProtocolError(version_advice(version))
             if kind != JSON_FRAME or length > MAX_JSON_BYTES:
                 raise ProtocolError("unexpected frame (type %d, %d bytes) from the viewer" % (kind, length))
             if len(self._buffer) < HEADER.size + length:

@@ -52,9 +52,8 @@ def main():
     try:
         print("distributed: %d modules, every one hooked for activations and gradients, %d steps, gloo, %d cores"
               % (5 + 3 * DEPTH, steps, os.cpu_count()))
-        print("%5s %10s %10s %7s %8s %10s %10s %12s %12s %s" % ("ranks", "plain s", "recorded s", "ratio", "gaps",
-                                                                "rec MiB", "rec CPU s", "wire B/step", "shm B/step",
-                                                                "store"))
+        print("%5s %10s %10s %7s %8s %10s %10s %12s %s" % ("ranks", "plain s", "recorded s", "ratio", "gaps",
+                                                           "rec MiB", "rec CPU s", "wire B/step", "store"))
         for world in ranks:
             plain, _ = job(world, steps, folder)
             out = os.path.join(folder, "export-%d" % world)
@@ -74,13 +73,12 @@ def main():
             gaps = sum(g["captures"] for g in manifest["gaps"])
             assert all(r["steps"] == steps for r in manifest["ranks"]) if world > 1 else manifest["steps"] == steps
             sent = sum(r["bytes_sent"] for r in reports) / world / steps
-            shared = sum(r["bytes_shared"] for r in reports) / world / steps
             thinning = manifest["thinning"]
             store = ("every %d steps kept (cap %d MiB)" % (thinning[-1]["stride"], manifest["memory_cap_bytes"] >> 20)
                      if thinning else "every step kept")
-            print("%5d %10.1f %10.1f %7.2f %8d %10.1f %10.1f %12.0f %12.0f %s" % (
+            print("%5d %10.1f %10.1f %7.2f %8d %10.1f %10.1f %12.0f %s" % (
                 world, plain, recorded, recorded / plain, gaps, usage.ru_maxrss / 1024.0,
-                usage.ru_utime + usage.ru_stime, sent, shared, store), flush=True)
+                usage.ru_utime + usage.ru_stime, sent, store), flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -41,7 +41,7 @@ std::unique_ptr<AttachSession> helloFromRank(int rank, std::shared_ptr<CaptureSt
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return nullptr;
   *script = fds[0];
   const nlohmann::json hello = {{"type", "hello"},
-                                {"protocol", 1},
+                                {"protocol", wire::kProtocolVersion},
                                 {"name", "t.py"},
                                 {"dist", {{"rank", rank}, {"world_size", 2}, {"job", "j"}}},
                                 {"modules", {{{"path", ""}, {"type", "Net"}, {"params", 0}}}}};

@@ -22,12 +22,16 @@ namespace {
 
 std::string frame(const json& message) { return wire::encodeFrame(wire::kJsonFrame, message.dump()); }
 
-std::string inlineCapture(std::int64_t step, int module, const std::vector<float>& values) {
-  std::string data(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-  return frame({{"type", "capture"}, {"step", step}, {"module", module}, {"call", 0}, {"kind", "activation"},
-                {"index", 0}, {"dtype", "float32"}, {"shape", {values.size()}}, {"bytes", data.size()},
-                {"inline", true}}) +
-         wire::encodeFrame(wire::kDataFrame, data);
+// A script's statistics of one activation of [1, -2, step], as the hookscope package sends them.
+std::string activationStats(std::int64_t step, int module) {
+  const double top = double(step);
+  return frame({{"type", "stats"},
+                {"step", step},
+                {"captures",
+                 {{{"module", module}, {"call", 0}, {"kind", "activation"}, {"index", 0}, {"shape", {3}},
+                   {"dtype", "float32"}, {"numel", 3}, {"min", -2.0}, {"max", std::max(1.0, top)},
+                   {"mean", (top - 1) / 3}, {"std", 1.0}, {"l2", std::sqrt(5.0 + top * top)}, {"zeros", step == 0 ? 1 / 3.0 : 0},
+                   {"nan", 0}, {"inf", 0}, {"hist", {1, 1, 1}}, {"lo", -2.0}, {"hi", std::max(1.0, top)}}}}});
 }
 
 } // namespace
@@ -37,7 +41,7 @@ TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   const int script = fds[0];
   ASSERT_TRUE(sendAll(script, frame({{"type", "hello"},
-                                     {"protocol", 1},
+                                     {"protocol", wire::kProtocolVersion},
                                      {"name", "t.py"},
                                      {"modules", {{{"path", ""}, {"type", "Net"}, {"params", 0}},
                                                   {{"path", "fc"}, {"type", "Linear"}, {"params", 6}}}}})));
@@ -81,7 +85,7 @@ TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
     }
   });
   for (int step = 0; step < 50; ++step) {
-    ASSERT_TRUE(sendAll(script, inlineCapture(step, 1, {1.f, -2.f, float(step)})));
+    ASSERT_TRUE(sendAll(script, activationStats(step, 1)));
     ASSERT_TRUE(sendAll(script, frame({{"type", "step"}, {"step", step}, {"scalars", {{"loss", 1.0 / (step + 1)}}}})));
   }
   ASSERT_TRUE(sendAll(script, frame({{"type", "bye"}})));
@@ -97,21 +101,20 @@ TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
   ASSERT_EQ(points.size(), 50u);
   EXPECT_DOUBLE_EQ(points[49].stats.max, 49.0);
   EXPECT_DOUBLE_EQ(points[0].stats.l2norm, std::sqrt(5.0));
+  EXPECT_EQ(points[0].stats.histogram, (std::vector<std::int64_t>{1, 1, 1}));
   EXPECT_EQ(store->scalars("loss").size(), 50u);
   EXPECT_FALSE(session->interventions().empty());
 }
 
-TEST(AttachSessionTest, ABadCaptureEndsTheSessionWithAMessageToTheScript) {
+TEST(AttachSessionTest, ABadStatsEntryEndsTheSessionWithAMessageToTheScript) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"}, {"protocol", 1}, {"modules", {{{"path", ""}, {"type", "M"}}}}})));
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"}, {"protocol", wire::kProtocolVersion}, {"modules", {{{"path", ""}, {"type", "M"}}}}})));
   std::string error;
   auto session = AttachSession::accept(fds[1], "", false, std::make_shared<CaptureStore>(), &error);
   ASSERT_TRUE(session) << error;
-  // A capture of module 7 of a one-module model, pointing into shared memory it never passed.
-  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "capture"}, {"step", 0}, {"module", 7}, {"call", 0}, {"kind", "activation"},
-                                     {"index", 0}, {"dtype", "float32"}, {"shape", {2}}, {"bytes", 8}, {"offset", 64},
-                                     {"end", 128}})));
+  // Statistics of module 7 of a one-module model.
+  ASSERT_TRUE(sendAll(fds[0], activationStats(0, 7)));
   const std::string ended = session->serve([](const AttachedStep&) {});
   EXPECT_NE(ended.find("names no module"), std::string::npos) << ended;
   std::string received(1 << 16, '\0');
@@ -136,7 +139,7 @@ TEST(AttachSessionTest, AnEnginesStatisticsAreStoredAndABadEntryEndsTheConnectio
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
-                                     {"protocol", 1},
+                                     {"protocol", wire::kProtocolVersion},
                                      {"engine", {{"model", "/m.pt"}, {"example_input", "2x3"}}},
                                      {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
   std::string error;

@@ -237,11 +237,11 @@ def test_the_listener_rejects_bad_peers_and_still_takes_a_script(tmp):
     cases = {
         "random bytes": bytes(rng.randrange(256) for _ in range(4096)),
         "bad version": header.pack(b"HS", 9, 1, 2) + b"{}",
-        "huge length": header.pack(b"HS", 1, 1, 0xFFFFFFF0),
-        "not json": header.pack(b"HS", 1, 1, 5) + b"hello",
+        "huge length": header.pack(b"HS", _wire.PROTOCOL_VERSION, 1, 0xFFFFFFF0),
+        "not json": header.pack(b"HS", _wire.PROTOCOL_VERSION, 1, 5) + b"hello",
         "no hello": _wire.json_frame({"type": "step", "step": 0}),
         "old protocol": _wire.json_frame({"type": "hello", "protocol": 0, "modules": [{"path": "", "type": "M"}]}),
-        "bad tree": _wire.json_frame({"type": "hello", "protocol": 1, "modules": [{"path": "a.b", "type": "M"}]}),
+        "bad tree": _wire.json_frame({"type": "hello", "protocol": _wire.PROTOCOL_VERSION, "modules": [{"path": "a.b", "type": "M"}]}),
     }
     expected = {
         "random bytes": "does not speak the HookScope protocol",
@@ -249,7 +249,7 @@ def test_the_listener_rejects_bad_peers_and_still_takes_a_script(tmp):
         "huge length": "over the limit",
         "not json": "not JSON",
         "no hello": "not a hello",
-        "old protocol": "protocol 0",
+        "old protocol": "protocol version 0, HookScope 2: upgrade the script's hookscope package",
         "bad tree": "not the root",
     }
     for name, data in cases.items():
@@ -268,13 +268,15 @@ def test_the_listener_rejects_bad_peers_and_still_takes_a_script(tmp):
 
 def test_a_script_that_breaks_the_protocol_ends_its_session_with_its_captures_kept(tmp):
     recorder = Recorder(tmp)
-    hello = {"type": "hello", "protocol": 1, "name": "bad.py", "modules": [{"path": "", "type": "M", "params": 0}]}
-    good = {"type": "capture", "step": 0, "module": 0, "call": 0, "kind": "activation", "index": 0,
-            "dtype": "float32", "shape": [2], "bytes": 8, "inline": True}
-    bad = dict(good, step=1, shape=[1 << 40, 1 << 40], bytes=16)
-    del bad["inline"]
-    data = (_wire.json_frame(hello) + _wire.json_frame(good) + _wire.data_header(8) + struct.pack("<2f", 1.0, -3.0)
-            + _wire.json_frame({"type": "step", "step": 0, "scalars": {"loss": "nan"}}) + _wire.json_frame(bad))
+    hello = {"type": "hello", "protocol": _wire.PROTOCOL_VERSION, "name": "bad.py",
+             "modules": [{"path": "", "type": "M", "params": 0}]}
+    good = {"module": 0, "call": 0, "kind": "activation", "index": 0, "dtype": "float32", "shape": [2], "numel": 2,
+            "min": -3.0, "max": 1.0, "mean": -1.0, "std": 2.8284271247461903, "l2": math.sqrt(10.0), "zeros": 0.0,
+            "nan": 0, "inf": 0, "hist": [1, 0, 1], "lo": -3.0, "hi": 1.0}
+    bad = dict(good, shape=[1 << 40, 1 << 40], numel=2)
+    data = (_wire.json_frame(hello) + _wire.json_frame({"type": "stats", "step": 0, "captures": [good]})
+            + _wire.json_frame({"type": "step", "step": 0, "scalars": {"loss": "nan"}})
+            + _wire.json_frame({"type": "stats", "step": 1, "captures": [bad]}))
     received = raw_exchange(recorder.address, data)
     reader = _wire.FrameReader()
     reader.feed(received)
@@ -287,6 +289,53 @@ def test_a_script_that_breaks_the_protocol_ends_its_session_with_its_captures_ke
     rows = read_csv(recorder.out, "stats.csv")
     assert len(rows) == 1 and float(rows[0]["l2norm"]) == pytest.approx(math.sqrt(10.0))
     assert read_csv(recorder.out, "scalars.csv")[0]["value"].lower() == "nan"
+
+
+def test_protocol_versions_that_differ_say_which_side_to_upgrade(tmp):
+    """A protocol 1 script meets this recorder, and this package meets a protocol 1 viewer: each
+    is told what to upgrade, nothing is lost, and training goes on."""
+    recorder = Recorder(tmp)
+    old_hello = _wire.json_frame({"type": "hello", "protocol": 1, "modules": [{"path": "", "type": "M"}]})
+    old_hello = old_hello[:2] + bytes([1]) + old_hello[3:]  # a protocol 1 frame
+    received = raw_exchange(recorder.address, old_hello)
+    # The refusal comes in version 1 frames, so that the old package can read it.
+    assert received[:3] == b"HS\x01", received[:8]
+    assert "upgrade the script's hookscope package" in json.loads(received[8:])["message"]
+    script = run_script(recorder.address, "--steps", "2", "--workers", "0")
+    assert script.returncode == 0, script.stderr
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert manifest(recorder.out)["steps"] == 2
+
+    # This package against a viewer of protocol 1, which answers any newer frame with an error.
+    path = os.path.join(tmp, "old.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    import threading
+
+    def old_viewer():
+        conn, _ = server.accept()
+        conn.recv(1 << 16)
+        payload = json.dumps({"type": "error", "message": "the peer speaks protocol version 2, HookScope 1: "
+                              "use the hookscope Python package of the same release"}).encode()
+        conn.sendall(struct.pack("<2sBBI", b"HS", 1, 1, len(payload)) + payload)
+        conn.close()
+    thread = threading.Thread(target=old_viewer)
+    thread.start()
+    model = nn.Linear(3, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address="unix:" + path)
+        loss = model(torch.randn(4, 3)).sum()
+        loss.backward()
+        hs.step(loss)  # training goes on, unhooked
+    thread.join()
+    server.close()
+    assert not hs.connected
+    texts = [str(w.message) for w in caught]
+    assert any("HookScope speaks protocol version 1, this hookscope package 2: upgrade HookScope" in t
+               for t in texts), texts
 
 
 def test_tcp_needs_the_token(tmp):
@@ -354,28 +403,43 @@ def test_half_precision_captures_say_their_dtype_and_match_pytorch(tmp):
     assert rows[("0", "gradient")]["dtype"] == "bfloat16"
 
 
-def test_captures_that_do_not_fit_are_dropped_and_recorded_as_a_gap(tmp):
-    recorder = Recorder(tmp, "--hook", "*")
-    model = nn.Sequential(nn.Linear(4, 300000), nn.ReLU())  # 4 x 300,000 floats: 4.6 MiB
-    hs = hookscope.attach(model, address=recorder.address, buffer_mib=1)
-    for _ in range(2):
-        loss = model(torch.randn(4, 4)).sum()
-        loss.backward()
-        hs.step(loss)
-    assert hs.connected  # a full buffer drops captures; it never blocks or detaches
+class SparseOut(nn.Module):
+    def forward(self, x):
+        return x.to_sparse()
+
+
+def test_a_capture_without_statistics_is_a_gap_that_names_its_series(tmp):
+    recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation")
+    model = nn.Sequential(nn.Linear(4, 3), SparseOut())  # a sparse output has no statistics
+    hs = hookscope.attach(model, address=recorder.address)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            out = model(torch.randn(4, 4))
+            hs.step(out.to_dense().sum())
+    assert hs.connected  # a dropped capture never detaches or raises
+    assert sum("dropped" in str(w.message) for w in caught) == 1
     hs.close()
     code, err = recorder.wait()
     assert code == 0, err
     assert "dropped by the script" in err
     m = manifest(recorder.out)
-    assert [g["step"] for g in m["gaps"]] == [0, 1] and all(g["captures"] > 0 for g in m["gaps"])
+    assert [g["step"] for g in m["gaps"]] == [0, 1]
+    for gap in m["gaps"]:  # the sparse layer's output, which is also the root's
+        assert gap["captures"] == 2
+        assert sorted((s["series"], s["kind"], s["call"], s["index"]) for s in gap["series"]) == \
+            [("", "activation", 0, 0), ("1", "activation", 0, 0)]
+        assert all("sparse" in s["reason"] for s in gap["series"]), gap
+    # The other layer's captures are all there.
+    assert {r["module"] for r in read_csv(recorder.out, "stats.csv")} == {"0"}
     dropped = [r for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "dropped_captures"]
     assert len(dropped) == 2
 
 
 def test_the_device_path_gives_the_same_statistics(tmp):
-    """GPU tensors are staged and shipped at the step's end; this machine has no GPU, so CPU
-    tensors are sent down that path and compared with the direct one."""
+    """GPU tensors' rows are written into a device buffer and read back once at the step's end;
+    this machine has no GPU, so CPU tensors are sent down that path (torch ops into the row
+    buffer) and compared with the direct one (HookScope's kernel, or torch ops without it)."""
     results = []
     for defer in (False, True):
         folder = os.path.join(tmp, "defer" if defer else "direct")
@@ -400,5 +464,45 @@ def test_the_device_path_gives_the_same_statistics(tmp):
     direct, deferred = results
     assert direct.keys() == deferred.keys() and any(k[3] == "update" for k in direct)
     for key, row in direct.items():
-        for stat in STATS:
+        for stat in ("min", "max", "zero_frac"):
             assert float(row[stat]) == float(deferred[key][stat]), (key, stat)
+        for stat in ("mean", "std", "l2norm"):
+            assert close_enough(float(row[stat]), float(deferred[key][stat]), rel=1e-9,
+                                scale=float(row["l2norm"])), (key, stat)
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile") or sys.platform != "linux", reason="torch.compile needs PyTorch 2")
+def test_a_compiled_model_attached_gives_eagers_statistics(tmp):
+    """torch.compile (CPU inductor): the hooks on the compiled model's modules fire, and what
+    they report equals what PyTorch's hooks see on the same model run eagerly."""
+    recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(5, 8)
+    reference = []
+    handles = [m.register_forward_hook(lambda m, i, o, name=name: reference.append((name, o.detach().clone())))
+               for name, m in model.named_modules()]
+    model(x)
+    for h in handles:
+        h.remove()
+    compiled = torch.compile(model)
+    hs = hookscope.attach(model, address=recorder.address)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Dynamo's notes on the graph breaks at the hooks
+        out = compiled(x)
+        out.sum().backward()
+    hs.step(out.sum())
+    assert hs.connected
+    hs.close()
+    code, err = recorder.wait()
+    assert code == 0, err
+    rows = {(r["module"], r["kind"]): r for r in read_csv(recorder.out, "stats.csv")}
+    assert {(name, "activation") for name, _ in reference} <= rows.keys()
+    assert {(name, "gradient") for name in ("", "0", "1", "2")} <= rows.keys()
+    for name, value in reference:
+        row = rows[(name, "activation")]
+        v = value.double()
+        for stat, expected in (("min", v.min()), ("max", v.max()), ("mean", v.mean()), ("std", v.std()),
+                               ("l2norm", v.norm())):
+            assert close_enough(float(row[stat]), expected.item(), scale=v.norm().item() / v.numel() ** 0.5), \
+                (name, stat, row[stat], expected.item())

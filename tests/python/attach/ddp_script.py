@@ -93,7 +93,7 @@ def worker(rank, args):
     if args.report:
         with open(os.path.join(args.report, "rank-%d.json" % rank), "w") as f:
             json.dump({"steps": step + 1, "stopped": stopped, "seconds": time.monotonic() - started,
-                       "bytes_sent": hs.bytes_sent, "bytes_shared": hs.bytes_shared,
+                       "bytes_sent": hs.bytes_sent,
                        "connected": hs.connected}, f)
     hs.close()
     dist.destroy_process_group()

@@ -1,0 +1,155 @@
+"""The connection to a HookScope window or recorder: connect, hello and welcome, a bounded
+outbox that never blocks a step, and what the viewer sends back."""
+
+import select
+import socket
+import time
+
+from . import _wire
+from ._address import parse_address
+
+HANDSHAKE_SECONDS = 10.0
+OUTBOX_LIMIT = 64 << 20  # a viewer this far behind is treated as gone
+
+
+class Refused(Exception):
+    """No viewer took this script; the text says why and what to do."""
+
+
+class Connection:
+    """A connected socket with an outbox; `on_lost(reason)` is called once if it breaks."""
+
+    def __init__(self, address, on_lost):
+        self.address = address
+        self._on_lost = on_lost
+        self._sock = None
+        self._reader = _wire.FrameReader()
+        self._outbox = bytearray()
+        self.bytes_sent = 0  # on the socket, frame headers included
+
+    @property
+    def open(self):
+        return self._sock is not None
+
+    def connect(self, hello, wait=False, timeout=None):
+        """Sends `hello` (its token filled in from the address) and returns the welcome and the
+        messages that came with it; raises Refused with what to do."""
+        try:
+            kind, where, token = parse_address(self.address)
+        except ValueError as exc:
+            raise Refused(str(exc)) from None
+        if token:
+            hello = dict(hello, token=token)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            sock = None
+            try:
+                sock = socket.socket(socket.AF_UNIX if kind == "unix" else socket.AF_INET, socket.SOCK_STREAM)
+                sock.settimeout(HANDSHAKE_SECONDS)
+                sock.connect(where)
+                break
+            except OSError as exc:
+                if sock is not None:
+                    sock.close()
+                if wait and (deadline is None or time.monotonic() < deadline):
+                    time.sleep(0.25)
+                    continue
+                raise Refused("no viewer listens at %s (%s). Open File > Attach to a training script in "
+                              "HookScope, or run `hookscope-cli record --out DIR`, then set HOOKSCOPE_ADDRESS to "
+                              "the address it prints" % (self.address, exc.strerror or exc)) from None
+        try:
+            sock.sendall(_wire.json_frame(hello))
+            messages = self._await_welcome(sock)
+        except (OSError, _wire.ProtocolError, ValueError) as exc:
+            sock.close()
+            raise Refused("the viewer at %s did not accept this script (%s)" % (self.address, exc)) from None
+        if messages[0].get("type") == "error":
+            sock.close()
+            raise Refused("the viewer at %s refused this script: %s"
+                          % (self.address, messages[0].get("message", "no reason given")))
+        sock.setblocking(False)
+        self._sock = sock
+        return messages
+
+    def _await_welcome(self, sock):
+        deadline = time.monotonic() + HANDSHAKE_SECONDS
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise OSError("no answer within %.0f s" % HANDSHAKE_SECONDS)
+            sock.settimeout(remaining)
+            data = sock.recv(65536)
+            if not data:
+                raise OSError("the viewer closed the connection")
+            self._reader.feed(data)
+            messages = self._reader.messages()
+            if messages:
+                return messages  # the welcome (or an error), and what followed it
+
+    def close(self):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+
+    def _lost(self, reason):
+        self.close()
+        self._on_lost(reason)
+
+    def queue(self, frame):
+        self.bytes_sent += len(frame)
+        self._outbox += frame
+
+    def send(self, message):
+        self.queue(_wire.json_frame(message))
+        self.flush()
+
+    def flush(self, deadline=None):
+        """Sends what the socket takes now; with a deadline, waits until then for the rest."""
+        while self._outbox and self._sock is not None:
+            try:
+                sent = self._sock.send(self._outbox)
+                del self._outbox[:sent]
+                continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:
+                self._lost("the viewer went away (%s)" % (exc.strerror or exc))
+                return
+            if deadline is None:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            select.select([], [self._sock], [], remaining)
+        if len(self._outbox) > OUTBOX_LIMIT:
+            self._lost("the viewer stopped reading (%d MiB waiting)" % (len(self._outbox) >> 20))
+
+    def receive(self, timeout=0.0):
+        """Messages the viewer sent, waiting up to `timeout` seconds (None: until one comes)."""
+        if self._sock is None:
+            return []
+        wants_write = [self._sock] if self._outbox else []
+        readable, writable, _ = select.select([self._sock], wants_write, [], timeout)
+        if writable:
+            self.flush()
+        if not readable or self._sock is None:
+            return []
+        try:
+            data = self._sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError as exc:
+            self._lost("the viewer went away (%s)" % (exc.strerror or exc))
+            return []
+        if not data:
+            self._lost("the viewer closed the connection")
+            return []
+        self._reader.feed(data)
+        try:
+            return self._reader.messages()
+        except _wire.ProtocolError as exc:
+            self._lost("the viewer sent a bad message (%s)" % exc)
+            return []

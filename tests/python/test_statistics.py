@@ -1,0 +1,155 @@
+"""The hookscope package's statistics, computed in the training process, against HookScope's
+C++ kernel (libhookscope_stats, the engine's own code) on the same tensors, and against plain
+torch for their meanings.
+
+Runs with any Python with torch (ctest: the venv's PyTorch 2.x and Debian's 1.13).
+HOOKSCOPE_STATS_LIBRARY names the kernel's library; the CUDA test skips without a GPU.
+"""
+import math
+import os
+import sys
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from hookscope import _stats  # noqa: E402
+
+BINS = 64
+LIB = _stats.native_library()
+needs_kernel = pytest.mark.skipif(LIB is None and not os.environ.get("HOOKSCOPE_STATS_LIBRARY"),
+                                  reason="libhookscope_stats is not built")
+
+
+def tensors():
+    """The cases of the issue: random, with NaN/Inf, all-zero, one element, empty, a huge range,
+    half precision, and sizes that span several passes of the torch-ops path."""
+    g = torch.Generator().manual_seed(7)
+    cases = {
+        "random": torch.randn(1000, generator=g),
+        "shifted": torch.randn(5000, generator=g) * 0.01 + 1000.0,
+        "with nan and inf": torch.tensor([1.0, float("nan"), -2.0, float("inf"), 0.0, float("-inf"), 3.5]),
+        "only non-finite": torch.tensor([float("nan"), float("inf")]),
+        "all zero": torch.zeros(300),
+        "one element": torch.tensor([2.5]),
+        "empty": torch.zeros(0, 4),
+        "huge range": torch.tensor([1e-30, -3e30, 7.0, 1e30, -1e-20]),
+        "float16": (torch.randn(4096, generator=g) * 3).half(),
+        "bfloat16": (torch.randn(4096, generator=g) * 3).bfloat16(),
+        "float64": torch.randn(777, generator=g, dtype=torch.float64) * 1e5,
+        "int64": torch.randint(-50, 50, (999,), generator=g),
+        "non-contiguous": torch.randn(64, 48, generator=g).t(),
+        "several passes": torch.randn(_stats._CHUNK * 2 + 12345, generator=g),
+    }
+    big = torch.randn(300000, generator=g)
+    big[::1000] = float("nan")
+    cases["large with nan"] = big
+    return cases
+
+
+def edges(row):
+    lo, hi = row[8], row[9]
+    return [lo + (hi - lo) * i / BINS for i in range(BINS + 1)]
+
+
+def assert_rows_agree(name, ours, kernel, values):
+    """Counts and min/max exactly, moments to 1e-6 relative, bins exactly away from their edges."""
+    for i, stat in ((0, "min"), (1, "max"), (8, "low"), (9, "high")):
+        assert (math.isnan(ours[i]) and math.isnan(kernel[i])) or ours[i] == kernel[i], (name, stat, ours[i], kernel[i])
+    for i, stat in ((5, "zero fraction"), (6, "nan"), (7, "inf")):
+        assert ours[i] == kernel[i], (name, stat, ours[i], kernel[i])
+    scale = kernel[4] / math.sqrt(max(values.numel(), 1))  # a mean near zero is judged on the values' size
+    for i, stat in ((2, "mean"), (3, "std"), (4, "l2")):
+        a, b = ours[i], kernel[i]
+        if math.isnan(a) or math.isnan(b):
+            assert math.isnan(a) and math.isnan(b), (name, stat, a, b)
+            continue
+        assert abs(a - b) <= 1e-6 * max(abs(a), abs(b), scale) + 1e-300, (name, stat, a, b)
+    a, b = ours[_stats.HEADER:], kernel[_stats.HEADER:]
+    if a != b:
+        # Only a value within float rounding of a bin edge may land in the neighbouring bin.
+        flat = values.detach().reshape(-1).double()
+        e = torch.tensor(edges(kernel), dtype=torch.float64)
+        near = ((flat[:, None] - e[None, :]).abs() <= 1e-6 * (e[-1] - e[0])).any(dim=1)
+        assert sum(a) == sum(b), name
+        assert sum(abs(x - y) for x, y in zip(a, b)) <= 2 * int(near.sum()), (name, a, b)
+
+
+def reference(values):
+    """What the statistics mean, in plain float64 torch."""
+    x = values.detach().reshape(-1).double()
+    finite = x[torch.isfinite(x)]
+    n = finite.numel()
+    return {"min": finite.min().item() if n else math.nan, "max": finite.max().item() if n else math.nan,
+            "mean": finite.mean().item() if n else math.nan, "std": finite.std().item() if n > 1 else 0.0,
+            "l2": finite.norm().item(), "zeros": (x == 0).sum().item() / max(x.numel(), 1),
+            "nan": torch.isnan(x).sum().item(), "inf": torch.isinf(x).sum().item(), "count": n}
+
+
+def torch_ops_row(t):
+    row = torch.empty(_stats.HEADER + BINS, dtype=torch.float64, device=t.device)
+    _stats.torch_row(t, BINS, row)
+    return row.tolist()
+
+
+@pytest.mark.parametrize("name", list(tensors()))
+def test_torch_ops_statistics_mean_what_the_export_says(name):
+    t = tensors()[name]
+    row, ref = torch_ops_row(t), reference(t)
+    for i, stat in ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (6, "nan"), (7, "inf")):
+        a, b = row[i], ref[stat]
+        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9 * max(abs(a), abs(b), ref["l2"] / 1e3), \
+            (name, stat, a, b)
+    assert sum(row[_stats.HEADER:]) == ref["count"]  # every finite value lands in one bin
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", list(tensors()))
+def test_torch_ops_equal_hookscopes_kernel(name):
+    assert LIB is not None, "HOOKSCOPE_STATS_LIBRARY=%s does not load" % os.environ.get("HOOKSCOPE_STATS_LIBRARY")
+    t = tensors()[name]
+    kernel = _stats.native_row(LIB, t, BINS)
+    assert_rows_agree(name, torch_ops_row(t), kernel, t)
+    # One core or several: the same counts and bounds; sums merged from parts differ in the last bits.
+    one_core = _stats.native_row(LIB, t, BINS, cores=0)
+    for i, (a, b) in enumerate(zip(one_core, kernel)):
+        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-12 * abs(b), (name, i, a, b)
+
+
+def test_a_step_of_rows_comes_back_in_order():
+    step = _stats.StepStatistics(bins=BINS, use_native=False)
+    cases = tensors()
+    for i, name in enumerate(cases):
+        step.add('"module":%d' % i, cases[name], defer=i % 2 == 1)  # half down the buffer path
+    taken = step.take()
+    assert [fields for fields, _ in taken] == ['"module":%d' % i for i in range(len(cases))]
+    for (fields, row), name in zip(taken, cases):
+        assert [repr(v) for v in row] == [repr(v) for v in torch_ops_row(cases[name])], name
+    assert len(step) == 0 and step.take() == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_a_hooked_cuda_step_never_waits_for_the_gpu_inside_a_hook():
+    device = torch.device("cuda")
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
+    step = _stats.StepStatistics(bins=BINS)
+    hooks = [m.register_forward_hook(lambda m, i, o: step.add('"module":0', o)) for m in model]
+    x = torch.randn(32, 64, device=device)
+    for dtype in (None, torch.bfloat16):
+        model(x)  # warm up: allocations and lazy initialisation may wait
+        step.take()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            with torch.autocast("cuda", dtype=dtype or torch.float16, enabled=dtype is not None):
+                out = model(x)
+                out.float().sum().backward()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        rows = step.take()
+        assert len(rows) == 3
+        cpu = torch_ops_row(out.detach().cpu())
+        assert rows[-1][1][:2] == cpu[:2]  # min and max exact
+    for h in hooks:
+        h.remove()
