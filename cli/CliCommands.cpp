@@ -2,17 +2,20 @@
 #include "CliSupport.h"
 #include "CapturePlan.h"
 
-#include "Confinement.h"
-
 #include "ExportFolder.h"
 #include "InputSpec.h"
-#include "Model.h"
-#include "ModelArchiveScan.h"
-#include "OperatorLibraries.h"
+#include "ModelTypes.h"
 #include "PrintableText.h"
 #include "RuleEngine.h"
 #include "Sha256.h"
+#ifdef HOOKSCOPE_CLI_ENGINE
+// Only hookscope-engine, the LibTorch side, loads and runs models in its own process.
+#include "Confinement.h"
+#include "Model.h"
+#include "ModelArchiveScan.h"
+#include "OperatorLibraries.h"
 #include "StepRunner.h"
+#endif
 
 #include <fnmatch.h>
 #include <signal.h>
@@ -39,6 +42,7 @@ namespace hookscope::cli {
 
 namespace {
 
+#ifdef HOOKSCOPE_CLI_ENGINE
 std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, bool confined, int* code) {
   std::string message;
   // The code in the archive is read as text before LibTorch runs any of it.
@@ -69,6 +73,8 @@ bool confineOrReport(const std::vector<std::string>& writable, int* code) {
   return false;
 }
 
+#endif
+
 // Checks specs up front so a typo is a usage error, not a failed run.
 bool validateSpecs(const std::vector<std::string>& specs, std::string* message) {
   for (const auto& text : specs) {
@@ -78,7 +84,7 @@ bool validateSpecs(const std::vector<std::string>& specs, std::string* message) 
   return true;
 }
 
-std::string displayName(const ModuleInfo& info) {
+[[maybe_unused]] std::string displayName(const ModuleInfo& info) {
   return info.path.empty() ? "(root " + info.name + ")" : info.path;
 }
 
@@ -96,6 +102,7 @@ std::vector<int> matchingModules(const std::string& pattern, const std::vector<M
 
 } // namespace
 
+#ifdef HOOKSCOPE_CLI_ENGINE
 bool loadLibraries(const std::vector<std::string>& paths) {
   for (const auto& path : paths) {
     std::string message;
@@ -107,9 +114,13 @@ bool loadLibraries(const std::vector<std::string>& paths) {
   return true;
 }
 
+#endif
+
 bool matchesPattern(const std::string& pattern, const std::string& path) {
   return ::fnmatch(pattern.c_str(), path.c_str(), 0) == 0;
 }
+
+#ifdef HOOKSCOPE_CLI_ENGINE
 
 int runInspect(const InspectOptions& options) {
   std::string message;
@@ -172,6 +183,8 @@ int runInspect(const InspectOptions& options) {
   std::cout << printableText(out.str());
   return kOk;
 }
+
+#endif
 
 bool planCapture(const CaptureOptions& options, const std::vector<ModuleInfo>& modules, std::uint8_t kinds,
                  CapturePlan* plan, std::string* message) {
@@ -266,6 +279,10 @@ bool captureConfig(const CaptureOptions& options, const std::string& exampleInpu
 }
 
 int runCapture(const CaptureOptions& options) {
+#ifndef HOOKSCOPE_CLI_ENGINE
+  // Full tensors never leave the process that holds them: the model runs in hookscope-engine.
+  if (!options.saveTensors.empty()) return execEngine();
+#endif
   std::string message;
   const std::uint8_t kinds = parseKindList(options.kinds, &message);
   if (!kinds) return error(kUsage, message.empty() ? "--kinds names no kind" : message);
@@ -288,6 +305,10 @@ int runCapture(const CaptureOptions& options) {
   // all: a crash or a hang in it still leaves the export of the steps before. Saving full tensors
   // needs the model in this process.
   if (options.saveTensors.empty()) return runCaptureInEngine(options, kinds, breakOn, ruleSettings);
+#ifndef HOOKSCOPE_CLI_ENGINE
+  return kUsage;  // not reached: --save-tensors went to hookscope-engine above
+}
+#else
   int code = kOk;
   // The export is written in its folder's parent (a temporary folder, then renamed).
   const std::string exportParent = std::filesystem::path(exportTargetPath(options.out)).parent_path().string();
@@ -397,6 +418,8 @@ int runCapture(const CaptureOptions& options) {
   return reportCaptureEnd(options.out, *store, runner.stepsDone(), rules.alerts().size(), "", interrupted, breakAlert);
 }
 
+#endif
+
 int runShow(const std::string& dir) {
   ExportData data;
   std::string message;
@@ -424,8 +447,26 @@ int runShow(const std::string& dir) {
     std::int64_t dropped = 0;
     for (const auto& gap : m.gaps) dropped += gap.captures;
     if (dropped) {
-      out << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size()
-          << " steps (HookScope was behind)\n";
+      out << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size() << " steps\n";
+      // Which series lost which steps, and why (the first few; manifest.json has every named one).
+      std::map<std::string, std::vector<std::int64_t>> lost;
+      for (const auto& gap : m.gaps) {
+        for (const auto& s : gap.series) {
+          const std::string name = (s.key.module.empty() ? "(root)" : s.key.module) + " " + captureKindName(s.key.kind) +
+                                   " call " + std::to_string(s.key.call) + " index " + std::to_string(s.key.index) +
+                                   (m.ranks.size() > 1 ? " rank " + std::to_string(gap.rank) : "") + ": " + s.reason;
+          lost[name].push_back(gap.step);
+        }
+      }
+      int shown = 0;
+      for (const auto& [name, steps] : lost) {
+        if (++shown > 8) {
+          out << "            … and " << lost.size() - 8 << " more series (manifest.json, gaps)\n";
+          break;
+        }
+        out << "            " << printableText(name, false) << " (" << steps.size() << " steps, first " << steps.front()
+            << ")\n";
+      }
     }
   } else {
     out << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"

@@ -82,6 +82,13 @@ struct ServeOptions {
 /// Loads operator libraries given with --load-library; false after reporting the first failure.
 bool loadLibraries(const std::vector<std::string>& paths);
 
+/// Keeps the command line, for execEngine().
+void keepCommandLine(int argc, char** argv);
+/// hookscope-cli (the viewer's side, no LibTorch) hands the commands that load a model in its
+/// own process (inspect, serve, capture --save-tensors) to hookscope-engine beside it, on the
+/// same arguments. Returns only when that cannot start, with the exit code of the message.
+int execEngine();
+
 int runInspect(const InspectOptions& options);
 int runCapture(const CaptureOptions& options);
 int runShow(const std::string& dir);

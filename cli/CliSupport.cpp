@@ -3,6 +3,10 @@
 #include "CliCommands.h"
 #include "PrintableText.h"
 
+#include <cerrno>
+
+#include <filesystem>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -92,6 +96,28 @@ CrashReport::CrashReport(int code, const std::string& message)
 }
 
 CrashReport::~CrashReport() { setCrashMessage(m_savedCode, m_savedMessage); }
+
+namespace {
+std::vector<std::string> g_commandLine;
+}
+
+void keepCommandLine(int argc, char** argv) { g_commandLine.assign(argv, argv + argc); }
+
+int execEngine() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string engine = (self.parent_path() / "hookscope-engine").string();
+  std::vector<char*> args;
+  std::vector<std::string> words = g_commandLine;
+  if (words.empty()) words.push_back("hookscope-cli");
+  words[0] = engine;
+  for (auto& word : words) args.push_back(word.data());
+  args.push_back(nullptr);
+  ::execv(engine.c_str(), args.data());
+  return error(kModelLoad, "cannot start " + engine + " (" + std::strerror(errno) +
+                               "): hookscope-cli runs models through hookscope-engine, which is built and installed "
+                               "beside it; build the whole project (scripts/build.sh) or install both");
+}
 
 int error(int code, const std::string& message) {
   std::cerr << "hookscope-cli: " << printableText(message) << "\n";

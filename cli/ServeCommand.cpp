@@ -4,6 +4,7 @@
 
 #include "AttachListener.h"
 #include "Confinement.h"
+#include "EngineProcess.h"
 #include "Model.h"
 #include "ModelArchiveScan.h"
 #include "ModelServer.h"
@@ -55,7 +56,7 @@ int runServe(const ServeOptions& options, const std::vector<std::string>& librar
   std::vector<ArchiveFinding> findings;
   if (!options.trust && std::filesystem::is_regular_file(options.model) &&
       scanModelArchive(options.model, &findings, &message) && !findings.empty()) {
-    return error(kModelLoad, options.model + " holds code that runs when it is opened or stepped and reaches outside "
+    return error(kEngineNeedsTrust, options.model + " holds code that runs when it is opened or stepped and reaches outside "
                                              "HookScope:\n" + describeFindings(findings) +
                                  "Load it only if you trust where it came from: run again with --trust.");
   }

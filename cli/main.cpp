@@ -1,7 +1,9 @@
 #include "Allocator.h"
 #include "CliCommands.h"
 #include "PrintableText.h"
+#ifdef HOOKSCOPE_CLI_ENGINE
 #include "TorchError.h"
+#endif
 
 #include <CLI/CLI.hpp>
 
@@ -11,6 +13,7 @@ using namespace hookscope::cli;
 
 int main(int argc, char** argv) {
   hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
+  keepCommandLine(argc, argv);
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
                "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent)."};
@@ -173,15 +176,25 @@ int main(int argc, char** argv) {
   }
   // Every error that escapes a command (LibTorch's included) ends it with a message, not an abort.
   try {
-    if ((*inspectCmd || *captureCmd) && !loadLibraries(libraries)) return kModelLoad;
+#ifdef HOOKSCOPE_CLI_ENGINE
+    if ((*inspectCmd || (*captureCmd && !capture.saveTensors.empty())) && !loadLibraries(libraries)) return kModelLoad;
     if (*inspectCmd) return runInspect(inspect);
+    if (*serveCmd) return runServe(serve, libraries);
+#else
+    // Loading a model takes LibTorch, which this side never links.
+    if (*inspectCmd || *serveCmd) return execEngine();
+#endif
     capture.libraries = libraries;
     if (*captureCmd) return runCapture(capture);
     if (*showCmd) return runShow(showDir);
     if (*recordCmd) return runRecord(record);
-    if (*serveCmd) return runServe(serve, libraries);
   } catch (const std::exception& e) {
-    std::cerr << "hookscope-cli: " << hookscope::printableText(hookscope::summarizeTorchError(e))
+#ifdef HOOKSCOPE_CLI_ENGINE
+    const std::string what = hookscope::summarizeTorchError(e);
+#else
+    const std::string what = e.what();
+#endif
+    std::cerr << "hookscope-cli: " << hookscope::printableText(what)
               << " (unexpected here: please report it with the command that caused it)\n";
     return kData;
   }

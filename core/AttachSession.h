@@ -5,9 +5,8 @@
 
 #include "CaptureStore.h"
 #include "ExportManifest.h"
-#include "Model.h"
+#include "ModelTypes.h"
 #include "RuleEngine.h"
-#include "StepRunner.h"
 #include "WireFrame.h"
 
 #include <nlohmann/json_fwd.hpp>

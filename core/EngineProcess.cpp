@@ -52,7 +52,17 @@ std::string signalName(int signo) {
 
 std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
                                                     const std::function<bool()>& cancelled, int timeoutMs,
-                                                    std::string* error) {
+                                                    std::string* error, bool* needsTrust) {
+  if (needsTrust) *needsTrust = false;
+  // An engine that ended before its hello: why, and whether it only asks for trust.
+  auto ended = [&](EngineProcess& e) {
+    if (needsTrust && e.exitCode() == kEngineNeedsTrust) {
+      *needsTrust = true;
+      *error = e.findings();
+      return;
+    }
+    *error = e.couldNotOpen(options.model);
+  };
   const std::string folder = privateSocketFolder(error);
   if (folder.empty()) return nullptr;
   struct RemoveFolder {
@@ -125,7 +135,7 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
     if (cancelled && cancelled()) return giveUp("Opening the model was cancelled.");
     if (engine->wait(0)) {
       engine->wait(-1);
-      *error = engine->couldNotOpen(options.model);
+      ended(*engine);
       if (fd >= 0) ::close(fd);
       return nullptr;
     }
@@ -153,7 +163,7 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   if (!session) {
     // Most often the engine ended before its hello: it could not load the model, and said why.
     if (engine->wait(2000)) {
-      *error = engine->couldNotOpen(options.model);
+      ended(*engine);
       return nullptr;
     }
     return giveUp("The engine's hello was refused: " + message);
@@ -161,6 +171,17 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   if (!session->engine()) return giveUp("The program at " + options.program + " is not a HookScope engine.");
   engine->m_session = std::move(session);
   return engine;
+}
+
+std::string EngineProcess::findings() const {
+  // "hookscope-cli: MODEL holds code that ...:\n<findings>Load it only if ..."; the window words
+  // the question itself.
+  std::string printed = errorOutput();
+  const auto first = printed.find(":\n");
+  if (first != std::string::npos) printed.erase(0, first + 2);
+  const auto advice = printed.rfind("Load it only if");
+  if (advice != std::string::npos) printed.erase(advice);
+  return printed;
 }
 
 std::string EngineProcess::couldNotOpen(const std::string& model) const {

@@ -17,6 +17,11 @@
 
 namespace hookscope {
 
+/// The exit code of an engine that refused to load a model whose code reaches outside the
+/// process (the model-code check runs in the engine, which knows the operator libraries):
+/// the findings are what it printed; the window asks, and starts it again with trust.
+constexpr int kEngineNeedsTrust = 8;
+
 /// How to start an engine process.
 struct EngineOptions {
   std::string program;  ///< the hookscope-cli executable
@@ -34,8 +39,11 @@ public:
   /// limit), `cancelled` says so (asked every 200 ms; may be empty), or the process ends (a model
   /// it cannot load). Null with a message, which quotes what the engine printed, when it does not
   /// come; the process is gone.
+  /// `needsTrust`, when given, is set when the engine refused the model's code (kEngineNeedsTrust);
+  /// `error` then holds its findings alone.
   static std::unique_ptr<EngineProcess> start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
-                                              const std::function<bool()>& cancelled, int timeoutMs, std::string* error);
+                                              const std::function<bool()>& cancelled, int timeoutMs, std::string* error,
+                                              bool* needsTrust = nullptr);
   /// Kills the process if it still runs, and reaps it.
   ~EngineProcess();
   EngineProcess(const EngineProcess&) = delete;
@@ -56,6 +64,8 @@ public:
   int exitCode() const;
   /// The last lines the engine wrote to its standard error (at most 4 KB).
   std::string errorOutput() const;
+  /// Once it ended with kEngineNeedsTrust: the findings of the model-code check it printed.
+  std::string findings() const;
   /// Once it ended before its hello: why `model` did not open, in the engine's words.
   std::string couldNotOpen(const std::string& model) const;
 

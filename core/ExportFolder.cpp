@@ -2,13 +2,12 @@
 
 #include "CsvFormat.h"
 #include "FileLimits.h"
-#include "TorchSaveFile.h"
+#include "HistogramsFile.h"
 
-#include <torch/serialize.h>
-#include <torch/torch.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -42,6 +41,16 @@ public:
     ++m_written;
   }
   void write(const std::string& name, const std::string& text) { write(name, text.data(), text.size()); }
+  /// Writes a file through `writer(path, &error)` (a library that writes its own files).
+  template <typename Writer>
+  void writeWith(const std::string& name, Writer&& writer) {
+    if (m_options.failAfterFiles >= 0 && m_written >= m_options.failAfterFiles) {
+      throw WriteFailure("writing " + name + " failed (injected fault)");
+    }
+    std::string error;
+    if (!writer((m_folder / name).string(), &error)) throw WriteFailure(error + " (disk full or not writable?)");
+    ++m_written;
+  }
 
 private:
   fs::path m_folder;
@@ -90,35 +99,29 @@ std::string scalarsCsv(const CaptureStore& store) {
   return out;
 }
 
-std::vector<char> histogramsPickle(const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all) {
-  c10::Dict<std::string, c10::impl::GenericDict> result;
+// Per series, its histograms over steps, keyed "rank{r}/{kind}/{module}/{call}/{index}".
+HistogramTables histogramTables(const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all) {
+  HistogramTables tables;
   for (const auto& [key, points] : all) {
     if (points.empty()) continue;
-    std::int64_t bins = 0;
-    for (const auto& p : points) bins = std::max<std::int64_t>(bins, std::int64_t(p.stats.histogram.size()));
-    const auto count = std::int64_t(points.size());
-    at::Tensor steps = at::empty({count}, at::kLong);
-    at::Tensor counts = at::zeros({count, bins}, at::kLong);
-    at::Tensor edges = at::zeros({count, bins + 1}, at::kDouble);
-    auto stepsA = steps.accessor<std::int64_t, 1>();
-    auto countsA = counts.accessor<std::int64_t, 2>();
-    auto edgesA = edges.accessor<double, 2>();
-    for (std::int64_t i = 0; i < count; ++i) {
-      const auto& s = points[std::size_t(i)].stats;
-      stepsA[i] = points[std::size_t(i)].step;
-      for (std::size_t b = 0; b < s.histogram.size(); ++b) countsA[i][std::int64_t(b)] = s.histogram[b];
+    HistogramTable table;
+    for (const auto& p : points) table.bins = std::max<std::int64_t>(table.bins, std::int64_t(p.stats.histogram.size()));
+    const auto bins = std::size_t(table.bins);
+    table.counts.assign(points.size() * bins, 0);
+    table.edges.assign(points.size() * (bins + 1), 0.0);
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const auto& s = points[i].stats;
+      table.steps.push_back(points[i].step);
+      std::copy(s.histogram.begin(), s.histogram.end(), table.counts.begin() + std::ptrdiff_t(i * bins));
       const auto e = s.edges();
-      for (std::size_t b = 0; b < e.size(); ++b) edgesA[i][std::int64_t(b)] = e[b];
+      std::copy(e.begin(), e.begin() + std::ptrdiff_t(std::min(e.size(), bins + 1)),
+                table.edges.begin() + std::ptrdiff_t(i * (bins + 1)));
     }
-    c10::impl::GenericDict entry(c10::StringType::get(), c10::TensorType::get());
-    entry.insert("steps", steps);
-    entry.insert("counts", counts);
-    entry.insert("edges", edges);
-    const std::string name = "rank" + std::to_string(key.rank) + "/" + captureKindName(key.kind) + "/" + key.module + "/" +
-                             std::to_string(key.call) + "/" + std::to_string(key.index);
-    result.insert(name, entry);
+    tables.emplace_back("rank" + std::to_string(key.rank) + "/" + captureKindName(key.kind) + "/" + key.module + "/" +
+                            std::to_string(key.call) + "/" + std::to_string(key.index),
+                        std::move(table));
   }
-  return saveTorchFile(c10::IValue(result));
+  return tables;
 }
 
 std::string readText(const fs::path& path) {
@@ -198,8 +201,10 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     sink.write("manifest.json", manifest.toJson());
     sink.write("stats.csv", statsCsv(all));
     sink.write("scalars.csv", scalarsCsv(store));
-    const auto histograms = histogramsPickle(all);
-    sink.write("histograms.pt", histograms.data(), histograms.size());
+    const auto tables = histogramTables(all);
+    sink.writeWith("histograms.pt", [&](const std::string& path, std::string* error) {
+      return writeHistogramsFile(path, tables, error);
+    });
     if (!tensorsPickle.empty()) sink.write("tensors.pt", tensorsPickle.data(), tensorsPickle.size());
     for (const auto& [name, text] : options.extraFiles) sink.write(name, text);
   } catch (const std::exception& e) {
@@ -218,18 +223,11 @@ namespace {
 
 // Fills the histograms of `series` from histograms.pt; "" on success, else what is wrong.
 std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vector<SeriesPoint>>& series) {
-  c10::IValue value;
-  try {
-    value = loadTorchSaveFile(path);
-  } catch (const std::exception& e) {
-    return std::string(e.what()).substr(0, 400);
-  }
-  if (!value.isGenericDict()) {
-    return "it holds a " + std::string(value.tagKind()) + ", not HookScope's dict of histograms";
-  }
-  for (const auto& entry : value.toGenericDict()) {
-    if (!entry.key().isString()) return "a key is not a name";
-    std::string name = entry.key().toStringRef();
+  HistogramTables tables;
+  std::string error;
+  if (!readHistogramsFile(path, &tables, &error)) return error.substr(0, 400);
+  for (const auto& [entryName, table] : tables) {
+    std::string name = entryName;
     // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path holds no '/'.
     int rank = 0;
     if (name.rfind("rank", 0) == 0) {
@@ -256,30 +254,14 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
     }
     auto found = series.find(key);
     if (found == series.end()) continue;
-    const std::string bad = "the entry '" + name + "' ";
-    if (!entry.value().isGenericDict()) return bad + "is not a dict";
-    const auto dict = entry.value().toGenericDict();
-    for (const char* field : {"steps", "counts", "edges"}) {
-      if (!dict.contains(field) || !dict.at(field).isTensor()) return bad + "has no tensor '" + field + "'";
-    }
-    const at::Tensor steps = dict.at("steps").toTensor().contiguous();
-    const at::Tensor counts = dict.at("counts").toTensor().contiguous();
-    const at::Tensor edges = dict.at("edges").toTensor().contiguous();
-    if (steps.dim() != 1 || steps.scalar_type() != at::kLong || counts.dim() != 2 ||
-        counts.scalar_type() != at::kLong || counts.size(0) != steps.size(0) || edges.dim() != 2 ||
-        edges.scalar_type() != at::kDouble || edges.size(0) != steps.size(0) || edges.size(1) != counts.size(1) + 1) {
-      return bad + "does not have the shapes and types of the format (steps int64[S], counts int64[S, bins], "
-                   "edges float64[S, bins+1])";
-    }
-    std::map<std::int64_t, std::int64_t> rowOfStep;
-    const std::int64_t* stepData = steps.data_ptr<std::int64_t>();
-    for (std::int64_t i = 0; i < steps.size(0); ++i) rowOfStep[stepData[i]] = i;
-    const std::int64_t bins = counts.size(1);
+    std::map<std::int64_t, std::size_t> rowOfStep;
+    for (std::size_t i = 0; i < table.steps.size(); ++i) rowOfStep[table.steps[i]] = i;
+    const auto bins = std::size_t(table.bins);
     for (auto& point : found->second) {
       const auto row = rowOfStep.find(point.step);
       if (row == rowOfStep.end()) continue;
-      const std::int64_t* c = counts.data_ptr<std::int64_t>() + row->second * bins;
-      const double* e = edges.data_ptr<double>() + row->second * (bins + 1);
+      const std::int64_t* c = table.counts.data() + row->second * bins;
+      const double* e = table.edges.data() + row->second * (bins + 1);
       point.stats.histogram.assign(c, c + bins);
       point.stats.histLow = e[0];
       point.stats.histHigh = e[bins];

@@ -247,17 +247,6 @@ std::uint8_t Model::hooks(int module) const {
   return m_impl->flags[std::size_t(module)].load();
 }
 
-std::string GradientIntervention::describe() const {
-  std::ostringstream out;
-  switch (kind) {
-    case Clamp: out << "clamp " << value; break;
-    case Scale: out << "scale " << value; break;
-    case Zero: out << "zero"; break;
-    default: break;
-  }
-  return out.str();
-}
-
 void Model::setGradientIntervention(int module, GradientIntervention intervention) {
   if (!hasModule(module)) return;
   m_impl->interventionValues[std::size_t(module)] = intervention.value;
@@ -268,10 +257,6 @@ GradientIntervention Model::gradientIntervention(int module) const {
   if (!hasModule(module)) return {};
   return {GradientIntervention::Kind(m_impl->interventionKinds[std::size_t(module)].load()),
           m_impl->interventionValues[std::size_t(module)].load()};
-}
-
-std::string OutputIntervention::describe() const {
-  return kind == Zero ? "zero" : kind == Mean ? "mean" : "";
 }
 
 void Model::setOutputIntervention(int module, OutputIntervention intervention) {

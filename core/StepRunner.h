@@ -29,13 +29,6 @@ struct StepResult {
   int capturesShared = 0;  ///< and read in place, since no in-place op touches them
 };
 
-/// Output shapes of one module call, for the tree and for `inspect`.
-struct ModuleCallShape {
-  std::string module;
-  int call = 0;
-  std::vector<std::string> shapes;
-};
-
 class StepRunnerImpl;
 
 /// Makes training steps on a model: inputs, forward, loss, backward, optimizer, with the

@@ -4,8 +4,6 @@
 #include "AttachListener.h"
 #include "EngineProcess.h"
 #include "ExportFolder.h"
-#include "ModelArchiveScan.h"
-#include "OperatorLibraries.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -123,15 +121,15 @@ void EngineAdapter::requestStop() {
 void EngineAdapter::loadOperatorLibraries(const QStringList& paths) {
   m_libraries.clear();
   for (const QString& path : paths) {
-    // Loaded here too, though no model runs here: the check of a model's code before it is
-    // opened must know the operators of the libraries the user chose (not "native code of a
-    // library you have not loaded").
-    std::string error;
-    if (!loadOperatorLibrary(path.toStdString(), &error)) {
-      Q_EMIT libraryFailed(QString::fromStdString(error));
+    // The window links no LibTorch: each engine process loads the library before it checks and
+    // loads its model, and says so when it cannot. Here only what can be told without loading it.
+    const QFileInfo file(path);
+    if (!file.isFile() || !file.isReadable()) {
+      Q_EMIT libraryFailed(tr("%1: %2. Choose it again in Settings > Operator libraries.")
+                               .arg(path, file.exists() ? tr("not a readable file") : tr("no such file")));
       continue;
     }
-    m_libraries << path;  // each engine process loads it before its model
+    m_libraries << path;
   }
 }
 
@@ -145,12 +143,6 @@ void EngineAdapter::loadModel(const QString& path, bool trusted) {
     m_watchdog->setInterval(500);
     connect(m_watchdog, &QTimer::timeout, this, &EngineAdapter::checkStepTime);
     m_watchdog->start();
-  }
-  std::string error;
-  std::vector<ArchiveFinding> findings;
-  if (!trusted && scanModelArchive(path.toStdString(), &findings, &error) && !findings.empty()) {
-    Q_EMIT trustNeeded(path, QString::fromStdString(describeFindings(findings)));
-    return;
   }
   // One open at a time: a newer one replaces one still loading.
   m_loadCancel = true;
@@ -166,12 +158,18 @@ void EngineAdapter::loadModel(const QString& path, bool trusted) {
   Q_EMIT modelLoading(path);
   m_loadThread = std::thread([this, options, limit, capBytes, path] {
     std::string message;
+    bool needsTrust = false;
     auto store = std::make_shared<CaptureStore>(capBytes);
+    // The engine checks the model's code before it loads it (it knows the operator libraries).
     std::shared_ptr<EngineProcess> engine =
         EngineProcess::start(options, store, [this] { return m_loadCancel.load(); },
-                              limit > 0 ? limit * 1000 : -1, &message);
+                              limit > 0 ? limit * 1000 : -1, &message, &needsTrust);
     if (!engine) {
-      Q_EMIT loadFailed(QString::fromStdString(message));  // the open model stays as it was
+      if (needsTrust) {
+        Q_EMIT trustNeeded(path, QString::fromStdString(message));
+      } else {
+        Q_EMIT loadFailed(QString::fromStdString(message));  // the open model stays as it was
+      }
       return;
     }
     QMetaObject::invokeMethod(this, [this, engine, path] { adoptEngine(engine, path); }, Qt::QueuedConnection);

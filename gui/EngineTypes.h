@@ -3,7 +3,7 @@
 
 #include "CaptureStore.h"
 #include "ExportManifest.h"
-#include "Model.h"
+#include "ModelTypes.h"
 #include "RuleEngine.h"
 #include "RunConfig.h"
 #include "StepRunner.h"

@@ -1,6 +1,5 @@
 #include "OperatorLibrariesDialog.h"
 
-#include "OperatorLibraries.h"
 
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -10,8 +9,6 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
-using namespace hookscope;
-
 OperatorLibrariesDialog::OperatorLibrariesDialog(const QStringList& paths, QWidget* parent)
     : QDialog(parent), m_list(new QListWidget(this)) {
   setWindowTitle(tr("Operator libraries"));
@@ -19,10 +16,9 @@ OperatorLibrariesDialog::OperatorLibrariesDialog(const QStringList& paths, QWidg
   auto* intro = new QLabel(
       tr("Models that use operators from outside PyTorch (torchvision::nms, your own "
          "TORCH_LIBRARY build) need the shared library that registers them, built for PyTorch %1. "
-         "Each model's engine process loads them before the model; the window loads them too, "
-         "to know their operators when it checks a model's code. Removing one takes effect for the next "
-         "model opened.")
-          .arg(QString::fromStdString(linkedTorchVersion())),
+         "Each model's engine process loads them before it checks the model's code and loads the model. "
+         "Removing one takes effect for the next model opened.")
+          .arg(QStringLiteral(HOOKSCOPE_ENGINE_TORCH_VERSION)),
       this);
   intro->setWordWrap(true);
   layout->addWidget(intro);
@@ -35,14 +31,9 @@ OperatorLibrariesDialog::OperatorLibrariesDialog(const QStringList& paths, QWidg
   row->addWidget(remove);
   row->addStretch();
   layout->addLayout(row);
-  QStringList bundled;
-  for (const auto& library : loadBundledOperatorLibraries()) {
-    bundled << (library.loaded ? tr("%1 (loaded)") : tr("%1 (not loaded: %2)"))
-                   .arg(QString::fromStdString(library.path), QString::fromStdString(library.error));
-  }
-  auto* builtIn = new QLabel(bundled.isEmpty()
-                                 ? tr("This build found no torchvision beside its PyTorch to load by itself.")
-                                 : tr("Loaded by itself: %1").arg(bundled.join(QStringLiteral("; "))),
+  // The window links no LibTorch; each engine process loads these before it opens a model.
+  auto* builtIn = new QLabel(tr("Each model opens in an engine process that loads these libraries first, and "
+                                "torchvision's by itself when it is installed beside the engine's PyTorch."),
                              this);
   builtIn->setWordWrap(true);
   layout->addWidget(builtIn);

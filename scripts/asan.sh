@@ -50,6 +50,26 @@ for name in manifest.json stats.csv scalars.csv histograms.pt alerts.csv; do
   { printf "\\x$(printf %02x $i)"; cat "$seed_export/$name"; } > "$corpus/ExportReaderFuzz/$name"
   i=$((i + 1))
 done
+# histograms.pt with a storage record cut short (the pickle still claims its full size), and the
+# same dict as PyTorch's own torch.save writes it.
+"$python" - "$seed_export/histograms.pt" "$corpus/ExportReaderFuzz" <<'PY'
+import os, sys, zipfile, torch
+source, folder = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(source) as z:
+    records = {n: z.read(n) for n in z.namelist()}
+storage = sorted(n for n in records if "/data/" in n)[0]
+records[storage] = records[storage][:8]
+short = os.path.join(folder, "histograms-short.pt.tmp")
+with zipfile.ZipFile(short, "w", zipfile.ZIP_STORED) as z:
+    for n, data in records.items():
+        z.writestr(n, data)
+resaved = os.path.join(folder, "histograms-resaved.pt.tmp")
+torch.save(torch.load(source, weights_only=True), resaved)
+for path in (short, resaved):
+    with open(path, "rb") as f, open(path[:-4], "wb") as out:
+        out.write(b"\x03" + f.read())
+    os.remove(path)
+PY
 for spec in 8x1x28x28 8x128:int64:0:30000 2x3:float16:-1:1 4x4:bool 1x2:float64:-1e300:1e300; do
   printf '%s' "$spec" > "$corpus/InputSpecFuzz/$spec"
 done

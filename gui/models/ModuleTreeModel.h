@@ -1,7 +1,7 @@
 #pragma once
 
 #include "CaptureKind.h"
-#include "Model.h"
+#include "ModelTypes.h"
 
 #include <QAbstractItemModel>
 #include <QString>

@@ -434,6 +434,10 @@ def test_a_capture_without_statistics_is_a_gap_that_names_its_series(tmp):
     assert {r["module"] for r in read_csv(recorder.out, "stats.csv")} == {"0"}
     dropped = [r for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "dropped_captures"]
     assert len(dropped) == 2
+    shown = subprocess.run([CLI, "show", recorder.out], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "4 captures dropped by the script in 2 steps" in shown.stdout, shown.stdout
+    assert "1 activation call 0 index 0: a torch.sparse_coo tensor" in shown.stdout, shown.stdout
 
 
 def test_the_device_path_gives_the_same_statistics(tmp):

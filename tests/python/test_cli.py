@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import unittest
+import zipfile
 
 import torch
 
@@ -499,6 +500,40 @@ class ExportFolder(CliTestCase):
         self.assertEqual(float(row["min"]), t.min().item())
         self.assertEqual(float(row["max"]), t.max().item())
         self.assertEqual(float(row["zero_frac"]), (t == 0).double().mean().item())
+
+    def copy_of_export(self, name):
+        copy = os.path.join(self.folder, name)
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(self.export, copy)
+        return copy
+
+    def test_histograms_pt_saved_by_pytorch_reads_back_the_same(self):
+        # HookScope reads histograms.pt without LibTorch: PyTorch's own torch.save of the same
+        # dict (another pickler, another zip writer) must read back to the same summary.
+        copy = self.copy_of_export("resaved")
+        path = os.path.join(copy, "histograms.pt")
+        torch.save(torch.load(path, weights_only=True), path)
+        ours = run("show", self.export)
+        theirs = run("show", copy)
+        self.assertEqual(theirs.returncode, 0, theirs.stderr)
+        self.assertEqual(theirs.stdout.replace(copy, self.export), ours.stdout)
+
+    def test_a_storage_that_claims_more_than_its_record_holds_is_refused(self):
+        # The pickle says how many values a storage has; only the zip's record says how many it
+        # really holds. A record cut to 8 bytes must be refused, never read past.
+        copy = self.copy_of_export("short-storage")
+        path = os.path.join(copy, "histograms.pt")
+        with zipfile.ZipFile(path) as z:
+            records = {n: z.read(n) for n in z.namelist()}
+        storage = sorted(n for n in records if "/data/" in n)[1]
+        records[storage] = records[storage][:8]
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+            for n, data in records.items():
+                z.writestr(n, data)
+        result = run("show", copy)
+        self.assertEqual(result.returncode, 4, result.stderr)
+        self.assertIn("histograms.pt", result.stderr)
+        self.assertIn("but its storage record holds 8", result.stderr)
 
     def test_histograms_pt(self):
         hist = torch.load(os.path.join(self.export, "histograms.pt"), weights_only=True)

@@ -1,0 +1,37 @@
+#pragma once
+// An export's histograms.pt without LibTorch: the small subset of torch.save's format it uses
+// (a zip of stored records; a protocol-2 pickle of dicts of int64 and float64 tensors), written
+// so that torch.load(path, weights_only=True) reads it, and read back with every bound checked
+// (each storage against the real size of its record, not the pickle's claim).
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hookscope {
+
+/// One series' histograms over steps: row i is step steps[i].
+struct HistogramTable {
+  std::vector<std::int64_t> steps;
+  std::int64_t bins = 0;
+  std::vector<std::int64_t> counts;  ///< steps.size() x bins, row-major
+  std::vector<double> edges;         ///< steps.size() x (bins + 1), row-major
+};
+
+using HistogramTables = std::vector<std::pair<std::string, HistogramTable>>;
+
+/// Writes {name: {"steps": int64[S], "counts": int64[S, bins], "edges": float64[S, bins + 1]}}
+/// to `path` in torch.save's zip format; false with a message when the file cannot be written.
+bool writeHistogramsFile(const std::string& path, const HistogramTables& tables, std::string* error);
+
+/// Reads what writeHistogramsFile writes (or PyTorch's own torch.save of the same dict, or an
+/// export of an earlier HookScope). False with what is wrong when the file is anything else:
+/// not a zip, a record that inflates too far, a pickle of other things, a tensor of the wrong
+/// type or shape, or a storage that claims more bytes than its record holds.
+bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::string* error);
+
+/// readHistogramsFile on bytes in memory (the fuzzer's entry).
+bool readHistogramsBytes(const std::string& bytes, HistogramTables* tables, std::string* error);
+
+} // namespace hookscope
