@@ -493,7 +493,8 @@ bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, Histogr
 bool writeHistogramsFile(const std::string& path, const HistogramTables& tables, std::string* error) {
   std::string pickle = "\x80\x02}(";
   int key = 0;
-  std::vector<std::string> storages;  // kept alive until the archive is written
+  // The tables' own buffers become the records (libzip reads them at zip_close): no copy.
+  std::vector<std::pair<const void*, std::size_t>> storages;
   storages.reserve(tables.size() * 3);
   for (const auto& [name, table] : tables) {
     const auto rows = std::int64_t(table.steps.size());
@@ -507,7 +508,7 @@ bool writeHistogramsFile(const std::string& path, const HistogramTables& tables,
                       int dims) {
       putText(pickle, field);
       putTensor(pickle, type, std::to_string(key++), rows, columns, dims);
-      storages.emplace_back(static_cast<const char*>(data), bytes);
+      storages.emplace_back(data, bytes);
     };
     tensor("steps", "LongStorage", table.steps.data(), table.steps.size() * 8, 1, 1);
     tensor("counts", "LongStorage", table.counts.data(), table.counts.size() * 8, table.bins, 2);
@@ -531,7 +532,7 @@ bool writeHistogramsFile(const std::string& path, const HistogramTables& tables,
     return false;
   }
   for (std::size_t i = 0; i < storages.size(); ++i) {
-    if (!addRecord(z.get(), "data/" + std::to_string(i), storages[i].data(), storages[i].size(), error)) return false;
+    if (!addRecord(z.get(), "data/" + std::to_string(i), storages[i].first, storages[i].second, error)) return false;
   }
   if (!addRecord(z.get(), "version", version, sizeof version - 1, error)) return false;
   if (zip_close(z.get()) != 0) {
