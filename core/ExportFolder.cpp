@@ -99,29 +99,38 @@ std::string scalarsCsv(const CaptureStore& store) {
   return out;
 }
 
-// Per series, its histograms over steps, keyed "rank{r}/{kind}/{module}/{call}/{index}".
-HistogramTables histogramTables(const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all) {
-  HistogramTables tables;
-  for (const auto& [key, points] : all) {
+// histograms.pt, written one series at a time from `all` (never a second copy of every
+// histogram): keyed "rank{r}/{kind}/{module}/{call}/{index}".
+bool writeHistograms(const std::string& path, const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all,
+                     std::string* error) {
+  std::vector<HistogramShape> shapes;
+  std::vector<std::size_t> source;  // the entry of `all` each shape is
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& [key, points] = all[i];
     if (points.empty()) continue;
-    HistogramTable table;
-    for (const auto& p : points) table.bins = std::max<std::int64_t>(table.bins, std::int64_t(p.stats.histogram.size()));
-    const auto bins = std::size_t(table.bins);
-    table.counts.assign(points.size() * bins, 0);
-    table.edges.assign(points.size() * (bins + 1), 0.0);
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const auto& s = points[i].stats;
-      table.steps.push_back(points[i].step);
-      std::copy(s.histogram.begin(), s.histogram.end(), table.counts.begin() + std::ptrdiff_t(i * bins));
-      const auto e = s.edges();
-      std::copy(e.begin(), e.begin() + std::ptrdiff_t(std::min(e.size(), bins + 1)),
-                table.edges.begin() + std::ptrdiff_t(i * (bins + 1)));
-    }
-    tables.emplace_back("rank" + std::to_string(key.rank) + "/" + captureKindName(key.kind) + "/" + key.module + "/" +
-                            std::to_string(key.call) + "/" + std::to_string(key.index),
-                        std::move(table));
+    std::int64_t bins = 0;
+    for (const auto& p : points) bins = std::max<std::int64_t>(bins, std::int64_t(p.stats.histogram.size()));
+    shapes.push_back({"rank" + std::to_string(key.rank) + "/" + captureKindName(key.kind) + "/" + key.module + "/" +
+                          std::to_string(key.call) + "/" + std::to_string(key.index),
+                      std::int64_t(points.size()), bins});
+    source.push_back(i);
   }
-  return tables;
+  return writeHistogramsFile(path, shapes, [&](std::size_t s, HistogramTable* table, std::string*) {
+    const auto& points = all[source[s]].second;
+    const auto bins = std::size_t(shapes[s].bins);
+    table->bins = shapes[s].bins;
+    table->counts.assign(points.size() * bins, 0);
+    table->edges.assign(points.size() * (bins + 1), 0.0);
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const auto& st = points[i].stats;
+      table->steps.push_back(points[i].step);
+      std::copy(st.histogram.begin(), st.histogram.end(), table->counts.begin() + std::ptrdiff_t(i * bins));
+      const auto e = st.edges();
+      std::copy(e.begin(), e.begin() + std::ptrdiff_t(std::min(e.size(), bins + 1)),
+                table->edges.begin() + std::ptrdiff_t(i * (bins + 1)));
+    }
+    return true;
+  }, error);
 }
 
 std::string readText(const fs::path& path) {
@@ -201,10 +210,8 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     sink.write("manifest.json", manifest.toJson());
     sink.write("stats.csv", statsCsv(all));
     sink.write("scalars.csv", scalarsCsv(store));
-    const auto tables = histogramTables(all);
-    sink.writeWith("histograms.pt", [&](const std::string& path, std::string* error) {
-      return writeHistogramsFile(path, tables, error);
-    });
+    sink.writeWith("histograms.pt",
+                   [&](const std::string& path, std::string* error) { return writeHistograms(path, all, error); });
     if (!tensorsPickle.empty()) sink.write("tensors.pt", tensorsPickle.data(), tensorsPickle.size());
     for (const auto& [name, text] : options.extraFiles) sink.write(name, text);
   } catch (const std::exception& e) {

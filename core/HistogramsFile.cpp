@@ -490,29 +490,119 @@ bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, Histogr
 
 } // namespace
 
-bool writeHistogramsFile(const std::string& path, const HistogramTables& tables, std::string* error) {
-  std::string pickle = "\x80\x02}(";
-  int key = 0;
-  // The tables' own buffers become the records (libzip reads them at zip_close): no copy.
-  std::vector<std::pair<const void*, std::size_t>> storages;
-  storages.reserve(tables.size() * 3);
-  for (const auto& [name, table] : tables) {
-    const auto rows = std::int64_t(table.steps.size());
-    if (std::int64_t(table.counts.size()) != rows * table.bins || std::int64_t(table.edges.size()) != rows * (table.bins + 1)) {
-      *error = "the histograms of '" + name + "' do not have the sizes their steps and bins say";
+namespace {
+
+// The series whose values the records being written come from: one at a time, asked for when
+// libzip opens its first record (records are written in order at zip_close).
+struct SeriesCache {
+  const std::function<bool(std::size_t, HistogramTable*, std::string*)>* fill = nullptr;
+  const std::vector<HistogramShape>* shapes = nullptr;
+  std::size_t index = std::size_t(-1);
+  HistogramTable table;
+  std::string error;
+
+  bool load(std::size_t i) {
+    if (i == index) return true;
+    table = HistogramTable{};
+    index = std::size_t(-1);
+    if (!(*fill)(i, &table, &error)) return false;
+    const auto& shape = (*shapes)[i];
+    const auto rows = std::size_t(shape.rows), bins = std::size_t(shape.bins);
+    if (table.steps.size() != rows || table.counts.size() != rows * bins || table.edges.size() != rows * (bins + 1)) {
+      error = "the histograms of '" + shape.name + "' changed while they were written";
       return false;
     }
-    putText(pickle, name);
+    index = i;
+    return true;
+  }
+};
+
+// One storage record (steps, counts or edges of a series) as a libzip source.
+struct RecordSource {
+  SeriesCache* cache;
+  std::size_t series;
+  int part;  // 0 steps, 1 counts, 2 edges
+  std::uint64_t size;
+  std::uint64_t offset = 0;
+  zip_error_t error;
+
+  const char* bytes() const {
+    const auto& t = cache->table;
+    return part == 0 ? reinterpret_cast<const char*>(t.steps.data())
+                     : part == 1 ? reinterpret_cast<const char*>(t.counts.data()) : reinterpret_cast<const char*>(t.edges.data());
+  }
+};
+
+zip_int64_t recordCallback(void* state, void* data, zip_uint64_t length, zip_source_cmd_t command) {
+  auto* source = static_cast<RecordSource*>(state);
+  switch (command) {
+    case ZIP_SOURCE_OPEN:
+      source->offset = 0;
+      if (!source->cache->load(source->series)) {
+        zip_error_set(&source->error, ZIP_ER_READ, 0);
+        return -1;
+      }
+      return 0;
+    case ZIP_SOURCE_READ: {
+      const std::uint64_t n = std::min<std::uint64_t>(length, source->size - source->offset);
+      if (n) std::memcpy(data, source->bytes() + source->offset, std::size_t(n));
+      source->offset += n;
+      return zip_int64_t(n);
+    }
+    case ZIP_SOURCE_CLOSE: return 0;
+    case ZIP_SOURCE_STAT: {
+      auto* st = static_cast<zip_stat_t*>(data);
+      zip_stat_init(st);
+      st->size = source->size;
+      st->comp_size = source->size;
+      st->comp_method = ZIP_CM_STORE;
+      st->valid |= ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+      return sizeof(zip_stat_t);
+    }
+    case ZIP_SOURCE_ERROR: return zip_error_to_data(&source->error, data, length);
+    case ZIP_SOURCE_FREE:
+      zip_error_fini(&source->error);
+      delete source;
+      return 0;
+    case ZIP_SOURCE_SUPPORTS:
+      return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                                            ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
+    default:
+      zip_error_set(&source->error, ZIP_ER_OPNOTSUPP, 0);
+      return -1;
+  }
+}
+
+bool addSourceRecord(zip_t* z, const std::string& name, zip_source_t* source, std::string* error) {
+  const zip_int64_t index = zip_file_add(z, (std::string(kArchive) + "/" + name).c_str(), source, ZIP_FL_ENC_UTF_8);
+  if (index < 0) {
+    zip_source_free(source);
+    *error = zip_strerror(z);
+    return false;
+  }
+  if (zip_set_file_compression(z, zip_uint64_t(index), ZIP_CM_STORE, 0) != 0) {
+    *error = zip_strerror(z);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool writeHistogramsFile(const std::string& path, const std::vector<HistogramShape>& shapes,
+                         const std::function<bool(std::size_t, HistogramTable*, std::string*)>& fill,
+                         std::string* error) {
+  std::string pickle = "\x80\x02}(";
+  int key = 0;
+  for (const auto& shape : shapes) {
+    putText(pickle, shape.name);
     pickle += "}(";
-    auto tensor = [&](const char* field, const char* type, const void* data, std::size_t bytes, std::int64_t columns,
-                      int dims) {
-      putText(pickle, field);
-      putTensor(pickle, type, std::to_string(key++), rows, columns, dims);
-      storages.emplace_back(data, bytes);
-    };
-    tensor("steps", "LongStorage", table.steps.data(), table.steps.size() * 8, 1, 1);
-    tensor("counts", "LongStorage", table.counts.data(), table.counts.size() * 8, table.bins, 2);
-    tensor("edges", "DoubleStorage", table.edges.data(), table.edges.size() * 8, table.bins + 1, 2);
+    putText(pickle, "steps");
+    putTensor(pickle, "LongStorage", std::to_string(key++), shape.rows, 1, 1);
+    putText(pickle, "counts");
+    putTensor(pickle, "LongStorage", std::to_string(key++), shape.rows, shape.bins, 2);
+    putText(pickle, "edges");
+    putTensor(pickle, "DoubleStorage", std::to_string(key++), shape.rows, shape.bins + 1, 2);
     pickle += 'u';
   }
   pickle += "u.";
@@ -531,16 +621,48 @@ bool writeHistogramsFile(const std::string& path, const HistogramTables& tables,
       !addRecord(z.get(), "byteorder", byteorder, sizeof byteorder - 1, error)) {
     return false;
   }
-  for (std::size_t i = 0; i < storages.size(); ++i) {
-    if (!addRecord(z.get(), "data/" + std::to_string(i), storages[i].first, storages[i].second, error)) return false;
+  SeriesCache cache;
+  cache.fill = &fill;
+  cache.shapes = &shapes;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const auto rows = std::uint64_t(shapes[i].rows), bins = std::uint64_t(shapes[i].bins);
+    const std::uint64_t sizes[3] = {rows * 8, rows * bins * 8, rows * (bins + 1) * 8};
+    for (int part = 0; part < 3; ++part) {
+      auto* state = new RecordSource{&cache, i, part, sizes[part], 0, {}};
+      zip_error_init(&state->error);
+      zip_source_t* source = zip_source_function(z.get(), recordCallback, state);
+      if (!source) {
+        zip_error_fini(&state->error);
+        delete state;
+        *error = zip_strerror(z.get());
+        return false;
+      }
+      if (!addSourceRecord(z.get(), "data/" + std::to_string(i * 3 + std::size_t(part)), source, error)) return false;
+    }
   }
   if (!addRecord(z.get(), "version", version, sizeof version - 1, error)) return false;
   if (zip_close(z.get()) != 0) {
-    *error = std::string("cannot write ") + path + ": " + zip_strerror(z.get());
+    *error = cache.error.empty() ? std::string("cannot write ") + path + ": " + zip_strerror(z.get()) : cache.error;
     return false;
   }
   z.release();  // zip_close freed it
   return true;
+}
+
+bool writeHistogramsFile(const std::string& path, const HistogramTables& tables, std::string* error) {
+  std::vector<HistogramShape> shapes;
+  for (const auto& [name, table] : tables) {
+    const auto rows = std::int64_t(table.steps.size());
+    if (std::int64_t(table.counts.size()) != rows * table.bins || std::int64_t(table.edges.size()) != rows * (table.bins + 1)) {
+      *error = "the histograms of '" + name + "' do not have the sizes their steps and bins say";
+      return false;
+    }
+    shapes.push_back({name, rows, table.bins});
+  }
+  return writeHistogramsFile(path, shapes, [&](std::size_t i, HistogramTable* table, std::string*) {
+    *table = tables[i].second;
+    return true;
+  }, error);
 }
 
 bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::string* error) {

@@ -4,7 +4,9 @@
 // so that torch.load(path, weights_only=True) reads it, and read back with every bound checked
 // (each storage against the real size of its record, not the pickle's claim).
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +26,20 @@ using HistogramTables = std::vector<std::pair<std::string, HistogramTable>>;
 /// Writes {name: {"steps": int64[S], "counts": int64[S, bins], "edges": float64[S, bins + 1]}}
 /// to `path` in torch.save's zip format; false with a message when the file cannot be written.
 bool writeHistogramsFile(const std::string& path, const HistogramTables& tables, std::string* error);
+
+/// What the file says of one series before its values: its name, rows (steps) and bins.
+struct HistogramShape {
+  std::string name;
+  std::int64_t rows = 0;
+  std::int64_t bins = 0;
+};
+
+/// The same, one series at a time: `fill(i, &table)` gives series i's values while the file is
+/// written, with the rows and bins shapes[i] says, so that a store's histograms are never all
+/// copied at once. A fill that returns false (with `error` set) fails the write.
+bool writeHistogramsFile(const std::string& path, const std::vector<HistogramShape>& shapes,
+                         const std::function<bool(std::size_t, HistogramTable*, std::string*)>& fill,
+                         std::string* error);
 
 /// Reads what writeHistogramsFile writes (or PyTorch's own torch.save of the same dict, or an
 /// export of an earlier HookScope). False with what is wrong when the file is anything else:
