@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -19,7 +20,7 @@ namespace hookscope {
 
 namespace {
 
-constexpr std::size_t kKeptErrorBytes = 4096;
+constexpr std::size_t kKeptErrorBytes = 8192;  // of the head, and of the tail
 
 std::string privateSocketFolder(std::string* error) {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
@@ -56,6 +57,7 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   if (needsTrust) *needsTrust = false;
   // An engine that ended before its hello: why, and whether it only asks for trust.
   auto ended = [&](EngineProcess& e) {
+    e.awaitErrors(2000);  // all it wrote before it ended, not what the reader had taken in so far
     if (needsTrust && e.exitCode() == kEngineNeedsTrust) {
       *needsTrust = true;
       *error = e.findings();
@@ -265,9 +267,18 @@ int EngineProcess::exitCode() const {
 
 std::string EngineProcess::errorOutput() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  std::string out = m_errors;
+  std::string out = m_errorHead;
+  if (m_errorsLeftOut) out += "\n… (" + std::to_string(m_errorsLeftOut) + " bytes left out) …\n";
+  out += m_errors;
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
+}
+
+void EngineProcess::awaitErrors(int timeoutMs) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (!m_errorsEnded.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void EngineProcess::drainErrors() {
@@ -275,15 +286,26 @@ void EngineProcess::drainErrors() {
   while (true) {
     const ssize_t n = ::read(m_errFd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) {
+      m_errorsEnded = true;
+      return;
+    }
     // Also on the window's own standard error, where a developer looks.
     if (m_echo) (void)!::write(STDERR_FILENO, buffer, std::size_t(n));
     std::lock_guard<std::mutex> lock(m_mutex);
-    m_errors.append(buffer, std::size_t(n));
+    // The head says what went wrong (a refusal names the file, then lists its findings), the
+    // tail how it ended: both are kept, what lies between them is counted.
+    std::size_t used = 0;
+    if (m_errorHead.size() < kKeptErrorBytes) {
+      used = std::min(std::size_t(n), kKeptErrorBytes - m_errorHead.size());
+      m_errorHead.append(buffer, used);
+    }
+    m_errors.append(buffer + used, std::size_t(n) - used);
     if (m_errors.size() > kKeptErrorBytes) {
       std::size_t cut = m_errors.size() - kKeptErrorBytes;
       const auto newline = m_errors.find('\n', cut);
       if (newline != std::string::npos) cut = newline + 1;
+      m_errorsLeftOut += cut;
       m_errors.erase(0, cut);
     }
   }

@@ -62,7 +62,10 @@ public:
   bool failed() const;
   /// Its exit code when it exited (-1: while it runs, or when a signal ended it).
   int exitCode() const;
-  /// The last lines the engine wrote to its standard error (at most 4 KB).
+  /// Waits up to `timeoutMs` until everything the engine wrote to its standard error was read
+  /// (after it ended, the pipe may still hold its last words).
+  void awaitErrors(int timeoutMs) const;
+  /// What the engine wrote to its standard error: its first 8 KB and its last 8 KB.
   std::string errorOutput() const;
   /// Once it ended with kEngineNeedsTrust: the findings of the model-code check it printed.
   std::string findings() const;
@@ -81,7 +84,10 @@ private:
   int m_errFd = -1;
   std::thread m_errThread;
   mutable std::mutex m_mutex;
-  std::string m_errors;
+  std::string m_errorHead;  // the first bytes the engine wrote to its standard error
+  std::string m_errors;     // the last ones, after the head
+  std::size_t m_errorsLeftOut = 0;
+  std::atomic<bool> m_errorsEnded{false};  // the engine's standard error reached its end
   std::unique_ptr<AttachSession> m_session;
 };
 

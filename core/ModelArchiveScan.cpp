@@ -63,6 +63,13 @@ std::vector<ArchiveFinding> scanModelCode(const std::string& file, const std::st
     const std::string ops = "ops.";
     for (std::size_t at = line.find(ops); at != std::string::npos; at = line.find(ops, at + 1)) {
       if (at > 0 && (std::isalnum(static_cast<unsigned char>(line[at - 1])) || line[at - 1] == '_')) continue;
+      // "__torch__.torchvision.ops.misc.Conv2dNormActivation" is a class path (a Python module
+      // compiled into the file), not a call of an operator: only "ops." or "torch.ops." start one.
+      if (at > 0 && line[at - 1] == '.' && !(at >= 6 && line.compare(at - 6, 6, "torch.") == 0 &&
+                                              (at == 6 || !(std::isalnum(static_cast<unsigned char>(line[at - 7])) ||
+                                                            line[at - 7] == '_' || line[at - 7] == '.')))) {
+        continue;
+      }
       const std::string ns = namespaceAt(line, at + ops.size());
       if (ns == "aten" || ns == "prim" || ns.empty()) continue;
       if (std::find(loadedNamespaces.begin(), loadedNamespaces.end(), ns) != loadedNamespaces.end()) continue;

@@ -15,6 +15,8 @@
 #include <iterator>
 #include <thread>
 
+#include <sys/stat.h>
+
 using namespace hookscope;
 using hookscope::test::fixture;
 using hookscope::test::sampleModel;
@@ -149,6 +151,15 @@ TEST(EngineProcessTest, AModelThatWritesAFileIsRefusedOrConfined) {
   EXPECT_FALSE(engine);
   EXPECT_NE(error.find("torch.from_file"), std::string::npos) << error;
   EXPECT_EQ(victimBytes(), std::string(16, 'A'));
+  // The window asks for trust when the engine says it needs it (exit 8), with its findings alone.
+  bool needsTrust = false;
+  engine = EngineProcess::start(engineFor(fixture("bad/setstate_from_file.pt")), std::make_shared<CaptureStore>(),
+                                nullptr, 60000, &error, &needsTrust);
+  EXPECT_FALSE(engine);
+  EXPECT_TRUE(needsTrust) << error;
+  EXPECT_EQ(error.find("holds code"), std::string::npos) << error;
+  EXPECT_NE(error.find("torch.from_file"), std::string::npos) << error;
+  EXPECT_EQ(victimBytes(), std::string(16, 'A'));
   // Trusted, it runs confined: the file cannot be opened for writing, so it stays as it was.
   auto options = engineFor(fixture("bad/setstate_from_file.pt"));
   options.trust = true;
@@ -186,4 +197,28 @@ TEST(EngineProcessTest, ACancelledOpenEndsTheEngine) {
                                      [] { return true; }, 60000, &error);
   EXPECT_FALSE(engine);
   EXPECT_NE(error.find("cancelled"), std::string::npos) << error;
+}
+
+TEST(EngineProcessTest, ALongMessageKeepsItsFirstLinesAndItsLast) {
+  // An engine's refusal names the file first, then lists its findings; a long one (a traced
+  // ConvNeXt's ran to 4 KB) lost that first line when only the tail was kept.
+  const std::string script = ::testing::TempDir() + "hookscope-long-message.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nexec 1>&2\necho 'hookscope-cli: FIRST: the model holds code'\n"
+           "i=0; while [ $i -lt 400 ]; do echo \"finding $i: a line of about fifty bytes of text\"; i=$((i+1)); done\n"
+           "echo 'LAST LINE'\nexit 3\n";
+  }
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  EngineOptions options = engineFor(fixture("parity_scripted.pt"));
+  options.program = script;
+  options.echoErrors = false;
+  std::string error;
+  auto engine = EngineProcess::start(options, std::make_shared<CaptureStore>(), nullptr, 20000, &error);
+  EXPECT_FALSE(engine);
+  EXPECT_NE(error.find("FIRST: the model holds code"), std::string::npos) << error.substr(0, 300);
+  EXPECT_NE(error.find("LAST LINE"), std::string::npos);
+  EXPECT_NE(error.find("bytes left out"), std::string::npos);
+  EXPECT_LT(error.size(), 20000u);
+  std::remove(script.c_str());
 }
