@@ -8,7 +8,7 @@ source "$(dirname "$0")/common.sh"
 packages=(
   build-essential cmake ccache pkg-config
   qt6-base-dev libqcustomplot-dev
-  nlohmann-json3-dev libcli11-dev libgtest-dev libseccomp-dev libzip-dev
+  nlohmann-json3-dev libcli11-dev libgtest-dev libseccomp-dev libzip-dev libssl-dev
   python3-venv
   python3-torch python3-pytest
   clang libclang-rt-14-dev
