@@ -130,6 +130,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     const QString text = tr("%1 holds code that runs when it is opened or stepped and reaches outside HookScope:\n\n%2\n"
                             "Open it only if you trust where it came from.")
                              .arg(QFileInfo(path).fileName(), findings);
+    // The engine that checked the code has ended: nothing is opening while the user decides.
+    m_loading = false;
+    statusBar()->clearMessage();
+    updateActions();
+    updateStatus();
     m_pendingOpen.clear();
     if (!m_interactive) {
       showMessage(tr("Untrusted model"), text);

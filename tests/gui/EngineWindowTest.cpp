@@ -11,6 +11,7 @@
 #include <QSettings>
 #include <QStandardPaths>
 #include <QSignalSpy>
+#include <QAction>
 #include <QStatusBar>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -166,6 +167,27 @@ private Q_SLOTS:
     QTRY_COMPARE_WITH_TIMEOUT(window->stepsSeen(), 2, kTimeout);
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
     QVERIFY(!window->store()->seriesKeys().empty());
+  }
+
+  void anUntrustedModelIsAskedAboutWithTheEnginesFindings() {
+    // The window links no LibTorch: the engine process checks the model's code, ends with its
+    // findings, and the window asks (here, not interactive, it says so) and keeps what was open.
+    auto window = openModel(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    window->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_from_file.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    const QString text = window->lastMessage();
+    QVERIFY2(text.startsWith(QStringLiteral("setstate_from_file.pt holds code that runs when it is opened")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("torch.from_file")) && text.contains(QStringLiteral("__setstate__")), qPrintable(text));
+    QVERIFY2(!text.contains(QStringLiteral("run again with --trust")), qPrintable(text));  // the CLI's advice is not the window's
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    // Nothing is opening while the user decides: File > Open model… is there again.
+    QAction* open = nullptr;
+    for (QAction* action : window->findChildren<QAction*>()) {
+      if (action->text().remove('&') == QStringLiteral("Open model…")) open = action;
+    }
+    QVERIFY(open);
+    QVERIFY(open->isEnabled());
   }
 
   void aTrustedModelThatWritesAFileRunsConfinedAndCannot() {
