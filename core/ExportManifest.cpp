@@ -3,11 +3,56 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <stdexcept>
+#include <limits>
+#include <cmath>
 #include <ctime>
 
 namespace hookscope {
 
 using nlohmann::json;
+
+namespace {
+
+// A whole-number field, checked: a number that is fractional, not finite or outside [low, high]
+// (nlohmann's own conversion of 1e300 to an integer is undefined behaviour), or not a number at
+// all, is refused with the field's name. Absent or null: the fallback.
+template <typename T>
+T wholeNumber(const json& j, const char* key, T fallback, T low = std::numeric_limits<T>::lowest(),
+              T high = std::numeric_limits<T>::max()) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  long double v = 0;  // exact for every 64-bit integer
+  bool whole = true;
+  if (it->is_number_unsigned()) {
+    v = static_cast<long double>(it->get<std::uint64_t>());
+  } else if (it->is_number_integer()) {
+    v = static_cast<long double>(it->get<std::int64_t>());
+  } else if (it->is_number_float()) {
+    const double d = it->get<double>();
+    whole = std::isfinite(d) && d == std::floor(d);
+    v = d;
+  } else {
+    whole = false;
+  }
+  if (!whole || v < static_cast<long double>(low) || v > static_cast<long double>(high)) {
+    throw std::runtime_error("\"" + std::string(key) + "\" is " + it->dump() + ", not a whole number from " +
+                             std::to_string(low) + " to " + std::to_string(high));
+  }
+  return static_cast<T>(v);
+}
+
+// A real-number field: a JSON number, or the fallback when absent; anything else names the field.
+double realNumber(const json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) throw std::runtime_error("\"" + std::string(key) + "\" is " + it->dump() + ", not a number");
+  return it->get<double>();
+}
+
+} // namespace
+
+
 
 std::string utcTimestamp() {
   const std::time_t now = std::time(nullptr);
@@ -55,7 +100,7 @@ json scriptJson(const ScriptRecord& s) {
 ScriptRecord scriptFromJson(const json& s) {
   ScriptRecord r;
   r.name = s.value("name", "");
-  r.pid = s.value("pid", std::int64_t(0));
+  r.pid = wholeNumber<std::int64_t>(s, "pid", 0, 0);
   r.host = s.value("host", "");
   r.python = s.value("python", "");
   r.torch = s.value("torch", "");
@@ -63,10 +108,10 @@ ScriptRecord scriptFromJson(const json& s) {
   r.dtype = s.value("dtype", "");
   r.optimizer = s.value("optimizer", "");
   r.ended = s.value("ended", "");
-  r.rank = s.value("rank", 0);
-  r.worldSize = s.value("world_size", 1);
+  r.rank = wholeNumber<int>(s, "rank", 0, 0);
+  r.worldSize = wholeNumber<int>(s, "world_size", 1, 1);
   r.job = s.value("job", "");
-  r.steps = s.value("steps", std::int64_t(0));
+  r.steps = wholeNumber<std::int64_t>(s, "steps", 0, 0);
   return r;
 }
 
@@ -91,16 +136,16 @@ static RunConfig configFromJson(const json& j) {
   RunConfig c;
   c.inputSpecs = j.value("inputs", std::vector<std::string>{});
   c.dataFile = j.value("data_file", "");
-  c.batchSize = j.value("batch_size", std::int64_t(0));
+  c.batchSize = wholeNumber<std::int64_t>(j, "batch_size", 0, 0);
   c.loss = parseLossKind(j.value("loss", "auto")).value_or(LossKind::Auto);
   c.optimizer = parseOptimizerKind(j.value("optimizer", "none")).value_or(OptimizerKind::None);
-  c.lr = j.value("lr", 0.0);
-  c.momentum = j.value("momentum", 0.0);
-  c.weightDecay = j.value("weight_decay", 0.0);
+  c.lr = realNumber(j, "lr", 0.0);
+  c.momentum = realNumber(j, "momentum", 0.0);
+  c.weightDecay = realNumber(j, "weight_decay", 0.0);
   c.train = j.value("train", true);
   c.noGrad = j.value("no_grad", false);
-  c.seed = j.value("seed", std::uint64_t(0));
-  c.bins = j.value("bins", 64);
+  c.seed = wholeNumber<std::uint64_t>(j, "seed", 0);
+  c.bins = wholeNumber<int>(j, "bins", 64, 1, 4096);
   return c;
 }
 
@@ -192,7 +237,7 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       if (error) *error = "manifest.json is not a HookScope capture (format is not \"hookscope-capture\")";
       return false;
     }
-    const int version = j.value("version", 0);
+    const int version = wholeNumber<int>(j, "version", 0);
     if (version != 1 && version != kVersion) {
       if (error) *error = "manifest.json has version " + std::to_string(version) + "; this HookScope reads versions 1 to " +
                           std::to_string(kVersion) + (version > kVersion ? ": open it with a newer HookScope" : "");
@@ -206,23 +251,23 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     m.hookscopeVersion = j.value("hookscope_version", "");
     m.config = configFromJson(j);
     for (const auto& c : j.value("configurations", json::array())) {
-      m.configurations.push_back({c.value("from_step", std::int64_t(0)), c.value("to_step", std::int64_t(-1)), configFromJson(c)});
+      m.configurations.push_back({wholeNumber<std::int64_t>(c, "from_step", 0, 0), wholeNumber<std::int64_t>(c, "to_step", -1, -1), configFromJson(c)});
     }
-    m.steps = j.value("steps", std::int64_t(0));
+    m.steps = wholeNumber<std::int64_t>(j, "steps", 0, 0);
     for (const auto& h : j.value("hooked", json::array())) {
       m.hooked.push_back({h.value("module", ""), h.value("kinds", std::vector<std::string>{})});
     }
     for (const auto& i : j.value("interventions", json::array())) {
       m.interventions.push_back({i.value("module", ""), i.value("target", ""), i.value("action", ""),
-                                 i.value("from_step", std::int64_t(0)), i.value("to_step", std::int64_t(0))});
+                                 wholeNumber<std::int64_t>(i, "from_step", 0, 0), wholeNumber<std::int64_t>(i, "to_step", 0, -1)});
     }
     for (const auto& t : j.value("thinning", json::array())) {
-      m.thinning.push_back({t.value("at_step", std::int64_t(0)), t.value("steps_before", std::int64_t(0)),
-                            t.value("steps_after", std::int64_t(0)), t.value("bytes_before", std::size_t(0)),
-                            t.value("bytes_after", std::size_t(0)),
-                            t.value("stride", std::int64_t(1)), t.value("call_stride", std::int64_t(1))});
+      m.thinning.push_back({wholeNumber<std::int64_t>(t, "at_step", 0, 0), wholeNumber<std::int64_t>(t, "steps_before", 0, 0),
+                            wholeNumber<std::int64_t>(t, "steps_after", 0, 0), wholeNumber<std::size_t>(t, "bytes_before", 0),
+                            wholeNumber<std::size_t>(t, "bytes_after", 0),
+                            wholeNumber<std::int64_t>(t, "stride", 1, 1), wholeNumber<std::int64_t>(t, "call_stride", 1, 1)});
     }
-    m.memoryCapBytes = j.value("memory_cap_bytes", std::size_t(0));
+    m.memoryCapBytes = wholeNumber<std::size_t>(j, "memory_cap_bytes", 0);
     if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];
     if (j.value("source", "model") == "script" && j.contains("script") && j["script"].is_object()) {
       m.script = scriptFromJson(j["script"]);
@@ -231,12 +276,12 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       if (r.is_object() && r.contains("name")) m.ranks.push_back(scriptFromJson(r));
     }
     for (const auto& g : j.value("gaps", json::array())) {
-      GapRecord gap{g.value("step", std::int64_t(0)), g.value("captures", std::int64_t(0)),
-                    g.value("bytes", std::int64_t(0)), g.value("rank", 0), {}};
+      GapRecord gap{wholeNumber<std::int64_t>(g, "step", 0, 0), wholeNumber<std::int64_t>(g, "captures", 0, 0),
+                    wholeNumber<std::int64_t>(g, "bytes", 0, 0), wholeNumber<int>(g, "rank", 0, 0), {}};
       for (const auto& s : g.value("series", json::array())) {
         const auto kind = parseCaptureKind(s.value("kind", ""));
         if (!kind) continue;
-        gap.series.push_back({SeriesKey{s.value("series", ""), s.value("call", 0), *kind, s.value("index", 0), gap.rank},
+        gap.series.push_back({SeriesKey{s.value("series", ""), wholeNumber<int>(s, "call", 0, 0), *kind, wholeNumber<int>(s, "index", 0, 0), gap.rank},
                               s.value("reason", "")});
       }
       m.gaps.push_back(std::move(gap));

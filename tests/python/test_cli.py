@@ -535,6 +535,23 @@ class ExportFolder(CliTestCase):
         self.assertIn("histograms.pt", result.stderr)
         self.assertIn("but its storage record holds 8", result.stderr)
 
+    def test_numbers_out_of_range_in_the_manifest_name_their_field(self):
+        # nlohmann's conversion of 1e300 to an integer is undefined behaviour (UBSan caught it);
+        # the release build printed "-9223372036854775808 steps". Each such field is refused by name.
+        for field, value in (("steps", 1e300), ("batch_size", 1e300), ("bins", 2.5), ("seed", -1), ("lr", "fast")):
+            copy = self.copy_of_export("manifest-" + field)
+            path = os.path.join(copy, "manifest.json")
+            with open(path) as f:
+                m = json.load(f)
+            m[field] = value
+            with open(path, "w") as f:
+                json.dump(m, f)
+            result = run("show", copy)
+            self.assertEqual(result.returncode, 4, result.stdout + result.stderr)
+            self.assertIn("manifest.json", result.stderr)
+            self.assertIn('"%s" is' % field, result.stderr)
+            self.assertNotIn("9223372036854775808 steps", result.stdout)
+
     def test_histograms_pt(self):
         hist = torch.load(os.path.join(self.export, "histograms.pt"), weights_only=True)
         rows = read_stats(self.export)
