@@ -90,12 +90,8 @@ struct ZipCloser {
   }
 };
 
-bool addRecord(zip_t* z, const std::string& name, const void* data, std::size_t size, std::string* error) {
-  zip_source_t* source = zip_source_buffer(z, data, size, 0);
-  if (!source) {
-    *error = zip_strerror(z);
-    return false;
-  }
+// Adds a stored record named archive/NAME from `source` (taken over, freed on failure).
+bool addSourceRecord(zip_t* z, const std::string& name, zip_source_t* source, std::string* error) {
   const zip_int64_t index = zip_file_add(z, (std::string(kArchive) + "/" + name).c_str(), source, ZIP_FL_ENC_UTF_8);
   if (index < 0) {
     zip_source_free(source);
@@ -108,6 +104,15 @@ bool addRecord(zip_t* z, const std::string& name, const void* data, std::size_t 
     return false;
   }
   return true;
+}
+
+bool addRecord(zip_t* z, const std::string& name, const void* data, std::size_t size, std::string* error) {
+  zip_source_t* source = zip_source_buffer(z, data, size, 0);
+  if (!source) {
+    *error = zip_strerror(z);
+    return false;
+  }
+  return addSourceRecord(z, name, source, error);
 }
 
 // ---------------------------------------------------------------- reading
@@ -571,20 +576,6 @@ zip_int64_t recordCallback(void* state, void* data, zip_uint64_t length, zip_sou
       zip_error_set(&source->error, ZIP_ER_OPNOTSUPP, 0);
       return -1;
   }
-}
-
-bool addSourceRecord(zip_t* z, const std::string& name, zip_source_t* source, std::string* error) {
-  const zip_int64_t index = zip_file_add(z, (std::string(kArchive) + "/" + name).c_str(), source, ZIP_FL_ENC_UTF_8);
-  if (index < 0) {
-    zip_source_free(source);
-    *error = zip_strerror(z);
-    return false;
-  }
-  if (zip_set_file_compression(z, zip_uint64_t(index), ZIP_CM_STORE, 0) != 0) {
-    *error = zip_strerror(z);
-    return false;
-  }
-  return true;
 }
 
 } // namespace
