@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -128,7 +129,9 @@ private:
   bool onGridLocked(std::int64_t step) const;
 
   mutable std::mutex m_mutex;
-  std::map<SeriesKey, std::vector<SeriesPoint>> m_series;
+  // A deque: points are appended without moving the ones before (no doubling slack the cap
+  // does not see), and a thinning gives memory back.
+  std::map<SeriesKey, std::deque<SeriesPoint>> m_series;
   std::map<std::pair<int, std::string>, std::vector<ScalarPoint>> m_scalars;  ///< (rank, name)
   std::set<int> m_ranks;
   std::map<std::int64_t, std::size_t> m_stepCaptures;  ///< step -> captures stored for it

@@ -152,7 +152,9 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
     if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) {
       if (on(RuleKind::ExplodingGradient)) {
         std::vector<double> history;
-        for (const auto& h : store.values(key, &TensorStats::l2norm)) {
+        // Only the window's steps: reading the whole history at every step made a run's rules
+        // quadratic in its steps (the recorder of a long job spent its time here).
+        for (const auto& h : store.values(key, &TensorStats::l2norm, step - m_settings.explodingWindow)) {
           if (h.step < step && h.step >= step - m_settings.explodingWindow && std::isfinite(h.value)) history.push_back(h.value);
         }
         double median = 0;
