@@ -96,7 +96,9 @@ int main(int argc, char** argv) {
   captureCmd->add_option("--memory-cap", capture.memoryCapMiB,
                          "MiB the capture store may hold before it thins older steps")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  captureCmd->add_flag("--force", capture.force, "replace an existing non-empty export folder");
+  captureCmd->add_flag("--force", capture.force,
+                       "replace an existing HookScope export folder (refused when it also holds files HookScope did "
+                       "not write: they are named, never deleted)");
   captureCmd->add_option("--break", capture.breakOn,
                          "stop at the end of the step where this rule fires, write the export up to it and "
                          "exit with code 6 (repeatable): non_finite, exploding_gradient, vanishing_gradient, "
@@ -144,7 +146,9 @@ int main(int argc, char** argv) {
                         "seconds the other ranks may take to attach after the first; then recording goes on with "
                         "those that did")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  recordCmd->add_flag("--force", record.force, "replace an existing HookScope export folder");
+  recordCmd->add_flag("--force", record.force,
+                      "replace an existing HookScope export folder (refused when it also holds files HookScope did "
+                      "not write: they are named, never deleted)");
   recordCmd->add_option("--break", record.breakOn,
                         "stop the script (hookscope.Stopped is raised in its hs.step()) at the end of the step "
                         "where this rule fires, write the export and exit with code 6 (repeatable)");

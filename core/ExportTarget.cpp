@@ -10,11 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 
 namespace hookscope {
 
@@ -87,6 +90,28 @@ std::string checkExportTarget(const std::string& dir, bool overwrite) {
   if (!overwrite) {
     return "export folder " + dir + " already holds a HookScope export: choose another folder, "
            "or replace it (--force in hookscope-cli).";
+  }
+  // Replacing an export replaces only what HookScope wrote: a folder that also holds the user's
+  // own files (notes, a sub-folder, a manifest.json merely claiming to be an export beside a
+  // thesis) is refused, naming them, rather than emptied.
+  static const std::set<std::string> kExportFiles = {"manifest.json", "stats.csv",   "scalars.csv",
+                                                     "histograms.pt", "alerts.csv", "tensors.pt"};
+  std::vector<std::string> foreign;
+  for (const auto& entry : fs::directory_iterator(target, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code typeError;
+    const bool file = entry.is_regular_file(typeError) && !entry.is_symlink(typeError);
+    if (!file || !kExportFiles.count(name)) foreign.push_back(name + (entry.is_directory(typeError) ? "/" : ""));
+  }
+  if (ec) return "cannot list " + dir + ": " + ec.message() + ". Choose another export folder.";
+  if (!foreign.empty()) {
+    std::sort(foreign.begin(), foreign.end());
+    std::string names;
+    for (std::size_t i = 0; i < foreign.size() && i < 8; ++i) names += (i ? ", " : "") + foreign[i];
+    if (foreign.size() > 8) names += " and " + std::to_string(foreign.size() - 8) + " more";
+    return dir + " holds " + names + " beside the export, which HookScope did not write and will not delete, even "
+           "with --force. Move " + (foreign.size() == 1 ? "it" : "them") + " out of the folder, or choose another "
+           "export folder.";
   }
   const fs::path cwd = fs::current_path(ec);
   if (!ec) {

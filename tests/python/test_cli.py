@@ -254,6 +254,24 @@ class ExitCodes(CliTestCase):
         with open(os.path.join(export, "manifest.json")) as f:
             self.assertEqual(json.load(f)["steps"], 2)
         self.assertEqual(sorted(os.listdir(self.tmp)), ["a_file", "export", "run"])
+        # --force replaces what HookScope wrote, never what the user put beside it: a real export
+        # with notes and a sub-folder added, and a folder whose manifest merely claims to be one.
+        with open(os.path.join(export, "notes.txt"), "w") as f:
+            f.write("my notes")
+        os.makedirs(os.path.join(export, "sub"))
+        self.assertExit(run("capture", CNN, "--out", export, "--steps", "1", "--force"), 5,
+                        "holds notes.txt, sub/ beside the export")
+        self.assertTrue(os.path.exists(os.path.join(export, "notes.txt")))
+        with open(os.path.join(export, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["steps"], 2)  # the export itself untouched too
+        forged = self.out("forged")
+        os.makedirs(forged)
+        with open(os.path.join(forged, "manifest.json"), "w") as f:
+            json.dump({"format": "hookscope-capture"}, f)
+        with open(os.path.join(forged, "thesis.tex"), "w") as f:
+            f.write("\\documentclass{article}")
+        self.assertExit(run("capture", CNN, "--out", forged, "--steps", "1", "--force"), 5, "holds thesis.tex")
+        self.assertTrue(os.path.exists(os.path.join(forged, "thesis.tex")))
 
     def test_out_dot_is_checked_before_the_run_with_the_real_reason(self):
         here = self.out("here")
