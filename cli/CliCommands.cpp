@@ -127,8 +127,22 @@ int runInspect(const InspectOptions& options) {
   if (!validateSpecs(options.inputs, &message)) return error(kUsage, message);
   int code = kOk;
   if (options.confine && !confineOrReport({}, &code)) return code;
+  // A __setstate__ or forward that never returns would hang inspect: it ends at the limit.
+  std::atomic<bool> loaded{false};
+  StepWatchdog watchdog(options.stepTimeout, [&] {
+    const bool opened = loaded.load();
+    std::ostringstream text;
+    text << (opened ? "the model's forward on --input" : "opening " + options.model) << " did not end within "
+         << options.stepTimeout << " s (--step-timeout), so inspect gave up: the model's "
+         << (opened ? "forward" : "loading code (a __setstate__)")
+         << " may never return; if it is just slow, raise --step-timeout (0: no limit). Nothing was written.";
+    error(opened ? kData : kModelLoad, text.str());
+    std::cerr.flush();
+    ::_exit(opened ? kData : kModelLoad);
+  });
   auto model = loadOrReport(options.model, options.trust, options.confine, &code);
   if (!model) return code;
+  loaded = true;
 
   std::map<std::string, std::vector<std::string>> shapes;  // module -> "call k: shape" entries
   if (!options.inputs.empty()) {
@@ -145,6 +159,7 @@ int runInspect(const InspectOptions& options) {
     runner.probeShapes();
     StepResult result;
     if (!runner.step(&result, &message)) return error(kData, message);
+    watchdog.stop();
     for (const auto& call : runner.outputShapes()) {
       std::string text;
       for (const auto& s : call.shapes) text += (text.empty() ? "" : ", ") + s;

@@ -22,6 +22,7 @@ struct InspectOptions {
   bool trust = false;  ///< load a model whose code reaches outside the process
   bool confine = true;  ///< Landlock and seccomp before the model is read
   std::vector<std::string> inputs;
+  double stepTimeout = 120;  ///< seconds opening the model, or its forward on --input, may take; 0: no limit
 };
 
 struct CaptureOptions {

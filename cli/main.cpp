@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   inspectCmd->add_flag("!--no-confine", inspect.confine,
                        "do not confine the process (Landlock: no file writes; seccomp: no programs, processes or "
                        "network) while the model runs: only for a model you trust, on a kernel that refuses them");
+  inspectCmd->add_option("--step-timeout", inspect.stepTimeout,
+                         "SECONDS opening the model, or its forward on --input, may take before inspect gives up "
+                         "(a __setstate__ or forward that never returns); 0: no limit")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   inspectCmd->add_flag("--trust", inspect.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
 
   CaptureOptions capture;

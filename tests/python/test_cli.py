@@ -194,6 +194,20 @@ class ExitCodes(CliTestCase):
                 self.assertIn("Nothing was written", stderr)
         self.assertFalse(os.path.exists(self.out()))
 
+    def test_inspect_gives_up_on_an_open_or_a_forward_that_never_ends(self):
+        # inspect runs the model in its own process; without a bound it hung until Ctrl+C.
+        cases = [(["inspect", os.path.join(FIXTURES, "bad", "setstate_forever.pt"), "--trust"], 3,
+                  "opening " + os.path.join(FIXTURES, "bad", "setstate_forever.pt") + " did not end within 1 s"),
+                 (["inspect", os.path.join(FIXTURES, "bad", "forward_forever.pt"), "--input", "2x4"], 4,
+                  "forward on --input did not end within 1 s")]
+        for args, code, says in cases:
+            with self.subTest(model=args[1]):
+                start = time.monotonic()
+                result = run(*args, "--step-timeout", "1")
+                self.assertExit(result, code, says)
+                self.assertIn("Nothing was written", result.stderr)
+                self.assertLess(time.monotonic() - start, 60)
+
     def test_a_step_that_never_ends_is_ended_by_step_timeout(self):
         model = os.path.join(FIXTURES, "bad", "forward_forever.pt")
         out = self.out()
