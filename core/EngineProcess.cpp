@@ -155,6 +155,12 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
         ::close(fd);
         fd = -1;
       }
+      if (fd >= 0) {
+        // Both ends are connected: the socket's name is no longer needed, so a viewer killed
+        // while its engine loads a model (which may take long) leaves no folder behind.
+        std::error_code ignored;
+        std::filesystem::remove_all(folder, ignored);
+      }
       continue;
     }
     pollfd p{fd, POLLIN, 0};

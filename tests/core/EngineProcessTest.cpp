@@ -222,3 +222,31 @@ TEST(EngineProcessTest, ALongMessageKeepsItsFirstLinesAndItsLast) {
   EXPECT_LT(error.size(), 20000u);
   std::remove(script.c_str());
 }
+
+TEST(EngineProcessTest, TheSocketFolderIsGoneOnceTheEngineIsConnected) {
+  // A viewer killed while its engine loads a model (which may take long) must leave no
+  // hookscope-engine-XXXXXX folder: it goes as soon as both ends are connected.
+  const std::string runtime = ::testing::TempDir() + "hookscope-runtime-" + std::to_string(::getpid());
+  std::filesystem::create_directories(runtime);
+  const char* saved = std::getenv("XDG_RUNTIME_DIR");
+  const std::string savedValue = saved ? saved : "";
+  ::setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+  auto options = engineFor(fixture("bad/setstate_forever.pt"));
+  options.trust = true;  // so that it loads, forever
+  options.echoErrors = false;
+  int entriesWhileLoading = -1;
+  const auto started = std::chrono::steady_clock::now();
+  std::string error;
+  auto engine = EngineProcess::start(
+      options, std::make_shared<CaptureStore>(),
+      [&] {
+        if (std::chrono::steady_clock::now() - started < std::chrono::seconds(4)) return false;
+        entriesWhileLoading = int(std::distance(std::filesystem::directory_iterator(runtime), {}));
+        return true;  // then cancel the open
+      },
+      60000, &error);
+  if (saved) ::setenv("XDG_RUNTIME_DIR", savedValue.c_str(), 1); else ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_FALSE(engine);
+  EXPECT_EQ(entriesWhileLoading, 0) << "the engine's socket folder is still there while it loads";
+  std::filesystem::remove_all(runtime);
+}
