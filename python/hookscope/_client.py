@@ -300,9 +300,9 @@ class Attached:
         entries = self._stats.take()
         if not entries:
             return
-        if self._conn.open and len(self._conn._outbox) > _BEHIND_BYTES:
+        if self._conn.open and self._conn.unsent > _BEHIND_BYTES:
             for fields, _ in entries:  # the viewer is this far behind: a gap, not more memory
-                self._drop(fields, "the viewer was %d MiB behind" % (len(self._conn._outbox) >> 20))
+                self._drop(fields, "the viewer was %d MiB behind" % (self._conn.unsent >> 20))
             return
         bins = self._stats.bins
         head = '{"type":"stats","step":%d,"captures":[' % self._step

@@ -31,6 +31,11 @@ class Connection:
     def open(self):
         return self._sock is not None
 
+    @property
+    def unsent(self):
+        """Bytes waiting in the outbox: how far behind the viewer is."""
+        return len(self._outbox)
+
     def connect(self, hello, wait=False, timeout=None):
         """Sends `hello` (its token filled in from the address) and returns the welcome and the
         messages that came with it; raises Refused with what to do."""

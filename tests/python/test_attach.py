@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 
 import pytest
@@ -510,3 +511,45 @@ def test_a_compiled_model_attached_gives_eagers_statistics(tmp):
                                ("l2norm", v.norm())):
             assert close_enough(float(row[stat]), expected.item(), scale=v.norm().item() / v.numel() ** 0.5), \
                 (name, stat, row[stat], expected.item())
+
+
+def test_a_viewer_that_stops_reading_costs_named_gaps_and_never_blocks_training(tmp):
+    """Statistics wait in a bounded outbox: once 16 MiB of them are unsent, a step's captures are
+    dropped as a gap (one warning that says why) instead of growing memory, and no step waits."""
+    import threading
+    path = os.path.join(tmp, "stuck.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    release = threading.Event()
+
+    def stuck_viewer():
+        conn, _ = server.accept()
+        reader = _wire.FrameReader()
+        hello = []
+        while not hello:
+            reader.feed(conn.recv(1 << 16))
+            hello = reader.messages()
+        hooks = {m["path"]: ["activation"] for m in hello[0]["modules"]}
+        conn.sendall(_wire.json_frame({"type": "welcome", "hooks": hooks, "bins": 64}))
+        release.wait(120)  # reads nothing more
+        conn.close()
+    thread = threading.Thread(target=stuck_viewer)
+    thread.start()
+    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(400)])  # about 240 KiB of statistics a step
+    x = torch.randn(2, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address="unix:" + path)
+        assert hs.connected
+        # The viewer never reads again: a step that waited for it would never return.
+        for _ in range(120):
+            hs.step(model(x).sum())
+            if any("behind" in str(w.message) for w in caught):
+                break
+    release.set()
+    thread.join()
+    server.close()
+    behind = [str(w.message) for w in caught if "behind" in str(w.message)]
+    assert len(behind) == 1, [str(w.message) for w in caught]
+    assert "MiB behind" in behind[0] and "recorded as a gap" in behind[0]
