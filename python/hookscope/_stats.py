@@ -20,6 +20,8 @@ import os
 
 import torch
 
+from ._wire import number_text
+
 HEADER = 10  # min, max, mean, std, l2, zero fraction, nan, inf, low, high
 _CHUNK = 1 << 20  # values per pass of the torch-ops path: bounds its temporary memory (~40 MiB)
 _ABI = 1
@@ -109,9 +111,14 @@ def torch_row(t, bins, row):
     low = torch.full((), float("inf"), dtype=f64, device=dev)
     high = torch.full((), float("-inf"), dtype=f64, device=dev)
     counts = torch.zeros(4, dtype=torch.int64, device=dev)  # finite, nan, non-finite, zeros
-    for c in chunks:
+
+    def prepared(c):  # the values in float64 and where they are finite
         v = c.to(f64)
-        finite = torch.isfinite(v)
+        return v, torch.isfinite(v)
+    # One pass's worth (most tensors): kept for the second pass instead of made again.
+    single = prepared(chunks[0]) if len(chunks) == 1 else None
+    for c in chunks:
+        v, finite = single or prepared(c)
         bad = ~finite
         counts += torch.stack([finite.sum(), torch.isnan(v).sum(), bad.sum(), (v == 0).sum()])
         kept = v.masked_fill(bad, 0.0)
@@ -136,8 +143,7 @@ def torch_row(t, bins, row):
     hist = torch.zeros(bins + 1, dtype=torch.int64, device=dev)
     m2 = torch.zeros((), dtype=f64, device=dev)
     for c in chunks:
-        v = c.to(f64)
-        finite = torch.isfinite(v)
+        v, finite = single or prepared(c)
         d = (v - mean).masked_fill(~finite, 0.0)
         m2 += (d * d).sum()
         w = c.to(work)
@@ -179,7 +185,7 @@ class StepStatistics:
         """Computes `tensor`'s row now (the values as they are at this moment)."""
         width = HEADER + self.bins
         if tensor.device.type == "cpu" and not defer:
-            if self._lib is not None and tensor.dtype != torch.bool:
+            if self._lib is not None:
                 row = native_row(self._lib, tensor, self.bins)
             else:
                 out = torch.empty(width, dtype=torch.float64)
@@ -227,7 +233,6 @@ class StepStatistics:
 
 def entry_text(fields, row, bins):
     """A `stats` entry as JSON text (written by hand: json.dumps costs more than the rest)."""
-    from ._wire import number_text
     head = ",".join('"%s":%s' % (name, number_text(row[i])) for i, name in
                     ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi")))
     hist = ",".join(str(int(v)) for v in row[HEADER:HEADER + bins])
