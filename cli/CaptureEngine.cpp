@@ -21,20 +21,10 @@
 
 namespace hookscope::cli {
 
-namespace {
-
-std::string selfPath() {
-  char path[PATH_MAX] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-  return n > 0 ? std::string(path, std::size_t(n)) : "hookscope-cli";
-}
-
-} // namespace
-
 int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const std::set<RuleKind>& breakOn,
                        const RuleSettings& ruleSettings) {
   EngineOptions engineOptions;
-  engineOptions.program = selfPath();
+  engineOptions.program = enginePath();  // `hookscope-engine serve`, without a hop through hookscope-cli
   engineOptions.model = options.model;
   engineOptions.trust = options.trust;
   engineOptions.confine = options.confine;

@@ -83,6 +83,8 @@ struct ServeOptions {
 /// Loads operator libraries given with --load-library; false after reporting the first failure.
 bool loadLibraries(const std::vector<std::string>& paths);
 
+/// hookscope-engine, beside this executable: the side of the command line that links LibTorch.
+std::string enginePath();
 /// Keeps the command line, for execEngine().
 void keepCommandLine(int argc, char** argv);
 /// hookscope-cli (the viewer's side, no LibTorch) hands the commands that load a model in its

@@ -103,10 +103,14 @@ std::vector<std::string> g_commandLine;
 
 void keepCommandLine(int argc, char** argv) { g_commandLine.assign(argv, argv + argc); }
 
-int execEngine() {
+std::string enginePath() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string engine = (self.parent_path() / "hookscope-engine").string();
+  return ec ? std::string("hookscope-engine") : (self.parent_path() / "hookscope-engine").string();
+}
+
+int execEngine() {
+  const std::string engine = enginePath();
   std::vector<char*> args;
   std::vector<std::string> words = g_commandLine;
   if (words.empty()) words.push_back("hookscope-cli");

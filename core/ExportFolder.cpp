@@ -322,7 +322,7 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     return fail(dir + " has no manifest.json, so it is not a HookScope export folder.");
   }
   // Only regular files are opened: a FIFO would block, a link could lead to /dev/zero.
-  for (const char* name : {"manifest.json", "stats.csv", "scalars.csv", "histograms.pt", "alerts.csv", "tensors.pt"}) {
+  for (const auto& name : exportFileNames()) {
     const fs::path path = folder / name;
     if (!fs::exists(fs::symlink_status(path, ec))) continue;
     if (std::string problem = checkRegularFile(path.string(), name); !problem.empty()) {

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <vector>
 
 namespace hookscope {
@@ -49,6 +48,12 @@ std::string exportTargetPath(const std::string& dir) {
   fs::path target = fs::absolute(fs::path(dir), ec).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();
   return target.string();
+}
+
+const std::vector<std::string>& exportFileNames() {
+  static const std::vector<std::string> names = {"manifest.json", "stats.csv",  "scalars.csv",
+                                                 "histograms.pt", "alerts.csv", "tensors.pt"};
+  return names;
 }
 
 bool isHookScopeExport(const std::string& dir) {
@@ -94,14 +99,14 @@ std::string checkExportTarget(const std::string& dir, bool overwrite) {
   // Replacing an export replaces only what HookScope wrote: a folder that also holds the user's
   // own files (notes, a sub-folder, a manifest.json merely claiming to be an export beside a
   // thesis) is refused, naming them, rather than emptied.
-  static const std::set<std::string> kExportFiles = {"manifest.json", "stats.csv",   "scalars.csv",
-                                                     "histograms.pt", "alerts.csv", "tensors.pt"};
+  const auto& exportFiles = exportFileNames();
   std::vector<std::string> foreign;
   for (const auto& entry : fs::directory_iterator(target, ec)) {
     const std::string name = entry.path().filename().string();
     std::error_code typeError;
     const bool file = entry.is_regular_file(typeError) && !entry.is_symlink(typeError);
-    if (!file || !kExportFiles.count(name)) foreign.push_back(name + (entry.is_directory(typeError) ? "/" : ""));
+    const bool ours = file && std::find(exportFiles.begin(), exportFiles.end(), name) != exportFiles.end();
+    if (!ours) foreign.push_back(name + (entry.is_directory(typeError) ? "/" : ""));
   }
   if (ec) return "cannot list " + dir + ": " + ec.message() + ". Choose another export folder.";
   if (!foreign.empty()) {

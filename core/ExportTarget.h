@@ -8,6 +8,9 @@
 
 namespace hookscope {
 
+/// The files an export folder holds (not all of them in every export); nothing else is HookScope's.
+const std::vector<std::string>& exportFileNames();
+
 /// True when `dir` holds a HookScope export: a regular manifest.json whose "format" says so.
 bool isHookScopeExport(const std::string& dir);
 

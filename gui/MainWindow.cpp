@@ -119,23 +119,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
     showMessage(tr("Engine stopped"), message);
   });
   connect(m_engine, &EngineAdapter::loadFailed, this, [this](const QString& message) {
-    m_loading = false;
-    statusBar()->clearMessage();
-    updateActions();
-    updateStatus();
-    m_pendingOpen.clear();
+    endLoading();
     showMessage(tr("Cannot open"), message);
   });
   connect(m_engine, &EngineAdapter::trustNeeded, this, [this](const QString& path, const QString& findings) {
     const QString text = tr("%1 holds code that runs when it is opened or stepped and reaches outside HookScope:\n\n%2\n"
                             "Open it only if you trust where it came from.")
                              .arg(QFileInfo(path).fileName(), findings);
-    // The engine that checked the code has ended: nothing is opening while the user decides.
-    m_loading = false;
-    statusBar()->clearMessage();
-    updateActions();
-    updateStatus();
-    m_pendingOpen.clear();
+    endLoading();  // the engine that checked the code has ended: nothing opens while the user decides
     if (!m_interactive) {
       showMessage(tr("Untrusted model"), text);
       return;
@@ -921,6 +912,14 @@ void MainWindow::updateStatus() {
   } else {
     m_memoryLabel->clear();
   }
+}
+
+void MainWindow::endLoading() {
+  m_loading = false;
+  statusBar()->clearMessage();
+  updateActions();
+  updateStatus();
+  m_pendingOpen.clear();
 }
 
 void MainWindow::showMessage(const QString& title, const QString& text) {

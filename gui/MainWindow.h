@@ -131,6 +131,8 @@ private:
   void showBreak(const hookscope::Alert& alert);
   void onRunState(bool running, bool paused);
   void showMessage(const QString& title, const QString& text);
+  /// A model that was opening is not (it opened elsewhere, failed, or waits for the user's trust).
+  void endLoading();
   void scheduleRedraw();
   void redraw();
   void updateActions();
