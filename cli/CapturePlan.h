@@ -5,7 +5,7 @@
 #include "CliCommands.h"
 
 #include "ExportManifest.h"
-#include "Model.h"
+#include "ModelTypes.h"
 #include "RuleEngine.h"
 
 #include <set>

@@ -99,7 +99,7 @@ int runShow(const std::string& dir);
 int runRecord(const RecordOptions& options);
 
 /// Runs a model file for a HookScope window: connects to it, confines itself, loads the model,
-/// and steps it as the window says (core/ModelServer.h).
+/// and steps it as the window says (core/engine/ModelServer.h).
 int runServe(const ServeOptions& options, const std::vector<std::string>& libraries);
 /// fnmatch-style glob on a module path; "*" also matches the root's empty path.
 bool matchesPattern(const std::string& pattern, const std::string& path);

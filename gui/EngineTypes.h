@@ -6,7 +6,7 @@
 #include "ModelTypes.h"
 #include "RuleEngine.h"
 #include "RunConfig.h"
-#include "StepRunner.h"
+#include "StepResult.h"
 
 #include <QMetaType>
 #include <QString>

@@ -1,5 +1,7 @@
 #include "WireStats.h"
 
+#include "WireJson.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -15,27 +17,13 @@ constexpr int kMaxDims = 64;
 
 bool readNumber(const json& j, const char* key, double* out) {
   const auto it = j.find(key);
-  if (it == j.end()) return false;
-  if (it->is_number()) {
-    *out = it->get<double>();
-    return true;
-  }
-  if (!it->is_string()) return false;
-  const std::string& s = it->get_ref<const std::string&>();
-  if (s == "nan") *out = std::numeric_limits<double>::quiet_NaN();
-  else if (s == "inf") *out = std::numeric_limits<double>::infinity();
-  else if (s == "-inf") *out = -std::numeric_limits<double>::infinity();
-  else return false;
-  return true;
+  return it != j.end() && wireNumberFrom(*it, out);
 }
 
 bool readCount(const json& j, const char* key, std::int64_t high, std::int64_t* out) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return false;
-  const auto value = it->get<std::int64_t>();
-  if (value < 0 || value > high) return false;
-  *out = value;
-  return true;
+  bool ok = true;
+  *out = wireInt(j, key, 0, high, &ok);
+  return ok;
 }
 
 } // namespace
@@ -63,12 +51,6 @@ bool shapeFromWire(const json& j, const char* what, std::vector<std::int64_t>* s
     shape->push_back(size);
   }
   return true;
-}
-
-json wireNumberJson(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return value;
 }
 
 json statsToWire(const TensorStats& s) {

@@ -4,6 +4,7 @@
 #include "ExportManifest.h"
 #include "StepRunner.h"
 #include "WireFrame.h"
+#include "WireJson.h"
 #include "WireStats.h"
 
 #include <nlohmann/json.hpp>
@@ -28,8 +29,6 @@ namespace {
 /// Captures per `stats` message: about 0.7 KB each keeps a message far under the JSON limit.
 constexpr std::size_t kCapturesPerMessage = 4000;
 
-std::string text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 std::string hostName() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
@@ -45,7 +44,7 @@ public:
   std::string run(bool* clean);
 
 private:
-  bool send(const json& message) { return sendAll(m_fd, wire::encodeFrame(wire::kJsonFrame, text(message))); }
+  bool send(const json& message) { return sendAll(m_fd, wire::encodeFrame(wire::kJsonFrame, wireText(message))); }
   json hello() const;
   /// Reads and handles what has come, waiting up to `timeoutMs` (-1: until something does).
   bool receive(int timeoutMs);

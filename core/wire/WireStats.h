@@ -27,7 +27,4 @@ bool statsFromWire(const nlohmann::json& j, TensorStats* stats, std::string* err
 bool shapeFromWire(const nlohmann::json& j, const char* what, std::vector<std::int64_t>* shape, std::int64_t* numel,
                    std::string* error);
 
-/// A number as the wire writes it: finite ones as numbers, others as "nan", "inf", "-inf".
-nlohmann::json wireNumberJson(double value);
-
 } // namespace hookscope
