@@ -1,8 +1,8 @@
 #pragma once
 
+#include "DiscardGuard.h"
 #include "EngineTypes.h"
 
-#include <QElapsedTimer>
 #include <QMainWindow>
 #include <QMap>
 #include <QSet>
@@ -13,24 +13,25 @@
 
 class AlertsPanel;
 class AttachDialog;
+class DiscardGuard;
 class EngineAdapter;
 class ModuleTreeModel;
+class ModuleTreePanel;
 class PlotsPanel;
 class QAction;
-class QLabel;
-class QLineEdit;
-class QMenu;
-class QProgressBar;
-class QSortFilterProxyModel;
 class QSplitter;
 class QTabWidget;
 class QTimer;
 class QTreeView;
+class RecentFiles;
 class RunControls;
+class StatusLine;
 
-/// HookScope's window: the module tree with hook checkboxes, run controls, live plots.
-/// The engine runs on its own thread; this window only sends it commands and redraws on a
-/// coalescing timer, never once per capture.
+/// HookScope's window: the module tree with hook checkboxes, run controls, live plots, laid
+/// out and wired together; its parts live in their own classes (ModuleTreePanel, PlotsPanel,
+/// RunControls, AlertsPanel, DiscardGuard, RecentFiles, WindowShortcuts). The engine runs on
+/// its own thread; this window only sends it commands and redraws on a coalescing timer, never
+/// once per capture.
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -43,22 +44,22 @@ public:
   void openCapture(const QString& dir);
   /// Tests: show messages in lastMessage() instead of modal dialogs, and answer "no" to
   /// questions.
-  void setInteractive(bool interactive) { m_interactive = interactive; }
+  void setInteractive(bool interactive);
   QString lastMessage() const { return m_lastMessage; }
   /// Why the last connection to the attach address was refused.
   QString lastRefusal() const { return m_lastRefusal; }
 
   /// How the question "discard captures that were not exported?" is answered.
-  enum class DiscardChoice { Ask, Export, Discard, Cancel };
+  using DiscardChoice = DiscardGuard::Choice;
   /// Tests: the answer given without a dialog, and the folder an Export answer writes to.
   void setDiscardAnswer(DiscardChoice choice, const QString& exportDir = QString());
   /// Times the window asked before discarding captures.
-  int discardQuestions() const { return m_discardQuestions; }
+  int discardQuestions() const;
   /// Whether the store holds captures that no export has saved.
   bool hasUnexportedCaptures() const;
 
   ModuleTreeModel* treeModel() const { return m_tree; }
-  QTreeView* treeView() const { return m_treeView; }
+  QTreeView* treeView() const;
   PlotsPanel* plots() const { return m_plots; }
   RunControls* runControls() const { return m_controls; }
   EngineAdapter* engine() const { return m_engine; }
@@ -115,7 +116,6 @@ Q_SIGNALS:
   void scriptDetached(const QString& reason);
 
 protected:
-  bool eventFilter(QObject* watched, QEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
@@ -123,6 +123,12 @@ protected:
 private:
   void buildActions();
   void buildLayout();
+  /// The engine's signals to the window's parts.
+  void connectEngine();
+  /// The window's size and splitters, the step time limit and operator libraries as last left.
+  void restoreSettings();
+  /// A model holds code that reaches outside HookScope: opens it only if the user says so.
+  void askTrust(const QString& path, const QString& findings);
   void onModelLoaded(const ModelSummary& summary);
   void onStepFinished(const StepSummary& summary);
   /// Every rank of the attached job ended a step the job checked: its alerts and break.
@@ -137,29 +143,8 @@ private:
   void redraw();
   void updateActions();
   void updateStatus();
-  void addRecent(const QString& path);
-  void rebuildRecentMenu();
-  void hookAllOfType();
-  void showTreeMenu(const QPoint& at);
   void editRuleThresholds();
   void editOperatorLibraries();
-  hookscope::RuleSettings m_ruleSettings;
-  void markInterventions(int module);
-  /// Marks a reopened export's interventions in the tree, with the steps each was in force.
-  void markRecordedInterventions(const std::vector<hookscope::InterventionRecord>& records);
-  std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
-  /// Opens the export dialog; false when the user cancelled it.
-  bool exportCaptures();
-  /// Before `what` discards captures no export saved: asks Export / Discard / Cancel (or uses
-  /// the remembered answer). True to go on now; Export runs `then` once the export is written.
-  bool confirmDiscard(const QString& what, std::function<void()> then);
-  std::function<void()> m_afterExport;
-  std::uint64_t m_exportingVersion = 0;  ///< the store's version when the last export was asked for
-  std::uint64_t m_exportedVersion = 0;   ///< ... and when one last succeeded
-  const hookscope::CaptureStore* m_exportedStore = nullptr;
-  DiscardChoice m_discardAnswer = DiscardChoice::Discard;
-  QString m_discardExportDir;
-  int m_discardQuestions = 0;
   void exportAllPlots();
   hookscope::RunConfig currentConfig();
   /// False, with a message saying where to type them, when the run has no inputs.
@@ -170,9 +155,10 @@ private:
   EngineAdapter* m_engine;
   ModelSummary m_summary;
   ModuleTreeModel* m_tree;
-  QSortFilterProxyModel* m_filter;
-  QTreeView* m_treeView;
-  QLineEdit* m_filterEdit;
+  ModuleTreePanel* m_treePanel;
+  DiscardGuard* m_guard;
+  RecentFiles* m_recent = nullptr;
+  hookscope::RuleSettings m_ruleSettings;
   RunControls* m_controls;
   PlotsPanel* m_plots;
   QSplitter* m_splitter;
@@ -180,12 +166,7 @@ private:
   AlertsPanel* m_alerts;
   QList<QAction*> m_breakActions;
   QTimer* m_redrawTimer;
-  QLabel* m_modelLabel;
-  QLabel* m_stepLabel;
-  QLabel* m_rateLabel;
-  QLabel* m_memoryLabel;
-  QProgressBar* m_busy;
-  QMenu* m_recentMenu = nullptr;
+  StatusLine* m_status;
   QAction* m_attachAction = nullptr;
   AttachDialog* m_attachDialog = nullptr;
   QString m_listenAddress;
@@ -196,9 +177,6 @@ private:
   QAction* m_stopAction = nullptr;
   QAction* m_resetAction = nullptr;
   QAction* m_exportAction = nullptr;
-  QAction* m_askDiscardAction = nullptr;
-  QSet<int> m_windowShortcuts;  ///< Ctrl, Alt and F-key shortcuts no widget may take
-  QSet<int> m_plainShortcuts;   ///< plain keys ([, ], End) that text fields keep
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_running = false;
@@ -212,8 +190,5 @@ private:
   QMap<int, QString> m_ranksEnded;
   qint64 m_stepsSeen = 0;
   qint64 m_lastStep = -1;
-  QElapsedTimer m_rateClock;
-  qint64 m_rateSteps = 0;
-  double m_stepsPerSecond = 0;
   QString m_pendingOpen;
 };

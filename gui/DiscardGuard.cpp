@@ -1,0 +1,140 @@
+#include "DiscardGuard.h"
+
+#include "EngineAdapter.h"
+#include "ExportTarget.h"
+
+#include <QAction>
+#include <QCheckBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSettings>
+
+namespace {
+// Settings: the folder of the last export, and the remembered answer to "discard captures?".
+const char* const kLastExportKey = "paths/lastExport";
+const char* const kAnswerKey = "prompts/unexportedCaptures";
+} // namespace
+
+DiscardGuard::DiscardGuard(EngineAdapter* engine, QWidget* window)
+    : QObject(window), m_engine(engine), m_window(window), m_askAction(new QAction(tr("&Ask before discarding captures"), this)) {
+  m_askAction->setCheckable(true);
+  m_askAction->setChecked(!QSettings().contains(QLatin1String(kAnswerKey)));
+  m_askAction->setToolTip(tr("Ask Export / Discard / Cancel before a reset, an open or quitting drops captures not exported"));
+  connect(m_askAction, &QAction::toggled, this, [](bool ask) {
+    QSettings settings;
+    if (ask) settings.remove(QLatin1String(kAnswerKey));
+    else if (!settings.contains(QLatin1String(kAnswerKey))) settings.setValue(QLatin1String(kAnswerKey), QStringLiteral("discard"));
+  });
+  connect(m_engine, &EngineAdapter::exportFinished, this, &DiscardGuard::onExportFinished);
+}
+
+QString DiscardGuard::lastExportFolder() { return QSettings().value(QLatin1String(kLastExportKey)).toString(); }
+
+void DiscardGuard::setAnswer(Choice choice, const QString& exportDir) {
+  m_answer = choice;
+  m_answerDir = exportDir;
+}
+
+void DiscardGuard::setCaptures(const ModelSummary& summary) {
+  m_captures = summary;
+  m_exportedStore = nullptr;
+}
+
+bool DiscardGuard::hasUnexported() const {
+  const auto& store = m_captures.store;
+  if (!store || m_captures.reviewOnly || store->latestStep() < 0) return false;
+  return !(m_exportedStore == store.get() && m_exportedVersion == store->version());
+}
+
+bool DiscardGuard::confirm(const QString& what, std::function<void()> then) {
+  if (m_afterExport) {  // an export asked for by an earlier answer is still being written
+    Q_EMIT status(tr("Writing the export first: %1 waits for it.").arg(what), 5000);
+    return false;
+  }
+  if (!hasUnexported()) return true;
+  ++m_questions;
+  Choice choice = m_answer;
+  const QString remembered = QSettings().value(QLatin1String(kAnswerKey)).toString();
+  if (remembered == QLatin1String("discard")) {
+    choice = Choice::Discard;
+  } else if (remembered == QLatin1String("export")) {
+    choice = Choice::Export;
+  } else if (m_interactive) {
+    QMessageBox box(QMessageBox::Question, tr("Captures not exported"),
+                    tr("%1 discards %2 captured steps that were not exported.").arg(what).arg(m_captures.store->latestStep() + 1),
+                    QMessageBox::NoButton, m_window);
+    box.setInformativeText(tr("Export them first, discard them, or cancel?"));
+    QPushButton* exportButton = box.addButton(tr("&Export…"), QMessageBox::AcceptRole);
+    QPushButton* discardButton = box.addButton(tr("&Discard"), QMessageBox::DestructiveRole);
+    box.addButton(QMessageBox::Cancel);
+    box.setDefaultButton(exportButton);
+    auto* dontAsk = new QCheckBox(tr("Don't ask again (Settings > Ask before discarding captures)"), &box);
+    box.setCheckBox(dontAsk);
+    box.exec();
+    choice = box.clickedButton() == exportButton    ? Choice::Export
+             : box.clickedButton() == discardButton ? Choice::Discard
+                                                    : Choice::Cancel;
+    if (dontAsk->isChecked() && choice != Choice::Cancel) {
+      QSettings().setValue(QLatin1String(kAnswerKey), choice == Choice::Export ? QStringLiteral("export") : QStringLiteral("discard"));
+      m_askAction->setChecked(false);
+    }
+  }
+  if (choice == Choice::Discard) return true;
+  if (choice != Choice::Export) return false;
+  m_afterExport = std::move(then);
+  const bool started = m_interactive ? exportWithDialog() : (exportTo(m_answerDir, false), true);
+  if (!started) m_afterExport = nullptr;
+  return false;
+}
+
+bool DiscardGuard::exportWithDialog() {
+  const QString folder = QSettings().value(QLatin1String(kLastExportKey), QDir::homePath()).toString();
+  const QString dir = QFileDialog::getSaveFileName(
+      m_window, tr("Export captures to a new folder"),
+      QDir(folder).filePath(QFileInfo(m_captures.fileName).completeBaseName() + QStringLiteral("-capture")));
+  if (dir.isEmpty()) return false;
+  bool overwrite = false;
+  if (QDir target(dir); target.exists() && !target.isEmpty()) {
+    // Only an earlier HookScope export may be replaced; any other folder keeps its files.
+    if (!hookscope::isHookScopeExport(dir.toStdString())) {
+      Q_EMIT problem(tr("Export"), QString::fromStdString(hookscope::checkExportTarget(dir.toStdString(), true)));
+      return false;
+    }
+    if (!m_interactive) {
+      Q_EMIT problem(tr("Export"), tr("%1 already holds a HookScope export.").arg(dir));
+      return false;
+    }
+    overwrite = QMessageBox::question(m_window, tr("Replace export?"),
+                                      tr("%1 already holds a HookScope export. Replace it with this one?").arg(dir)) ==
+                QMessageBox::Yes;
+    if (!overwrite) return false;
+  }
+  exportTo(dir, overwrite);
+  return true;
+}
+
+void DiscardGuard::exportTo(const QString& dir, bool overwrite, const QString& interrupted) {
+  Q_EMIT status(tr("Exporting captures to %1…").arg(dir), 0);
+  m_exportingVersion = m_captures.store ? m_captures.store->version() : 0;
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite, interrupted] {
+    engine->exportCaptures(dir, overwrite, interrupted);
+  });
+}
+
+void DiscardGuard::onExportFinished(const QString& dir, const QString& error) {
+  auto then = std::move(m_afterExport);
+  m_afterExport = nullptr;
+  if (error.isEmpty()) {
+    m_exportedVersion = m_exportingVersion;
+    m_exportedStore = m_captures.store.get();
+    QSettings().setValue(QLatin1String(kLastExportKey), QFileInfo(dir).absolutePath());
+    Q_EMIT status(tr("Exported captures to %1").arg(dir), 8000);
+  } else {
+    Q_EMIT problem(tr("Export failed"), error);
+  }
+  Q_EMIT exportDone(dir, error);
+  if (error.isEmpty() && then) then();  // what waited for the export: reset, open, quit
+}

@@ -1,0 +1,189 @@
+#include "ModuleTreePanel.h"
+
+#include "EngineAdapter.h"
+#include "GradNormDelegate.h"
+#include "models/ModuleTreeModel.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLineEdit>
+#include <QMenu>
+#include <QSortFilterProxyModel>
+#include <QToolButton>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+using namespace hookscope;
+
+ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, QWidget* parent)
+    : QWidget(parent), m_tree(tree), m_engine(engine) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  auto* filterRow = new QHBoxLayout();
+  m_filterEdit = new QLineEdit(this);
+  m_filterEdit->setPlaceholderText(tr("Filter by name or type"));
+  m_filterEdit->setClearButtonEnabled(true);
+  auto* hookType = new QToolButton(this);
+  hookType->setText(tr("Hook all of type…"));
+  connect(hookType, &QToolButton::clicked, this, &ModuleTreePanel::hookAllOfType);
+  filterRow->addWidget(m_filterEdit, 1);
+  filterRow->addWidget(hookType);
+  m_filter = new QSortFilterProxyModel(this);
+  m_filter->setSourceModel(m_tree);
+  m_filter->setRecursiveFilteringEnabled(true);
+  m_filter->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  m_filter->setFilterKeyColumn(-1);
+  connect(m_filterEdit, &QLineEdit::textChanged, this, [this](const QString& text) {
+    m_filter->setFilterFixedString(text);
+    m_view->expandAll();
+  });
+  m_view = new QTreeView(this);
+  m_view->setModel(m_filter);
+  m_view->setUniformRowHeights(true);
+  m_view->setAlternatingRowColors(true);
+  m_view->setItemDelegateForColumn(ModuleTreeModel::GradNorm, new GradNormDelegate(m_view));
+  QHeaderView* header = m_view->header();
+  header->setStretchLastSection(false);
+  header->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
+  m_view->setColumnWidth(ModuleTreeModel::Name, 130);
+  m_view->setColumnWidth(ModuleTreeModel::Type, 90);
+  m_view->setColumnWidth(ModuleTreeModel::OutputShape, 90);
+  m_view->setColumnWidth(ModuleTreeModel::Params, 56);
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_view->setColumnWidth(c, 38);
+  m_view->setColumnWidth(ModuleTreeModel::GradNorm, 64);
+  // The tick boxes and the gradient norm next to the name, so they show at any width; type,
+  // shape and parameter count after them.
+  int visual = 1;
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In, ModuleTreeModel::GradNorm, ModuleTreeModel::Params}) {
+    header->moveSection(header->visualIndex(c), visual++);
+  }
+  m_view->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_view, &QWidget::customContextMenuRequested, this, &ModuleTreePanel::showMenu);
+  connect(m_view->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] {
+    const int module = currentModule();
+    if (module >= 0) Q_EMIT currentModuleChanged(module);
+  });
+  connect(m_tree, &ModuleTreeModel::hooksChanged, this, [this](const QVector<QPair<int, quint8>>& changes) {
+    for (const auto& [module, mask] : changes) m_engine->setHooks(module, mask);
+    const int selected = currentModule();
+    if (selected >= 0) Q_EMIT currentHooksChanged(m_tree->hooks(selected));
+  });
+  layout->addLayout(filterRow);
+  layout->addWidget(m_view, 1);
+}
+
+void ModuleTreePanel::showModel(const ModelSummary& summary) {
+  m_reviewOnly = summary.reviewOnly;
+  m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
+  m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
+  markRecordedInterventions(summary.interventions);
+  m_view->expandToDepth(1);
+  m_view->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
+}
+
+int ModuleTreePanel::currentModule() const { return m_tree->moduleAt(m_filter->mapToSource(m_view->currentIndex())); }
+
+void ModuleTreePanel::selectModule(const QString& path) {
+  const int module = m_tree->moduleOf(path.toStdString());
+  if (module < 0) return;
+  m_view->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(module)));
+  m_view->scrollTo(m_view->currentIndex());
+}
+
+void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step, int rank) {
+  const auto& modules = m_tree->modules();
+  if (modules.empty()) return;
+  std::map<std::string, int> byPath;
+  for (std::size_t m = 0; m < modules.size(); ++m) byPath[modules[m].path] = int(m);
+  std::vector<double> norms(modules.size(), std::nan(""));
+  std::vector<bool> nonFinite(modules.size(), false);
+  for (const auto& key : store.seriesKeys()) {
+    const auto found = byPath.find(ownerModule(key));
+    if (found == byPath.end()) continue;
+    SeriesPoint point;
+    if (!store.pointAt(key, step, &point) || point.step != step) continue;
+    if (point.stats.hasNonFinite()) nonFinite[std::size_t(found->second)] = true;
+    // The tree shows the chosen rank's norm; a NaN on any rank of a job marks the module.
+    if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0 && key.rank == rank) {
+      norms[std::size_t(found->second)] = point.stats.l2norm;
+    }
+  }
+  m_tree->setLiveValues(norms, nonFinite);
+}
+
+void ModuleTreePanel::setGradientIntervention(int module, GradientIntervention intervention) {
+  if (m_reviewOnly) return;
+  m_engine->setGradientIntervention(module, intervention);
+  m_interventions[module].first = intervention;
+  markInterventions(module);
+}
+
+void ModuleTreePanel::setOutputIntervention(int module, OutputIntervention intervention) {
+  if (m_reviewOnly || module <= 0) return;
+  m_engine->setOutputIntervention(module, intervention);
+  m_interventions[module].second = intervention;
+  markInterventions(module);
+}
+
+void ModuleTreePanel::markInterventions(int module) {
+  const auto& [gradient, output] = m_interventions[module];
+  m_tree->setIntervention(module, QString::fromStdString(gradient.describe()), QString::fromStdString(output.describe()));
+}
+
+void ModuleTreePanel::markRecordedInterventions(const std::vector<InterventionRecord>& records) {
+  std::map<int, std::pair<QStringList, QStringList>> marks;  // module -> gradient, output
+  for (const auto& r : records) {
+    const int module = m_tree->moduleOf(r.module);
+    if (module < 0) continue;
+    const QString text = QStringLiteral("%1 (steps %2–%3)").arg(QString::fromStdString(r.action)).arg(r.fromStep).arg(r.toStep);
+    (r.target == "output" ? marks[module].second : marks[module].first) << text;
+  }
+  for (const auto& [module, texts] : marks) {
+    m_tree->setIntervention(module, texts.first.join(QStringLiteral("; ")), texts.second.join(QStringLiteral("; ")));
+  }
+}
+
+void ModuleTreePanel::hookAllOfType() {
+  const QStringList types = m_tree->typeNames();
+  if (types.isEmpty()) return;
+  bool ok = false;
+  const QString type = QInputDialog::getItem(this, tr("Hook all of type"), tr("Hook activations and gradients of every"),
+                                             types, 0, false, &ok);
+  if (!ok) return;
+  m_tree->setHookForType(type, CaptureKind::Activation, true);
+  m_tree->setHookForType(type, CaptureKind::Gradient, true);
+}
+
+void ModuleTreePanel::showMenu(const QPoint& at) {
+  const int module = m_tree->moduleAt(m_filter->mapToSource(m_view->indexAt(at)));
+  if (module < 0 || m_reviewOnly) return;
+  QMenu menu(this);
+  menu.addSection(tr("Gradient through this output"));
+  menu.addAction(tr("Clamp to [-v, v]…"), this, [this, module] {
+    bool ok = false;
+    const double v = QInputDialog::getDouble(this, tr("Clamp gradient"),
+                                             tr("Clamp each element of the gradient through this output to [-v, v].\nv ="),
+                                             1.0, 1e-12, 1e12, 6, &ok);
+    if (ok) setGradientIntervention(module, {GradientIntervention::Clamp, v});
+  });
+  menu.addAction(tr("Scale by…"), this, [this, module] {
+    bool ok = false;
+    const double f = QInputDialog::getDouble(this, tr("Scale gradient"),
+                                             tr("Multiply the gradient through this output by\nfactor ="), 0.5, -1e12, 1e12, 6, &ok);
+    if (ok) setGradientIntervention(module, {GradientIntervention::Scale, f});
+  });
+  menu.addAction(tr("Zero it"), this, [this, module] { setGradientIntervention(module, {GradientIntervention::Zero, 0}); });
+  menu.addAction(tr("Leave it"), this, [this, module] { setGradientIntervention(module, {}); })
+      ->setEnabled(m_interventions[module].first.kind != GradientIntervention::None);
+  if (module > 0) {
+    menu.addSection(tr("Output of this module"));
+    menu.addAction(tr("Zero it (ablate)"), this, [this, module] { setOutputIntervention(module, {OutputIntervention::Zero}); });
+    menu.addAction(tr("Replace with its mean"), this, [this, module] { setOutputIntervention(module, {OutputIntervention::Mean}); });
+    menu.addAction(tr("Leave it"), this, [this, module] { setOutputIntervention(module, {}); })
+        ->setEnabled(m_interventions[module].second.kind != OutputIntervention::None);
+  }
+  menu.exec(m_view->viewport()->mapToGlobal(at));
+}

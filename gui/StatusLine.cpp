@@ -1,0 +1,79 @@
+#include "StatusLine.h"
+
+#include <QLabel>
+#include <QProgressBar>
+#include <QStatusBar>
+
+StatusLine::StatusLine(QStatusBar* bar) : QObject(bar) {
+  m_model = new QLabel(tr("no model"), bar);
+  m_step = new QLabel(bar);
+  m_rate = new QLabel(bar);
+  m_memory = new QLabel(bar);
+  m_busy = new QProgressBar(bar);
+  m_busy->setRange(0, 0);
+  m_busy->setMaximumWidth(120);
+  m_busy->setVisible(false);
+  m_busy->setToolTip(tr("The engine is running steps"));
+  bar->addWidget(m_model, 1);
+  bar->addPermanentWidget(m_busy);
+  bar->addPermanentWidget(m_step);
+  bar->addPermanentWidget(m_rate);
+  bar->addPermanentWidget(m_memory);
+}
+
+void StatusLine::setBusy(bool busy) { m_busy->setVisible(busy); }
+
+void StatusLine::restartRate(bool clear) {
+  m_rateClock.restart();
+  m_rateSteps = 0;
+  if (clear) m_stepsPerSecond = 0;
+}
+
+void StatusLine::countStep() {
+  ++m_rateSteps;
+  if (m_rateClock.isValid() && m_rateClock.elapsed() > 0) {
+    m_stepsPerSecond = 1000.0 * double(m_rateSteps) / double(m_rateClock.elapsed());
+  }
+}
+
+void StatusLine::show(const State& state) {
+  const ModelSummary& summary = *state.summary;
+  m_model->setToolTip(QString());
+  if (summary.attached && summary.worldSize > 1) {
+    const int live = int(state.ranksAttached->size() - state.ranksEnded->size());
+    QString ranks = tr("%1 of %2 ranks attached").arg(live).arg(summary.worldSize);
+    for (auto it = state.ranksEnded->constBegin(); it != state.ranksEnded->constEnd(); ++it) {
+      ranks += tr(", rank %1 %2").arg(it.key()).arg(it.value().contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
+    }
+    m_model->setText(state.running ? tr("Job %1 of %2: %3").arg(summary.job, summary.fileName, ranks)
+                                   : tr("Job %1 of %2 — detached").arg(summary.job, summary.fileName));
+    m_model->setToolTip(summary.script);
+  } else if (summary.attached) {
+    m_model->setText(state.running ? tr("Attached: %1").arg(summary.script) : tr("%1 — detached").arg(summary.script));
+  } else if (!state.listenAddress.isEmpty() && summary.path.isEmpty()) {
+    m_model->setText(tr("Waiting for a training script at %1").arg(state.listenAddress));
+  } else {
+    m_model->setText(summary.path.isEmpty() ? tr("No model: File > Open (Ctrl+O) or Attach (Ctrl+Shift+A)")
+                                            : summary.fileName + (summary.reviewOnly     ? tr(" — read-only review")
+                                                                  : state.engineStopped ? tr(" — engine stopped")
+                                                                                        : QString()));
+    if (summary.engineProcess) {
+      m_model->setToolTip(summary.confinement.isEmpty() ? tr("Runs in an engine process of its own, not confined")
+                                                        : tr("Runs in an engine process of its own: %1").arg(summary.confinement));
+    }
+  }
+  m_step->setText(state.lastStep < 0 ? tr("step —") : tr("step %1").arg(state.lastStep));
+  m_rate->setText(state.running && !state.paused ? tr("%1 steps/s").arg(m_stepsPerSecond, 0, 'f', 1)
+                                                 : (state.paused ? tr("paused") : tr("idle")));
+  m_busy->setVisible(state.running && !state.paused);
+  if (summary.store) {
+    const double used = double(summary.store->bytesUsed()) / (1 << 20);
+    const double cap = double(summary.store->capBytes()) / (1 << 20);
+    QString text = cap < 1e9 ? tr("captures %1 / %2 MiB").arg(used, 0, 'f', 1).arg(cap, 0, 'f', 0)
+                             : tr("captures %1 MiB").arg(used, 0, 'f', 1);
+    if (!summary.store->thinning().empty()) text += tr(" (thinned ×%1)").arg(summary.store->stride());
+    m_memory->setText(text);
+  } else {
+    m_memory->clear();
+  }
+}

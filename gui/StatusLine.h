@@ -1,0 +1,52 @@
+#pragma once
+
+#include "EngineTypes.h"
+
+#include <QElapsedTimer>
+#include <QMap>
+#include <QObject>
+#include <QSet>
+#include <QString>
+
+class QLabel;
+class QProgressBar;
+class QStatusBar;
+
+/// The status bar's standing parts, right of its passing messages: what is open (a model, an
+/// attached script or job and its ranks, or the address a script is awaited at), the last
+/// step, the step rate, the captures' memory, and a busy bar while steps run.
+class StatusLine : public QObject {
+  Q_OBJECT
+
+public:
+  /// What the window knows, as the line shows it.
+  struct State {
+    const ModelSummary* summary = nullptr;
+    const QSet<int>* ranksAttached = nullptr;
+    const QMap<int, QString>* ranksEnded = nullptr;
+    QString listenAddress;
+    qint64 lastStep = -1;
+    bool running = false;
+    bool paused = false;
+    bool engineStopped = false;
+  };
+
+  explicit StatusLine(QStatusBar* bar);
+  void show(const State& state);
+  /// The busy bar alone, for work that is not a run (opening a model, one step).
+  void setBusy(bool busy);
+  /// Counts the rate from now: a run starts or resumes; `clear` also forgets the last rate.
+  void restartRate(bool clear = false);
+  /// One more step of the rank the rate counts.
+  void countStep();
+
+private:
+  QLabel* m_model;
+  QLabel* m_step;
+  QLabel* m_rate;
+  QLabel* m_memory;
+  QProgressBar* m_busy;
+  QElapsedTimer m_rateClock;
+  qint64 m_rateSteps = 0;
+  double m_stepsPerSecond = 0;
+};
