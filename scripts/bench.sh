@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds HookScope and runs every benchmark, printing the figures for the README table:
+# Builds HookScope and runs every benchmark, printing the figures of docs/performance.md:
 # step overhead (sample CNN and resnet18, against the Python peer), the statistics kernel
 # against one sum, GUI refresh, and capture memory. Takes a few minutes on 2 cores.
 set -euo pipefail
