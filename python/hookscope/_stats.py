@@ -35,7 +35,7 @@ def _library_candidates():
         yield named
     yield os.path.join(here, _LIBRARY_NAME)  # installed beside the package (cmake --install)
     root = os.path.normpath(os.path.join(here, "..", ".."))  # a source checkout, built into build/
-    yield os.path.join(root, "build", "core", "kernels", _LIBRARY_NAME)
+    yield os.path.join(root, "build", "core", _LIBRARY_NAME)
 
 
 _native_cache = []
