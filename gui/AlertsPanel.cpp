@@ -4,6 +4,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 using namespace hookscope;
 
 namespace {
@@ -26,8 +28,9 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   layout->addWidget(m_table);
   auto activate = [this](int row) {
     if (row < 0) return;
-    Q_EMIT alertActivated(m_table->item(row, 0)->data(Qt::UserRole).toLongLong(), m_table->item(row, 1)->data(Qt::UserRole).toString(),
-                          m_table->item(row, 1)->data(Qt::UserRole + 1).toInt());
+    const QTableWidgetItem* layer = m_table->item(row, 1);
+    Q_EMIT alertActivated(m_table->item(row, 0)->data(Qt::UserRole).toLongLong(), layer->data(Qt::UserRole).toString(),
+                          layer->data(Qt::UserRole + 1).toInt(), CaptureKind(layer->data(Qt::UserRole + 2).toInt()));
   };
   connect(m_table, &QTableWidget::cellClicked, this, [activate](int row, int) { activate(row); });
   connect(m_table, &QTableWidget::cellActivated, this, [activate](int row, int) { activate(row); });
@@ -54,11 +57,16 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
   for (const auto& alert : alerts) {
     // Repeats of one rule on one layer are one row: first step, last step, count.
     const QString key = groupKey(alert);
+    // A reopened export's alert already spans steps (its last step and count).
+    const std::int64_t last = std::max(alert.step, alert.lastStep);
+    const std::int64_t count = std::max<std::int64_t>(1, alert.count);
     if (const auto found = m_rows.find(key); found != m_rows.end()) {
       QTableWidgetItem* steps = m_table->item(found.value(), 0);
-      const qint64 count = steps->data(Qt::UserRole + 1).toLongLong() + 1;
-      steps->setData(Qt::UserRole + 1, count);
-      steps->setText(stepsText(steps->data(Qt::UserRole).toLongLong(), alert.step, count));
+      const qint64 total = steps->data(Qt::UserRole + 1).toLongLong() + count;
+      const qint64 newest = std::max<qint64>(steps->data(Qt::UserRole + 2).toLongLong(), last);
+      steps->setData(Qt::UserRole + 1, total);
+      steps->setData(Qt::UserRole + 2, newest);
+      steps->setText(stepsText(steps->data(Qt::UserRole).toLongLong(), newest, total));
       continue;
     }
     if (m_table->rowCount() >= kMaxRows) continue;
@@ -70,9 +78,11 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
     auto* layer = new QTableWidgetItem(where);
     layer->setData(Qt::UserRole, QString::fromStdString(alert.module));
     layer->setData(Qt::UserRole + 1, alert.rank);
-    auto* steps = new QTableWidgetItem(stepsText(alert.step, alert.step, 1));
+    layer->setData(Qt::UserRole + 2, int(alert.kind));
+    auto* steps = new QTableWidgetItem(stepsText(alert.step, last, count));
     steps->setData(Qt::UserRole, qint64(alert.step));
-    steps->setData(Qt::UserRole + 1, qint64(1));
+    steps->setData(Qt::UserRole + 1, qint64(count));
+    steps->setData(Qt::UserRole + 2, qint64(last));
     m_table->setItem(row, 0, steps);
     m_table->setItem(row, 1, layer);
     m_table->setItem(row, 2, new QTableWidgetItem(QString::fromLatin1(ruleName(alert.rule))));

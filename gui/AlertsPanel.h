@@ -23,7 +23,7 @@ public:
   void highlight(const hookscope::Alert& alert);
 
 Q_SIGNALS:
-  void alertActivated(qint64 step, const QString& module, int rank);
+  void alertActivated(qint64 step, const QString& module, int rank, hookscope::CaptureKind kind);
 
 private:
   QTableWidget* m_table;

@@ -95,6 +95,12 @@ void EngineAdapter::setPaused(bool paused) {
   Q_EMIT runStateChanged(true, paused);
 }
 
+void EngineAdapter::resume(const RunConfig& config) {
+  if (!m_running.load() || !m_paused.load()) return;
+  if (m_engineJob.load() && !prepare(config)) return;
+  setPaused(false);
+}
+
 void EngineAdapter::requestStop() {
   auto j = job();
   if (!j || !m_running.load()) return;

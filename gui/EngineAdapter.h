@@ -32,6 +32,9 @@ public:
 
   /// Any thread: pause takes effect before the next step; unpausing resumes the run.
   void setPaused(bool paused);
+  /// Resumes a paused run of a model file with `config` from its next step (the configuration
+  /// history records the change); an attached script's loop just goes on.
+  void resume(const hookscope::RunConfig& config);
   /// Any thread: ends the run after the step in progress; asked again while that step has not
   /// ended, ends it at once by stopping the engine process (the captures stay).
   void requestStop();

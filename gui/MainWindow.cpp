@@ -158,6 +158,7 @@ void MainWindow::connectEngine() {
   });
   connect(m_engine, &EngineAdapter::scriptDetached, this, [this](const QString& reason) {
     m_listenAddress.clear();
+    m_scriptEnded = reason;
     updateActions();
     updateStatus();
     showMessage(tr("Script detached"), tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason));
@@ -221,9 +222,10 @@ void MainWindow::buildLayout() {
   connect(m_treePanel, &ModuleTreePanel::currentHooksChanged, m_plots, &PlotsPanel::setSelectedHooks);
   // Splitters rather than docks: their sizes can be set, so the tree's columns all show.
   m_alerts = new AlertsPanel(this);
-  connect(m_alerts, &AlertsPanel::alertActivated, this, [this](qint64 step, const QString& module, int rank) {
+  connect(m_alerts, &AlertsPanel::alertActivated, this, [this](qint64 step, const QString& module, int rank, CaptureKind kind) {
     if (m_summary.worldSize > 1) m_plots->setRank(rank);
     jumpTo(step, module);
+    m_plots->showKind(kind);  // the series the rule fired on: a gradient's, not the activation
   });
   m_sideTabs = new QTabWidget(this);
   m_sideTabs->addTab(m_controls, tr("Run"));
@@ -252,6 +254,10 @@ void MainWindow::buildActions() {
   });
   m_openAction->setShortcut(QKeySequence::Open);
   file->addAction(tr("Open &capture…"), this, [this] {
+    if (m_running || m_loading) {  // said before the folder is chosen, not after
+      showMessage(tr("Cannot open"), tr("Stop the run (Shift+F5) before opening a capture; its captures stay."));
+      return;
+    }
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"),
                                                           DiscardGuard::lastExportFolder());
     if (!dir.isEmpty()) openCapture(dir);
@@ -410,6 +416,7 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_status->restartRate(/*clear=*/true);
   m_ranksAttached.clear();
   m_ranksEnded.clear();
+  m_scriptEnded.clear();
   m_alerts->addAlerts(summary.alerts);
   m_plots->setStore(summary.store);
   m_treePanel->showModel(summary);
@@ -470,13 +477,20 @@ void MainWindow::rememberInputs() {
 
 void MainWindow::run() {
   if (m_summary.reviewOnly || m_summary.path.isEmpty()) return;
-  if (m_running && m_paused) {
+  if (m_running && !m_paused) return;
+  if (!m_running && m_summary.attached) return;
+  // A run (or a resumed one) shows its newest steps, also after the user scrubbed back.
+  m_plots->setFollowLatest(true);
+  if (m_running && m_summary.attached) {  // the script's own loop goes on
     m_engine->setPaused(false);
     return;
   }
-  if (m_running || m_summary.attached) return;
   const RunConfig config = currentConfig();
   if (!checkInputsGiven(config)) return;
+  if (m_running) {  // resumed: what the Run tab says now applies from the next step
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->resume(config); });
+    return;
+  }
   const qint64 steps = m_controls->steps();
   m_status->restartRate();
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, config, steps] { engine->run(config, steps); });
@@ -491,6 +505,10 @@ void MainWindow::stepOnce() {
   const RunConfig config = currentConfig();
   if (!m_summary.attached && !checkInputsGiven(config)) return;
   m_plots->setFollowLatest(true);  // show the step about to run, also after a break
+  if (m_breakShown) {  // "Paused at step 7 on …" is over once another step runs
+    statusBar()->clearMessage();
+    m_breakShown = false;
+  }
   m_status->setBusy(true);  // a single step of a large model can take a while
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->stepOnce(config); });
 }
@@ -574,6 +592,7 @@ void MainWindow::showBreak(const hookscope::Alert& alert) {
   if (m_summary.worldSize > 1) m_plots->setRank(alert.rank);
   m_plots->refresh();
   jumpTo(alert.step, QString::fromStdString(alert.module));
+  m_plots->showKind(alert.kind);
   m_sideTabs->setCurrentWidget(m_alerts);
   m_alerts->highlight(alert);
   const QString where = m_summary.worldSize > 1 ? tr(" (rank %1; every rank waits at this step)").arg(alert.rank) : QString();
@@ -645,6 +664,7 @@ void MainWindow::updateStatus() {
   state.running = m_running;
   state.paused = m_paused;
   state.engineStopped = m_engineStopped;
+  state.scriptEnded = m_scriptEnded;
   m_status->show(state);
 }
 

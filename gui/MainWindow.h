@@ -188,6 +188,7 @@ private:
   QString m_lastRefusal;
   QSet<int> m_ranksAttached;
   QMap<int, QString> m_ranksEnded;
+  QString m_scriptEnded;  ///< why the attached script (or job) left, once it has
   qint64 m_stepsSeen = 0;
   qint64 m_lastStep = -1;
   QString m_pendingOpen;

@@ -8,6 +8,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QSlider>
 #include <QSplitter>
@@ -60,6 +61,9 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_slider->setMinimumWidth(100);  // still a slider with the rank chooser in the bar at 1024 px
   m_slider->setSingleStep(1);
   m_slider->setPageStep(10);
+  // PgDn goes forward in time and PgUp back, as in a document (the slider's own keys do the
+  // opposite); Left/Right, Home/End stay the slider's.
+  m_slider->installEventFilter(this);
   m_slider->setFocusPolicy(Qt::StrongFocus);
   connect(m_slider, &QSlider::sliderMoved, this, [this](int value) { scrubTo(value); });
   // Keys and clicks on the groove (Left/Right, PgUp/PgDn, Home/End): the position has moved
@@ -72,7 +76,9 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_follow = new QCheckBox(tr("&Follow latest"), this);
   m_follow->setChecked(true);
   connect(m_follow, &QCheckBox::toggled, this, [this](bool on) {
-    if (on) refresh();
+    if (!on) return;
+    refresh();
+    Q_EMIT shownChanged();  // the tree's numbers go to the latest step with the plots
   });
   m_log = new QCheckBox(tr("&Log scale"), this);
   m_log->setChecked(true);
@@ -96,6 +102,17 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   layout->addLayout(bar);
 }
 
+bool PlotsPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == m_slider && event->type() == QEvent::KeyPress) {
+    const int key = static_cast<QKeyEvent*>(event)->key();
+    if (key == Qt::Key_PageDown || key == Qt::Key_PageUp) {
+      stepBy(key == Qt::Key_PageDown ? m_slider->pageStep() : -m_slider->pageStep());
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, event);
+}
+
 QList<PlotPage*> PlotsPanel::pages() const { return {m_histogram, m_heatmap, m_gradNorms, m_loss}; }
 
 void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
@@ -107,6 +124,7 @@ void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
   m_rankNotes.clear();
   m_rankChooser->clear();
   m_follow->setChecked(true);
+  for (PlotPage* page : pages()) page->resetView();
   refresh();
 }
 
@@ -166,6 +184,16 @@ void PlotsPanel::setSelectedModule(const std::string& path) {
   m_module = path;
   updateSeriesChoices();
   refresh();
+}
+
+void PlotsPanel::showKind(CaptureKind kind) {
+  updateSeriesChoices();
+  for (std::size_t i = 0; i < m_choices.size(); ++i) {
+    if (m_choices[i].kind == kind) {
+      m_series->setCurrentIndex(int(i));  // applySeriesChoice, through the combo box's signal
+      return;
+    }
+  }
 }
 
 void PlotsPanel::setSelectedHooks(std::uint8_t mask) {

@@ -28,6 +28,9 @@ public:
   /// Selects the layer whose histogram and heatmap are shown.
   void setSelectedModule(const std::string& path);
   const std::string& selectedModule() const { return m_module; }
+  /// Shows the selected layer's first series of this kind (the first call's, the first tensor's),
+  /// when it has one: what a rule fired on.
+  void showKind(hookscope::CaptureKind kind);
   /// What is ticked on the selected layer, so that an empty plot can say why it is empty.
   void setSelectedHooks(std::uint8_t mask);
   /// The newest step that finished: the one shown while following, so that a step whose
@@ -40,6 +43,8 @@ public:
   void setFollowLatest(bool follow);
   bool followsLatest() const;
   std::int64_t shownStep() const { return m_state.step; }
+  /// The series the histogram and heatmap show.
+  const hookscope::SeriesKey& selectedSeries() const { return m_state.selected; }
   /// Scrubs `delta` steps back (negative) or forward from the step shown.
   void stepBy(std::int64_t delta);
   /// The step label under the plots ("12 of 299").
@@ -64,6 +69,9 @@ Q_SIGNALS:
   /// The user scrubbed to another step or chose another rank: what shows the step elsewhere
   /// (the tree's numbers) follows.
   void shownChanged();
+
+protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
   void updateSeriesChoices();

@@ -1,7 +1,8 @@
 #include "RunControls.h"
 
+#include "ScientificSpinBox.h"
+
 #include <QComboBox>
-#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -58,11 +59,9 @@ RunControls::RunControls(QWidget* parent) : QWidget(parent) {
     m_optimizer->addItem(QString::fromLatin1(optimizerKindName(kind)), int(kind));
   }
   form->addRow(tr("&Optimizer"), m_optimizer);
-  m_lr = new QDoubleSpinBox(this);
-  m_lr->setDecimals(6);
-  m_lr->setRange(1e-6, 10);
-  m_lr->setSingleStep(0.001);
+  m_lr = new ScientificSpinBox(1e-12, 1e6, this);
   m_lr->setValue(0.01);
+  m_lr->setToolTip(tr("Any positive number, plain or scientific (3e-4); the arrows multiply or divide by ten"));
   form->addRow(tr("Learning &rate"), m_lr);
   m_mode = new QComboBox(this);
   m_mode->addItem(tr("train"));

@@ -5,7 +5,7 @@
 #include <QWidget>
 
 class QComboBox;
-class QDoubleSpinBox;
+class ScientificSpinBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
@@ -41,7 +41,7 @@ private:
   QSpinBox* m_batchSize;
   QComboBox* m_loss;
   QComboBox* m_optimizer;
-  QDoubleSpinBox* m_lr;
+  ScientificSpinBox* m_lr;
   QComboBox* m_mode;
   QSpinBox* m_steps;
   QSpinBox* m_seed;

@@ -21,6 +21,13 @@ StatusLine::StatusLine(QStatusBar* bar) : QObject(bar) {
   bar->addPermanentWidget(m_memory);
 }
 
+QString StatusLine::endedWord(const QString& reason) {
+  if (reason.contains(QStringLiteral("without closing"))) return tr("lost");
+  if (reason.contains(QStringLiteral("stopped by HookScope"))) return tr("stopped");
+  if (reason.contains(QStringLiteral("closed by the script"))) return tr("finished");
+  return tr("detached");
+}
+
 void StatusLine::setBusy(bool busy) { m_busy->setVisible(busy); }
 
 void StatusLine::restartRate(bool clear) {
@@ -46,10 +53,12 @@ void StatusLine::show(const State& state) {
       ranks += tr(", rank %1 %2").arg(it.key()).arg(it.value().contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
     }
     m_model->setText(state.running ? tr("Job %1 of %2: %3").arg(summary.job, summary.fileName, ranks)
-                                   : tr("Job %1 of %2 — detached").arg(summary.job, summary.fileName));
+                                   : tr("Job %1 of %2 — %3").arg(summary.job, summary.fileName, endedWord(state.scriptEnded)));
     m_model->setToolTip(summary.script);
   } else if (summary.attached) {
-    m_model->setText(state.running ? tr("Attached: %1").arg(summary.script) : tr("%1 — detached").arg(summary.script));
+    m_model->setText(state.running ? tr("Attached: %1").arg(summary.script)
+                                   : tr("%1 — %2").arg(summary.script, endedWord(state.scriptEnded)));
+    if (!state.running) m_model->setToolTip(state.scriptEnded);
   } else if (!state.listenAddress.isEmpty() && summary.path.isEmpty()) {
     m_model->setText(tr("Waiting for a training script at %1").arg(state.listenAddress));
   } else {

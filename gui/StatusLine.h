@@ -25,6 +25,7 @@ public:
     const QSet<int>* ranksAttached = nullptr;
     const QMap<int, QString>* ranksEnded = nullptr;
     QString listenAddress;
+    QString scriptEnded;  ///< why an attached script or job left ("…: closed by the script after 40 steps")
     qint64 lastStep = -1;
     bool running = false;
     bool paused = false;
@@ -32,6 +33,9 @@ public:
   };
 
   explicit StatusLine(QStatusBar* bar);
+  /// One word for how a script's session ended: finished (it closed), stopped (by HookScope),
+  /// lost (it disconnected without closing), or detached (the user detached it).
+  static QString endedWord(const QString& reason);
   void show(const State& state);
   /// The busy bar alone, for work that is not a run (opening a model, one step).
   void setBusy(bool busy);

@@ -4,7 +4,9 @@
 #include <QColor>
 #include <QLocale>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 using hookscope::CaptureKind;
@@ -104,10 +106,19 @@ void ModuleTreeModel::setHookForType(const QString& typeName, CaptureKind kind, 
 }
 
 QStringList ModuleTreeModel::typeNames() const {
+  // The most common layer types first (Conv2d, ReLU, Linear, ...); the root's class, which is
+  // the model itself, last.
+  std::map<QString, int> counts;
+  for (std::size_t m = 1; m < m_modules.size(); ++m) {
+    const auto name = QString::fromStdString(m_modules[m].typeName);
+    if (!name.isEmpty()) ++counts[name];
+  }
   QStringList names;
-  for (const auto& info : m_modules) {
-    const auto name = QString::fromStdString(info.typeName);
-    if (!name.isEmpty() && !names.contains(name)) names.append(name);
+  for (const auto& entry : counts) names.append(entry.first);
+  std::stable_sort(names.begin(), names.end(), [&](const QString& a, const QString& b) { return counts[a] > counts[b]; });
+  if (!m_modules.empty()) {
+    const auto root = QString::fromStdString(m_modules.front().typeName);
+    if (!root.isEmpty() && !names.contains(root)) names.append(root);
   }
   return names;
 }
@@ -250,7 +261,8 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
     if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
     if (!m_interventions[std::size_t(m)].isEmpty()) {
-      tip += QStringLiteral("\nIntervention: %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
+      tip += m_reviewOnly ? QStringLiteral("\nIntervention: %1").arg(m_interventions[std::size_t(m)])
+                          : QStringLiteral("\nIntervention: %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
     }
     for (const auto& p : info.params) {
       QString shape;
@@ -291,9 +303,13 @@ bool ModuleTreeModel::setData(const QModelIndex& index, const QVariant& value, i
 
 Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const {
   if (!index.isValid()) return Qt::NoItemFlags;
-  Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
   const int column = index.column();
-  if ((column == Act || column == Grad || column == In) && !m_reviewOnly) f |= Qt::ItemIsUserCheckable;
+  const bool tick = column == Act || column == Grad || column == In;
+  // In a review the tick boxes say what was hooked and take no clicks: drawn disabled (greyed),
+  // the row still selectable through its other columns.
+  if (tick && m_reviewOnly) return Qt::ItemIsSelectable;
+  Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
+  if (tick) f |= Qt::ItemIsUserCheckable;
   return f;
 }
 

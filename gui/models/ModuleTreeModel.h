@@ -30,7 +30,7 @@ public:
   void setHookRecursive(int module, hookscope::CaptureKind kind, bool on);
   /// Sets one kind on every module of a type ("hook all Conv2d").
   void setHookForType(const QString& typeName, hookscope::CaptureKind kind, bool on);
-  /// Distinct type names in tree order.
+  /// Distinct type names, the most common first; the root's class last.
   QStringList typeNames() const;
 
   /// Marks a module's interventions in the Name column ("grad clamp 0.01", "output zero";

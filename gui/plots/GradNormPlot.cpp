@@ -3,6 +3,7 @@
 #include "LineBundle.h"
 #include "QCustomPlotInclude.h"
 #include "RankSpread.h"
+#include "ReadableLogTicker.h"
 
 #include <QMenu>
 #include <QToolTip>
@@ -17,8 +18,9 @@ constexpr std::size_t kMaxLegendEntries = 8;
 
 QString layerLabel(const SeriesKey& key) {
   QString label = key.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(key.module);
-  if (key.call > 0) label += QStringLiteral(" #%1").arg(key.call);
-  if (key.index > 0) label += QStringLiteral("[%1]").arg(key.index);
+  // Worded as the series chooser words them.
+  if (key.call > 0) label += QStringLiteral(" · call %1").arg(key.call);
+  if (key.index > 0) label += QStringLiteral(" · tensor %1").arg(key.index);
   return label;
 }
 
@@ -86,7 +88,7 @@ void GradNormPlot::setLogScale(bool on) {
   m_log = on;
   m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
   if (on) {
-    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new ReadableLogTicker));
     // "g" keeps labels distinct when the range spans less than a decade.
     m_plot->yAxis->setNumberFormat("gb");
     m_plot->yAxis->setNumberPrecision(2);
@@ -120,6 +122,12 @@ void GradNormPlot::addMenuActions(QMenu* menu) {
   QAction* legend = menu->addAction(tr("Show legend"));
   legend->setCheckable(true);
   legend->setChecked(m_legendWanted);
+  if (m_layerCount > kMaxLegendEntries) {  // said, not ticked with nothing drawn
+    legend->setEnabled(false);
+    legend->setText(tr("Show legend (%1 lines, over %2: hover a line for its name)").arg(m_layerCount).arg(kMaxLegendEntries));
+  } else if (!m_plot->legend->visible() && m_legendWanted && m_layerCount > 0) {
+    legend->setText(tr("Show legend (too large for the plot now: widen it, or hover a line)"));
+  }
   connect(legend, &QAction::toggled, this, [this](bool on) {
     m_legendWanted = on;
     m_plot->replot(QCustomPlot::rpQueuedReplot);
@@ -170,6 +178,7 @@ void GradNormPlot::updateLines(const ViewState& state) {
     }
     // With many layers a legend would cover the plot (and its layout alone costs more than
     // drawing): show it only while it stays readable.
+    m_layerCount = layers.size();
     for (std::size_t i = 0; i < layers.size() && layers.size() <= kMaxLegendEntries; ++i) {
       QCPGraph* entry = m_plot->addGraph();
       // The tail of a long path names the layer; hovering its line gives the whole path.

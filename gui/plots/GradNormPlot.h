@@ -73,4 +73,5 @@ private:
   std::string m_highlighted;
   bool m_log = true;
   bool m_legendWanted = true;  ///< the user's choice (right-click menu)
+  std::size_t m_layerCount = 0;  ///< lines drawn, one per layer (and call, tensor)
 };

@@ -2,12 +2,14 @@
 
 #include "QCustomPlotInclude.h"
 #include "RankSpread.h"
+#include "ReadableLogTicker.h"
 
 #include <QComboBox>
+#include <QMenu>
+#include <QVBoxLayout>
 
 #include <algorithm>
 #include <cmath>
-#include <QVBoxLayout>
 
 using namespace hookscope;
 
@@ -52,7 +54,29 @@ void LossPlot::setScalar(const QString& name) {
   if (name == m_name) return;
   m_name = name;
   m_plot->yAxis->setLabel(name);
-  m_version = 0;  // redraw at the next refresh
+  setHeading(name == QLatin1String("loss") ? tr("Loss") : name);
+  m_version = 0;
+  fitToData();  // the new scalar's own range
+  refresh(m_state);
+}
+
+void LossPlot::setLogScale(bool on) {
+  m_log = on;
+  m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (on) {
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new ReadableLogTicker));
+  } else {
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  }
+  m_version = 0;
+  fitToData();
+  refresh(m_state);
+}
+
+void LossPlot::addMenuActions(QMenu* menu) {
+  QAction* log = menu->addAction(tr("Logarithmic axis"), this, [this](bool on) { setLogScale(on); });
+  log->setCheckable(true);
+  log->setChecked(m_log);
 }
 
 void LossPlot::updateChoices(const std::vector<std::string>& names) {
@@ -83,6 +107,7 @@ void LossPlot::ensureLines(int count) {
 }
 
 void LossPlot::refresh(const ViewState& state) {
+  m_state = state;
   setStepMarker(double(state.step), state.step >= 0);
   const bool sameRanks = state.allRanks() == m_allRanks && state.shownRank() == m_shownRank;
   if (!state.store) {
@@ -159,7 +184,19 @@ void LossPlot::fitAxes() {
   }
   if (first > last) return;
   m_plot->xAxis->setRange(stepRange(first, last));
-  if (lo <= hi) m_plot->yAxis->setRange(paddedRange(lo, hi, false));
+  if (m_log) {  // the positive values only: a log axis cannot show the others
+    lo = INFINITY;
+    hi = -INFINITY;
+    for (const QCPGraph* graph : drawn) {
+      for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
+        if (std::isfinite(it->value) && it->value > 0) {
+          lo = std::min(lo, it->value);
+          hi = std::max(hi, it->value);
+        }
+      }
+    }
+  }
+  if (lo <= hi) m_plot->yAxis->setRange(paddedRange(lo, hi, m_log));
 }
 
 int LossPlot::pointCount() const { return m_lines[0]->data()->size(); }

@@ -22,11 +22,16 @@ public:
   bool bandShown() const;
   /// The scalar drawn ("loss" unless chosen otherwise).
   QString scalar() const { return m_name; }
-  /// Draws another scalar; its name must be one the store holds to show anything.
+  /// Draws another scalar at once (also while paused), named in the heading; its name must be
+  /// one the store holds to show anything.
   void setScalar(const QString& name);
+  /// A logarithmic value axis, for a loss that spiked by orders of magnitude (right-click).
+  void setLogScale(bool on);
+  bool logScale() const { return m_log; }
 
 protected:
   void fitAxes() override;
+  void addMenuActions(QMenu* menu) override;
 
 private:
   void updateChoices(const std::vector<std::string>& names);
@@ -34,6 +39,8 @@ private:
   void ensureLines(int count);
 
   QComboBox* m_chooser;
+  ViewState m_state;  ///< the last drawn, to redraw when the scalar or the axis changes
+  bool m_log = false;
   QString m_name = QStringLiteral("loss");
   std::uint64_t m_version = 0;
   std::vector<int> m_ranks;  ///< the ranks drawn, one per line; -1: the median

@@ -95,6 +95,17 @@ void PlotPage::autoFit() {
   m_fitting = false;
 }
 
+void PlotPage::resetView() {
+  m_fitting = true;  // not a view the user chose
+  for (QCPAxis* axis : m_plot->axisRect()->axes()) {
+    axis->setRange(axis->scaleType() == QCPAxis::stLogarithmic ? QCPRange(1e-3, 1) : QCPRange(0, 5));
+  }
+  m_fitting = false;
+  m_userView = false;
+  setStepMarker(0, false);
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
 void PlotPage::fitToData() {
   m_userView = false;
   autoFit();
@@ -127,6 +138,15 @@ void PlotPage::applyPalette() {
   }
   m_plot->legend->setBrush(p.color(QPalette::Base));
   m_plot->legend->setTextColor(p.color(QPalette::Text));
+}
+
+QString PlotPage::heading() const {
+  const auto* element = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
+  return element ? element->text() : m_title;
+}
+
+void PlotPage::setHeading(const QString& text) {
+  if (auto* element = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0))) element->setText(text);
 }
 
 void PlotPage::replotMarker() { m_plot->layer(QStringLiteral("marker"))->replot(); }

@@ -18,7 +18,10 @@ public:
   explicit PlotPage(const QString& title, QWidget* parent = nullptr);
 
   QCustomPlot* plot() const { return m_plot; }
+  /// The page's name, as its exported files are named ("loss.png").
   QString title() const { return m_title; }
+  /// The heading drawn above the plot (the title unless a page shows something else).
+  QString heading() const;
   /// Redraws from the state; cheap when nothing changed is up to the page.
   virtual void refresh(const ViewState& state) = 0;
   /// Exactly the numbers the plot shows, with a header row.
@@ -29,6 +32,9 @@ public:
   /// Fits both axes to everything drawn, and from then on keeps fitting them after every new
   /// step (until the user zooms or pans again): "Fit to data", or a double-click.
   void fitToData();
+  /// Another store (a model opened, a script attached, an export reopened): neutral axes until
+  /// its data arrives, nothing of the previous one's ranges, and the view fitted again.
+  void resetView();
   /// Whether the user zoomed or panned since the last fit: new steps then keep their view.
   bool userView() const { return m_userView; }
 
@@ -36,6 +42,8 @@ protected:
   void changeEvent(QEvent* event) override;
   /// Applies the palette's colors to axes and background.
   void applyPalette();
+  /// Draws another heading above the plot (a scalar's name on the loss page).
+  void setHeading(const QString& text);
   /// Marks the step being looked at with a vertical line (hidden when step < 0).
   void setStepMarker(double step, bool visible);
   /// Repaints only the marker's layer: what scrubbing needs when the data did not change.

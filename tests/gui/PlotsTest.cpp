@@ -223,6 +223,51 @@ private Q_SLOTS:
     }
   }
 
+  // A scalar chosen while nothing else changes (a paused run) is drawn at once and named in
+  // the heading; a loss that spiked by orders of magnitude stays readable on a log axis.
+  void theLossPageDrawsTheChosenScalarAtOnceAndTakesALogAxis() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    for (int step = 0; step < 20; ++step) {
+      store->addScalar(step, "loss", step == 10 ? 6e9 : 15.0 - step * 0.7);
+      store->addScalar(step, "lr", 1e-3 * (step + 1));
+    }
+    panel.refresh();
+    LossPlot* loss = panel.loss();
+    QCOMPARE(loss->heading(), QStringLiteral("Loss"));
+    loss->setScalar(QStringLiteral("lr"));  // no refresh from the panel: nothing else changed
+    QCOMPARE(loss->heading(), QStringLiteral("lr"));
+    QVERIFY(loss->toCsv().startsWith(QStringLiteral("step,lr\n")));
+    QCOMPARE(loss->pointCount(), 20);
+    QVERIFY(loss->plot()->yAxis->range().upper < 1);  // lr's range, not the loss's
+    loss->setScalar(QStringLiteral("loss"));
+    loss->setLogScale(true);
+    const QCPRange y = loss->plot()->yAxis->range();
+    QCOMPARE(loss->plot()->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    QVERIFY(y.contains(1.7) && y.contains(6e9));
+    // The losses of 1.7..15 take up more than a sliver of the axis: a decade of the ten shown.
+    QVERIFY(std::log10(15.0 / 1.7) / std::log10(y.upper / y.lower) > 0.05);
+  }
+
+  // Gradient norms that sit inside one decade still get labelled ticks among them.
+  void aLogAxisLabelsTwoTicksInsideTheRangeItShows() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    for (int step = 0; step < 30; ++step) {
+      store->add(step, SeriesKey{"a", 0, CaptureKind::Gradient, 0}, gaussianStats(1, 0.002 + 0.0001 * step));
+      store->add(step, SeriesKey{"b", 0, CaptureKind::Gradient, 0}, gaussianStats(1, 0.004 + 0.00007 * step));
+    }
+    panel.refresh();
+    QCPAxis* y = panel.gradNorms()->plot()->yAxis;
+    QCOMPARE(y->scaleType(), QCPAxis::stLogarithmic);
+    panel.gradNorms()->plot()->replot();  // the ticks are made when drawn
+    int inside = 0;
+    for (double tick : y->tickVector()) inside += y->range().contains(tick);
+    QVERIFY2(inside >= 2, qPrintable(QStringLiteral("%1 ticks inside %2..%3").arg(inside).arg(y->range().lower).arg(y->range().upper)));
+  }
+
   void aGapInTheHooksIsAGapInTheLine() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
@@ -332,14 +377,14 @@ private Q_SLOTS:
     QTest::keyClick(slider, Qt::Key_Left);
     QCOMPARE(panel.shownStep(), 28);
     QVERIFY(!panel.followsLatest());
-    QTest::keyClick(slider, Qt::Key_PageDown);  // ten steps back
+    QTest::keyClick(slider, Qt::Key_PageUp);  // ten steps back, as in a document
     QCOMPARE(panel.shownStep(), 18);
     QTest::keyClick(slider, Qt::Key_Home);
     QCOMPARE(panel.shownStep(), 0);
     QVERIFY(panel.stepText().startsWith(QStringLiteral("0 of 29")));
     QTest::keyClick(slider, Qt::Key_Right);
     QCOMPARE(panel.shownStep(), 1);
-    QTest::keyClick(slider, Qt::Key_PageUp);
+    QTest::keyClick(slider, Qt::Key_PageDown);  // ten steps forward
     QCOMPARE(panel.shownStep(), 11);
     panel.stepBy(-1);  // [ and ] anywhere in the window
     QCOMPARE(panel.shownStep(), 10);

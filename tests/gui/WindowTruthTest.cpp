@@ -1,0 +1,310 @@
+// What the window shows follows what is true (issue 30): the tree's numbers follow the step the
+// plots show, an alert shows the series its rule fired on, a reopened export keeps its alerts'
+// ranges, a new model's empty plots forget the last one's axes, a change in the Run tab while
+// paused applies from the next step, the learning rate takes any positive number, a run
+// follows its newest steps, the status bar says what is true now, a review looks read-only,
+// and "Hook all of type" proposes the common layers first.
+#include "AlertsPanel.h"
+#include "EngineAdapter.h"
+#include "MainWindow.h"
+#include "PlotsPanel.h"
+#include "RunControls.h"
+#include "ScientificSpinBox.h"
+#include "StatusLine.h"
+#include "models/ModuleTreeModel.h"
+#include "plots/GradNormPlot.h"
+#include "plots/HistogramPlot.h"
+#include "plots/QCustomPlotInclude.h"
+
+#include <QAction>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+
+using hookscope::CaptureKind;
+using hookscope::RuleKind;
+using hookscope::SeriesKey;
+
+namespace {
+
+constexpr int kTimeout = 60000;
+
+int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
+  for (std::size_t m = 0; m < tree->modules().size(); ++m) {
+    if (tree->modules()[m].path == path) return int(m);
+  }
+  return -1;
+}
+
+// Ticks a column on the root, which ticks every module.
+void tickAll(ModuleTreeModel* tree, int column) {
+  QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
+}
+
+QAction* findAction(MainWindow& window, const QString& text) {
+  for (QAction* action : window.findChildren<QAction*>()) {
+    if (action->text().remove('&') == text) return action;
+  }
+  return nullptr;
+}
+
+// Rules that make every gradient "explode" from the first step: alerts at every step.
+hookscope::RuleSettings everyGradientExplodes() {
+  hookscope::RuleSettings settings;
+  settings.explodingNorm = 1e-12;
+  return settings;
+}
+
+void setRules(MainWindow& window, const hookscope::RuleSettings& settings) {
+  EngineAdapter* engine = window.engine();
+  QMetaObject::invokeMethod(engine, [engine, settings] { engine->setRuleSettings(settings); }, Qt::BlockingQueuedConnection);
+}
+
+QJsonObject readManifest(const QString& dir) {
+  QFile file(dir + QStringLiteral("/manifest.json"));
+  if (!file.open(QIODevice::ReadOnly)) return {};
+  return QJsonDocument::fromJson(file.readAll()).object();
+}
+
+QString modelLabel(MainWindow& window) {
+  const auto labels = window.statusBar()->findChildren<QLabel*>();
+  return labels.isEmpty() ? QString() : labels.front()->text();
+}
+
+} // namespace
+
+class WindowTruthTest : public QObject {
+  Q_OBJECT
+
+private:
+  std::unique_ptr<MainWindow> openModel(const QString& model = QStringLiteral(HOOKSCOPE_SAMPLE_MODEL)) {
+    auto window = std::make_unique<MainWindow>();
+    window->setInteractive(false);
+    window->show();
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openPath(model);
+    if (!opened.wait(kTimeout)) qWarning("model did not open");
+    return window;
+  }
+
+  void runAndWait(MainWindow& window, int steps) {
+    const qint64 before = window.stepsSeen();
+    window.runControls()->setSteps(steps);
+    window.run();
+    QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), before + steps, kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kTimeout);
+    QTest::qWait(100);  // one coalesced redraw
+  }
+
+  bool exportTo(MainWindow& window, const QString& dir) {
+    QSignalSpy done(&window, &MainWindow::exportDone);
+    window.exportCapturesTo(dir, false);
+    return done.wait(kTimeout) && done.front().at(1).toString().isEmpty();
+  }
+
+  // The tree's gradient norm of `path` against the store's at the step the plots show.
+  static bool treeShowsTheShownStep(MainWindow& window, const std::string& path) {
+    const int module = moduleIndex(window.treeModel(), path);
+    const QString shown = window.treeModel()->data(window.treeModel()->indexOfModule(module, ModuleTreeModel::GradNorm)).toString();
+    hookscope::SeriesPoint point;
+    if (!window.store()->pointAt(SeriesKey{path, 0, CaptureKind::Gradient, 0}, window.plots()->shownStep(), &point)) return false;
+    return shown == ModuleTreeModel::compactNumber(point.stats.l2norm);
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("HookScopeTruthTest"));
+    QSettings().clear();
+  }
+
+  // 1. Scrub back, then End (View > Follow latest): the tree's numbers go with the plots.
+  void theTreeFollowsTheStepThePlotsShow() {
+    auto window = openModel();
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    runAndWait(*window, 12);
+    window->plots()->scrubTo(3);
+    QTest::qWait(100);
+    QCOMPARE(window->plots()->shownStep(), 3);
+    QTRY_VERIFY_WITH_TIMEOUT(treeShowsTheShownStep(*window, "fc1"), 5000);
+    QAction* follow = findAction(*window, QStringLiteral("Follow latest step"));
+    QVERIFY(follow);
+    follow->trigger();
+    QCOMPARE(window->plots()->shownStep(), 11);
+    QTRY_VERIFY_WITH_TIMEOUT(treeShowsTheShownStep(*window, "fc1"), 5000);
+  }
+
+  // 3 and 4. Clicking a gradient rule's alert shows the gradient series; a reopened export
+  // keeps each alert's range of steps and count.
+  void anAlertShowsItsSeriesAndAReopenedExportKeepsItsRanges() {
+    auto window = openModel();
+    setRules(*window, everyGradientExplodes());
+    tickAll(window->treeModel(), ModuleTreeModel::Act);
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    runAndWait(*window, 6);
+    auto* table = window->alerts()->findChild<QTableWidget*>();
+    QVERIFY(table);
+    int row = -1;
+    for (int r = 0; r < table->rowCount(); ++r) {
+      if (table->item(r, 2)->text() == QLatin1String("exploding_gradient") && !table->item(r, 1)->data(Qt::UserRole).toString().isEmpty()) {
+        row = r;
+        break;
+      }
+    }
+    QVERIFY2(row >= 0, "no exploding_gradient alert on a layer");
+    const QString live = table->item(row, 0)->text();
+    QCOMPARE(live, QStringLiteral("0–5 (×6)"));
+    const QString layer = table->item(row, 1)->data(Qt::UserRole).toString();
+    Q_EMIT table->cellClicked(row, 1);
+    QCOMPARE(window->plots()->selectedSeries().kind, CaptureKind::Gradient);
+    QCOMPARE(QString::fromStdString(window->plots()->selectedSeries().module), layer);
+
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("alerts-run"));
+    QVERIFY(exportTo(*window, out));
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openCapture(out);
+    QVERIFY(opened.wait(kTimeout));
+    table = window->alerts()->findChild<QTableWidget*>();
+    bool found = false;
+    for (int r = 0; r < table->rowCount(); ++r) {
+      if (table->item(r, 1)->data(Qt::UserRole).toString() == layer && table->item(r, 2)->text() == QLatin1String("exploding_gradient")) {
+        QCOMPARE(table->item(r, 0)->text(), live);
+        found = true;
+      }
+    }
+    QVERIFY(found);
+    // 13. A review looks read-only: its tick boxes are drawn disabled, and no tooltip offers a change.
+    const QModelIndex act = window->treeModel()->indexOfModule(moduleIndex(window->treeModel(), "fc1"), ModuleTreeModel::Act);
+    QVERIFY(!(window->treeModel()->flags(act) & Qt::ItemIsEnabled));
+    QVERIFY(!(window->treeModel()->flags(act) & Qt::ItemIsUserCheckable));
+  }
+
+  // 5. A model opened after another shows empty plots with neutral axes, not the last ranges.
+  void aNewModelsEmptyPlotsForgetTheLastAxes() {
+    auto window = openModel();
+    tickAll(window->treeModel(), ModuleTreeModel::Act);
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    runAndWait(*window, 30);
+    QVERIFY(window->plots()->gradNorms()->plot()->xAxis->range().upper >= 29);
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    window->openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_mlp.pt"));
+    QVERIFY(opened.wait(kTimeout));
+    QTest::qWait(100);
+    for (PlotPage* page : window->plots()->pages()) {
+      const QCPRange x = page->plot()->xAxis->range();
+      QVERIFY2(x.upper <= 5, qPrintable(page->title() + QStringLiteral(" keeps x up to %1").arg(x.upper)));
+    }
+  }
+
+  // 8. Paused, a new learning rate in the Run tab applies from the next step on Resume (F5).
+  void aRunTabChangeWhilePausedAppliesOnResume() {
+    auto window = openModel();
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    window->runControls()->setSteps(400);
+    window->run();
+    QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= 3, kTimeout);
+    window->pause();
+    QTRY_VERIFY_WITH_TIMEOUT(window->engine()->isPaused(), kTimeout);
+    QTest::qWait(300);
+    auto config = window->runControls()->config();
+    const double before = config.lr;
+    config.lr = 0.25;
+    window->runControls()->setConfig(config);
+    const qint64 pausedAt = window->stepsSeen();
+    window->run();  // Resume
+    QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= pausedAt + 3, kTimeout);
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("resumed"));
+    QVERIFY(exportTo(*window, out));
+    const QJsonArray configurations = readManifest(out).value(QStringLiteral("configurations")).toArray();
+    QVERIFY2(configurations.size() >= 2, "the change was not recorded as a configuration of its own");
+    QCOMPARE(configurations.first().toObject().value(QStringLiteral("lr")).toDouble(), before);
+    QCOMPARE(configurations.last().toObject().value(QStringLiteral("lr")).toDouble(), 0.25);
+    QVERIFY(configurations.last().toObject().value(QStringLiteral("from_step")).toInteger() >= pausedAt - 1);
+  }
+
+  // 9. The learning rate takes any positive number a user types, plain or scientific.
+  void theLearningRateTakesAnyPositiveNumber() {
+    RunControls controls;
+    auto* lr = controls.findChild<ScientificSpinBox*>();
+    QVERIFY(lr);
+    for (const auto& [text, value] : std::vector<std::pair<QString, double>>{
+             {QStringLiteral("50"), 50.0}, {QStringLiteral("3e-4"), 3e-4}, {QStringLiteral("1e-8"), 1e-8},
+             {QStringLiteral("1000"), 1000.0}, {QStringLiteral("0.0025"), 0.0025}}) {
+      auto* edit = lr->findChild<QLineEdit*>();
+      edit->selectAll();
+      QTest::keyClicks(edit, text);
+      lr->interpretText();
+      QCOMPARE(controls.config().lr, value);
+    }
+    lr->setValue(0.01);
+    lr->stepBy(1);
+    QCOMPARE(lr->value(), 0.1);
+  }
+
+  // 11 and 12. A run shows its newest steps after the user scrubbed back; once a step runs after
+  // a break, the status bar no longer says the run is paused there.
+  void aRunFollowsItsNewestStepsAndTheStatusSaysWhatIsTrue() {
+    auto window = openModel();
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    runAndWait(*window, 5);
+    window->plots()->scrubTo(1);
+    QVERIFY(!window->plots()->followsLatest());
+    runAndWait(*window, 5);
+    QVERIFY(window->plots()->followsLatest());
+    QCOMPARE(window->plots()->shownStep(), 9);
+
+    setRules(*window, everyGradientExplodes());
+    window->setBreakOn(RuleKind::ExplodingGradient, true);
+    QSignalSpy broke(window.get(), &MainWindow::breakHit);
+    window->runControls()->setSteps(50);
+    window->run();
+    QVERIFY(broke.wait(kTimeout));
+    QTRY_VERIFY_WITH_TIMEOUT(window->statusBar()->currentMessage().startsWith(QStringLiteral("Paused at step")), 5000);
+    window->setBreakOn(RuleKind::ExplodingGradient, false);
+    const qint64 seen = window->stepsSeen();
+    window->stepOnce();
+    QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() > seen, kTimeout);
+    QTest::qWait(200);
+    QVERIFY2(!window->statusBar()->currentMessage().startsWith(QStringLiteral("Paused at step")),
+             qPrintable(window->statusBar()->currentMessage()));
+    window->stop();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
+  }
+
+  // 19. "Hook all of type…" proposes the most common layer types first, the model's own class last.
+  void hookAllOfTypeProposesCommonLayersFirst() {
+    auto window = openModel();
+    const QStringList types = window->treeModel()->typeNames();
+    QVERIFY(!types.isEmpty());
+    QCOMPARE(types.front(), QStringLiteral("ReLU"));  // three in the sample CNN
+    QCOMPARE(types.back(), QString::fromStdString(window->treeModel()->modules().front().typeName));
+  }
+
+  // 12. A script that ended its own run is "finished", not "detached".
+  void endedWordsSayHowAScriptLeft() {
+    QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: closed by the script after 40 steps")), QStringLiteral("finished"));
+    QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: the script disconnected without closing after 3 steps")),
+             QStringLiteral("lost"));
+    QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: stopped by HookScope after 7 steps")), QStringLiteral("stopped"));
+    QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: closed by HookScope")), QStringLiteral("detached"));
+  }
+};
+
+QTEST_MAIN(WindowTruthTest)
+#include "WindowTruthTest.moc"
