@@ -18,11 +18,20 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
   m_table->verticalHeader()->setVisible(false);
-  m_table->horizontalHeader()->setStretchLastSection(true);
-  m_table->setColumnWidth(0, 90);
-  m_table->setColumnWidth(1, 110);
-  m_table->setColumnWidth(2, 130);
-  m_table->setColumnWidth(3, 80);
+  m_table->horizontalHeader()->setSectionResizeMode(4, QHeaderView::Stretch);  // the message takes the rest
+  // Widths from the font: a rule's name whole, a range of steps, a value; a layer's path is cut
+  // in the middle (its last part stays) and whole in its tooltip, the message fills the rest.
+  m_table->setTextElideMode(Qt::ElideMiddle);
+  m_table->horizontalHeader()->setMinimumSectionSize(40);
+  m_table->horizontalHeader()->setDefaultSectionSize(60);  // the least the stretched message column takes
+  const QFontMetrics metrics(m_table->font());
+  const int pad = 12;
+  m_table->setColumnWidth(0, metrics.horizontalAdvance(QStringLiteral("101–110 (×10)")) + pad);
+  m_table->setColumnWidth(1, metrics.horizontalAdvance(QStringLiteral("layer3.conv2")) + pad);
+  int rule = 0;
+  for (int i = 0; i < kRuleCount; ++i) rule = std::max(rule, metrics.horizontalAdvance(QString::fromLatin1(ruleName(RuleKind(i)))));
+  m_table->setColumnWidth(2, rule + pad);
+  m_table->setColumnWidth(3, metrics.horizontalAdvance(QStringLiteral("-1.23e+05")) + pad);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(m_table);
@@ -76,6 +85,7 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
     QString where = alert.module.empty() ? tr("(model)") : QString::fromStdString(alert.module);
     if (m_ranks) where += tr(" · rank %1").arg(alert.rank);  // a job's: the rank where it fired
     auto* layer = new QTableWidgetItem(where);
+    layer->setToolTip(where);
     layer->setData(Qt::UserRole, QString::fromStdString(alert.module));
     layer->setData(Qt::UserRole + 1, alert.rank);
     layer->setData(Qt::UserRole + 2, int(alert.kind));

@@ -180,13 +180,21 @@ void MainWindow::restoreSettings() {
   if (!libraries.isEmpty()) {
     QMetaObject::invokeMethod(m_engine, [engine = m_engine, libraries] { engine->loadOperatorLibraries(libraries); });
   }
-  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  // A size saved on another screen is kept only while it fits this one and is not shrunk to a
+  // corner of it (a 1600x1000 size came back as 949x551 on a smaller screen).
+  const QRect screenArea = screen() ? screen()->availableGeometry() : QRect(0, 0, 1400, 900);
+  const bool restored = restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()) &&
+                        width() <= screenArea.width() && height() <= screenArea.height() &&
+                        width() >= std::min(900, screenArea.width() * 4 / 5) &&
+                        height() >= std::min(600, screenArea.height() * 4 / 5);
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
-  if (!settings.contains(QStringLiteral("window/geometry"))) {
+  if (!restored) {
     // 1400x900, or the whole screen when it is smaller (a 1024x700 laptop screen).
-    const QRect screenArea = screen() ? screen()->availableGeometry() : QRect(0, 0, 1400, 900);
     resize(std::min(1400, screenArea.width()), std::min(900, screenArea.height()));
-    m_splitter->setSizes({width() * 2 / 5, width() * 3 / 5});
+    // The tree gets the width its columns need (all of them show at 1024 px), the plots the rest.
+    const int tree = std::max(width() * 2 / 5, m_treePanel->neededWidth());
+    m_splitter->setSizes({tree, width() - tree});
+    return;
   }
   m_splitter->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
 }
@@ -437,9 +445,9 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
                   .arg(summary.fileName.toHtmlEscaped()));
     statusBar()->showMessage(tr("Attached: %1. Tick Act/Grad/In to hook layers from the script's next step.").arg(summary.script), 10000);
   } else if (!summary.reviewOnly) {
-    statusBar()->showMessage(summary.confinement.isEmpty()
-                                 ? tr("Opened %1 in an engine process").arg(summary.fileName)
-                                 : tr("Opened %1 in an engine process: %2").arg(summary.fileName, summary.confinement),
+    // Short enough for a 1024 px status bar; the model's name there says how it is confined.
+    statusBar()->showMessage(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
+                                                           : tr("Opened %1 in a confined engine process").arg(summary.fileName),
                              8000);
     QSettings settings;
     const QString remembered = settings.value(settingsKeyFor(summary.path)).toString();

@@ -9,14 +9,20 @@
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMenu>
+#include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QToolButton>
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace hookscope;
+
+namespace {
+constexpr int kNameWidth = 112;  // the least the name column gets by default: "layer3.0.conv2" at depth 1
+} // namespace
 
 ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, QWidget* parent)
     : QWidget(parent), m_tree(tree), m_engine(engine) {
@@ -47,13 +53,23 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, Q
   m_view->setItemDelegateForColumn(ModuleTreeModel::GradNorm, new GradNormDelegate(m_view));
   QHeaderView* header = m_view->header();
   header->setStretchLastSection(false);
-  header->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
-  m_view->setColumnWidth(ModuleTreeModel::Name, 130);
-  m_view->setColumnWidth(ModuleTreeModel::Type, 90);
-  m_view->setColumnWidth(ModuleTreeModel::OutputShape, 90);
-  m_view->setColumnWidth(ModuleTreeModel::Params, 56);
-  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) m_view->setColumnWidth(c, 38);
-  m_view->setColumnWidth(ModuleTreeModel::GradNorm, 64);
+  // Widths from the font, so that every column shows beside the plots on a 1024 px screen;
+  // a longer name is cut in the middle (its last part stays) and is whole in its tooltip.
+  m_view->setTextElideMode(Qt::ElideMiddle);
+  const QFontMetrics metrics(header->font());
+  const auto fit = [&](int column, int atLeast) {
+    const QString label = m_tree->headerData(column, Qt::Horizontal, Qt::DisplayRole).toString();
+    m_view->setColumnWidth(column, std::max(atLeast, metrics.horizontalAdvance(label) + 12));
+  };
+  // The name takes what the other columns leave (it is what tells layers apart), never less
+  // than kNameWidth: the splitter gives the tree that much by default.
+  header->setMinimumSectionSize(24);
+  header->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Stretch);
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) fit(c, 28);
+  fit(ModuleTreeModel::GradNorm, 56);
+  fit(ModuleTreeModel::Params, 44);
+  fit(ModuleTreeModel::Type, metrics.horizontalAdvance(QStringLiteral("MaxPool2d")) + 12);
+  fit(ModuleTreeModel::OutputShape, metrics.horizontalAdvance(QStringLiteral("8x16x14x14")) + 8);
   // The tick boxes and the gradient norm next to the name, so they show at any width; type,
   // shape and parameter count after them.
   int visual = 1;
@@ -82,6 +98,15 @@ void ModuleTreePanel::showModel(const ModelSummary& summary) {
   markRecordedInterventions(summary.interventions);
   m_view->expandToDepth(1);
   m_view->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
+}
+
+int ModuleTreePanel::neededWidth() const {
+  int columns = kNameWidth;
+  for (int c = 0; c < ModuleTreeModel::ColumnCount; ++c) {
+    if (c != ModuleTreeModel::Name) columns += m_view->header()->sectionSize(c);
+  }
+  const int scrollBar = m_view->verticalScrollBar()->sizeHint().width();
+  return columns + 2 * m_view->frameWidth() + scrollBar + 8;  // + the panel's margins
 }
 
 int ModuleTreePanel::currentModule() const { return m_tree->moduleAt(m_filter->mapToSource(m_view->currentIndex())); }

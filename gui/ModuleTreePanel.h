@@ -22,6 +22,8 @@ class ModuleTreePanel : public QWidget {
 public:
   ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, QWidget* parent = nullptr);
   QTreeView* view() const { return m_view; }
+  /// The width at which every column shows without scrolling.
+  int neededWidth() const;
 
   /// Shows a newly opened model's tree (or an export's, read-only, with its interventions).
   void showModel(const ModelSummary& summary);

@@ -80,10 +80,6 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
     refresh();
     Q_EMIT shownChanged();  // the tree's numbers go to the latest step with the plots
   });
-  m_log = new QCheckBox(tr("&Log scale"), this);
-  m_log->setChecked(true);
-  m_log->setToolTip(tr("Gradient norms on a logarithmic axis"));
-  connect(m_log, &QCheckBox::toggled, m_gradNorms, &GradNormPlot::setLogScale);
 
   auto* bar = new QHBoxLayout();
   bar->addWidget(m_rankLabel);
@@ -95,7 +91,6 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   bar->addWidget(m_slider, 1);
   bar->addWidget(m_stepLabel);
   bar->addWidget(m_follow);
-  bar->addWidget(m_log);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addWidget(grid, 1);

@@ -93,6 +93,5 @@ private:
   std::map<int, QString> m_rankNotes;
   QSlider* m_slider;
   QCheckBox* m_follow;
-  QCheckBox* m_log;
   QLabel* m_stepLabel;
 };

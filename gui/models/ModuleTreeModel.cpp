@@ -257,6 +257,13 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && column == GradNorm && !std::isnan(m_gradNorms[std::size_t(m)])) {
     return QStringLiteral("L2 norm of the output gradient: %1").arg(m_gradNorms[std::size_t(m)], 0, 'g', 8);
   }
+  // A type or shape cut to fit its column is whole in its tooltip.
+  if (role == Qt::ToolTipRole && column == Type) {
+    return QString::fromStdString(info.qualifiedType.empty() ? info.typeName : info.qualifiedType);
+  }
+  if (role == Qt::ToolTipRole && column == OutputShape && !m_shapes[std::size_t(m)].isEmpty()) {
+    return tr("Output shape at the first step: %1").arg(m_shapes[std::size_t(m)]);
+  }
   if (role == Qt::ToolTipRole) {
     QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
     if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
@@ -315,10 +322,10 @@ Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const {
 
 QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
-  static const char* names[] = {"Module", "Type", "Output shape", "Params", "Act", "Grad", "In", "Grad norm"};
+  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm"};
   static const char* tips[] = {"Module name (hover for path and parameters)",
                                "Module class",
-                               "Shape of the first output at the first step",
+                               "Output shape: of the first output at the first step",
                                "Parameters in the module and its children",
                                "Capture activations (outputs)",
                                "Capture gradients with respect to the outputs",

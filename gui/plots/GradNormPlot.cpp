@@ -48,6 +48,7 @@ QColor lineColor(int i) {
 } // namespace
 
 GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per layer"), parent) {
+  setHeading(tr("Gradient norm per layer"), tr("Gradient norms"));
   m_plot->xAxis->setLabel(tr("step"));
   m_plot->yAxis->setLabel(tr("L2 norm of output gradient"));
   m_plot->legend->setVisible(false);  // until there are lines to name
@@ -119,6 +120,9 @@ void GradNormPlot::fitAxes() {
 }
 
 void GradNormPlot::addMenuActions(QMenu* menu) {
+  QAction* log = menu->addAction(tr("Logarithmic axis"), this, [this](bool on) { setLogScale(on); });
+  log->setCheckable(true);
+  log->setChecked(m_log);
   QAction* legend = menu->addAction(tr("Show legend"));
   legend->setCheckable(true);
   legend->setChecked(m_legendWanted);

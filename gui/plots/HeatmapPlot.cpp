@@ -34,6 +34,7 @@ void HeatmapPlot::addResampled(const TensorStats& s, double lo, double hi, doubl
 }
 
 HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps"), parent) {
+  setHeading(tr("Distribution over steps"), tr("Over steps"));
   m_map = new QCPColorMap(m_plot->xAxis, m_plot->yAxis);
   m_scale = new QCPColorScale(m_plot);
   m_plot->plotLayout()->addElement(1, 1, m_scale);
@@ -47,6 +48,7 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   m_scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   m_plot->xAxis->setLabel(tr("step"));
+  m_plot->xAxis->ticker()->setTickCount(3);  // labels that do not run together on a narrow plot
   m_plot->yAxis->setLabel(tr("value"));
   applyPalette();
 }

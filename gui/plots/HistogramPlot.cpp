@@ -12,6 +12,8 @@ using namespace hookscope;
 
 namespace {
 
+constexpr int kStatsWidth = 130;  // the statistics beside the plot: "shape 8x16x14x14" fits
+
 // Bars as one filled step outline: a point at each bin's left edge holding its count, and
 // one more at the right edge. One polygon fills far faster than a rectangle per bin.
 void fillBars(QCPGraph* bars, const TensorStats& s) {
@@ -51,7 +53,9 @@ HistogramPlot::HistogramPlot(QWidget* parent) : PlotPage(tr("Histogram"), parent
   m_plot->yAxis->setLabel(tr("count"));
   m_stats = new QLabel(this);
   m_stats->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  m_stats->setMinimumWidth(150);
+  m_stats->setMinimumWidth(kStatsWidth);
+  m_stats->setMaximumWidth(2 * kStatsWidth);
+  m_stats->setWordWrap(true);
   m_stats->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   m_stats->setText(tr("Select a hooked layer\nin the tree."));
   // Statistics beside the plot.
@@ -109,9 +113,16 @@ void HistogramPlot::refresh(const ViewState& state) {
     m_previous->data()->clear();
   }
   const auto& s = point.stats;
-  QString text = tr("<b>%1</b><br>%2 · step %3%12<br>shape %4 %5<br><br>"
+  // A long path keeps its last part ("layer3.0.downsample.0" → "layer3…downsample.0"); the
+  // tooltip has it whole.
+  const QString path = QString::fromStdString(state.selected.module.empty() ? "(root)" : state.selected.module);
+  QFont bold = m_stats->font();
+  bold.setBold(true);
+  const QString shownPath = QFontMetrics(bold).elidedText(path, Qt::ElideMiddle, std::max(kStatsWidth, m_stats->width()) - 4);
+  m_stats->setToolTip(path);
+  QString text = tr("<b>%1</b><br>%2 · step %3%12<br>shape %4<br>%5<br><br>"
                     "min %6<br>max %7<br>mean %8<br>std %9<br>L2 %10<br>zeros %11%")
-                     .arg(QString::fromStdString(state.selected.module.empty() ? "(root)" : state.selected.module).toHtmlEscaped(),
+                     .arg(shownPath.toHtmlEscaped(),
                           captureKindName(state.selected.kind), QString::number(point.step),
                           QString::fromStdString(s.shapeString()), QString::fromStdString(s.dtype),
                           number(s.min), number(s.max), number(s.mean), number(s.std))

@@ -1,5 +1,7 @@
 #include "PlotPage.h"
 
+#include <QResizeEvent>
+
 #include "QCustomPlotInclude.h"
 
 #include <QEvent>
@@ -20,7 +22,8 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   m_plot->plotLayout()->insertRow(0);
   auto* heading = new QCPTextElement(m_plot, title, QFont(font().family(), font().pointSize(), QFont::Bold));
   m_plot->plotLayout()->addElement(0, 0, heading);
-  m_plot->setMinimumSize(260, 180);
+  connect(m_plot, &QCustomPlot::afterLayout, this, &PlotPage::fitHeading);
+  m_plot->setMinimumSize(180, 160);  // two plots and the statistics fit beside the tree at 1024 px
   // The marker lives on its own buffered layer so that moving it repaints nothing else.
   m_plot->addLayer(QStringLiteral("marker"), m_plot->layer(QStringLiteral("main")), QCustomPlot::limAbove);
   m_plot->layer(QStringLiteral("marker"))->setMode(QCPLayer::lmBuffered);
@@ -145,8 +148,29 @@ QString PlotPage::heading() const {
   return element ? element->text() : m_title;
 }
 
-void PlotPage::setHeading(const QString& text) {
-  if (auto* element = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0))) element->setText(text);
+void PlotPage::setHeading(const QString& text, const QString& shortText) {
+  m_heading = text;
+  m_shortHeading = shortText;
+  fitHeading();
+}
+
+void PlotPage::fitHeading() {
+  auto* element = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
+  if (!element) return;
+  const QString full = m_heading.isEmpty() ? m_title : m_heading;
+  // The heading's own cell once laid out (beside a color scale it is narrower than the plot).
+  const int room = element->outerRect().width() > 0 ? element->outerRect().width() : m_plot->width();
+  const bool fits = QFontMetrics(element->font()).horizontalAdvance(full) + 8 <= room;
+  const QString text = fits || m_shortHeading.isEmpty() ? full : m_shortHeading;
+  if (element->text() != text) {
+    element->setText(text);
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+  }
+}
+
+void PlotPage::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fitHeading();
 }
 
 void PlotPage::replotMarker() { m_plot->layer(QStringLiteral("marker"))->replot(); }

@@ -40,10 +40,12 @@ public:
 
 protected:
   void changeEvent(QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
   /// Applies the palette's colors to axes and background.
   void applyPalette();
-  /// Draws another heading above the plot (a scalar's name on the loss page).
-  void setHeading(const QString& text);
+  /// Draws another heading above the plot (a scalar's name on the loss page); `shortText`
+  /// replaces it while the plot is too narrow for it, so that no heading is cut.
+  void setHeading(const QString& text, const QString& shortText = QString());
   /// Marks the step being looked at with a vertical line (hidden when step < 0).
   void setStepMarker(double step, bool visible);
   /// Repaints only the marker's layer: what scrubbing needs when the data did not change.
@@ -66,7 +68,11 @@ protected:
   QString m_title;
 
 private:
+  /// The full heading, or the short one when the full one does not fit the plot's width.
+  void fitHeading();
   class QCPItemStraightLine* m_marker = nullptr;
+  QString m_heading;
+  QString m_shortHeading;
   bool m_userView = false;
   bool m_fitting = false;
 };

@@ -29,7 +29,10 @@
 #include <QStatusBar>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTabWidget>
 #include <QTest>
+#include <QHeaderView>
+#include <QTreeView>
 
 #include <cmath>
 
@@ -294,6 +297,52 @@ private Q_SLOTS:
     QVERIFY(!types.isEmpty());
     QCOMPARE(types.front(), QStringLiteral("ReLU"));  // three in the sample CNN
     QCOMPARE(types.back(), QString::fromStdString(window->treeModel()->modules().front().typeName));
+  }
+
+  // 15. On a fresh configuration at 1024x700 every column of the tree and of the Alerts tab
+  // shows without scrolling, and the statistics beside the histogram are not cut.
+  void everyColumnShowsAt1024x700() {
+    QSettings().remove(QStringLiteral("window"));
+    auto window = openModel();
+    window->resize(1024, 700);
+    setRules(*window, everyGradientExplodes());
+    tickAll(window->treeModel(), ModuleTreeModel::Act);
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    runAndWait(*window, 2);
+    QTest::qWait(200);
+    const auto fits = [](QAbstractItemView* view, QHeaderView* header, const QString& what) {
+      for (int c = 0; c < header->count(); ++c) {
+        if (header->isSectionHidden(c)) continue;
+        const int right = header->sectionViewportPosition(c) + header->sectionSize(c);
+        if (header->sectionViewportPosition(c) < 0 || right > view->viewport()->width()) {
+          qWarning("%s: column %d (%s) spans %d..%d of %d", qPrintable(what), c,
+                   qPrintable(view->model()->headerData(c, Qt::Horizontal).toString()), header->sectionViewportPosition(c), right,
+                   view->viewport()->width());
+          return false;
+        }
+      }
+      return true;
+    };
+    QTreeView* tree = window->treeView();
+    qInfo("tree viewport %d, columns %d; plots %d (at least %d)", tree->viewport()->width(), tree->header()->length(),
+          window->plots()->width(), window->plots()->minimumSizeHint().width());
+    QVERIFY(fits(tree, tree->header(), QStringLiteral("tree")));
+    auto* alerts = window->alerts()->findChild<QTableWidget*>();
+    QVERIFY(alerts->rowCount() > 0);
+    QTabWidget* tabs = nullptr;
+    for (QWidget* w = window->alerts(); w && !tabs; w = w->parentWidget()) tabs = qobject_cast<QTabWidget*>(w);
+    QVERIFY(tabs);
+    tabs->setCurrentWidget(tabs->widget(1));
+    QTest::qWait(100);
+    QVERIFY(fits(alerts, alerts->horizontalHeader(), QStringLiteral("alerts")));
+    // A rule's name is shown whole.
+    const QFontMetrics metrics(alerts->font());
+    for (int r = 0; r < alerts->rowCount(); ++r) {
+      const QString rule = alerts->item(r, 2)->text();
+      QVERIFY2(metrics.horizontalAdvance(rule) + 8 <= alerts->columnWidth(2),
+               qPrintable(QStringLiteral("%1 takes %2 of %3").arg(rule).arg(metrics.horizontalAdvance(rule)).arg(alerts->columnWidth(2))));
+    }
+    QVERIFY(window->minimumSizeHint().width() <= 1024);
   }
 
   // 12. A script that ended its own run is "finished", not "detached".
