@@ -13,6 +13,9 @@ struct ParamInfo {
   std::string name;  ///< full dotted name, e.g. "layer1.0.conv1.weight"
   std::vector<std::int64_t> shape;
   std::int64_t numel = 0;
+  /// The name this tensor has where it first appears, when it is tied to (the same tensor as)
+  /// a parameter of a module before this one ("tok.weight"); "" otherwise.
+  std::string sharedWith;
 };
 
 /// One module instance in the tree.
@@ -25,7 +28,7 @@ struct ModuleInfo {
   int depth = 0;
   std::vector<int> children;  ///< in definition order
   std::int64_t ownParams = 0;
-  std::int64_t totalParams = 0;  ///< own plus every descendant's
+  std::int64_t totalParams = 0;  ///< own plus every descendant's, each tensor once (as PyTorch's parameters())
   std::vector<ParamInfo> params;  ///< own parameters only
 };
 

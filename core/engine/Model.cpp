@@ -9,6 +9,8 @@
 #include <caffe2/serialize/inline_container.h>
 
 #include <filesystem>
+#include <map>
+#include <set>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -140,7 +142,6 @@ void collect(const torch::jit::Module& module, const std::string& path, const st
     info.ownParams += param.value.numel();
     own.emplace_back(full, param.value);
   }
-  info.totalParams = info.ownParams;
   modules.push_back(std::move(info));
   impl.instances.push_back(module);
   impl.instancePaths.push_back(path);
@@ -150,9 +151,30 @@ void collect(const torch::jit::Module& module, const std::string& path, const st
     const std::string childPath = path.empty() ? child.name : path + "." + child.name;
     collect(child.value, childPath, child.name, index, depth + 1, impl, modules);
   }
-  std::int64_t total = modules[std::size_t(index)].ownParams;
-  for (int c : modules[std::size_t(index)].children) total += modules[std::size_t(c)].totalParams;
-  modules[std::size_t(index)].totalParams = total;
+}
+
+// Tied parameters (one tensor held by two modules, as a language model's output head and its
+// embedding) are counted once at every level, as PyTorch's parameters() counts them, and each
+// later holder names the first.
+void countParameters(const ModelImpl& impl, std::vector<ModuleInfo>& modules) {
+  std::map<const c10::TensorImpl*, std::string> first;
+  for (std::size_t m = 0; m < modules.size(); ++m) {
+    auto& params = modules[m].params;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const auto [found, fresh] = first.emplace(impl.ownParams[m][i].second.unsafeGetTensorImpl(), params[i].name);
+      if (!fresh) params[i].sharedWith = found->second;
+    }
+  }
+  // Over the distinct tensors of each subtree; children come after their parent.
+  std::vector<std::set<const c10::TensorImpl*>> below(modules.size());
+  for (std::size_t m = modules.size(); m-- > 0;) {
+    for (const auto& param : impl.ownParams[m]) below[m].insert(param.second.unsafeGetTensorImpl());
+    for (int c : modules[m].children) below[m].insert(below[std::size_t(c)].begin(), below[std::size_t(c)].end());
+    std::int64_t total = 0;
+    for (const auto* tensor : below[m]) total += tensor->numel();
+    modules[m].totalParams = total;
+    for (int c : modules[m].children) std::set<const c10::TensorImpl*>().swap(below[std::size_t(c)]);  // done with it
+  }
 }
 
 std::string trim(std::string text) {
@@ -188,6 +210,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, std::string* error,
   model->m_exampleInputSpec = trim(extra[kInputSpecExtraFile]);
   std::string rootName = shortTypeName(impl.module);
   collect(impl.module, "", rootName, -1, 0, impl, model->m_modules);
+  countParameters(impl, model->m_modules);
   impl.flags.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
   impl.interventionKinds.reset(new std::atomic<std::uint8_t>[impl.instances.size()]);
   impl.interventionValues.reset(new std::atomic<double>[impl.instances.size()]);

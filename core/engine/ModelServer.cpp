@@ -78,7 +78,13 @@ private:
 json Server::hello() const {
   json modules = json::array();
   for (const auto& m : m_model.modules()) {
-    modules.push_back({{"path", m.path}, {"type", m.typeName}, {"params", m.ownParams}});
+    json entry = {{"path", m.path}, {"type", m.typeName}, {"params", m.ownParams}, {"total", m.totalParams}};
+    json shared = json::array();
+    for (const auto& p : m.params) {
+      if (!p.sharedWith.empty()) shared.push_back({p.name, p.sharedWith});
+    }
+    if (!shared.empty()) entry["shared"] = shared;
+    modules.push_back(std::move(entry));
   }
   json engine = {{"model", m_model.path()},
                  {"example_input", m_model.exampleInputSpec()},

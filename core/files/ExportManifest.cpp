@@ -195,7 +195,13 @@ std::string ExportManifest::toJson() const {
       {"memory_cap_bytes", memoryCapBytes},
       {"interrupted", interrupted.empty() ? json(nullptr) : json(interrupted)},
   };
-  j.update(configJson(config));  // the last configuration, also at the top level
+  if (script) {
+    // An attached script ran its own loop: its data, loss and optimizer (named in `script`) are
+    // its own, and the window's run settings did not apply. Only the histogram bins did.
+    j["bins"] = config.bins;
+  } else {
+    j.update(configJson(config));  // the last configuration, also at the top level
+  }
   json history = json::array();
   for (const auto& record : configurations) {
     json entry = configJson(record.config);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -86,6 +87,20 @@ bool buildTree(const json& list, std::vector<ModuleInfo>* modules, std::map<std:
     bool ok = true;
     info.ownParams = wireInt(entry, "params", 0, std::numeric_limits<std::int64_t>::max() / 2, &ok);
     if (!ok) info.ownParams = 0;
+    // The count with tied parameters once (hookscope 0.2 on); without it, own counts add up.
+    ok = true;
+    info.totalParams = wireInt(entry, "total", 0, std::numeric_limits<std::int64_t>::max() / 2, &ok);
+    if (!ok) info.totalParams = -1;
+    if (const auto shared = entry.find("shared"); shared != entry.end() && shared->is_array()) {
+      for (const auto& pair : *shared) {
+        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string()) continue;
+        if (info.params.size() >= 64) break;
+        ParamInfo param;
+        param.name = pair[0].get<std::string>().substr(0, kMaxWireStringBytes);
+        param.sharedWith = pair[1].get<std::string>().substr(0, kMaxWireStringBytes);
+        info.params.push_back(std::move(param));
+      }
+    }
     const int self = int(modules->size());
     if (self == 0) {
       if (!info.path.empty()) {
@@ -113,10 +128,15 @@ bool buildTree(const json& list, std::vector<ModuleInfo>* modules, std::map<std:
     (*index)[info.path] = self;
     modules->push_back(std::move(info));
   }
-  for (auto& m : *modules) m.totalParams = m.ownParams;
-  for (std::size_t i = modules->size(); i-- > 1;) {
-    auto& m = (*modules)[i];
-    (*modules)[std::size_t(m.parent)].totalParams += m.totalParams;
+  // A peer that counted each module's parameters itself (tied ones once) is believed; for one
+  // that did not, own counts add up the tree.
+  const bool counted = std::all_of(modules->begin(), modules->end(), [](const ModuleInfo& m) { return m.totalParams >= 0; });
+  if (!counted) {
+    for (auto& m : *modules) m.totalParams = m.ownParams;
+    for (std::size_t i = modules->size(); i-- > 1;) {
+      auto& m = (*modules)[i];
+      (*modules)[std::size_t(m.parent)].totalParams += m.totalParams;
+    }
   }
   return true;
 }

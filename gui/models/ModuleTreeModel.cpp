@@ -252,7 +252,20 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     return QBrush(QColor(200, 30, 30));
   }
   if (role == Qt::ToolTipRole && column == Params && info.totalParams) {
-    return QStringLiteral("%1 parameters").arg(QLocale().toString(qlonglong(info.totalParams)));
+    QString tip = QStringLiteral("%1 parameters").arg(QLocale().toString(qlonglong(info.totalParams)));
+    // Tied parameters in this subtree, each counted once.
+    QStringList tied;
+    std::vector<int> pending{m};
+    while (!pending.empty() && tied.size() < 8) {
+      const auto& module = m_modules[std::size_t(pending.back())];
+      pending.pop_back();
+      for (const auto& p : module.params) {
+        if (!p.sharedWith.empty()) tied << QStringLiteral("%1 is %2").arg(QString::fromStdString(p.name), QString::fromStdString(p.sharedWith));
+      }
+      pending.insert(pending.end(), module.children.begin(), module.children.end());
+    }
+    if (!tied.isEmpty()) tip += QStringLiteral(", tied ones counted once:\n") + tied.join(QLatin1Char('\n'));
+    return tip;
   }
   if (role == Qt::ToolTipRole && column == GradNorm && !std::isnan(m_gradNorms[std::size_t(m)])) {
     return QStringLiteral("L2 norm of the output gradient: %1").arg(m_gradNorms[std::size_t(m)], 0, 'g', 8);
@@ -274,7 +287,8 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     for (const auto& p : info.params) {
       QString shape;
       for (auto s : p.shape) shape += (shape.isEmpty() ? "" : "x") + QString::number(s);
-      tip += QStringLiteral("\n%1  %2").arg(QString::fromStdString(p.name), shape);
+      if (!p.sharedWith.empty()) shape += QStringLiteral(" shared with %1").arg(QString::fromStdString(p.sharedWith));
+      tip += QStringLiteral("\n%1  %2").arg(QString::fromStdString(p.name), shape.trimmed());
     }
     return tip;
   }

@@ -217,9 +217,22 @@ class Attached:
 
     def _hello(self):
         modules = []
+        first_name = {}  # a parameter's name where it first appears: a tied one appears twice
         for path, module in self._hooks.modules:
-            own = sum(p.numel() for p in module.parameters(recurse=False))
-            modules.append({"path": path, "type": type(module).__name__, "params": own})
+            own, shared = 0, []
+            for name, p in module.named_parameters(recurse=False):
+                full = path + "." + name if path else name
+                if id(p) in first_name:
+                    shared.append([full, first_name[id(p)]])
+                else:
+                    first_name[id(p)] = full
+                own += p.numel()
+            # PyTorch's own count: parameters() yields each tensor once, tied or not.
+            entry = {"path": path, "type": type(module).__name__, "params": own,
+                     "total": sum(p.numel() for p in module.parameters())}
+            if shared:
+                entry["shared"] = shared
+            modules.append(entry)
         try:
             first = next(self._model.parameters())
             device, dtype = str(first.device), _DTYPES.get(first.dtype, str(first.dtype))

@@ -121,6 +121,9 @@ def test_statistics_equal_what_pytorch_hooks_compute(tmp):
     m = manifest(recorder.out)
     assert m["source"] == "script" and m["script"]["torch"] == torch.__version__
     assert m["steps"] == 6 and m["gaps"] == []
+    # The script's own loop ran: no run settings of HookScope's that did not apply.
+    assert not {"optimizer", "lr", "loss", "momentum", "inputs", "seed"} & set(m), sorted(m)
+    assert m["script"]["optimizer"] and m["bins"] == 64 and m["configurations"] == []
 
     # The gradient at the in-place ReLU's output is what a hook on the ReLU alone sees (with
     # PyTorch 1.13, a hook on the Linear before it as well changes what a plain second hook sees).
@@ -131,6 +134,25 @@ def test_statistics_equal_what_pytorch_hooks_compute(tmp):
         act = [r for r in json.load(f) if r["kind"] == "gradient"]
     assert len(act) == 6
     assert_matches(rows, act)
+
+
+def test_a_tied_weight_is_counted_once_and_named():
+    """An output head that shares its embedding's weight: the hello counts each module's
+    parameters as PyTorch's parameters() does (the tied tensor once) and names the tie."""
+    emb, mid, head = nn.Embedding(100, 16), nn.Linear(16, 16), nn.Linear(16, 100, bias=False)
+    head.weight = emb.weight
+    model = nn.Sequential(emb, mid, head)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hs = hookscope.attach(model, address="unix:/nonexistent/hookscope.sock")
+    try:
+        modules = {m["path"]: m for m in hs._hello()["modules"]}
+    finally:
+        hs.close()
+    assert modules[""]["total"] == sum(p.numel() for p in model.parameters()) == 100 * 16 + 16 * 16 + 16
+    assert modules["2"]["total"] == modules["2"]["params"] == 1600
+    assert modules["2"]["shared"] == [["2.weight", "0.weight"]]
+    assert "shared" not in modules["0"]
 
 
 def test_a_killed_recorder_leaves_the_script_training(tmp):

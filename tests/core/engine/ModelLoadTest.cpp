@@ -104,6 +104,21 @@ TEST(ModelLoadTest, ALoadedOperatorLibraryLetsTheModelLoadAndTrain) {
   EXPECT_DOUBLE_EQ(grad.stats.max, 2.0);
 }
 
+// An output head tied to its embedding is one tensor: counted once at every level, as PyTorch's
+// parameters() counts it, and named as shared by the module that holds it second.
+TEST(ModelLoadTest, ATiedWeightIsCountedOnce) {
+  std::string error;
+  auto model = Model::load(fixture("tied_weights.pt"), &error);
+  ASSERT_TRUE(model) << error;
+  const auto& modules = model->modules();
+  EXPECT_EQ(modules[0].totalParams, 100 * 16 + 16 * 16 + 16);
+  const auto& head = modules[std::size_t(model->findModule("2"))];
+  EXPECT_EQ(head.totalParams, 1600);
+  ASSERT_EQ(head.params.size(), 1u);
+  EXPECT_EQ(head.params[0].sharedWith, "0.weight");
+  EXPECT_TRUE(modules[std::size_t(model->findModule("0"))].params[0].sharedWith.empty());
+}
+
 TEST(ModelLoadTest, SampleModelTree) {
   std::string error;
   auto model = Model::load(sampleModel("small_cnn.pt"), &error);

@@ -106,6 +106,39 @@ TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
   EXPECT_FALSE(session->interventions().empty());
 }
 
+// A weight tied between two modules (an output head and its embedding) is counted once, as
+// PyTorch's parameters() counts it, where the script says so; a script that does not (an older
+// package) has its own counts added up.
+TEST(AttachSessionTest, TiedParametersAreCountedOnceAndNamed) {
+  auto accept = [](const json& modules, std::string* error) {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    EXPECT_TRUE(sendAll(fds[0], frame({{"type", "hello"}, {"protocol", wire::kProtocolVersion}, {"modules", modules}})));
+    auto session = AttachSession::accept(fds[1], "", false, std::make_shared<CaptureStore>(), error);
+    ::close(fds[0]);
+    return session;
+  };
+  std::string error;
+  auto tied = accept({{{"path", ""}, {"type", "LM"}, {"params", 0}, {"total", 1856}},
+                      {{"path", "tok"}, {"type", "Embedding"}, {"params", 1600}, {"total", 1600}},
+                      {{"path", "mid"}, {"type", "Linear"}, {"params", 256}, {"total", 256}},
+                      {{"path", "head"}, {"type", "Linear"}, {"params", 1600}, {"total", 1600},
+                       {"shared", json::array({json::array({"head.weight", "tok.weight"})})}}},
+                     &error);
+  ASSERT_TRUE(tied) << error;
+  EXPECT_EQ(tied->modules()[0].totalParams, 1856);
+  EXPECT_EQ(tied->modules()[3].totalParams, 1600);
+  ASSERT_EQ(tied->modules()[3].params.size(), 1u);
+  EXPECT_EQ(tied->modules()[3].params[0].name, "head.weight");
+  EXPECT_EQ(tied->modules()[3].params[0].sharedWith, "tok.weight");
+  auto older = accept({{{"path", ""}, {"type", "LM"}, {"params", 0}},
+                       {{"path", "tok"}, {"type", "Embedding"}, {"params", 1600}},
+                       {{"path", "head"}, {"type", "Linear"}, {"params", 1600}}},
+                      &error);
+  ASSERT_TRUE(older) << error;
+  EXPECT_EQ(older->modules()[0].totalParams, 3200);
+}
+
 TEST(AttachSessionTest, ABadStatsEntryEndsTheSessionWithAMessageToTheScript) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
