@@ -156,6 +156,7 @@ int runInspect(const InspectOptions& options) {
     config.optimizer = OptimizerKind::None;
     config.train = false;
     if (!runner.configure(config, &message)) return error(kData, message);
+    runner.setForwardOnly(true);  // shapes only: no loss is computed, so none can fail
     runner.probeShapes();
     StepResult result;
     if (!runner.step(&result, &message)) return error(kData, message);

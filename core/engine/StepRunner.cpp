@@ -12,7 +12,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <iomanip>
 #include <iterator>
+#include <regex>
+#include <sstream>
 
 namespace hookscope {
 
@@ -221,6 +224,35 @@ bool StepRunner::configure(const RunConfig& config, std::string* error) {
   return true;
 }
 
+namespace {
+
+// What went wrong in the model's forward, said as what happened: LibTorch's text names an
+// allocation, a refused file, or a missing method more often than a bad input.
+std::string forwardFailure(const std::string& inputs, const std::string& reason) {
+  static const std::regex allocation(R"(tried to allocate (\d+) bytes)");
+  std::smatch bytes;
+  if (std::regex_search(reason, bytes, allocation)) {
+    const double gib = std::stod(bytes[1].str()) / double(1ull << 30);
+    std::ostringstream size;
+    size << std::setprecision(3) << gib << " GiB";
+    return "the model's forward asked for " + size.str() + " of memory on input " + inputs +
+           ", which this machine cannot give: a smaller batch or input may fit (" + reason + ")";
+  }
+  if (reason.find("Permission denied") != std::string::npos || reason.find("Operation not permitted") != std::string::npos) {
+    return "the model's code tried to open or write a file, and the engine's confinement refused it (models run "
+           "with no file writes): " + reason;
+  }
+  if (reason.find("Method 'forward' is not defined") != std::string::npos) {
+    return "the model has no forward method, so it cannot be run: save the module whose forward computes the "
+           "output (" + reason + ")";
+  }
+  return "the model rejected the input (" + inputs + "): " + reason;
+}
+
+} // namespace
+
+void StepRunner::setForwardOnly(bool forwardOnly) { m_forwardOnly = forwardOnly; }
+
 bool StepRunner::step(StepResult* result, std::string* error) {
   auto& impl = *m_impl;
   auto fail = [&](const std::string& message) {
@@ -259,11 +291,18 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   try {
     output = module.forward(args);
   } catch (const std::exception& e) {
-    return fail("the model rejected the input (" + describeTensors(inputs) + "): " +
-                summarizeTorchError(e));
+    return fail(forwardFailure(describeTensors(inputs), summarizeTorchError(e)));
   }
   recorder.onRootCall(args, output);
   r.forwardMs = msSince(start);
+  if (m_forwardOnly) {  // inspect: the forward and its shapes, no loss
+    recorder.finishStep();
+    recorder.setShapeProbe(false);
+    r.totalMs = msSince(stepStart);
+    ++impl.step;
+    if (result) *result = r;
+    return true;
+  }
 
   at::Tensor out = firstTensor(output);
   if (!out.defined()) return fail("the model's output holds no tensor, so no loss can be computed");

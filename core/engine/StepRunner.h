@@ -49,6 +49,8 @@ public:
   StepOrder lastStepOrder() const;
   /// Records output shapes of every module call during the next step.
   void probeShapes();
+  /// Steps run the forward alone: no loss, no backward (inspect, which shows shapes only).
+  void setForwardOnly(bool forwardOnly);
   /// Shapes recorded by the last probed step.
   std::vector<ModuleCallShape> outputShapes() const;
 
@@ -67,6 +69,7 @@ private:
   std::unique_ptr<StepRunnerImpl> m_impl;
   std::atomic<bool> m_stop{false};
   std::atomic<bool> m_paused{false};
+  bool m_forwardOnly = false;
   std::mutex m_pauseMutex;
   std::condition_variable m_pauseChanged;
 };

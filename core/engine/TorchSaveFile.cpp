@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace hookscope {
 
@@ -19,7 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-c10::IValue loadZip(const std::string& path, std::uint64_t fileBytes) {
+// The bytes each storage record really holds, by the address LibTorch keeps its data at: a
+// storage's own size is the pickle's claim (numel times the element size), which a crafted file
+// makes larger than its record.
+using RecordSizes = std::map<const void*, std::size_t>;
+
+c10::IValue loadZip(const std::string& path, std::uint64_t fileBytes, RecordSizes* recordSizes) {
   caffe2::serialize::PyTorchStreamReader reader(path);
   std::uint64_t inflated = 0;
   for (const auto& name : reader.getAllRecords()) inflated += reader.getRecordSize(name);
@@ -41,14 +47,19 @@ c10::IValue loadZip(const std::string& path, std::uint64_t fileBytes) {
     offset += n;
     return n;
   };
-  auto readRecord = [&](const std::string& name) { return std::get<0>(reader.getRecord("data/" + name)); };
+  auto readRecord = [&](const std::string& name) {
+    auto [record, bytes] = reader.getRecord("data/" + name);
+    (*recordSizes)[record.get()] = bytes;
+    return std::move(record);
+  };
   torch::jit::Unpickler unpickler(read, nullptr, nullptr, readRecord, c10::Device(c10::kCPU));
   unpickler.set_version(reader.version());
   return unpickler.parse_ivalue();
 }
 
-// "" when the tensor's sizes, strides and offset stay inside its storage.
-std::string checkTensor(const at::Tensor& t) {
+// "" when the tensor's sizes, strides and offset stay inside its storage, and the storage
+// inside the record it was read from (when `recordSizes` knows it).
+std::string checkTensor(const at::Tensor& t, const RecordSizes* recordSizes) {
   if (!t.defined()) return "";
   if (t.layout() != at::kStrided) return "a tensor has a layout other than strided (sparse or similar)";
   if (!t.has_storage()) return "a tensor has no storage";
@@ -63,6 +74,13 @@ std::string checkTensor(const at::Tensor& t) {
     if (sizes[d] == 0) empty = true;
     last += (unsigned __int128)(std::uint64_t(std::max<std::int64_t>(sizes[d], 1) - 1)) * std::uint64_t(strides[d]);
   }
+  if (recordSizes) {
+    const auto record = recordSizes->find(t.storage().data());
+    if (record != recordSizes->end() && t.storage().nbytes() > record->second) {
+      return "a tensor's storage claims " + std::to_string(t.storage().nbytes()) + " bytes, but its record in the file holds " +
+             std::to_string(record->second) + ": the file is damaged or was altered";
+    }
+  }
   if (empty) return "";
   const unsigned __int128 needed = (last + 1) * t.element_size();
   if (needed > t.storage().nbytes()) {
@@ -74,14 +92,16 @@ std::string checkTensor(const at::Tensor& t) {
 
 } // namespace
 
-std::string checkTensorsInside(const c10::IValue& value) {
+namespace {
+
+std::string checkTensorsInside(const c10::IValue& value, const RecordSizes* recordSizes) {
   // Iterative, so a deeply nested value cannot overflow the stack here.
   std::vector<const c10::IValue*> pending{&value};
   while (!pending.empty()) {
     const c10::IValue* v = pending.back();
     pending.pop_back();
     if (v->isTensor()) {
-      if (std::string problem = checkTensor(v->toTensor()); !problem.empty()) return problem;
+      if (std::string problem = checkTensor(v->toTensor(), recordSizes); !problem.empty()) return problem;
     } else if (v->isTuple()) {
       for (const auto& e : v->toTupleRef().elements()) pending.push_back(&e);
     } else if (v->isList()) {
@@ -95,6 +115,10 @@ std::string checkTensorsInside(const c10::IValue& value) {
   }
   return "";
 }
+
+} // namespace
+
+std::string checkTensorsInside(const c10::IValue& value) { return checkTensorsInside(value, nullptr); }
 
 c10::IValue loadTorchSaveFile(const std::string& path) {
   std::error_code ec;
@@ -110,12 +134,13 @@ c10::IValue loadTorchSaveFile(const std::string& path) {
                              "a torch.save file at all): save it again with torch.save(obj, path) from PyTorch 1.6 or newer");
   }
   c10::IValue value;
+  RecordSizes recordSizes;
   try {
-    value = loadZip(path, size);
+    value = loadZip(path, size, &recordSizes);
   } catch (const std::exception& e) {
     throw std::runtime_error(summarizeTorchError(e));
   }
-  if (std::string problem = checkTensorsInside(value); !problem.empty()) throw std::runtime_error(problem);
+  if (std::string problem = checkTensorsInside(value, &recordSizes); !problem.empty()) throw std::runtime_error(problem);
   return value;
 }
 

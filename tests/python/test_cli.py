@@ -5,6 +5,7 @@ HOOKSCOPE_TEST_OPS) with HOOKSCOPE_PYTHON, whose PyTorch the engine links.
 """
 import csv
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -444,6 +445,44 @@ class Inspect(CliTestCase):
         self.assertIn("8x16x14x14", conv2)
         self.assertIn("(root SmallCNN)", result.stdout)
 
+
+    def script(self, name, forward):
+        """A model saved by this test's PyTorch: a Linear, then `forward`'s last line."""
+        source = ("import torch\n"
+                  "class M(torch.nn.Module):\n"
+                  "    def __init__(self):\n"
+                  "        super().__init__()\n"
+                  "        self.fc = torch.nn.Linear(4, 4)\n" + forward)
+        module_path = os.path.join(self.tmp, name + "_model.py")  # TorchScript reads the class's source
+        with open(module_path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location(name + "_model", module_path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        path = os.path.join(self.tmp, name + ".pt")
+        torch.jit.script(module.M()).save(path)
+        return path
+
+    def test_inspect_computes_no_loss(self):
+        # A model whose output is no tensor still shows its shapes: inspect runs the forward alone.
+        model = self.script("counts", "    def forward(self, x):\n        return self.fc(x).shape[0]\n")
+        result = run("inspect", model, "--input", "2x4")
+        self.assertExit(result, 0)
+        self.assertNotIn("loss", result.stderr)
+        fc = next(line for line in result.stdout.splitlines() if line.strip().startswith("fc "))
+        self.assertIn("2x4", fc)
+
+    def test_a_failed_forward_says_what_happened(self):
+        # The model's own huge allocation and a missing forward are not blamed on the input.
+        huge = self.script("huge", "    def forward(self, x):\n        return self.fc(x) + torch.empty(1 << 42).sum()\n")
+        result = run("inspect", huge, "--input", "2x4")
+        self.assertExit(result, 4, "asked for 1.64e+04 GiB of memory")
+        self.assertNotIn("rejected the input", result.stderr)
+        result = run("capture", huge, "--input", "2x4", "--out", self.out(), "--steps", "1")
+        self.assertExit(result, 4, "asked for 1.64e+04 GiB of memory")
+        helper = self.script("helper", "    @torch.jit.export\n    def helper(self, x):\n        return self.fc(x)\n")
+        result = run("inspect", helper, "--input", "2x4")
+        self.assertExit(result, 4, "has no forward method")
 
     def test_names_from_a_file_cannot_drive_the_terminal(self):
         # A module named with ESC[31m (red) and U+202E (right-to-left): printed escaped.

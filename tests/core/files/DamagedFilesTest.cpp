@@ -172,6 +172,19 @@ TEST(TorchSaveFileTest, ADecompressionBombIsRefusedWithTheLimitAndHowToRaiseIt) 
   ::unsetenv("HOOKSCOPE_MAX_INFLATE_MIB");
 }
 
+// A storage whose pickle claims more bytes than its record in the zip holds would be read past
+// its buffer by the first operation (the statistics scan): it is refused with both sizes.
+TEST(TorchSaveFileTest, AStorageLargerThanItsRecordIsRefused) {
+  try {
+    loadTorchSaveFile(fixture("bad/short_storage.data.pt"));
+    ADD_FAILURE() << "the short storage was read";
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("claims 24 bytes, but its record in the file holds 4"), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(loadTorchSaveFile(fixture("bad/plain.data.pt")));
+}
+
 TEST(TorchSaveFileTest, DeepNestingAndCyclesAreRefusedBeforeAnythingIsBuilt) {
   for (const auto& [file, expected] : {std::pair{"bad/deep.data.pt", "more than 1000 levels deep"},
                                        std::pair{"bad/cycle.data.pt", "contains itself"}}) {
