@@ -101,8 +101,8 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
     if (job.waitEnded(0)) {
       engine->wait(3000);
       why = "the engine process running the model stopped: it " + engine->exitText();
-      const std::string printed = engine->errorOutput();
-      if (!printed.empty() && engine->failed()) why += " (it said: " + printed.substr(0, 1500) + ")";
+      const std::string said = engine->failureText();
+      if (!said.empty() && engine->failed()) why += " (it said: " + said + ")";
       break;
     }
     if (settled != lastSettled) {

@@ -225,8 +225,9 @@ void EngineAdapter::adoptEngine(std::shared_ptr<EngineProcess> engine, const QSt
       message += how.isEmpty() ? QStringLiteral(": %1").arg(QString::fromStdString(why)) : QStringLiteral(": it %1").arg(how);
     }
     message += QStringLiteral(". %1 steps had ended.").arg(raw->settledStep() + 1);
-    const QString printed = QString::fromStdString(engine->errorOutput()).trimmed();
-    if (!printed.isEmpty() && engine->failed()) message += QStringLiteral("\n\nIt said:\n%1").arg(printed.right(1500));
+    // What went wrong in one line (not the last frame of a stack trace); the rest in its log.
+    const QString said = QString::fromStdString(engine->failureText()).trimmed();
+    if (!said.isEmpty() && engine->failed()) message += QStringLiteral("\n\nIt said: %1").arg(said);
     message += QStringLiteral("\n\nThe captures so far are kept: export them (Ctrl+E), or open the model again "
                               "(Run > Reset weights) to go on.");
     m_busySince = 0;

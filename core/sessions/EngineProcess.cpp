@@ -9,18 +9,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <thread>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace hookscope {
 
 namespace {
 
 constexpr std::size_t kKeptErrorBytes = 8192;  // of the head, and of the tail
+constexpr std::size_t kMaxLogBytes = 64u << 20;  // of the log file that keeps it whole
+
+bool startsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
 std::string privateSocketFolder(std::string* error) {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
@@ -113,6 +118,11 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   }
   ::close(errPipe[1]);
   engine->m_echo = options.echoErrors;
+  {
+    std::error_code ec;
+    const auto folder = std::filesystem::temp_directory_path(ec);
+    engine->m_logPath = (ec ? std::filesystem::path("/tmp") : folder) / ("hookscope-engine-" + std::to_string(engine->m_pid) + ".log");
+  }
   engine->m_errFd = errPipe[0];
   engine->m_errThread = std::thread([raw = engine.get()] { raw->drainErrors(); });
 
@@ -202,9 +212,34 @@ std::string EngineProcess::couldNotOpen(const std::string& model) const {
   }
   if (printed.empty() || (failed() && exitCode() < 0)) {
     return "HookScope could not open " + model + ": the engine process that loads it " + exitText() + "." +
-           (printed.empty() ? "" : "\n" + printed);
+           (printed.empty() ? "" : "\n" + failureText());
   }
   return "HookScope could not open " + model + ":\n" + printed;
+}
+
+std::string firstMeaningfulLine(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    lines.push_back(line.substr(first));
+  }
+  // What says what went wrong, in the order a reader would look for it.
+  for (const char* mark : {"ERROR: ", "what():", "hookscope-cli: ", "runtime error:", "Error", "error:"}) {
+    for (const auto& line : lines) {
+      if (line.find(mark) != std::string::npos) return line;
+    }
+  }
+  for (const auto& line : lines) {
+    // Not a frame of a stack trace ("#13 0x7f… in …", "0x… in …"), a banner or a separator.
+    if (line[0] == '#' || startsWith(line, "0x") || line.find_first_not_of("=-_*") == std::string::npos) continue;
+    return line;
+  }
+  return lines.empty() ? "" : lines.front();
 }
 
 EngineProcess::~EngineProcess() {
@@ -215,6 +250,23 @@ EngineProcess::~EngineProcess() {
   }
   if (m_errThread.joinable()) m_errThread.join();
   if (m_errFd >= 0) ::close(m_errFd);
+  if (m_log) std::fclose(m_log);
+  // The log is kept for an engine that failed, which the messages point at.
+  if (!m_logPath.empty() && !failed()) std::remove(m_logPath.c_str());
+}
+
+std::string EngineProcess::errorSummary() const { return firstMeaningfulLine(errorOutput()); }
+
+std::string EngineProcess::logPath() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_logged ? m_logPath : "";
+}
+
+std::string EngineProcess::failureText() const {
+  std::string text = errorSummary();
+  const std::string log = logPath();
+  if (!log.empty()) text += (text.empty() ? "" : " ") + std::string("(its whole output: ") + log + ")";
+  return text;
 }
 
 void EngineProcess::kill() {
@@ -299,6 +351,11 @@ void EngineProcess::drainErrors() {
     // Also on the window's own standard error, where a developer looks.
     if (m_echo) (void)!::write(STDERR_FILENO, buffer, std::size_t(n));
     std::lock_guard<std::mutex> lock(m_mutex);
+    if (!m_log && !m_logPath.empty()) m_log = std::fopen(m_logPath.c_str(), "we");
+    if (m_log && m_logged < kMaxLogBytes) {
+      m_logged += std::fwrite(buffer, 1, std::min(std::size_t(n), kMaxLogBytes - m_logged), m_log);
+      std::fflush(m_log);
+    }
     // The head says what went wrong (a refusal names the file, then lists its findings), the
     // tail how it ended: both are kept, what lies between them is counted.
     std::size_t used = 0;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,11 @@
 #include <vector>
 
 namespace hookscope {
+
+/// The line of a process's error output that says what went wrong: a sanitizer's "ERROR:", an
+/// uncaught exception's what(), HookScope's own "hookscope-cli:" line, else the first line that
+/// is not part of a stack trace or a banner.
+std::string firstMeaningfulLine(const std::string& text);
 
 /// The exit code of an engine that refused to load a model whose code reaches outside the
 /// process (the model-code check runs in the engine, which knows the operator libraries):
@@ -71,6 +77,14 @@ public:
   std::string findings() const;
   /// Once it ended before its hello: why `model` did not open, in the engine's words.
   std::string couldNotOpen(const std::string& model) const;
+  /// The first line of what it wrote that says what went wrong (a sanitizer's or LibTorch's
+  /// error, an uncaught exception), not the last line of a stack trace.
+  std::string errorSummary() const;
+  /// Everything it wrote to its standard error, whole: kept in this file once it failed (removed
+  /// when it ends well); "" when it wrote nothing.
+  std::string logPath() const;
+  /// A failed engine in one paragraph: `errorSummary()`, and where its whole output is.
+  std::string failureText() const;
 
 private:
   EngineProcess() = default;
@@ -88,6 +102,9 @@ private:
   std::string m_errors;     // the last ones, after the head
   std::size_t m_errorsLeftOut = 0;
   std::atomic<bool> m_errorsEnded{false};  // the engine's standard error reached its end
+  std::string m_logPath;     // every byte it wrote to its standard error (up to kMaxLogBytes)
+  std::FILE* m_log = nullptr;
+  std::size_t m_logged = 0;
   std::unique_ptr<AttachSession> m_session;
 };
 

@@ -223,6 +223,44 @@ TEST(EngineProcessTest, ALongMessageKeepsItsFirstLinesAndItsLast) {
   std::remove(script.c_str());
 }
 
+// An engine that dies under a sanitizer, or with a native stack trace, is reported by the line
+// that says what went wrong, not by the last frame; its whole output stays in a log file.
+TEST(EngineProcessTest, ACrashIsSaidByItsErrorLineAndItsWholeOutputIsKept) {
+  const std::string asan =
+      "=================================================================\n"
+      "==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000050\n"
+      "READ of size 512 at 0x602000000050 thread T0\n"
+      "    #0 0x7f0a1 in computeRawStats core/kernels/StatsKernels.cpp:120\n"
+      "    #13 0x7f0a2 in libtorch_cpu.so+0x1234\n";
+  EXPECT_EQ(firstMeaningfulLine(asan), "==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000050");
+  EXPECT_EQ(firstMeaningfulLine("terminate called after throwing an instance of 'c10::Error'\n  what():  bad alloc\n#0 0x1\n"),
+            "what():  bad alloc");
+  EXPECT_EQ(firstMeaningfulLine("\n#1 0x7f in f\nSegmentation fault in the model\n#2 0x8 in g\n"), "Segmentation fault in the model");
+
+  const std::string script = ::testing::TempDir() + "hookscope-crash.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nexec 1>&2\nprintf '%s' '" << asan << "'\nkill -SEGV $$\n";
+  }
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  EngineOptions options = engineFor(fixture("parity_scripted.pt"));
+  options.program = script;
+  options.echoErrors = false;
+  std::string error;
+  EXPECT_FALSE(EngineProcess::start(options, std::make_shared<CaptureStore>(), nullptr, 20000, &error));
+  EXPECT_NE(error.find("killed by signal 11"), std::string::npos) << error;
+  EXPECT_NE(error.find("ERROR: AddressSanitizer: heap-buffer-overflow"), std::string::npos) << error;
+  EXPECT_EQ(error.find("#13 0x7f0a2"), std::string::npos) << "a stack frame quoted instead of the error: " << error;
+  const auto log = error.find("its whole output: ");
+  ASSERT_NE(log, std::string::npos) << error;
+  const std::string path = error.substr(log + 18, error.find(')', log) - log - 18);
+  std::ifstream kept(path);
+  const std::string whole((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_NE(whole.find("#13 0x7f0a2 in libtorch_cpu.so"), std::string::npos) << path;
+  std::remove(path.c_str());
+  std::remove(script.c_str());
+}
+
 TEST(EngineProcessTest, TheSocketFolderIsGoneOnceTheEngineIsConnected) {
   // A viewer killed while its engine loads a model (which may take long) must leave no
   // hookscope-engine-XXXXXX folder: it goes as soon as both ends are connected.
