@@ -119,7 +119,8 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
         std::chrono::steady_clock::now() - lastProgress > std::chrono::duration<double>(options.stepTimeout)) {
       engine->kill();
       interrupted = "step timeout";
-      why = "step " + std::to_string(settled + 1) + " did not end within --step-timeout " +
+      // Steps are numbered from 0, as in stats.csv: say which one that is.
+      why = "step " + std::to_string(settled + 1) + (settled < 0 ? " (the first)" : "") + " did not end within --step-timeout " +
             std::to_string(int(options.stepTimeout)) + " s (the model's forward may loop forever), so the run was ended";
       break;
     }

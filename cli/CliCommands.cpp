@@ -395,7 +395,8 @@ int runCapture(const CaptureOptions& options) {
     std::string problem;
     const bool written = exportRun(steps, "step timeout", false, &problem);
     std::ostringstream text;
-    text << "step " << steps << " did not end within --step-timeout " << options.stepTimeout
+    // Steps are numbered from 0, as in stats.csv: say which one that is.
+    text << "step " << steps << (steps == 0 ? " (the first)" : "") << " did not end within --step-timeout " << options.stepTimeout
          << " s (the model's forward may loop forever), so the run was ended; "
          << (written ? "the export of the " + std::to_string(steps) + " steps before it is in " + options.out
                      : "its export failed: " + problem);

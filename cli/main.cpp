@@ -44,10 +44,13 @@ int main(int argc, char** argv) {
   inspectCmd->add_flag("--trust", inspect.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
 
   CaptureOptions capture;
+  // `--out ""` is a usage error (exit 2), not a folder that cannot be written (5).
+  const CLI::Validator nonEmpty([](std::string& value) { return value.empty() ? std::string("an empty name names no folder") : std::string(); },
+                                "FOLDER");
   auto* captureCmd = app.add_subcommand(
       "capture", "Run training steps with hooks on the chosen modules and write an export folder.");
   captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
-  captureCmd->add_option("--out", capture.out, "export folder to write")->required();
+  captureCmd->add_option("--out", capture.out, "export folder to write")->required()->check(nonEmpty);
   captureCmd->add_option("--load-library", libraries, libraryHelp);
   captureCmd->add_flag("!--no-confine", capture.confine,
                        "do not confine the process (Landlock: no file writes but the export; seccomp: no programs, "
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
       "record", "Wait for a training script that calls hookscope.attach() (or every rank of a torch.distributed "
                 "job), hook it, and write the export folder when it closes or disconnects. Prints "
                 "HOOKSCOPE_ADDRESS=... as its first line.");
-  recordCmd->add_option("--out", record.out, "export folder to write")->required();
+  recordCmd->add_option("--out", record.out, "export folder to write")->required()->check(nonEmpty);
   recordCmd->add_option("--address", record.address,
                         "where to listen: unix:PATH (default: unix:$XDG_RUNTIME_DIR/hookscope.sock) or "
                         "tcp://HOST:PORT (127.0.0.1 unless told otherwise; a token is made and printed)");

@@ -55,7 +55,9 @@ std::string boundsProblem(const InputSpec& spec) {
   const DtypeRange* range = findDtype(spec.dtype);
   if (!range) return "unknown dtype '" + spec.dtype + "'";
   if (spec.low < range->lowest || spec.high > range->highest) {
-    return "bounds [" + std::to_string(spec.low) + ", " + std::to_string(spec.high) + ") do not fit " + spec.dtype;
+    std::ostringstream bounds;  // 1e+308, not three hundred digits
+    bounds << std::setprecision(6) << "bounds [" << spec.low << ", " << spec.high << ") do not fit " << spec.dtype;
+    return bounds.str();
   }
   if (!spec.isInteger() && !(spec.high - spec.low <= range->highest)) {  // also an infinite width
     return "the width of [LOW, HIGH) overflows " + spec.dtype + ": narrow the bounds";
@@ -88,6 +90,9 @@ bool InputSpec::parse(const std::string& text, InputSpec* spec, std::string* err
     return fail("give either a dtype alone or a dtype with both LOW and HIGH");
   }
   for (const auto& dim : split(parts[0], 'x')) {
+    if (dim.size() > 1 && dim[0] == '-' && dim.find_first_not_of("0123456789", 1) == std::string::npos) {
+      return fail("dimension '" + dim + "' is negative: a size is a whole number from 1");
+    }
     if (dim.empty() || dim.find_first_not_of("0123456789") != std::string::npos) {
       return fail("dimension '" + dim + "' is not a whole number");
     }

@@ -114,6 +114,13 @@ std::string checkModelFile(const std::string& path) {
     if (std::string help = explainNewerFormat(reason); !help.empty()) {
       return "LibTorch " + linkedTorchVersion() + " cannot read " + path + ": " + help;
     }
+    // Whole, but with a record PyTorch does not write there: something added a file to it.
+    if (reason.find("is not in a subdirectory") != std::string::npos) {
+      const auto what = reason.find("file in archive");
+      return path + " holds a file that PyTorch did not write (" + (what == std::string::npos ? reason : reason.substr(what)) +
+             "): a tool added it to the archive after it was saved. Save the model again with torch.jit.save, "
+             "or remove that file from the zip.";
+    }
     return path + " is truncated or damaged (" + reason + "). Copy or save the model again.";
   }
   return "";

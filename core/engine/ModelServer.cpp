@@ -2,6 +2,7 @@
 
 #include "AttachListener.h"
 #include "ExportManifest.h"
+#include "PrintableText.h"
 #include "StepRunner.h"
 #include "WireFrame.h"
 #include "WireJson.h"
@@ -286,7 +287,9 @@ void Server::failed(const std::string& message) {
   // What was asked for does not happen: the run ends here and the engine waits for the next.
   m_running = false;
   m_pausedDue = true;
-  send({{"type", "failed"}, {"step", m_runner.stepsDone()}, {"message", message}});
+  // LibTorch's and the model's words may hold bytes that are not UTF-8: escaped (\xNN) here, as
+  // everywhere HookScope prints them, rather than replaced by U+FFFD on the wire.
+  send({{"type", "failed"}, {"step", m_runner.stepsDone()}, {"message", printableText(message)}});
 }
 
 void Server::sendPausedIfDue() {

@@ -200,9 +200,11 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
   const fs::path temp(temporaryExportPath(target.string()));
   fs::remove_all(temp, ec);
   if (!fs::create_directory(temp, ec)) {
+    if (ec == std::errc::filename_too_long) return fail(nameTooLong(target));
     return fail("cannot write into " + parent.string() + ": " +
                 (ec ? ec.message() : std::string("cannot create a folder there")));
   }
+  const bool existed = fs::exists(target, ec);
   try {
     std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>> all;
     for (const auto& key : store.seriesKeys()) all.emplace_back(key, store.series(key));
@@ -216,7 +218,8 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     for (const auto& [name, text] : options.extraFiles) sink.write(name, text);
   } catch (const std::exception& e) {
     fs::remove_all(temp, ec);
-    return fail(std::string("export failed, ") + dir + " is unchanged: " + e.what());
+    return fail(std::string("export failed, ") + (existed ? dir + " is unchanged: " : "nothing was written to " + dir + ": ") +
+                e.what());
   }
   std::string moveError;
   if (!moveIntoPlace(temp.string(), target.string(), &moveError)) {

@@ -206,6 +206,11 @@ bool moveIntoPlace(const std::string& temp, const std::string& target, std::stri
   return true;
 }
 
+std::string nameTooLong(const std::filesystem::path& target) {
+  return "the name " + target.filename().string() + " is too long: with the prefix of HookScope's temporary and lock " +
+         "files beside it, it passes the file system's limit (usually 255 bytes); choose a shorter name";
+}
+
 std::unique_ptr<ExportLock> ExportLock::acquire(const std::string& dir, std::string* error) {
   const fs::path target(exportTargetPath(dir));
   std::error_code ec;
@@ -214,7 +219,7 @@ std::unique_ptr<ExportLock> ExportLock::acquire(const std::string& dir, std::str
   for (int attempt = 0; attempt < 3; ++attempt) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
-      if (error) *error = "cannot write into " + target.parent_path().string() + ": " + errnoText(errno);
+      if (error) *error = errno == ENAMETOOLONG ? nameTooLong(target) : "cannot write into " + target.parent_path().string() + ": " + errnoText(errno);
       return nullptr;
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

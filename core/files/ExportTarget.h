@@ -3,6 +3,7 @@
 // in which neither exists. Plain file-system code, no LibTorch.
 
 #include <memory>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,9 @@ private:
 
 /// The absolute, normalized path an export to `dir` is written to ("." becomes the folder's name).
 std::string exportTargetPath(const std::string& dir);
+
+/// Why an export named `target` cannot be written when its name (with HookScope's temporary or
+/// lock prefix) is longer than the file system allows: the name, not its folder, is the problem.
+std::string nameTooLong(const std::filesystem::path& target);
 
 } // namespace hookscope

@@ -86,11 +86,14 @@ class ExitCodes(CliTestCase):
                            ("8x1x28x28:int64:0:1e30", "do not fit int64"),
                            ("8x1x28x28:int64:5.1:5.9", "whole numbers"),
                            ("8x1x28x28:uint8:-1:10", "do not fit uint8"),
+                           ("8x1x28x28:float32:-1e308:1e308", "bounds [-1e+308, 1e+308)"),
+                           ("8x-1x28", "dimension '-1' is negative"),
                            ("2147483648x1x28x28", "out of range"),
                            ("99999x99999x28", "more than the")]:
             for command in (["inspect", CNN, "--input", spec], ["capture", CNN, "--out", self.out(), "--input", spec]):
                 with self.subTest(spec=spec, command=command[0]):
                     self.assertExit(run(*command), 2, says)
+        self.assertExit(run("capture", CNN, "--out", "", "--steps", "1"), 2, "names no folder")
         self.assertExit(run("capture", CNN, "--out", self.out(), "--hook", "nothing.*"), 2, "matches no module")
         self.assertExit(run("capture", CNN, "--out", self.out(), "--loss", "hinge"), 2, "hinge")
         self.assertExit(run(), 2)
@@ -503,6 +506,16 @@ class Inspect(CliTestCase):
 
 
 class ExportFolder(CliTestCase):
+    def test_a_name_too_long_is_blamed_on_the_name(self):
+        # 250 bytes fit the file system; with HookScope's temporary prefix beside it they do not.
+        # Nothing existed there, so nothing is said to be "unchanged".
+        out = os.path.join(self.tmp, "r" * 250)
+        result = run("capture", CNN, "--out", out, "--steps", "1")
+        self.assertExit(result, 5, "is too long")
+        self.assertNotIn("unchanged", result.stderr)
+        self.assertNotIn("cannot write into " + self.tmp, result.stderr)
+        self.assertFalse(os.path.exists(out))
+
     @classmethod
     def setUpClass(cls):
         cls.folder = tempfile.mkdtemp(prefix="hookscope-export-")

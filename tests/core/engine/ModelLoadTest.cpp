@@ -36,6 +36,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFile{"empty.pt", "is empty"},
                       BadFile{"not_zip.pt", "not a TorchScript archive"},
                       BadFile{"truncated.pt", "truncated"},
+                      BadFile{"extra_entry.pt", "holds a file that PyTorch did not write"},
                       BadFile{"eager_zip.pt", "torch.jit.script(model).save"},
                       BadFile{"eager_legacy.pt", "torch.jit.script(model).save"},
                       BadFile{"state_dict.pt", "written by torch.save"},
