@@ -179,6 +179,7 @@ int runInspect(const InspectOptions& options) {
       << std::setw(12) << "own params" << std::setw(14) << "total params";
   if (!shapes.empty()) out << "  output shape";
   out << "\n";
+  std::vector<std::string> notCalled;
   for (const auto& info : model->modules()) {
     // Escaped before the columns are padded, so that they line up.
     const std::string name = std::string(std::size_t(info.depth) * 2, ' ') + printableText(displayName(info), false);
@@ -193,10 +194,12 @@ int runInspect(const InspectOptions& options) {
       }
     } else if (!shapes.empty()) {
       out << "  (not called)";
+      notCalled.push_back(info.path);
     }
     out << "\n";
   }
   std::cout << printableText(out.str());
+  if (!notCalled.empty()) std::cerr << "hookscope-cli: " << notCalledNote(notCalled, "on this input") << "\n";
   return kOk;
 }
 
@@ -432,7 +435,8 @@ int runCapture(const CaptureOptions& options) {
   const int stopSignal = StopSignals::received();
   const std::string interrupted = stopSignal == 0 ? "" : stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
   if (!exportRun(runner.stepsDone(), interrupted, true, &message)) return error(kOutput, message);
-  return reportCaptureEnd(options.out, *store, runner.stepsDone(), rules.alerts().size(), "", interrupted, breakAlert);
+  return reportCaptureEnd(options.out, *store, runner.stepsDone(), rules.alerts().size(), "", interrupted, breakAlert,
+                          hooked);
 }
 
 #endif

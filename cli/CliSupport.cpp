@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <set>
 
 namespace hookscope::cli {
 
@@ -211,10 +212,38 @@ void printStepProgress(std::int64_t step, std::int64_t steps, double loss, std::
   }
 }
 
+std::string notCalledNote(const std::vector<std::string>& modules, const std::string& when) {
+  if (modules.empty()) return "";
+  std::string names;
+  for (std::size_t i = 0; i < modules.size() && i < 8; ++i) names += (i ? ", " : "") + (modules[i].empty() ? "(root)" : modules[i]);
+  if (modules.size() > 8) names += " and " + std::to_string(modules.size() - 8) + " more";
+  return "note: " + std::to_string(modules.size()) + (modules.size() == 1 ? " module was" : " modules were") +
+         " not called " + when + ", so no hook of theirs fired: " + printableText(names, false) +
+         ". A traced model keeps only the calls its trace took (a StochasticDepth or an identity whose result "
+         "was not used is gone from it): script the model (torch.jit.script) to keep them, or hook their parent.";
+}
+
 int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int64_t steps, std::size_t alerts,
-                     const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert) {
+                     const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert,
+                     const std::vector<HookedModule>& hooked) {
   std::cerr << "wrote " << out << ": " << store.captureCount() << " captures of " << store.seriesKeys().size()
             << " series over " << steps << " steps, " << alerts << " alerts\n";
+  // A hooked module that captured nothing in any step was never called: said, with why.
+  if (steps > 0) {
+    std::set<std::string> captured;
+    for (const auto& key : store.seriesKeys()) {
+      if (!isParameterKind(key.kind)) captured.insert(key.module);
+    }
+    std::vector<std::string> silent;
+    for (const auto& h : hooked) {
+      const bool moduleKinds = std::any_of(h.kinds.begin(), h.kinds.end(), [](const std::string& k) {
+        const auto kind = parseCaptureKind(k);
+        return kind && !isParameterKind(*kind);
+      });
+      if (moduleKinds && !captured.count(h.module)) silent.push_back(h.module);
+    }
+    if (!silent.empty()) std::cerr << "hookscope-cli: " << notCalledNote(silent, "in any step") << "\n";
+  }
   if (!failure.empty()) {
     return error(kData, failure + "; the export of the " + std::to_string(steps) + " steps before is in " + out);
   }

@@ -2,6 +2,7 @@
 // What the commands of hookscope-cli share: messages, stop signals, rule options.
 
 #include "CaptureStore.h"
+#include "ExportManifest.h"
 #include "ExportTarget.h"
 #include "RuleEngine.h"
 
@@ -90,7 +91,11 @@ void printStepProgress(std::int64_t step, std::int64_t steps, double loss, std::
 /// After a capture's export is written: says what it holds, then how the run ended, as an exit
 /// code: `failure` (the run ended early: exit 4), an interruption ("SIGINT", "SIGTERM"), a break.
 int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int64_t steps, std::size_t alerts,
-                     const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert);
+                     const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert,
+                     const std::vector<HookedModule>& hooked);
+/// "note: 2 modules were not called <when>, …: a, b. A traced model …": why a hooked module
+/// captured nothing, and what to do; "" when `modules` is empty.
+std::string notCalledNote(const std::vector<std::string>& modules, const std::string& when);
 
 /// A load error of a confined model that is the confinement refusing the model's own code (a
 /// file opened for writing, a program, a connection): said as such. Other errors as they are.

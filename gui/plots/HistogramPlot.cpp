@@ -152,7 +152,7 @@ QString HistogramPlot::emptyText(const ViewState& state) const {
     if (state.latestStep < 0) return tr("<b>%1</b> is hooked:<br>run a step.").arg(name);
     // Hooks fire only when a module's own forward runs.
     return tr("<b>%1</b> is hooked, but its<br>module was not called in<br>any step, so no hook fired."
-              "<br><br>Its parent may use its<br>weights directly (as<br>MultiheadAttention does<br>with out_proj): hook the<br>parent instead.")
+              "<br><br>Its parent may use its<br>weights directly (as<br>MultiheadAttention does<br>with out_proj): hook the<br>parent instead. A traced<br>model drops modules<br>whose result it did not<br>use: the scripted file<br>keeps them.")
         .arg(name);
   }
   const QString kind = QString::fromLatin1(captureKindName(state.selected.kind));

@@ -487,6 +487,22 @@ class Inspect(CliTestCase):
         result = run("inspect", helper, "--input", "2x4")
         self.assertExit(result, 4, "has no forward method")
 
+    def test_a_hooked_module_never_called_is_named_with_why(self):
+        # Its forward never calls fc (as a trace drops a StochasticDepth): said by inspect and by
+        # capture, with the way out, instead of an export with nothing for it.
+        model = self.script("skips", "    def forward(self, x):\n        return x * 2\n")
+        result = run("inspect", model, "--input", "2x4")
+        self.assertExit(result, 0)
+        self.assertIn("1 module was not called on this input", result.stderr)
+        self.assertIn(": fc.", result.stderr)
+        self.assertIn("torch.jit.script", result.stderr)
+        result = run("capture", model, "--input", "2x4", "--hook", "*", "--out", self.out(), "--steps", "2", "--loss", "mean")
+        self.assertExit(result, 0)
+        self.assertIn("1 module was not called in any step", result.stderr)
+        result = run("capture", CNN, "--hook", "*", "--out", self.out("cnn"), "--steps", "1")
+        self.assertExit(result, 0)
+        self.assertNotIn("not called", result.stderr)
+
     def test_names_from_a_file_cannot_drive_the_terminal(self):
         # A module named with ESC[31m (red) and U+202E (right-to-left): printed escaped.
         result = subprocess.run([CLI, "inspect", os.path.join(FIXTURES, "bad", "escape_names.pt"), "--input", "3x2"],
