@@ -144,6 +144,20 @@ std::vector<std::string> recoverInterruptedWrites(const std::string& dir) {
   const std::string oldPrefix = leftoverPrefix(target, "old");
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
     const std::string name = entry.path().filename().string();
+    // A lock file of any export here that no process holds: its writer was killed (SIGKILL, a
+    // second Ctrl+C) before it could remove it. The lock itself died with that process.
+    const std::string lockSuffix = ".hookscope-lock-file";
+    if (name.size() > lockSuffix.size() && name[0] == '.' &&
+        name.compare(name.size() - lockSuffix.size(), lockSuffix.size(), lockSuffix) == 0 &&
+        fs::is_regular_file(fs::symlink_status(entry.path(), ec))) {
+      const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {  // free: no writer holds it (ours is held)
+        ::unlink(entry.path().c_str());
+        notes.push_back("removed " + entry.path().string() + ", a lock left by a HookScope write that was killed");
+      }
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
     const bool tmp = name.rfind(tmpPrefix, 0) == 0;
     const bool old = name.rfind(oldPrefix, 0) == 0;
     if (!tmp && !old) continue;

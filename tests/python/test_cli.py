@@ -522,6 +522,18 @@ class Inspect(CliTestCase):
 
 
 class ExportFolder(CliTestCase):
+    def test_a_lock_left_by_a_killed_write_is_removed(self):
+        # SIGKILL (or a second Ctrl+C) leaves a writer's lock file; no process holds its lock, so
+        # the next export into that folder removes it and says so. A held lock is left alone.
+        stale = os.path.join(self.tmp, ".killed-run.hookscope-lock-file")
+        with open(stale, "w"):
+            pass
+        result = run("capture", CNN, "--out", self.out(), "--steps", "1")
+        self.assertExit(result, 0)
+        self.assertFalse(os.path.exists(stale))
+        self.assertIn("a lock left by a HookScope write that was killed", result.stderr)
+        self.assertEqual([n for n in os.listdir(self.tmp) if "hookscope-lock" in n], [])
+
     def test_a_name_too_long_is_blamed_on_the_name(self):
         # 250 bytes fit the file system; with HookScope's temporary prefix beside it they do not.
         # Nothing existed there, so nothing is said to be "unchanged".
