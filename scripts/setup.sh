@@ -35,6 +35,15 @@ if [ -z "${HOOKSCOPE_PYTHON:-}" ]; then
     [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "torch==$torch_version" numpy pytest
   fi
+  # torchvision's model definitions, for the fixtures that check the model-code scan on its
+  # models, scripted and traced. Its compiled part needs CUDA, so it goes beside the venv, not
+  # into it (--no-deps: torch stays 2.13.0), and no HookScope program loads it. Optional: without
+  # it those tests skip.
+  if [ ! -d "$root/.torchvision/torchvision" ]; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --target "$root/.torchvision" \
+      torchvision==0.28.0 pillow==13.0.0 ||
+      echo "setup: torchvision 0.28.0 not installed: the model-code scan's torchvision tests will skip" >&2
+  fi
 elif ! "$python" -c "import torch" 2>/dev/null; then
   echo "setup: HOOKSCOPE_PYTHON=$python cannot import torch; install PyTorch 2.x there" >&2
   exit 1
