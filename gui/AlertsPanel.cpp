@@ -1,5 +1,7 @@
 #include "AlertsPanel.h"
 
+#include "PathElideDelegate.h"
+
 #include <QHeaderView>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -22,6 +24,7 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   // Widths from the font: a rule's name whole, a range of steps, a value; a layer's path is cut
   // in the middle (its last part stays) and whole in its tooltip, the message fills the rest.
   m_table->setTextElideMode(Qt::ElideMiddle);
+  m_table->setItemDelegateForColumn(1, new PathElideDelegate(m_table));  // "layer3.…downsample.0"
   m_table->horizontalHeader()->setMinimumSectionSize(40);
   m_table->horizontalHeader()->setDefaultSectionSize(60);  // the least the stretched message column takes
   const QFontMetrics metrics(m_table->font());

@@ -7,6 +7,7 @@
 #include "AlertsPanel.h"
 #include "EngineAdapter.h"
 #include "MainWindow.h"
+#include "PathElideDelegate.h"
 #include "PlotsPanel.h"
 #include "RunControls.h"
 #include "ScientificSpinBox.h"
@@ -17,6 +18,7 @@
 #include "plots/QCustomPlotInclude.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -343,6 +345,20 @@ private Q_SLOTS:
                qPrintable(QStringLiteral("%1 takes %2 of %3").arg(rule).arg(metrics.horizontalAdvance(rule)).arg(alerts->columnWidth(2))));
     }
     QVERIFY(window->minimumSizeHint().width() <= 1024);
+  }
+
+  // 16. A path cut to fit keeps its last part: two layers that differ only at the end stay apart.
+  void aCutPathKeepsItsLastPart() {
+    const QFontMetrics metrics(QApplication::font());
+    const QString path = QStringLiteral("features.3.block.0.downsample.0");
+    QCOMPARE(PathElideDelegate::elidePath(path, metrics, 1000), path);
+    const QString cut = QStringLiteral("features.…downsample.0");
+    QCOMPARE(PathElideDelegate::elidePath(path, metrics, metrics.horizontalAdvance(cut)), cut);
+    const int narrow = metrics.horizontalAdvance(QStringLiteral("…downsample.0"));
+    QCOMPARE(PathElideDelegate::elidePath(path, metrics, narrow), QStringLiteral("…downsample.0"));
+    QVERIFY(PathElideDelegate::elidePath(path, metrics, narrow) !=
+            PathElideDelegate::elidePath(QStringLiteral("features.3.block.0.downsample.1"), metrics, narrow));
+    QVERIFY(metrics.horizontalAdvance(PathElideDelegate::elidePath(path, metrics, 40)) <= 40);
   }
 
   // 12. A script that ended its own run is "finished", not "detached".
