@@ -33,6 +33,8 @@ public:
   void setMaxKeyGap(double gap) { m_maxKeyGap = gap; }
   /// The series drawn 2.5 px wide on top of the others; -1 for none.
   void setHighlighted(int series) { m_highlighted = series; }
+  /// The lines as last drawn (tests: antialiased edges have partial alpha).
+  const QImage& image() const { return m_image; }
 
   /// The series passing closest to a pixel position, within `tolerance` pixels; -1 when none.
   int seriesAt(const QPointF& pixel, double tolerance, double* distance = nullptr) const;
@@ -69,6 +71,10 @@ private:
   Mapping mapping() const;
   /// Writes one series into m_image; halfWidth > 0 draws it 2 * halfWidth + 1 pixels wide.
   void rasterize(const Series& s, const Mapping& m, QPoint origin, double dpr, int halfWidth);
+  /// Draws one series into m_image as antialiased lines `penWidth` pixels wide.
+  void stroke(const Series& s, const Mapping& m, QPoint origin, double dpr, double penWidth);
+  /// Up to this many visible points in all, lines are antialiased.
+  static constexpr std::size_t kSmoothPoints = 20000;
   void updateAxisValues();
   double axisValue(double value) const;
   /// The keys within `tolerance` pixels of pixel column x, lower first.

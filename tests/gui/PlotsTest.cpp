@@ -5,6 +5,7 @@
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/HistogramPlot.h"
+#include "plots/LineBundle.h"
 #include "plots/LossPlot.h"
 #include "plots/QCustomPlotInclude.h"
 
@@ -266,6 +267,38 @@ private Q_SLOTS:
     int inside = 0;
     for (double tick : y->tickVector()) inside += y->range().contains(tick);
     QVERIFY2(inside >= 2, qPrintable(QStringLiteral("%1 ticks inside %2..%3").arg(inside).arg(y->range().lower).arg(y->range().upper)));
+  }
+
+  // A few lines are drawn antialiased (on screen and in exported PNGs); very many keep the
+  // one-span-per-column drawing, whose cost does not grow with the points.
+  void fewLinesAreAntialiasedManyAreNot() {
+    const auto partialAlpha = [](int points) {
+      QCustomPlot plot;
+      plot.resize(400, 300);
+      auto* lines = new LineBundle(plot.xAxis, plot.yAxis);
+      lines->reset(1);
+      lines->setColor(0, Qt::blue);
+      QVector<double> keys, values;
+      for (int i = 0; i < points; ++i) {
+        keys.append(i);
+        values.append(std::sin(i * 0.37) * 10);
+      }
+      lines->append(0, keys, values);
+      plot.xAxis->setRange(0, points);
+      plot.yAxis->setRange(-11, 11);
+      plot.toPixmap(400, 300);  // draws
+      int partial = 0;
+      const QImage& image = lines->image();
+      for (int y = 0; y < image.height(); ++y) {
+        for (int x = 0; x < image.width(); ++x) {
+          const int alpha = qAlpha(image.pixel(x, y));
+          partial += alpha > 0 && alpha < 255;
+        }
+      }
+      return partial;
+    };
+    QVERIFY(partialAlpha(30) > 50);
+    QCOMPARE(partialAlpha(40000), 0);
   }
 
   void aGapInTheHooksIsAGapInTheLine() {
