@@ -49,6 +49,7 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, Q
   m_view = new QTreeView(this);
   m_view->setModel(m_filter);
   m_view->setUniformRowHeights(true);
+  m_view->setIndentation(14);  // deep trees keep room for their names
   m_view->setAlternatingRowColors(true);
   m_view->setItemDelegateForColumn(ModuleTreeModel::GradNorm, new GradNormDelegate(m_view));
   QHeaderView* header = m_view->header();
@@ -68,7 +69,7 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, Q
   for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) fit(c, 28);
   fit(ModuleTreeModel::GradNorm, 56);
   fit(ModuleTreeModel::Params, 44);
-  fit(ModuleTreeModel::Type, metrics.horizontalAdvance(QStringLiteral("MaxPool2d")) + 12);
+  fit(ModuleTreeModel::Type, metrics.horizontalAdvance(QStringLiteral("BatchNorm2d")) + 10);
   fit(ModuleTreeModel::OutputShape, metrics.horizontalAdvance(QStringLiteral("8x16x14x14")) + 8);
   // The tick boxes and the gradient norm next to the name, so they show at any width; type,
   // shape and parameter count after them.

@@ -40,7 +40,7 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_series = new QComboBox(this);
   // Sized to a short label, not the longest one, so that the bar fits a 1024 px screen.
   m_series->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  m_series->setMinimumContentsLength(8);
+  m_series->setMinimumContentsLength(6);
   m_series->setToolTip(tr("Which captured tensor of the selected layer the histogram and heatmap show"));
   connect(m_series, &QComboBox::currentIndexChanged, this, [this] { applySeriesChoice(); });
   // A job's ranks: all at once in the plots over steps, or one.
@@ -58,7 +58,7 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_slider = new QSlider(Qt::Horizontal, this);
   m_slider->setToolTip(tr("Scrub every plot back to an earlier step"));
   m_slider->setEnabled(false);
-  m_slider->setMinimumWidth(100);  // still a slider with the rank chooser in the bar at 1024 px
+  m_slider->setMinimumWidth(60);  // still a slider with the rank chooser in the bar at 1024 px
   m_slider->setSingleStep(1);
   m_slider->setPageStep(10);
   // PgDn goes forward in time and PgUp back, as in a document (the slider's own keys do the
@@ -72,7 +72,7 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
     if (action != QAbstractSlider::SliderMove) scrubTo(m_slider->sliderPosition());
   });
   m_stepLabel = new QLabel(tr("no steps yet"), this);
-  m_stepLabel->setMinimumWidth(80);
+  m_stepLabel->setMinimumWidth(56);
   m_follow = new QCheckBox(tr("&Follow latest"), this);
   m_follow->setChecked(true);
   connect(m_follow, &QCheckBox::toggled, this, [this](bool on) {

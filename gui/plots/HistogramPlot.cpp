@@ -12,7 +12,7 @@ using namespace hookscope;
 
 namespace {
 
-constexpr int kStatsWidth = 130;  // the statistics beside the plot: "shape 8x16x14x14" fits
+constexpr int kStatsWidth = 112;  // the statistics beside the plot (they wrap, never cut)
 
 // Bars as one filled step outline: a point at each bin's left edge holding its count, and
 // one more at the right edge. One polygon fills far faster than a rectangle per bin.
