@@ -222,7 +222,8 @@ TEST_F(ExportFolderTest, FailureWhileWritingLeavesNothingBehindAndLosesNothing) 
     ExportOptions options;
     options.failAfterFiles = failAfter;
     EXPECT_FALSE(writeExport(dir.string(), manifest(), store, {}, options, &error));
-    EXPECT_NE(error.find("unchanged"), std::string::npos) << error;
+    // Nothing was there before: nothing is said to be "unchanged", and nothing is left.
+    EXPECT_NE(error.find("nothing was written to"), std::string::npos) << error;
     EXPECT_FALSE(fs::exists(dir)) << "a half-written folder under the final name";
   }
   // An earlier export survives a failed overwrite untouched.
@@ -232,6 +233,7 @@ TEST_F(ExportFolderTest, FailureWhileWritingLeavesNothingBehindAndLosesNothing) 
   options.overwrite = true;
   options.failAfterFiles = 2;
   EXPECT_FALSE(writeExport(dir.string(), manifest(), CaptureStore(), {}, options, &error));
+  EXPECT_NE(error.find("is unchanged"), std::string::npos) << error;
   EXPECT_EQ(fs::file_size(dir / "stats.csv"), before);
   ExportData data;
   EXPECT_TRUE(readExport(dir.string(), &data, &error)) << error;
