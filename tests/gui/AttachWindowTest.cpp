@@ -1,6 +1,7 @@
 // The window attached to a real training script (tests/python/attach/train_script.py): the
 // script's tree appears, a ticked layer is captured, a breakpoint pauses the script, Step
 // advances it by exactly one step, Detach lets it train on, and the captures export.
+#include "WindowTestSupport.h"
 #include "MainWindow.h"
 #include "PlotsPanel.h"
 #include "AlertsPanel.h"
@@ -23,17 +24,11 @@
 #include <cmath>
 
 using hookscope::CaptureKind;
+using namespace hookscope::test;
 
 namespace {
 
 constexpr int kTimeout = 60000;
-
-int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
-  for (std::size_t m = 0; m < tree->modules().size(); ++m) {
-    if (tree->modules()[m].path == path) return int(m);
-  }
-  return -1;
-}
 
 QString jobPort(int test) { return QString::number(20000 + (QCoreApplication::applicationPid() * 2 + test) % 20000); }
 

@@ -4,6 +4,7 @@
 #include "MainWindow.h"
 #include "PlotsPanel.h"
 #include "RunControls.h"
+#include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
@@ -34,6 +35,7 @@
 
 using hookscope::CaptureKind;
 using hookscope::CaptureStore;
+using namespace hookscope::test;
 
 namespace {
 
@@ -48,13 +50,6 @@ int countModules(const QAbstractItemModel& model, const QModelIndex& parent = {}
   return count;
 }
 
-int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
-  for (std::size_t m = 0; m < tree->modules().size(); ++m) {
-    if (tree->modules()[m].path == path) return int(m);
-  }
-  return -1;
-}
-
 // Ticks a checkbox the way the view does: setData with Qt::CheckStateRole.
 void tick(ModuleTreeModel* tree, const std::string& path, int column, bool on) {
   const QModelIndex index = tree->indexOfModule(moduleIndex(tree, path), column);
@@ -65,13 +60,6 @@ void tick(ModuleTreeModel* tree, const std::string& path, int column, bool on) {
 void select(MainWindow& window, const std::string& path) {
   auto* proxy = qobject_cast<QSortFilterProxyModel*>(window.treeView()->model());
   window.treeView()->setCurrentIndex(proxy->mapFromSource(window.treeModel()->indexOfModule(moduleIndex(window.treeModel(), path))));
-}
-
-QAction* findAction(MainWindow& window, const QString& text) {
-  for (QAction* action : window.findChildren<QAction*>()) {
-    if (action->text().remove('&') == text) return action;
-  }
-  return nullptr;
 }
 
 /// Writes `text` to `path`, as an export written by hand (a format HookScope wrote, or writes).
@@ -88,23 +76,10 @@ class MainWindowTest : public QObject {
 
 private:
   std::unique_ptr<MainWindow> openSample(const QString& model = QStringLiteral(HOOKSCOPE_SAMPLE_MODEL)) {
-    auto window = std::make_unique<MainWindow>();
-    window->setInteractive(false);
-    window->show();
-    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
-    window->openPath(model);
-    if (!opened.wait(kTimeout)) qWarning("model did not open");
-    return window;
+    return openWindow(model, kTimeout);
   }
 
-  void runAndWait(MainWindow& window, int steps) {
-    const qint64 before = window.stepsSeen();
-    window.runControls()->setSteps(steps);
-    window.run();
-    QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), before + steps, kTimeout);
-    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kTimeout);
-    QTest::qWait(100);  // one coalesced redraw
-  }
+  void runAndWait(MainWindow& window, int steps) { runSteps(window, steps, kTimeout); }
 
 private Q_SLOTS:
   void initTestCase() {

@@ -12,6 +12,7 @@
 #include "RunControls.h"
 #include "ScientificSpinBox.h"
 #include "StatusLine.h"
+#include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HistogramPlot.h"
@@ -41,28 +42,15 @@
 using hookscope::CaptureKind;
 using hookscope::RuleKind;
 using hookscope::SeriesKey;
+using namespace hookscope::test;
 
 namespace {
 
 constexpr int kTimeout = 60000;
 
-int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
-  for (std::size_t m = 0; m < tree->modules().size(); ++m) {
-    if (tree->modules()[m].path == path) return int(m);
-  }
-  return -1;
-}
-
 // Ticks a column on the root, which ticks every module.
 void tickAll(ModuleTreeModel* tree, int column) {
   QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
-}
-
-QAction* findAction(MainWindow& window, const QString& text) {
-  for (QAction* action : window.findChildren<QAction*>()) {
-    if (action->text().remove('&') == text) return action;
-  }
-  return nullptr;
 }
 
 // Rules that make every gradient "explode" from the first step: alerts at every step.
@@ -95,23 +83,10 @@ class WindowTruthTest : public QObject {
 
 private:
   std::unique_ptr<MainWindow> openModel(const QString& model = QStringLiteral(HOOKSCOPE_SAMPLE_MODEL)) {
-    auto window = std::make_unique<MainWindow>();
-    window->setInteractive(false);
-    window->show();
-    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
-    window->openPath(model);
-    if (!opened.wait(kTimeout)) qWarning("model did not open");
-    return window;
+    return openWindow(model, kTimeout);
   }
 
-  void runAndWait(MainWindow& window, int steps) {
-    const qint64 before = window.stepsSeen();
-    window.runControls()->setSteps(steps);
-    window.run();
-    QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), before + steps, kTimeout);
-    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kTimeout);
-    QTest::qWait(100);  // one coalesced redraw
-  }
+  void runAndWait(MainWindow& window, int steps) { runSteps(window, steps, kTimeout); }
 
   bool exportTo(MainWindow& window, const QString& dir) {
     QSignalSpy done(&window, &MainWindow::exportDone);

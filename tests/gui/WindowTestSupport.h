@@ -1,0 +1,55 @@
+#pragma once
+// What the window's tests share: finding a module and an action, opening a model in a window
+// that shows messages instead of dialogs, and running steps to their end.
+
+#include "MainWindow.h"
+#include "RunControls.h"
+#include "models/ModuleTreeModel.h"
+
+#include <QAction>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <memory>
+#include <string>
+
+namespace hookscope::test {
+
+/// The index of the module with this dotted path, or -1.
+inline int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
+  for (std::size_t m = 0; m < tree->modules().size(); ++m) {
+    if (tree->modules()[m].path == path) return int(m);
+  }
+  return -1;
+}
+
+/// The window's action with this text (without its & mnemonic), or null.
+inline QAction* findAction(QWidget& window, const QString& text) {
+  for (QAction* action : window.findChildren<QAction*>()) {
+    if (action->text().remove('&') == text) return action;
+  }
+  return nullptr;
+}
+
+/// A window (no modal dialogs) with `model` opened, or one that says why it did not open.
+inline std::unique_ptr<MainWindow> openWindow(const QString& model, int timeoutMs) {
+  auto window = std::make_unique<MainWindow>();
+  window->setInteractive(false);
+  window->show();
+  QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+  window->openPath(model);
+  if (!opened.wait(timeoutMs)) qWarning("%s did not open: %s", qPrintable(model), qPrintable(window->lastMessage()));
+  return window;
+}
+
+/// Runs `steps` steps and waits until the run has ended and one coalesced redraw is done.
+inline void runSteps(MainWindow& window, int steps, int timeoutMs) {
+  const qint64 before = window.stepsSeen();
+  window.runControls()->setSteps(steps);
+  window.run();
+  QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), before + steps, timeoutMs);
+  QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), timeoutMs);
+  QTest::qWait(100);
+}
+
+} // namespace hookscope::test
