@@ -1,0 +1,115 @@
+// hookscope-cli show: what an export folder holds, read without LibTorch.
+
+#include "CliCommands.h"
+#include "CliSupport.h"
+#include "CsvFormat.h"
+#include "ExportFolder.h"
+#include "PrintableText.h"
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace hookscope::cli {
+
+int runShow(const std::string& dir) {
+  ExportData data;
+  std::string message;
+  if (!readExport(dir, &data, &message)) return error(kData, message);
+  const auto& m = data.manifest;
+  const auto& store = *data.store;
+  // Every name here comes from the export's files: printed so that none can drive the terminal.
+  std::ostringstream out;
+  out << "HookScope capture " << dir << "\n";
+  if (m.script) {
+    const auto& script = *m.script;
+    out << "  script:   " << script.name << " (pid " << script.pid << " on " << script.host << ", PyTorch "
+        << script.torch << ", " << script.device << " " << script.dtype
+        << (script.optimizer.empty() ? "" : ", " + script.optimizer) << ")\n"
+        << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+        << "  run:      " << m.steps << " steps, attached; " << script.ended << "\n";
+    if (!m.ranks.empty()) {
+      out << "  job:      " << m.ranks.size() << " ranks of world size " << m.ranks.front().worldSize
+          << (m.ranks.front().job.empty() ? "" : " (job " + m.ranks.front().job + ")") << "\n";
+      for (const auto& r : m.ranks) {
+        out << "    rank " << r.rank << ": pid " << r.pid << " on " << r.host << ", " << r.steps << " steps; "
+            << r.ended << "\n";
+      }
+    }
+    std::int64_t dropped = 0;
+    for (const auto& gap : m.gaps) dropped += gap.captures;
+    if (dropped) {
+      out << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size() << " steps\n";
+      // Which series lost which steps, and why (the first few; manifest.json has every named one).
+      std::map<std::string, std::vector<std::int64_t>> lost;
+      for (const auto& gap : m.gaps) {
+        for (const auto& s : gap.series) {
+          const std::string name = (s.key.module.empty() ? "(root)" : s.key.module) + " " + captureKindName(s.key.kind) +
+                                   " call " + std::to_string(s.key.call) + " index " + std::to_string(s.key.index) +
+                                   (m.ranks.size() > 1 ? " rank " + std::to_string(gap.rank) : "") + ": " + s.reason;
+          lost[name].push_back(gap.step);
+        }
+      }
+      int shown = 0;
+      for (const auto& [name, steps] : lost) {
+        if (++shown > 8) {
+          out << "            … and " << lost.size() - 8 << " more series (manifest.json, gaps)\n";
+          break;
+        }
+        out << "            " << printableText(name, false) << " (" << steps.size() << " steps, first " << steps.front()
+            << ")\n";
+      }
+    }
+  } else {
+    out << "  model:    " << m.modelFile << " (sha256 " << m.modelSha256.substr(0, 16) << "...)\n"
+        << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
+        << "  run:      " << m.steps << " steps, " << m.config.describe() << "\n";
+  }
+  out << "  hooked:   " << m.hooked.size() << " modules\n"
+      << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size()
+      << " series, " << store.steps().size() << " steps kept\n";
+  if (!m.interrupted.empty()) {
+    out << "  interrupted: by " << m.interrupted << " after step " << m.steps << "\n";
+  }
+  if (m.thinned()) {
+    out << "  thinned:  yes, " << m.thinning.size() << " times to stay under "
+        << m.memoryCapBytes / (1024 * 1024) << " MiB: every " << m.thinning.back().stride << " steps kept";
+    if (m.thinning.back().callStride > 1) {
+      out << ", and of each module's calls within a step every " << m.thinning.back().callStride;
+    }
+    out << "\n";
+  } else {
+    out << "  thinned:  no\n";
+  }
+  if (data.hasTensors) out << "  tensors:  tensors.pt holds full activation tensors\n";
+  const auto ranks = store.ranks();
+  for (const int rank : ranks) {
+    const auto losses = store.scalars("loss", rank);
+    if (losses.empty()) continue;
+    out << "  loss:     " << formatDouble(losses.front().value) << " at step " << losses.front().step
+        << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step
+        << (ranks.size() > 1 ? " (rank " + std::to_string(rank) + ")" : "") << "\n";
+  }
+  out << "  format:   version " << m.version << (m.version < ExportManifest::kVersion ? " (before ranks)" : "")
+      << "\n";
+  out << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
+      << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
+      << "\n";
+  for (const auto& key : store.seriesKeys()) {
+    const auto points = store.series(key);
+    if (points.empty()) continue;
+    std::int64_t bad = 0;
+    for (const auto& p : points) bad += p.stats.nanCount + p.stats.infCount;
+    const std::string name = std::string(captureKindName(key.kind)) + " " +
+                             (key.module.empty() ? "(root)" : printableText(key.module, false)) + " " +
+                             std::to_string(key.call) + "/" + std::to_string(key.index) +
+                             (ranks.size() > 1 ? " rank " + std::to_string(key.rank) : "");
+    out << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
+        << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
+        << bad << "\n";
+  }
+  std::cout << printableText(out.str());
+  return kOk;
+}
+
+} // namespace hookscope::cli
