@@ -443,7 +443,8 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
                   .arg(summary.worldSize)
             : tr("<b>%1 is attached</b>: its own data, loss and optimizer are used, not these.")
                   .arg(summary.fileName.toHtmlEscaped()));
-    statusBar()->showMessage(tr("Attached: %1. Tick Act/Grad/In to hook layers from the script's next step.").arg(summary.script), 10000);
+    // Short enough for a 1024 px status bar; the label under it names the script, pid and device.
+    statusBar()->showMessage(tr("Attached %1: tick Act, Grad or In to hook layers from its next step").arg(summary.fileName), 10000);
   } else if (!summary.reviewOnly) {
     // Short enough for a 1024 px status bar; the model's name there says how it is confined.
     statusBar()->showMessage(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
