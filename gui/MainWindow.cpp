@@ -2,6 +2,7 @@
 
 #include "AlertsPanel.h"
 #include "AttachDialog.h"
+#include "AttachWatch.h"
 #include "DiscardGuard.h"
 #include "EngineAdapter.h"
 #include "ModuleTreePanel.h"
@@ -63,12 +64,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   connect(m_guard, &DiscardGuard::exportDone, this, &MainWindow::exportDone);
   buildLayout();
   buildActions();
-  m_attachDialog = new AttachDialog(this);
-  connect(m_attachDialog, &AttachDialog::cancelled, this, [this] {
-    m_listenAddress.clear();
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
-    statusBar()->showMessage(tr("Stopped waiting for a training script"), 5000);
+  m_attach = new AttachWatch(m_engine, m_plots, this);
+  connect(m_attach, &AttachWatch::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
+  connect(m_attach, &AttachWatch::problem, this, &MainWindow::showMessage);
+  connect(m_attach, &AttachWatch::changed, this, [this] {
+    updateActions();
+    updateStatus();
+    scheduleRedraw();
   });
+  connect(m_attach, &AttachWatch::listening, this, &MainWindow::listening);
+  connect(m_attach, &AttachWatch::scriptDetached, this, &MainWindow::scriptDetached);
 
   m_redrawTimer = new QTimer(this);
   m_redrawTimer->setSingleShot(true);
@@ -117,52 +122,10 @@ void MainWindow::connectEngine() {
   });
   connect(m_engine, &EngineAdapter::stepFinished, this, &MainWindow::onStepFinished);
   connect(m_engine, &EngineAdapter::jobStepSettled, this, &MainWindow::onJobStepSettled);
-  connect(m_engine, &EngineAdapter::rankAttached, this, [this](int rank, const QString& who) {
-    m_ranksAttached.insert(rank);
-    m_ranksEnded.remove(rank);
-    m_plots->setRankNote(rank, QString());
-    statusBar()->showMessage(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_summary.worldSize).arg(who), 8000);
-    updateStatus();
-  });
-  connect(m_engine, &EngineAdapter::rankEnded, this, [this](int rank, const QString& why) {
-    m_ranksEnded.insert(rank, why);
-    m_plots->setRankNote(rank, why.contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
-    // A rank that dies mid-run is news; the last ones leaving are said by scriptDetached.
-    if (m_ranksEnded.size() < m_ranksAttached.size()) {
-      statusBar()->showMessage(tr("Rank %1 left: %2. The other ranks are still recorded.").arg(rank).arg(why), 15000);
-    }
-    updateStatus();
-    scheduleRedraw();
-  });
   connect(m_engine, &EngineAdapter::runStateChanged, this, &MainWindow::onRunState);
   connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) {
     updateStatus();
     showMessage(tr("Step failed"), message);
-  });
-  connect(m_engine, &EngineAdapter::listening, this, [this](const QString& address) {
-    m_listenAddress = address;
-    m_attachDialog->setAddress(address);
-    if (m_interactive) {
-      m_attachDialog->show();
-      m_attachDialog->raise();
-    }
-    statusBar()->showMessage(tr("Waiting for a training script: run it with HOOKSCOPE_ADDRESS=%1").arg(address));
-    Q_EMIT listening(address);
-  });
-  connect(m_engine, &EngineAdapter::listenFailed, this, [this](const QString& message) {
-    showMessage(tr("Cannot attach"), message);
-  });
-  connect(m_engine, &EngineAdapter::attachRefused, this, [this](const QString& message) {
-    m_lastRefusal = message;
-    statusBar()->showMessage(tr("Refused a connection: %1").arg(message), 10000);
-  });
-  connect(m_engine, &EngineAdapter::scriptDetached, this, [this](const QString& reason) {
-    m_listenAddress.clear();
-    m_scriptEnded = reason;
-    updateActions();
-    updateStatus();
-    showMessage(tr("Script detached"), tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason));
-    Q_EMIT scriptDetached(reason);
   });
   connect(m_controls, &RunControls::memoryCapChanged, this, [this](qint64 bytes) {
     QMetaObject::invokeMethod(m_engine, [engine = m_engine, bytes] { engine->setMemoryCap(bytes); });
@@ -345,11 +308,7 @@ void MainWindow::openPath(const QString& path) {
   }
   if (!m_guard->confirm(tr("Opening %1").arg(QFileInfo(path).fileName()), [this, path] { openPath(path); })) return;
   rememberInputs();
-  if (!m_listenAddress.isEmpty()) {  // a file chosen instead of a script: stop waiting for one
-    m_listenAddress.clear();
-    m_attachDialog->hide();
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
-  }
+  m_attach->stopWaiting();  // a file chosen instead of a script
   m_pendingOpen = path;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path); });
 }
@@ -422,9 +381,7 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
   m_stepsSeen = 0;
   m_lastStep = -1;
   m_status->restartRate(/*clear=*/true);
-  m_ranksAttached.clear();
-  m_ranksEnded.clear();
-  m_scriptEnded.clear();
+  m_attach->reset(summary.worldSize, summary.attached);
   m_alerts->addAlerts(summary.alerts);
   m_plots->setStore(summary.store);
   m_treePanel->showModel(summary);
@@ -432,8 +389,6 @@ void MainWindow::onModelLoaded(const ModelSummary& summary) {
     m_running = true;  // an attached script is running from the start (runStateChanged follows)
     m_paused = false;
     m_status->restartRate();
-    m_attachDialog->hide();
-    m_listenAddress.clear();
     m_controls->setEditable(false);
     m_controls->setNote(
         summary.worldSize > 1
@@ -551,11 +506,7 @@ void MainWindow::resetWeights() {
 void MainWindow::onStepFinished(const StepSummary& summary) {
   ++m_stepsSeen;
   // In a job every rank reports each step: the rate counts the lowest rank still attached.
-  int lowest = summary.rank;
-  for (int rank : m_ranksAttached) {
-    if (!m_ranksEnded.contains(rank)) lowest = std::min(lowest, rank);
-  }
-  if (summary.rank == lowest) m_status->countStep();
+  if (summary.rank == m_attach->lowestLiveRank(summary.rank)) m_status->countStep();
   m_lastStep = std::max<qint64>(m_lastStep, summary.finishedStep);
   m_plots->setFinishedStep(m_lastStep);
   if (!summary.shapes.empty()) {
@@ -666,14 +617,14 @@ void MainWindow::updateActions() {
 void MainWindow::updateStatus() {
   StatusLine::State state;
   state.summary = &m_summary;
-  state.ranksAttached = &m_ranksAttached;
-  state.ranksEnded = &m_ranksEnded;
-  state.listenAddress = m_listenAddress;
+  state.ranksAttached = &m_attach->ranksAttached();
+  state.ranksEnded = &m_attach->ranksEnded();
+  state.listenAddress = m_attach->listeningAddress();
   state.lastStep = m_lastStep;
   state.running = m_running;
   state.paused = m_paused;
   state.engineStopped = m_engineStopped;
-  state.scriptEnded = m_scriptEnded;
+  state.scriptEnded = m_attach->scriptEnded();
   m_status->show(state);
 }
 
@@ -700,9 +651,16 @@ void MainWindow::showMessage(const QString& title, const QString& text) {
 void MainWindow::setInteractive(bool interactive) {
   m_interactive = interactive;
   m_guard->setInteractive(interactive);
+  m_attach->setInteractive(interactive);
 }
 
 QTreeView* MainWindow::treeView() const { return m_treePanel->view(); }
+
+QString MainWindow::lastRefusal() const { return m_attach->lastRefusal(); }
+const QSet<int>& MainWindow::ranksAttached() const { return m_attach->ranksAttached(); }
+const QMap<int, QString>& MainWindow::ranksEnded() const { return m_attach->ranksEnded(); }
+QString MainWindow::listeningAddress() const { return m_attach->listeningAddress(); }
+AttachDialog* MainWindow::attachDialog() const { return m_attach->dialog(); }
 
 int MainWindow::discardQuestions() const { return m_guard->questions(); }
 

@@ -13,6 +13,7 @@
 
 class AlertsPanel;
 class AttachDialog;
+class AttachWatch;
 class DiscardGuard;
 class EngineAdapter;
 class ModuleTreeModel;
@@ -47,7 +48,7 @@ public:
   void setInteractive(bool interactive);
   QString lastMessage() const { return m_lastMessage; }
   /// Why the last connection to the attach address was refused.
-  QString lastRefusal() const { return m_lastRefusal; }
+  QString lastRefusal() const;
 
   /// How the question "discard captures that were not exported?" is answered.
   using DiscardChoice = DiscardGuard::Choice;
@@ -83,11 +84,11 @@ public:
   /// Whether a training script (or a rank of its job) is attached now.
   bool scriptAttached() const { return m_summary.attached && m_running; }
   /// The attached job's ranks that joined, and why each that left did.
-  const QSet<int>& ranksAttached() const { return m_ranksAttached; }
-  const QMap<int, QString>& ranksEnded() const { return m_ranksEnded; }
+  const QSet<int>& ranksAttached() const;
+  const QMap<int, QString>& ranksEnded() const;
   /// Where the window waits for a script, while it does.
-  QString listeningAddress() const { return m_listenAddress; }
-  AttachDialog* attachDialog() const { return m_attachDialog; }
+  QString listeningAddress() const;
+  AttachDialog* attachDialog() const;
 
 public Q_SLOTS:
   /// Waits for a training script at `address` (empty: HookScope's default) and shows how to
@@ -168,8 +169,7 @@ private:
   QTimer* m_redrawTimer;
   StatusLine* m_status;
   QAction* m_attachAction = nullptr;
-  AttachDialog* m_attachDialog = nullptr;
-  QString m_listenAddress;
+  AttachWatch* m_attach = nullptr;
   QAction* m_openAction = nullptr;
   QAction* m_runAction = nullptr;
   QAction* m_pauseAction = nullptr;
@@ -185,10 +185,6 @@ private:
   bool m_paused = false;
   bool m_interactive = true;
   QString m_lastMessage;
-  QString m_lastRefusal;
-  QSet<int> m_ranksAttached;
-  QMap<int, QString> m_ranksEnded;
-  QString m_scriptEnded;  ///< why the attached script (or job) left, once it has
   qint64 m_stepsSeen = 0;
   qint64 m_lastStep = -1;
   QString m_pendingOpen;

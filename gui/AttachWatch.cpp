@@ -1,0 +1,84 @@
+#include "AttachWatch.h"
+
+#include "AttachDialog.h"
+#include "EngineAdapter.h"
+#include "PlotsPanel.h"
+
+#include <algorithm>
+
+AttachWatch::AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* window)
+    : QObject(window), m_engine(engine), m_plots(plots), m_dialog(new AttachDialog(window)) {
+  connect(m_dialog, &AttachDialog::cancelled, this, [this] {
+    m_address.clear();
+    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
+    Q_EMIT status(tr("Stopped waiting for a training script"), 5000);
+    Q_EMIT changed();
+  });
+  connect(m_engine, &EngineAdapter::listening, this, [this](const QString& address) {
+    m_address = address;
+    m_dialog->setAddress(address);
+    if (m_interactive) {
+      m_dialog->show();
+      m_dialog->raise();
+    }
+    Q_EMIT status(tr("Waiting for a training script: run it with HOOKSCOPE_ADDRESS=%1").arg(address), 0);
+    Q_EMIT changed();
+    Q_EMIT listening(address);
+  });
+  connect(m_engine, &EngineAdapter::listenFailed, this, [this](const QString& message) {
+    Q_EMIT problem(tr("Cannot attach"), message);
+  });
+  connect(m_engine, &EngineAdapter::attachRefused, this, [this](const QString& message) {
+    m_lastRefusal = message;
+    Q_EMIT status(tr("Refused a connection: %1").arg(message), 10000);
+  });
+  connect(m_engine, &EngineAdapter::rankAttached, this, [this](int rank, const QString& who) {
+    m_attached.insert(rank);
+    m_ended.remove(rank);
+    m_plots->setRankNote(rank, QString());
+    Q_EMIT status(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_worldSize).arg(who), 8000);
+    Q_EMIT changed();
+  });
+  connect(m_engine, &EngineAdapter::rankEnded, this, [this](int rank, const QString& why) {
+    m_ended.insert(rank, why);
+    m_plots->setRankNote(rank, why.contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
+    // A rank that dies mid-run is news; the last ones leaving are said by scriptDetached.
+    if (m_ended.size() < m_attached.size()) {
+      Q_EMIT status(tr("Rank %1 left: %2. The other ranks are still recorded.").arg(rank).arg(why), 15000);
+    }
+    Q_EMIT changed();
+  });
+  connect(m_engine, &EngineAdapter::scriptDetached, this, [this](const QString& reason) {
+    m_address.clear();
+    m_scriptEnded = reason;
+    Q_EMIT changed();
+    Q_EMIT problem(tr("Script detached"), tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason));
+    Q_EMIT scriptDetached(reason);
+  });
+}
+
+void AttachWatch::reset(int worldSize, bool attached) {
+  m_worldSize = worldSize;
+  m_attached.clear();
+  m_ended.clear();
+  m_scriptEnded.clear();
+  if (attached) {
+    m_dialog->hide();
+    m_address.clear();
+  }
+}
+
+void AttachWatch::stopWaiting() {
+  if (m_address.isEmpty()) return;
+  m_address.clear();
+  m_dialog->hide();
+  QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
+}
+
+int AttachWatch::lowestLiveRank(int fallback) const {
+  int lowest = fallback;
+  for (int rank : m_attached) {
+    if (!m_ended.contains(rank)) lowest = std::min(lowest, rank);
+  }
+  return lowest;
+}

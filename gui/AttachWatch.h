@@ -1,0 +1,59 @@
+#pragma once
+
+#include <QMap>
+#include <QObject>
+#include <QSet>
+#include <QString>
+
+class AttachDialog;
+class EngineAdapter;
+class PlotsPanel;
+class QWidget;
+
+/// Training scripts attaching to the window: waiting at an address (with the dialog that shows
+/// the line to run a script with), refused connections, the ranks of a job joining and leaving,
+/// and why the script or job left.
+class AttachWatch : public QObject {
+  Q_OBJECT
+
+public:
+  /// The dialog opens over `window`; ranks that leave are marked in `plots`' rank chooser.
+  AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* window);
+  /// Tests: the dialog is not shown.
+  void setInteractive(bool interactive) { m_interactive = interactive; }
+  /// A model, an export or a script was opened: a job of `worldSize` ranks (1 alone), none yet
+  /// attached; an attached one no longer waits at an address.
+  void reset(int worldSize, bool attached);
+  /// Stops waiting for a script (a file was chosen instead).
+  void stopWaiting();
+
+  QString listeningAddress() const { return m_address; }
+  QString lastRefusal() const { return m_lastRefusal; }
+  const QSet<int>& ranksAttached() const { return m_attached; }
+  const QMap<int, QString>& ranksEnded() const { return m_ended; }
+  /// Why the script or job left, once it has ("" while attached).
+  QString scriptEnded() const { return m_scriptEnded; }
+  /// The lowest rank still attached, or `fallback` when none is: the one a step rate counts.
+  int lowestLiveRank(int fallback) const;
+  AttachDialog* dialog() const { return m_dialog; }
+
+Q_SIGNALS:
+  void status(const QString& text, int timeoutMs);
+  void problem(const QString& title, const QString& text);
+  /// Something the status line or the actions show changed.
+  void changed();
+  void listening(const QString& address);
+  void scriptDetached(const QString& reason);
+
+private:
+  EngineAdapter* m_engine;
+  PlotsPanel* m_plots;
+  AttachDialog* m_dialog;
+  bool m_interactive = true;
+  int m_worldSize = 1;
+  QString m_address;
+  QString m_lastRefusal;
+  QSet<int> m_attached;
+  QMap<int, QString> m_ended;
+  QString m_scriptEnded;
+};
