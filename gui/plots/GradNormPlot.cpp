@@ -3,7 +3,6 @@
 #include "LineBundle.h"
 #include "QCustomPlotInclude.h"
 #include "RankSpread.h"
-#include "ReadableLogTicker.h"
 
 #include <QMenu>
 #include <QToolTip>
@@ -62,6 +61,7 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
   // Every line is drawn by one LineBundle; QCPGraphs (empty, hidden) only carry legend entries.
   m_lines = new LineBundle(m_plot->xAxis, m_plot->yAxis);
   m_lines->removeFromLegend();
+  m_offersLogScale = true;
   setLogScale(true);
   connect(m_plot, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* plottable, int, QMouseEvent* event) {
     if (plottable == m_lines) emitClicked(m_lines->seriesAt(event->position(), m_plot->selectionTolerance()));
@@ -85,19 +85,10 @@ void GradNormPlot::emitClicked(int series) {
   }
 }
 
-void GradNormPlot::setLogScale(bool on) {
-  m_log = on;
-  m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
-  if (on) {
-    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new ReadableLogTicker));
-    // "g" keeps labels distinct when the range spans less than a decade.
-    m_plot->yAxis->setNumberFormat("gb");
-    m_plot->yAxis->setNumberPrecision(2);
-  } else {
-    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
-    m_plot->yAxis->setNumberFormat("gb");
-    m_plot->yAxis->setNumberPrecision(3);
-  }
+void GradNormPlot::logScaleChanged() {
+  // "g" keeps labels distinct when a log axis spans less than a decade.
+  m_plot->yAxis->setNumberFormat("gb");
+  m_plot->yAxis->setNumberPrecision(m_log ? 2 : 3);
   fitToData();
 }
 
@@ -120,9 +111,6 @@ void GradNormPlot::fitAxes() {
 }
 
 void GradNormPlot::addMenuActions(QMenu* menu) {
-  QAction* log = menu->addAction(tr("Logarithmic axis"), this, [this](bool on) { setLogScale(on); });
-  log->setCheckable(true);
-  log->setChecked(m_log);
   QAction* legend = menu->addAction(tr("Show legend"));
   legend->setCheckable(true);
   legend->setChecked(m_legendWanted);

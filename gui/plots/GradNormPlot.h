@@ -21,8 +21,6 @@ public:
   explicit GradNormPlot(QWidget* parent = nullptr);
   void refresh(const ViewState& state) override;
   QString toCsv() const override;
-  void setLogScale(bool on);
-  bool logScale() const { return m_log; }
   bool legendShown() const;
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
@@ -43,6 +41,7 @@ Q_SIGNALS:
 protected:
   void fitAxes() override;
   void addMenuActions(QMenu* menu) override;
+  void logScaleChanged() override;
 
 private:
   /// Shows the legend when it fits in a corner and the user has not hidden it.
@@ -71,7 +70,6 @@ private:
   StoreFollower m_follower;
   std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order (rank -1: the median over ranks)
   std::string m_highlighted;
-  bool m_log = true;
   bool m_legendWanted = true;  ///< the user's choice (right-click menu)
   std::size_t m_layerCount = 0;  ///< lines drawn, one per layer (and call, tensor)
 };

@@ -2,10 +2,8 @@
 
 #include "QCustomPlotInclude.h"
 #include "RankSpread.h"
-#include "ReadableLogTicker.h"
 
 #include <QComboBox>
-#include <QMenu>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -42,6 +40,7 @@ LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   m_plot->xAxis->setLabel(tr("step"));
   m_plot->yAxis->setLabel(tr("loss"));
+  m_offersLogScale = true;
   // Shown once the store holds scalars besides the loss (an attached script's lr, accuracy...).
   m_chooser = new QComboBox(this);
   m_chooser->setToolTip(tr("Per-step scalar to plot"));
@@ -60,23 +59,10 @@ void LossPlot::setScalar(const QString& name) {
   refresh(m_state);
 }
 
-void LossPlot::setLogScale(bool on) {
-  m_log = on;
-  m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
-  if (on) {
-    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new ReadableLogTicker));
-  } else {
-    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
-  }
+void LossPlot::logScaleChanged() {
   m_version = 0;
   fitToData();
   refresh(m_state);
-}
-
-void LossPlot::addMenuActions(QMenu* menu) {
-  QAction* log = menu->addAction(tr("Logarithmic axis"), this, [this](bool on) { setLogScale(on); });
-  log->setCheckable(true);
-  log->setChecked(m_log);
 }
 
 void LossPlot::updateChoices(const std::vector<std::string>& names) {
@@ -164,7 +150,8 @@ void LossPlot::refresh(const ViewState& state) {
 }
 
 void LossPlot::fitAxes() {
-  // Keys span every step, also one whose loss is NaN; values only the finite ones.
+  // Keys span every step, also one whose loss is NaN; values only the finite ones (and on a log
+  // axis only the positive ones: it cannot show the others).
   double first = INFINITY, last = -INFINITY, lo = INFINITY, hi = -INFINITY;
   std::vector<QCPGraph*> drawn = m_lines;
   if (m_bandLow->visible()) {
@@ -177,25 +164,13 @@ void LossPlot::fitAxes() {
     first = std::min(first, data->constBegin()->key);
     last = std::max(last, (data->constEnd() - 1)->key);
     for (auto it = data->constBegin(); it != data->constEnd(); ++it) {
-      if (!std::isfinite(it->value)) continue;
+      if (!std::isfinite(it->value) || (m_log && it->value <= 0)) continue;
       lo = std::min(lo, it->value);
       hi = std::max(hi, it->value);
     }
   }
   if (first > last) return;
   m_plot->xAxis->setRange(stepRange(first, last));
-  if (m_log) {  // the positive values only: a log axis cannot show the others
-    lo = INFINITY;
-    hi = -INFINITY;
-    for (const QCPGraph* graph : drawn) {
-      for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
-        if (std::isfinite(it->value) && it->value > 0) {
-          lo = std::min(lo, it->value);
-          hi = std::max(hi, it->value);
-        }
-      }
-    }
-  }
   if (lo <= hi) m_plot->yAxis->setRange(paddedRange(lo, hi, m_log));
 }
 

@@ -25,13 +25,11 @@ public:
   /// Draws another scalar at once (also while paused), named in the heading; its name must be
   /// one the store holds to show anything.
   void setScalar(const QString& name);
-  /// A logarithmic value axis, for a loss that spiked by orders of magnitude (right-click).
-  void setLogScale(bool on);
-  bool logScale() const { return m_log; }
 
 protected:
   void fitAxes() override;
-  void addMenuActions(QMenu* menu) override;
+  /// A loss that spiked by orders of magnitude is readable on a log axis (right-click).
+  void logScaleChanged() override;
 
 private:
   void updateChoices(const std::vector<std::string>& names);
@@ -40,7 +38,6 @@ private:
 
   QComboBox* m_chooser;
   ViewState m_state;  ///< the last drawn, to redraw when the scalar or the axis changes
-  bool m_log = false;
   QString m_name = QStringLiteral("loss");
   std::uint64_t m_version = 0;
   std::vector<int> m_ranks;  ///< the ranks drawn, one per line; -1: the median

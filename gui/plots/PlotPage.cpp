@@ -1,5 +1,7 @@
 #include "PlotPage.h"
 
+#include "ReadableLogTicker.h"
+
 #include <QResizeEvent>
 
 #include "QCustomPlotInclude.h"
@@ -69,8 +71,24 @@ void PlotPage::showContextMenu(const QPoint& at) {
   menu.addAction(tr("Save data as CSV…"), this, [=] { save(QStringLiteral(".csv"), tr("CSV files (*.csv)"), &PlotPage::saveCsv); });
   menu.addSeparator();
   menu.addAction(tr("Fit to data (double-click)"), this, &PlotPage::fitToData);
+  if (m_offersLogScale) {
+    QAction* log = menu.addAction(tr("Logarithmic axis"), this, [this](bool on) { setLogScale(on); });
+    log->setCheckable(true);
+    log->setChecked(m_log);
+  }
   addMenuActions(&menu);
   menu.exec(m_plot->mapToGlobal(at));
+}
+
+void PlotPage::setLogScale(bool on) {
+  m_log = on;
+  m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (on) {
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new ReadableLogTicker));
+  } else {
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  }
+  logScaleChanged();
 }
 
 void PlotPage::fitAxes() { m_plot->rescaleAxes(); }

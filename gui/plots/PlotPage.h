@@ -35,6 +35,10 @@ public:
   /// Another store (a model opened, a script attached, an export reopened): neutral axes until
   /// its data arrives, nothing of the previous one's ranges, and the view fitted again.
   void resetView();
+  /// A logarithmic value axis, labelled at two ticks or more inside the range it shows; pages
+  /// that offer it have "Logarithmic axis" in their right-click menu.
+  void setLogScale(bool on);
+  bool logScale() const { return m_log; }
   /// Whether the user zoomed or panned since the last fit: new steps then keep their view.
   bool userView() const { return m_userView; }
 
@@ -63,9 +67,14 @@ protected:
   void autoFit();
   /// Adds page-specific entries to the right-click menu.
   virtual void addMenuActions(class QMenu* menu) { Q_UNUSED(menu) }
+  /// After setLogScale changed the value axis: the page redraws what depends on it (by default
+  /// the axes are fitted again).
+  virtual void logScaleChanged() { fitToData(); }
 
   QCustomPlot* m_plot;
   QString m_title;
+  bool m_offersLogScale = false;  ///< "Logarithmic axis" in the right-click menu
+  bool m_log = false;
 
 private:
   /// The full heading, or the short one when the full one does not fit the plot's width.
