@@ -295,14 +295,28 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   }
   recorder.onRootCall(args, output);
   r.forwardMs = msSince(start);
-  if (m_forwardOnly) {  // inspect: the forward and its shapes, no loss
+  // Every way a step ends well: its captures all stored before it counts as done.
+  auto endStep = [&](bool scalars) {
     recorder.finishStep();
-    recorder.setShapeProbe(false);
+    r.captureMs = recorder.captureSeconds() * 1e3;
+    r.capturesCopied = recorder.capturesCopied();
+    r.capturesShared = recorder.capturesShared();
     r.totalMs = msSince(stepStart);
+    if (scalars) {
+      m_store->addScalar(r.step, "loss", r.loss);
+      m_store->addScalar(r.step, "lr", impl.optimizer ? impl.config.lr : 0.0);
+      m_store->addScalar(r.step, "step_ms", r.totalMs);
+      m_store->addScalar(r.step, "forward_ms", r.forwardMs);
+      m_store->addScalar(r.step, "backward_ms", r.backwardMs);
+      m_store->addScalar(r.step, "optimizer_ms", r.optimizerMs);
+      m_store->addScalar(r.step, "capture_ms", r.captureMs);
+    }
+    recorder.setShapeProbe(false);
     ++impl.step;
     if (result) *result = r;
     return true;
-  }
+  };
+  if (m_forwardOnly) return endStep(/*scalars=*/false);  // inspect: the forward and its shapes, no loss
 
   at::Tensor out = firstTensor(output);
   if (!out.defined()) return fail("the model's output holds no tensor, so no loss can be computed");
@@ -367,22 +381,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
       r.optimizerMs = msSince(start);
     }
   }
-  recorder.finishStep();  // every capture of this step is stored before it counts as done
-  r.captureMs = recorder.captureSeconds() * 1e3;
-  r.capturesCopied = recorder.capturesCopied();
-  r.capturesShared = recorder.capturesShared();
-  r.totalMs = msSince(stepStart);
-  m_store->addScalar(r.step, "loss", r.loss);
-  m_store->addScalar(r.step, "lr", impl.optimizer ? impl.config.lr : 0.0);
-  m_store->addScalar(r.step, "step_ms", r.totalMs);
-  m_store->addScalar(r.step, "forward_ms", r.forwardMs);
-  m_store->addScalar(r.step, "backward_ms", r.backwardMs);
-  m_store->addScalar(r.step, "optimizer_ms", r.optimizerMs);
-  m_store->addScalar(r.step, "capture_ms", r.captureMs);
-  recorder.setShapeProbe(false);
-  ++impl.step;
-  if (result) *result = r;
-  return true;
+  return endStep(/*scalars=*/true);
 }
 
 StepRunner::RunEnd StepRunner::run(std::int64_t steps,
