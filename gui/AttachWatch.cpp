@@ -9,8 +9,7 @@
 AttachWatch::AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* window)
     : QObject(window), m_engine(engine), m_plots(plots), m_dialog(new AttachDialog(window)) {
   connect(m_dialog, &AttachDialog::cancelled, this, [this] {
-    m_address.clear();
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
+    stopWaiting();
     Q_EMIT status(tr("Stopped waiting for a training script"), 5000);
     Q_EMIT changed();
   });
