@@ -48,7 +48,6 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   m_scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   m_plot->xAxis->setLabel(tr("step"));
-  m_plot->xAxis->ticker()->setTickCount(3);  // labels that do not run together on a narrow plot
   m_plot->yAxis->setLabel(tr("value"));
   applyPalette();
 }

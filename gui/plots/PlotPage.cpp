@@ -41,10 +41,10 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   }
   connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this] { fitToData(); });
   // As many ticks as fit: a narrow plot (a heatmap beside its colour scale at 1024x700) ran
-  // its step labels into each other ("255075100").
+  // its step labels into each other ("255075100"); under 70 px a single step aims at one.
   connect(m_plot, &QCustomPlot::beforeReplot, this, [this] {
     const QRect area = m_plot->axisRect()->rect();
-    m_plot->xAxis->ticker()->setTickCount(std::clamp(area.width() / 70, 2, 6));
+    m_plot->xAxis->ticker()->setTickCount(std::clamp(area.width() / 70, 1, 6));
     m_plot->yAxis->ticker()->setTickCount(std::clamp(area.height() / 45, 2, 6));
   });
   m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
