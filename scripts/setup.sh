@@ -44,6 +44,20 @@ if [ -z "${HOOKSCOPE_PYTHON:-}" ]; then
       torchvision==0.28.0 pillow==13.0.0 ||
       echo "setup: torchvision 0.28.0 not installed: the model-code scan's torchvision tests will skip" >&2
   fi
+  # The trainers and TensorBoard the integration tests run against, pinned, with torch held at
+  # its version by a constraint (a newer torch would be a CUDA download of several GB).
+  integrations=(lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0 tensorboard==2.21.0)
+  if ! "$venv/bin/python" -c "import lightning, transformers, accelerate, tensorboard" 2>/dev/null; then
+    echo "setup: installing ${integrations[*]} into $venv" >&2
+    echo "torch==$torch_version" >"$venv/hookscope-constraints.txt"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$venv/hookscope-constraints.txt" \
+      "${integrations[@]}" ||
+      echo "setup: the integration libraries did not install: their tests will skip" >&2
+    "$venv/bin/python" -c "import torch; assert torch.__version__.startswith('$torch_version'), torch.__version__" || {
+      echo "setup: installing the integration libraries changed torch; remove $venv and run setup again" >&2
+      exit 1
+    }
+  fi
 elif ! "$python" -c "import torch" 2>/dev/null; then
   echo "setup: HOOKSCOPE_PYTHON=$python cannot import torch; install PyTorch 2.x there" >&2
   exit 1

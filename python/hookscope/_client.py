@@ -7,6 +7,7 @@ captured tensor becomes statistics where it lives (_stats); only those cross the
 """
 
 import atexit
+import contextlib
 import json
 import os
 import platform
@@ -131,6 +132,7 @@ class Attached:
         self._defer_all = False     # tests: CPU tensors take the device path (row buffer, one copy)
         self._dropped = []          # (fields, reason) of captures this step could not keep
         self._dropped_count = 0
+        self._suspended = 0         # > 0 inside suspended_capture(): hooks capture nothing
         self._warned = set()
         self.address = address or os.environ.get("HOOKSCOPE_ADDRESS") or default_address()
         self.name = name or os.path.basename(sys.argv[0] or "python") or "python"
@@ -139,7 +141,7 @@ class Attached:
         self._connect(wait, timeout)
         if self._state == "on":
             self._hooks.install_optimizer_hooks()
-            self._hooks.install_probe(lambda: self._step == 0 and self.connected)
+            self._hooks.install_probe(lambda: self._step == 0 and self.connected and not self._suspended)
             ref = weakref.ref(self)
 
             def close_at_exit():
@@ -155,6 +157,29 @@ class Attached:
         """Whether a viewer is attached and hooks are live (never in a forked child: the at-fork
         handler closes its copy, so no pid check runs in every hook, nor under torch.compile)."""
         return self._state == "on"
+
+    @property
+    def suspended(self):
+        """Whether the hooks skip what runs now (inside ``with hs.suspended_capture():``)."""
+        return self._suspended > 0
+
+    @contextlib.contextmanager
+    def suspended_capture(self):
+        """Forward passes inside this block are not part of a step (validation, evaluation):
+        the hooks capture nothing and call numbers do not move. Blocks nest."""
+        self._suspended += 1
+        try:
+            yield self
+        finally:
+            self._suspended -= 1
+
+    def suspend(self):
+        """As entering ``suspended_capture()``, for callbacks that see only a start and an end."""
+        self._suspended += 1
+
+    def resume(self):
+        """Ends one ``suspend()``; more resumes than suspends are ignored."""
+        self._suspended = max(0, self._suspended - 1)
 
     @property
     def bytes_sent(self):

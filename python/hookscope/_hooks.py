@@ -136,7 +136,7 @@ class ModelHooks:
 
     def _live_owner(self):
         owner = self._owner()
-        return owner if owner is not None and owner.connected else None
+        return owner if owner is not None and owner.connected and not owner.suspended else None
 
     def _pre_hook(self, i):
         def pre_hook(module, inputs):
