@@ -65,8 +65,9 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   });
   job.setOnStep([&](int, const AttachedStep& step) {
     const auto loss = step.scalars.find("loss");
-    printStepProgress(step.step, options.steps, loss == step.scalars.end() ? std::nan("") : loss->second, start,
-                      terminal);
+    printStepProgress({step.step, options.steps, loss == step.scalars.end() ? std::nan("") : loss->second,
+                       store->captureCount(), store->bytesUsed(), store->capBytes()},
+                      start, terminal, options.verbose);
   });
   job.setOnSettled([&](std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&) { changed.notify_all(); });
   job.setOnEnded([&](int, const std::string&) {
@@ -125,7 +126,7 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
       break;
     }
   }
-  if (terminal) std::cerr << "\n";
+  if (terminal && !options.verbose) std::cerr << "\n";
   std::string failed;
   {
     std::lock_guard<std::mutex> lock(mutex);

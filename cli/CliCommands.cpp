@@ -425,11 +425,12 @@ int runCapture(const CaptureOptions& options) {
         runner.requestStop();
       }
     }
-    printStepProgress(r.step, options.steps, r.loss, start, terminal);
+    printStepProgress({r.step, options.steps, r.loss, store->captureCount(), store->bytesUsed(), store->capBytes()},
+                      start, terminal, options.verbose);
   }, &message);
   crash.reset();
   watchdog.stop();
-  if (terminal) std::cerr << "\n";
+  if (terminal && !options.verbose) std::cerr << "\n";
   if (end == StepRunner::RunEnd::Failed) return error(kData, message);
 
   const int stopSignal = StopSignals::received();

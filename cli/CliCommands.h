@@ -27,6 +27,7 @@ struct InspectOptions {
 
 struct CaptureOptions {
   std::string model;
+  bool verbose = false;      ///< a progress line per step, also on a terminal
   bool trust = false;
   bool confine = true;       ///< Landlock and seccomp: writes only beneath the export's folder
   double stepTimeout = 0;    ///< seconds a step may take before the run is ended (0: no limit)

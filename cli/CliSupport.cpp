@@ -198,15 +198,31 @@ void StepWatchdog::stop() {
   m_changed.notify_all();
 }
 
-void printStepProgress(std::int64_t step, std::int64_t steps, double loss, std::chrono::steady_clock::time_point start,
-                       bool terminal) {
+std::string durationText(double seconds) {
+  const auto whole = std::int64_t(std::llround(std::max(0.0, seconds)));
+  if (whole < 60) return std::to_string(whole) + " s";
+  if (whole < 3600) return std::to_string(whole / 60) + " min " + std::to_string(whole % 60) + " s";
+  return std::to_string(whole / 3600) + " h " + std::to_string(whole / 60 % 60) + " min";
+}
+
+void printStepProgress(const StepProgress& p, std::chrono::steady_clock::time_point start, bool terminal,
+                       bool everyStep) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double rate = double(p.step + 1) / std::max(seconds, 1e-9);
+  const auto mib = [](std::size_t bytes) {
+    std::ostringstream text;
+    text << std::fixed << std::setprecision(bytes < (std::size_t(10) << 20) ? 1 : 0) << double(bytes) / (1 << 20);
+    return text.str();
+  };
   std::ostringstream line;
-  line << "step " << (step + 1) << "/" << steps << "  loss " << std::setprecision(6) << loss
-       << (std::isfinite(loss) ? "" : " (not finite)") << "  " << std::fixed << std::setprecision(1)
-       << double(step + 1) / std::max(seconds, 1e-9) << " steps/s";
-  if (terminal) {
-    std::cerr << "\r" << line.str() << "   " << std::flush;
+  line << "step " << (p.step + 1) << "/" << p.steps << "  " << std::fixed << std::setprecision(1) << rate
+       << " steps/s";
+  if (p.step + 1 < p.steps) line << "  ETA " << durationText(double(p.steps - p.step - 1) / rate);
+  line << std::defaultfloat << "  loss " << std::setprecision(6) << p.loss
+       << (std::isfinite(p.loss) ? "" : " (not finite)") << "  " << p.captures << " captures  " << mib(p.bytes)
+       << "/" << mib(p.capBytes) << " MiB";
+  if (terminal && !everyStep) {
+    std::cerr << "\r\033[K" << line.str() << std::flush;  // \033[K: nothing of a longer line before stays
   } else {
     std::cerr << line.str() << "\n";
   }

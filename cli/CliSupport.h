@@ -83,10 +83,23 @@ private:
   std::thread m_thread;
 };
 
-/// Prints one line of a capture's progress to standard error ("step 3/10  loss 2.2  8.7 steps/s"),
-/// over the previous one on a terminal.
-void printStepProgress(std::int64_t step, std::int64_t steps, double loss, std::chrono::steady_clock::time_point start,
-                       bool terminal);
+/// Where a capture stands after one of its steps, for its progress line.
+struct StepProgress {
+  std::int64_t step = 0;        ///< the step that ended (from 0)
+  std::int64_t steps = 0;       ///< steps asked for
+  double loss = 0;              ///< NaN when the step reported none
+  std::size_t captures = 0;     ///< in the store now
+  std::size_t bytes = 0;        ///< the store's memory, against
+  std::size_t capBytes = 0;     ///< its cap (thinning starts there)
+};
+
+/// The progress of a capture on standard error: on a terminal one line, rewritten in place
+/// ("step 12/200  3.4 steps/s  ETA 55 s  loss 2.30  480 captures  1.2/512 MiB"); otherwise, or
+/// with `everyStep`, a line per step.
+void printStepProgress(const StepProgress& progress, std::chrono::steady_clock::time_point start, bool terminal,
+                       bool everyStep);
+/// "55 s", "3 min 20 s", "2 h 5 min".
+std::string durationText(double seconds);
 
 /// After a capture's export is written: says what it holds, then how the run ended, as an exit
 /// code: `failure` (the run ended early: exit 4), an interruption ("SIGINT", "SIGTERM"), a break.

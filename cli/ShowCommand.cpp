@@ -7,6 +7,8 @@
 #include "PrintableText.h"
 
 #include <iomanip>
+#include <map>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -92,12 +94,36 @@ int runShow(const std::string& dir) {
   }
   out << "  format:   version " << m.version << (m.version < ExportManifest::kVersion ? " (before ranks)" : "")
       << "\n";
+  // A series has a gap at a step its rank kept but it lacks, between its first and last point (a
+  // hook ticked later is not a gap), or where the script said it dropped the capture.
+  std::map<int, std::set<std::int64_t>> rankSteps;
+  for (const auto& key : store.seriesKeys()) {
+    for (const auto& p : store.series(key)) rankSteps[key.rank].insert(p.step);
+  }
+  std::map<SeriesKey, std::set<std::int64_t>> dropped;
+  for (const auto& gap : m.gaps) {
+    for (const auto& s : gap.series) {
+      SeriesKey key = s.key;
+      key.rank = gap.rank;
+      dropped[key].insert(gap.step);
+    }
+  }
   out << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
       << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
-      << "\n";
+      << "  gaps\n";
   for (const auto& key : store.seriesKeys()) {
     const auto points = store.series(key);
     if (points.empty()) continue;
+    std::set<std::int64_t> missing = dropped[key];
+    std::set<std::int64_t> have;
+    for (const auto& p : points) have.insert(p.step);
+    const auto& kept = rankSteps[key.rank];
+    for (auto it = kept.lower_bound(points.front().step); it != kept.end() && *it <= points.back().step; ++it) {
+      if (!have.count(*it)) missing.insert(*it);
+    }
+    const std::string gaps = missing.empty() ? "none"
+                                             : std::to_string(missing.size()) + (missing.size() == 1 ? " step" : " steps") +
+                                                   ", first " + std::to_string(*missing.begin());
     std::int64_t bad = 0;
     for (const auto& p : points) bad += p.stats.nanCount + p.stats.infCount;
     const std::string name = std::string(captureKindName(key.kind)) + " " +
@@ -106,7 +132,7 @@ int runShow(const std::string& dir) {
                              (ranks.size() > 1 ? " rank " + std::to_string(key.rank) : "");
     out << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
         << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
-        << bad << "\n";
+        << bad << "  " << gaps << "\n";
   }
   std::cout << printableText(out.str());
   return kOk;

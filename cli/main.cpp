@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
   captureCmd->add_option("--out", capture.out, "export folder to write")->required()->check(nonEmpty);
   captureCmd->add_option("--load-library", libraries, libraryHelp);
+  captureCmd->add_flag("-v,--verbose", capture.verbose,
+                       "a progress line per step (the default when standard error is not a terminal); on a terminal "
+                       "one line is updated in place");
   captureCmd->add_flag("!--no-confine", capture.confine,
                        "do not confine the process (Landlock: no file writes but the export; seccomp: no programs, "
                        "processes or network) while the model runs");

@@ -312,6 +312,47 @@ class ExitCodes(CliTestCase):
         self.assertFalse(os.path.exists(leftover))
 
 
+class Progress(CliTestCase):
+    """On a terminal, one progress line updated in place; in a pipe or with --verbose, a line a step."""
+
+    def capture_on_a_terminal(self, *extra):
+        import pty
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen([CLI, "capture", CNN, "--out", self.out(), "--hook", "*", "--steps", "4", "--force",
+                                 *extra], stdout=follower, stderr=follower)
+        os.close(follower)
+        text = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the follower side closed: the process ended
+                break
+            if not chunk:
+                break
+            text += chunk
+        os.close(leader)
+        self.assertEqual(proc.wait(timeout=300), 0, text)
+        return text.decode()
+
+    def test_a_terminal_gets_one_line_rewritten_in_place(self):
+        text = self.capture_on_a_terminal()
+        progress = [line for line in text.split("\r\n") if "step 1/4" in line]
+        self.assertEqual(len(progress), 1, text)  # every step on that one line
+        updates = progress[0].split("\r\x1b[K")[1:]
+        self.assertEqual([u.split()[1] for u in updates], ["1/4", "2/4", "3/4", "4/4"])
+        self.assertRegex(updates[0], r"steps/s  ETA \d+ s  loss [0-9.]+  \d+ captures  [0-9.]+/512 MiB$")
+        self.assertIn("88 captures", updates[3])  # 22 series (small_cnn, every module) x 4 steps
+
+    def test_verbose_and_a_pipe_get_a_line_per_step(self):
+        text = self.capture_on_a_terminal("--verbose")
+        self.assertNotIn("\x1b[K", text)
+        self.assertEqual(len([line for line in text.split("\r\n") if line.startswith("step ")]), 4, text)
+        piped = run("capture", CNN, "--out", self.out(), "--hook", "*", "--steps", "4", "--force")
+        self.assertExit(piped, 0)
+        self.assertEqual([line.split()[1] for line in piped.stderr.splitlines() if line.startswith("step ")],
+                         ["1/4", "2/4", "3/4", "4/4"])
+
+
 class DefaultLoss(CliTestCase):
     def test_a_default_run_trains_instead_of_diverging(self):
         self.assertExit(run("capture", CNN, "--out", self.out(), "--steps", "80"), 0)
@@ -698,6 +739,23 @@ class ExportFolder(CliTestCase):
         self.assertIn("3 steps", result.stdout)
         self.assertIn("activation fc1 0/0", result.stdout)
         self.assertExit(run("show", self.tmp), 4, "no manifest.json")
+
+    def test_show_says_which_series_have_gaps(self):
+        fc1 = [line for line in run("show", self.export).stdout.splitlines() if line.startswith("activation fc1 0/0")]
+        self.assertEqual(len(fc1), 1)
+        self.assertTrue(fc1[0].endswith("none"), fc1[0])
+        # The same export without fc1's activation at step 1: a gap there, and only there.
+        holed = self.out("holed")
+        shutil.copytree(self.export, holed)
+        rows = read_stats(holed)
+        with open(os.path.join(holed, "stats.csv"), "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=HEADER.split(","), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(r for r in rows if not (r["step"] == "1" and r["module"] == "fc1"
+                                                     and r["kind"] == "activation"))
+        lines = run("show", holed).stdout.splitlines()
+        self.assertIn("1 step, first 1", [line for line in lines if line.startswith("activation fc1 0/0")][0])
+        self.assertTrue([line for line in lines if line.startswith("gradient fc1 0/0")][0].endswith("none"))
 
 
 class ExportParity(CliTestCase):
