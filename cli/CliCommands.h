@@ -15,6 +15,7 @@ enum ExitCode : int {
   kOutput = 5,
   kBreak = 6,
   kRankLost = 7,  ///< record: a rank of a job left without closing; the export holds what every rank sent
+  kMissingTool = 8,  ///< a program the command needs is missing: Python with tensorboard, hookscope-report
 };
 
 struct InspectOptions {
@@ -75,6 +76,19 @@ struct RecordOptions {
   std::vector<std::string> thresholds;
 };
 
+struct TensorBoardOptions {
+  std::string run;     ///< export folder
+  std::string logdir;  ///< TensorBoard log folder to write (new, or empty)
+  std::string python;  ///< "" : HOOKSCOPE_PYTHON, else the Python HookScope was built with
+};
+
+struct ReportOptions {
+  std::string run;                  ///< export folder
+  std::string out;                  ///< the HTML file to write
+  std::vector<std::string> layers;  ///< the modules to draw a heatmap of ("" : every hooked one, up to a limit)
+  bool force = false;               ///< replace an existing file
+};
+
 struct ServeOptions {
   std::string model;
   std::string address;  ///< where the window listens ("" : HOOKSCOPE_ADDRESS, else the default)
@@ -98,6 +112,13 @@ int runCapture(const CaptureOptions& options);
 int runShow(const std::string& dir);
 /// Waits for one training script, hooks it and writes its export when it leaves.
 int runRecord(const RecordOptions& options);
+
+/// Writes an export's histograms and scalars as TensorBoard event files, through the
+/// hookscope package's writer (python -m hookscope.tensorboard_export) in the chosen Python.
+int runExportTensorBoard(const TensorBoardOptions& options);
+/// Writes a self-contained HTML report of an export, drawn by hookscope-report (the window's plot
+/// code, offscreen) beside this program.
+int runReport(const ReportOptions& options);
 
 /// Runs a model file for a HookScope window: connects to it, confines itself, loads the model,
 /// and steps it as the window says (core/engine/ModelServer.h).

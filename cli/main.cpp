@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   keepCommandLine(argc, argv);
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
-               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent)."};
+               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent), 8 a program the command needs is missing (Python with tensorboard for export-tensorboard)."};
   app.require_subcommand(1);
 
   std::vector<std::string> libraries;
@@ -178,6 +178,18 @@ int main(int argc, char** argv) {
                      "do not confine the process (Landlock, seccomp): only for a model you trust, on a kernel that "
                      "refuses them");
 
+  TensorBoardOptions tensorboard;
+  auto* tensorboardCmd = app.add_subcommand(
+      "export-tensorboard",
+      "Write an export's histograms (every series, every step) and scalars (loss, lr, the script's scalars, each "
+      "gradient's norm, NaN/Inf counts) as TensorBoard event files, with PyTorch's SummaryWriter; ranks become runs.");
+  tensorboardCmd->add_option("run", tensorboard.run, "export folder")->required();
+  tensorboardCmd->add_option("logdir", tensorboard.logdir, "TensorBoard log folder to write: new or empty")
+      ->required()->check(nonEmpty);
+  tensorboardCmd->add_option("--python", tensorboard.python,
+                             "Python with torch and tensorboard (default: HOOKSCOPE_PYTHON, else the one HookScope "
+                             "was built with)");
+
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
   showCmd->add_option("dir", showDir, "export folder")->required();
@@ -202,6 +214,7 @@ int main(int argc, char** argv) {
     if (*captureCmd) return runCapture(capture);
     if (*showCmd) return runShow(showDir);
     if (*recordCmd) return runRecord(record);
+    if (*tensorboardCmd) return runExportTensorBoard(tensorboard);
   } catch (const std::exception& e) {
 #ifdef HOOKSCOPE_CLI_ENGINE
     const std::string what = hookscope::summarizeTorchError(e);

@@ -6,6 +6,7 @@ the library skips them. Parity is with PyTorch's own hooks on the same fit, trai
 only, as train_script.Reference computes it.
 """
 import importlib.util
+import math
 import json
 import os
 import subprocess
@@ -136,3 +137,110 @@ def test_importing_the_integrations_imports_no_trainer():
             "assert not bad, bad" % os.path.join(HERE, "..", "..", "python"))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+# ------------------------------------------------------------------ TensorBoard
+
+FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", os.path.join(HERE, "..", "..", "build", "fixtures"))
+MODELS = os.environ.get("HOOKSCOPE_MODELS", os.path.join(HERE, "..", "..", "resources", "models"))
+needs_tensorboard = pytest.mark.skipif(not have("tensorboard"), reason="tensorboard is not installed (scripts/setup.sh)")
+
+
+def load_events(logdir):
+    from tensorboard.backend.event_processing import event_accumulator
+    events = event_accumulator.EventAccumulator(logdir, size_guidance={"histograms": 0, "scalars": 0})
+    events.Reload()
+    return events
+
+
+def capture(tmp, *args):
+    out = os.path.join(tmp, "run")
+    result = subprocess.run([CLI, "capture", os.path.join(MODELS, "small_cnn.pt"), "--out", out, "--hook", "*",
+                             "--kinds", "activation,gradient,param_grad", *args], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def export_tensorboard(run, logdir, python=sys.executable):
+    return subprocess.run([CLI, "export-tensorboard", run, logdir, "--python", python],
+                          capture_output=True, text=True, timeout=300)
+
+
+def near(a, b, rel):
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
+
+
+@needs_tensorboard
+@pytest.mark.parametrize("data", [None, "nan_input.data.pt"])
+def test_tensorboard_reads_back_every_histogram_and_scalar_of_an_export(tmp, data):
+    import torch
+    run = capture(tmp, "--steps", "3", *(["--data", os.path.join(FIXTURES, data)] if data else []))
+    logdir = os.path.join(tmp, "tb")
+    result = export_tensorboard(run, logdir)
+    assert result.returncode == 0, result.stderr
+    events = load_events(logdir)
+    tags = events.Tags()
+    stats = {(int(r["step"]), r["kind"], r["module"], int(r["call"]), int(r["index"])): r
+             for r in read_csv(run, "stats.csv")}
+    histograms = torch.load(os.path.join(run, "histograms.pt"), weights_only=True)
+    checked = 0
+    for key, series in histograms.items():
+        _, kind, module, call, index = key.split("/")
+        tag = "%s/%s/%s/%s" % (kind, module or "(root)", call, index)
+        written = {e.step: e.histogram_value for e in events.Histograms(tag)} if tag in tags["histograms"] else {}
+        for i, step in enumerate(series["steps"].tolist()):
+            row = stats[(step, kind, module, int(call), int(index))]
+            finite = int(row["numel"]) - int(row["nan_count"]) - int(row["inf_count"])
+            if finite == 0:  # nothing finite to count: no histogram, the NaN count says why
+                assert step not in written
+                continue
+            h = written[step]
+            assert list(h.bucket) == series["counts"][i].tolist()
+            assert list(h.bucket_limit) == series["edges"][i, 1:].tolist()
+            assert (h.min, h.max, h.num) == (float(row["min"]), float(row["max"]), finite)
+            assert near(h.sum, float(row["mean"]) * finite, 1e-9)
+            std, mean = float(row["std"]), float(row["mean"])
+            assert near(h.sum_squares, (finite - 1) * std * std + finite * mean * mean, 1e-9)
+            checked += 1
+    assert checked >= (3 * 20 if data is None else 10)
+    # Every scalar of the export (float32 in TensorBoard), each gradient's norm, and NaN counts.
+    for row in read_csv(run, "scalars.csv"):
+        values = {e.step: e.value for e in events.Scalars(row["name"])}
+        assert near(values[int(row["step"])], float(row["value"]), 1e-6), row
+    for (step, kind, module, call, index), row in stats.items():
+        path = "%s/%s/%d/%d" % (kind, module or "(root)", call, index)
+        if kind in ("gradient", "param_grad"):
+            values = {e.step: e.value for e in events.Scalars("grad_norm/" + path)}
+            assert near(values[step], float(row["l2norm"]), 1e-6)
+        if int(row["nan_count"]):
+            assert {e.step: e.value for e in events.Scalars("nan_count/" + path)}[step] == int(row["nan_count"])
+    assert any(t.startswith("nan_count/") for t in tags["scalars"]) == (data is not None)
+
+
+@needs_tensorboard
+def test_tensorboard_ranks_become_runs_and_a_used_logdir_is_refused(tmp):
+    recorder = Recorder(tmp, "--hook", "*", "--ranks", "2")
+    fit = run(LIGHTNING, recorder.address, "--steps", "2", "--devices", "2") if have("lightning") else None
+    if fit is None:
+        recorder.kill()
+        pytest.skip("lightning is not installed: no two-rank run to export")
+    assert fit.returncode == 0, fit.stderr
+    assert recorder.wait()[0] == 0
+    logdir = os.path.join(tmp, "tb")
+    result = export_tensorboard(recorder.out, logdir)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(logdir)) == ["rank0", "rank1"]
+    for rank in (0, 1):
+        steps = {e.step for e in load_events(os.path.join(logdir, "rank%d" % rank)).Scalars("loss")}
+        assert steps == {0, 1}
+    # A folder that already holds a log: refused, and left as it was.
+    before = sorted(os.listdir(logdir))
+    again = export_tensorboard(recorder.out, logdir)
+    assert again.returncode == 5 and "not empty" in again.stderr
+    assert sorted(os.listdir(logdir)) == before
+    assert not [n for n in os.listdir(tmp) if "hookscope-tmp" in n]
+    # A Python without tensorboard: says what to install, exit 8.
+    bare = export_tensorboard(recorder.out, os.path.join(tmp, "tb2"), "/nonexistent/python")
+    assert bare.returncode == 8 and "--python" in bare.stderr

@@ -1,0 +1,172 @@
+// hookscope-cli export-tensorboard: an export's series as TensorBoard event files. The files are
+// written by PyTorch's SummaryWriter (add_histogram_raw takes HookScope's statistics as they are),
+// run in Python; this side reads the export and hands the series over as JSON lines.
+
+#include "CliCommands.h"
+#include "CliSupport.h"
+#include "ExportFolder.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <fcntl.h>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace hookscope::cli {
+namespace {
+
+std::string kindPath(const SeriesKey& key) {
+  return std::string(captureKindName(key.kind)) + "/" + (key.module.empty() ? "(root)" : key.module) + "/" +
+         std::to_string(key.call) + "/" + std::to_string(key.index);
+}
+
+/// The series of an export, one JSON object a line, as hookscope/tensorboard_export.py reads them.
+std::vector<std::string> seriesLines(const CaptureStore& store) {
+  std::vector<std::string> lines;
+  const auto ranks = store.ranks();
+  lines.push_back(nlohmann::json{{"type", "begin"}, {"ranks", ranks}}.dump());
+  std::size_t histograms = 0, scalars = 0;
+  auto scalar = [&](int rank, const std::string& tag, std::int64_t step, double value) {
+    // NaN and Inf are not JSON: null is NaN, "inf" and "-inf" the infinities (Python's float() reads them).
+    const nlohmann::json v = std::isnan(value)   ? nlohmann::json(nullptr)
+                             : std::isinf(value) ? nlohmann::json(value > 0 ? "inf" : "-inf")
+                                                 : nlohmann::json(value);
+    lines.push_back(nlohmann::json{{"type", "scalar"}, {"rank", rank}, {"tag", tag}, {"step", step}, {"value", v}}
+                        .dump());
+    ++scalars;
+  };
+  for (const int rank : ranks) {
+    for (const auto& name : store.scalarNames()) {
+      for (const auto& p : store.scalars(name, rank)) scalar(rank, name, p.step, p.value);
+    }
+    for (const auto& key : store.seriesKeys()) {
+      if (key.rank != rank) continue;
+      const auto points = store.series(key);
+      const std::string path = kindPath(key);
+      bool nonFinite = false;
+      for (const auto& p : points) nonFinite = nonFinite || p.stats.hasNonFinite();
+      for (const auto& p : points) {
+        const auto& s = p.stats;
+        // TensorBoard's histograms hold finite values only: NaN and Inf go as scalars of their own.
+        if (nonFinite) {
+          scalar(rank, "nan_count/" + path, p.step, double(s.nanCount));
+          scalar(rank, "inf_count/" + path, p.step, double(s.infCount));
+        }
+        if (key.kind == CaptureKind::Gradient || key.kind == CaptureKind::ParamGrad) {
+          scalar(rank, "grad_norm/" + path, p.step, s.l2norm);
+        }
+        const std::int64_t finite = s.numel - s.nanCount - s.infCount;
+        if (s.histogram.empty() || finite <= 0) continue;
+        const auto edges = s.edges();
+        const double n = double(finite);
+        // Sample std (n-1) back to the sum of squares: sum x^2 = (n-1) std^2 + n mean^2.
+        const double sumSquares = (n - 1) * s.std * s.std + n * s.mean * s.mean;
+        lines.push_back(nlohmann::json{{"type", "histogram"}, {"rank", rank}, {"tag", path}, {"step", p.step},
+                                       {"min", s.min}, {"max", s.max}, {"num", finite}, {"sum", s.mean * n},
+                                       {"sum_squares", sumSquares},
+                                       {"limits", std::vector<double>(edges.begin() + 1, edges.end())},
+                                       {"counts", s.histogram}}
+                            .dump());
+        ++histograms;
+      }
+    }
+  }
+  lines.push_back(nlohmann::json{{"type", "end"}, {"histograms", histograms}, {"scalars", scalars}}.dump());
+  return lines;
+}
+
+}  // namespace
+
+std::string pythonPackageDir() {
+  if (const char* dir = std::getenv("HOOKSCOPE_PACKAGE_DIR"); dir && *dir) return dir;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = self.parent_path() / ".." / "share" / "hookscope" / "python";
+    if (std::filesystem::exists(installed / "hookscope" / "__init__.py", ec)) return installed.lexically_normal();
+  }
+  return HOOKSCOPE_SOURCE_PYTHON_DIR;
+}
+
+std::string defaultPython() {
+  if (const char* python = std::getenv("HOOKSCOPE_PYTHON"); python && *python) return python;
+  return HOOKSCOPE_DEFAULT_PYTHON;
+}
+
+int runExportTensorBoard(const TensorBoardOptions& options) {
+  ExportData data;
+  std::string message;
+  if (!readExport(options.run, &data, &message)) return error(kData, message);
+  const auto lines = seriesLines(*data.store);
+
+  const std::string python = options.python.empty() ? defaultPython() : options.python;
+  const std::string package = pythonPackageDir();
+  std::string pythonPath = "PYTHONPATH=" + package;
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonPath += std::string(":") + old;
+  std::vector<std::string> environment{pythonPath};
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) environment.push_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> words{python, "-m", "hookscope.tensorboard_export", options.logdir};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+
+  int pipeFds[2];
+  if (::pipe2(pipeFds, O_CLOEXEC) != 0) return error(kOutput, std::string("cannot make a pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipeFds[0], STDIN_FILENO);
+  pid_t pid = 0;
+  const int spawned = ::posix_spawnp(&pid, python.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipeFds[0]);
+  if (spawned != 0) {
+    ::close(pipeFds[1]);
+    return error(kMissingTool, "cannot run " + python + " (" + std::strerror(spawned) +
+                                   "): the TensorBoard log is written by PyTorch's SummaryWriter in Python; name a "
+                                   "Python with torch and tensorboard with --python (or HOOKSCOPE_PYTHON)");
+  }
+  // The writer may stop reading (a log folder it refuses): its message says why, not a SIGPIPE.
+  struct sigaction ignore {}, saved {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &saved);
+  FILE* out = ::fdopen(pipeFds[1], "w");
+  for (const auto& line : lines) {
+    if (!out || std::fputs(line.c_str(), out) < 0 || std::fputc('\n', out) < 0) break;
+  }
+  if (out) std::fclose(out); else ::close(pipeFds[1]);
+  ::sigaction(SIGPIPE, &saved, nullptr);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    if (code == 1 || code == 127) {  // Python could not start the module (not our exit codes)
+      return error(kMissingTool, python + " could not run hookscope.tensorboard_export from " + package +
+                                     " (exit " + std::to_string(code) + "); name a Python with torch and "
+                                     "tensorboard with --python, or set HOOKSCOPE_PACKAGE_DIR to HookScope's python/ folder");
+    }
+    return code;
+  }
+  return error(kOutput, python + " ended by signal " + std::to_string(WTERMSIG(status)) +
+                            " while writing " + options.logdir + "; nothing was written there");
+}
+
+}  // namespace hookscope::cli
