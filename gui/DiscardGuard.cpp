@@ -119,12 +119,15 @@ bool DiscardGuard::exportWithDialog() {
 void DiscardGuard::exportTo(const QString& dir, bool overwrite, const QString& interrupted) {
   Q_EMIT status(tr("Exporting captures to %1…").arg(dir), 0);
   m_exportingVersion = m_captures.store ? m_captures.store->version() : 0;
+  m_exportingDir = dir;
   QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite, interrupted] {
     engine->exportCaptures(dir, overwrite, interrupted);
   });
 }
 
 void DiscardGuard::onExportFinished(const QString& dir, const QString& error) {
+  if (dir != m_exportingDir) return;  // an export written for something else (a TensorBoard log)
+  m_exportingDir.clear();
   auto then = std::move(m_afterExport);
   m_afterExport = nullptr;
   if (error.isEmpty()) {

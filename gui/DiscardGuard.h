@@ -66,6 +66,7 @@ private:
   bool m_interactive = true;
   ModelSummary m_captures;
   std::function<void()> m_afterExport;
+  QString m_exportingDir;                 ///< the export this guard asked for, until it ends
   std::uint64_t m_exportingVersion = 0;  ///< the store's version when the last export was asked for
   std::uint64_t m_exportedVersion = 0;   ///< ... and when one last succeeded
   const hookscope::CaptureStore* m_exportedStore = nullptr;

@@ -17,11 +17,7 @@
 
 using namespace hookscope;
 
-namespace {
-
-/// The hookscope-cli that runs model files: HOOKSCOPE_ENGINE, else beside this program (installed),
-/// else in the build tree's cli/ folder.
-QString engineProgram() {
+QString cliProgram() {
   const QString given = qEnvironmentVariable("HOOKSCOPE_ENGINE");
   if (!given.isEmpty()) return given;
   const QDir here(QCoreApplication::applicationDirPath());
@@ -31,8 +27,6 @@ QString engineProgram() {
   }
   return here.filePath(QStringLiteral("hookscope-cli"));
 }
-
-} // namespace
 
 void registerEngineTypes() {
   qRegisterMetaType<ModelSummary>();
@@ -155,7 +149,7 @@ void EngineAdapter::loadModel(const QString& path, bool trusted) {
   if (m_loadThread.joinable()) m_loadThread.join();
   m_loadCancel = false;
   EngineOptions options;
-  options.program = engineProgram().toStdString();
+  options.program = cliProgram().toStdString();
   options.model = path.toStdString();
   options.trust = trusted;
   for (const QString& library : m_libraries) options.libraries.push_back(library.toStdString());

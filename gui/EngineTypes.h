@@ -53,3 +53,6 @@ Q_DECLARE_METATYPE(hookscope::RunConfig)
 
 /// Registers the types above for queued signals; call once before connecting.
 void registerEngineTypes();
+/// The hookscope-cli the window runs: HOOKSCOPE_ENGINE, else beside this program (installed),
+/// else in the build tree's cli/ folder.
+QString cliProgram();

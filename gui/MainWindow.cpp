@@ -4,6 +4,7 @@
 #include "AttachDialog.h"
 #include "AttachWatch.h"
 #include "DiscardGuard.h"
+#include "TensorBoardExport.h"
 #include "EngineAdapter.h"
 #include "ModuleTreePanel.h"
 #include "OperatorLibrariesDialog.h"
@@ -62,6 +63,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
   connect(m_guard, &DiscardGuard::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
   connect(m_guard, &DiscardGuard::problem, this, &MainWindow::showMessage);
   connect(m_guard, &DiscardGuard::exportDone, this, &MainWindow::exportDone);
+  m_tensorBoard = new TensorBoardExport(m_engine, this);
+  connect(m_tensorBoard, &TensorBoardExport::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
+  connect(m_tensorBoard, &TensorBoardExport::problem, this, &MainWindow::showMessage);
   buildLayout();
   buildActions();
   m_attach = new AttachWatch(m_engine, m_plots, this);
@@ -242,6 +246,8 @@ void MainWindow::buildActions() {
   m_exportAction = file->addAction(tr("&Export captures…"), m_guard, &DiscardGuard::exportWithDialog);
   m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
   file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), this, &MainWindow::exportAllPlots);
+  m_tensorBoardAction = file->addAction(tr("Export as &TensorBoard log…"), m_tensorBoard, &TensorBoardExport::exportWithDialog);
+  m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));
   file->addSeparator();
   file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
 
@@ -610,6 +616,7 @@ void MainWindow::updateActions() {
                                     : tr("Stop (Shift+F5)"));
   m_resetAction->setEnabled(model && !attached && !m_running);
   m_exportAction->setEnabled(!m_summary.path.isEmpty());
+  m_tensorBoardAction->setEnabled(!m_summary.path.isEmpty());
   m_openAction->setEnabled(!m_running && !m_loading);
   m_attachAction->setEnabled(!m_running);
 }

@@ -15,6 +15,7 @@ class AlertsPanel;
 class AttachDialog;
 class AttachWatch;
 class DiscardGuard;
+class TensorBoardExport;
 class EngineAdapter;
 class ModuleTreeModel;
 class ModuleTreePanel;
@@ -65,6 +66,7 @@ public:
   RunControls* runControls() const { return m_controls; }
   EngineAdapter* engine() const { return m_engine; }
   AlertsPanel* alerts() const { return m_alerts; }
+  TensorBoardExport* tensorBoardExport() const { return m_tensorBoard; }
   /// Arms or disarms a rule as a breakpoint (Run > Break on).
   void setBreakOn(hookscope::RuleKind rule, bool on);
   /// Sets a module's gradient intervention and marks it in the tree.
@@ -177,6 +179,8 @@ private:
   QAction* m_stopAction = nullptr;
   QAction* m_resetAction = nullptr;
   QAction* m_exportAction = nullptr;
+  QAction* m_tensorBoardAction = nullptr;
+  TensorBoardExport* m_tensorBoard = nullptr;
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_running = false;

@@ -2,6 +2,7 @@
 #include "AlertsPanel.h"
 #include "EngineAdapter.h"
 #include "MainWindow.h"
+#include "TensorBoardExport.h"
 #include "PlotsPanel.h"
 #include "RunControls.h"
 #include "WindowTestSupport.h"
@@ -399,6 +400,32 @@ private Q_SLOTS:
     window->setDiscardAnswer(MainWindow::DiscardChoice::Cancel);
     QVERIFY(window->close());
     QCOMPARE(window->discardQuestions(), 4);
+  }
+
+  void theCapturesOnScreenBecomeATensorBoardLog() {
+    QTemporaryDir tmp;
+    auto window = openSample();
+    tick(window->treeModel(), "fc1", ModuleTreeModel::Act, true);
+    tick(window->treeModel(), "fc1", ModuleTreeModel::Grad, true);
+    runAndWait(*window, 3);
+    auto* tensorBoard = window->tensorBoardExport();
+    QSignalSpy finished(tensorBoard, &TensorBoardExport::finished);
+    const QString logdir = tmp.filePath(QStringLiteral("tb"));
+    tensorBoard->exportTo(logdir);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, kTimeout);
+    QVERIFY2(finished.at(0).at(1).toString().isEmpty(), qPrintable(finished.at(0).at(1).toString()));
+    const auto events = QDir(logdir).entryInfoList({QStringLiteral("events.out.tfevents.*")}, QDir::Files);
+    QCOMPARE(events.size(), 1);
+    QVERIFY(events.front().size() > 1000);  // 2 series x 3 steps of 64-bin histograms, and the scalars
+    QVERIFY(!tensorBoard->busy());
+    // The temporary export it went through is gone, and it saved nothing the discard question counts.
+    QVERIFY(window->hasUnexportedCaptures());
+    // A folder that holds a log already: refused, said, and left as it was.
+    tensorBoard->exportTo(logdir);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 2, kTimeout);
+    QVERIFY(finished.at(1).at(1).toString().contains(QStringLiteral("not an empty folder")));
+    QVERIFY(window->lastMessage().contains(QStringLiteral("TensorBoard")));
+    QCOMPARE(QDir(logdir).entryList(QDir::Files).size(), 1);
   }
 
   void windowShortcutsWorkWithFocusInATextField() {
