@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   keepCommandLine(argc, argv);
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
-               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent), 8 a program the command needs is missing (Python with tensorboard for export-tensorboard)."};
+               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent), 8 a program the command needs is missing (Python with tensorboard for export-tensorboard, hookscope-report for report)."};
   app.require_subcommand(1);
 
   std::vector<std::string> libraries;
@@ -190,6 +190,17 @@ int main(int argc, char** argv) {
                              "Python with torch and tensorboard (default: HOOKSCOPE_PYTHON, else the one HookScope "
                              "was built with)");
 
+  ReportOptions report;
+  auto* reportCmd = app.add_subcommand(
+      "report", "Write a self-contained HTML report of an export (images embedded, no network): the loss and scalars, "
+                "every hooked layer's gradient norm, a histogram-over-time heatmap per layer, the alerts and the run's "
+                "configuration, drawn by the window's plot code without a display.");
+  reportCmd->add_option("run", report.run, "export folder")->required();
+  reportCmd->add_option("--out", report.out, "the HTML file to write")->required()->check(nonEmpty);
+  reportCmd->add_option("--layer", report.layers,
+                        "a layer to draw a heatmap of (repeatable; default: every hooked layer, up to 16)");
+  reportCmd->add_flag("--force", report.force, "replace an existing file");
+
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
   showCmd->add_option("dir", showDir, "export folder")->required();
@@ -215,6 +226,7 @@ int main(int argc, char** argv) {
     if (*showCmd) return runShow(showDir);
     if (*recordCmd) return runRecord(record);
     if (*tensorboardCmd) return runExportTensorBoard(tensorboard);
+    if (*reportCmd) return runReport(report);
   } catch (const std::exception& e) {
 #ifdef HOOKSCOPE_CLI_ENGINE
     const std::string what = hookscope::summarizeTorchError(e);

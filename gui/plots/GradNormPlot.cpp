@@ -48,7 +48,7 @@ QColor lineColor(int i) {
 
 GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per layer"), parent) {
   setHeading(tr("Gradient norm per layer"), tr("Gradient norms"));
-  m_plot->xAxis->setLabel(tr("step"));
+  setStepAxis();
   m_plot->yAxis->setLabel(tr("L2 norm of output gradient"));
   m_plot->legend->setVisible(false);  // until there are lines to name
   m_plot->legend->setFont(QFont(font().family(), font().pointSize() - 1));
@@ -346,6 +346,8 @@ void GradNormPlot::onMouseMove(QMouseEvent* event) {
 }
 
 int GradNormPlot::lineCount() const { return m_lines->seriesCount(); }
+
+QColor GradNormPlot::drawnColor(int line) const { return m_lines->color(line); }
 
 int GradNormPlot::pointCount(const std::string& module) const {
   for (std::size_t i = 0; i < m_keys.size(); ++i) {

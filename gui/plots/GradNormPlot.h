@@ -34,6 +34,8 @@ public:
   /// The values of line `line` (as drawn) and the key it draws.
   QVector<double> lineValues(int line) const;
   hookscope::SeriesKey lineKey(int line) const { return m_keys[std::size_t(line)]; }
+  /// The colour line `line` is drawn in (a legend drawn elsewhere: the report's).
+  QColor drawnColor(int line) const;
 
 Q_SIGNALS:
   void moduleClicked(const QString& path);

@@ -47,7 +47,7 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   auto* margins = new QCPMarginGroup(m_plot);
   m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   m_scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
-  m_plot->xAxis->setLabel(tr("step"));
+  setStepAxis();
   m_plot->yAxis->setLabel(tr("value"));
   applyPalette();
 }
@@ -118,19 +118,39 @@ void HeatmapPlot::refresh(const ViewState& state) {
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void HeatmapPlot::fitAxes() {
+  m_plot->rescaleAxes();
+  auto* data = m_map->data();
+  if (data->isEmpty()) return;
+  const auto whole = [](const QCPRange& centres, int cells) {
+    if (cells < 2) return centres;
+    const double half = centres.size() / (cells - 1) / 2;
+    return QCPRange(centres.lower - half, centres.upper + half);
+  };
+  m_plot->xAxis->setRange(whole(data->keyRange(), data->keySize()));
+  m_plot->yAxis->setRange(whole(data->valueRange(), data->valueSize()));
+}
+
 QString HeatmapPlot::toCsv() const {
   QString csv = QStringLiteral("step_from,step_to,value_low,value_high,log10_1_plus_count\n");
   auto* data = m_map->data();  // QCPColorMapData::cell is not const
   if (m_points.empty() || data->isEmpty()) return csv;
-  const QCPRange keys = data->keyRange(), values = data->valueRange();
+  // Cell i of n spans its centre (the map's range holds the first and last centres) +- half a cell.
+  const auto edges = [](const QCPRange& centres, int n, int i) {
+    const double width = n > 1 ? centres.size() / (n - 1) : centres.size();
+    const double centre = n > 1 ? centres.lower + width * i : centres.center();
+    return std::pair<double, double>(centre - width / 2, centre + width / 2);
+  };
   const int nx = data->keySize(), ny = data->valueSize();
   for (int x = 0; x < nx; ++x) {
+    const auto [from, to] = edges(data->keyRange(), nx, x);
     for (int y = 0; y < ny; ++y) {
+      const auto [low, high] = edges(data->valueRange(), ny, y);
       csv += QStringLiteral("%1,%2,%3,%4,%5\n")
-                 .arg(keys.lower + keys.size() * x / nx, 0, 'g', 10)
-                 .arg(keys.lower + keys.size() * (x + 1) / nx, 0, 'g', 10)
-                 .arg(values.lower + values.size() * y / ny, 0, 'g', 10)
-                 .arg(values.lower + values.size() * (y + 1) / ny, 0, 'g', 10)
+                 .arg(from, 0, 'g', 10)
+                 .arg(to, 0, 'g', 10)
+                 .arg(low, 0, 'g', 10)
+                 .arg(high, 0, 'g', 10)
                  .arg(data->cell(x, y), 0, 'g', 10);
     }
   }

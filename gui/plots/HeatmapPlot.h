@@ -22,6 +22,11 @@ public:
   /// Cells of one column (0 = first shown step) that hold no count; -1 when there is no such column.
   int emptyRows(int column) const;
 
+protected:
+  /// The whole of every cell: the map's ranges are its cells' centres, so the first and last
+  /// steps (and the lowest and highest rows) would otherwise show half a cell.
+  void fitAxes() override;
+
 private:
   /// Brings the cached captures up to the store: appends new steps, or reloads.
   void updatePoints(const ViewState& state);

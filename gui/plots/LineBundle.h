@@ -22,6 +22,7 @@ public:
   /// Drops every series, then makes `count` empty ones.
   void reset(int count);
   void setColor(int series, const QColor& color);
+  QColor color(int series) const { return QColor::fromRgba(m_series[std::size_t(series)].color); }
   /// Appends points with keys ascending and greater than the series' last key.
   void append(int series, const QVector<double>& keys, const QVector<double>& values);
   /// Removes the series' last point.

@@ -38,7 +38,7 @@ LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
   m_plot->legend->setVisible(false);
   m_plot->legend->setFont(QFont(font().family(), font().pointSize() - 1));
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-  m_plot->xAxis->setLabel(tr("step"));
+  setStepAxis();
   m_plot->yAxis->setLabel(tr("loss"));
   m_offersLogScale = true;
   // Shown once the store holds scalars besides the loss (an attached script's lr, accuracy...).

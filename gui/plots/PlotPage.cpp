@@ -136,6 +136,26 @@ void PlotPage::fitToData() {
 bool PlotPage::savePng(const QString& path) const { return m_plot->savePng(path, 0, 0, 2.0); }
 bool PlotPage::savePdf(const QString& path) const { return m_plot->savePdf(path); }
 
+namespace {
+
+/// QCustomPlot's ticker with whole steps only: at least 1 between ticks (its 2.5 or 12.5 become
+/// 5 and 25), no sub-ticks between steps.
+class StepTicker : public QCPAxisTicker {
+protected:
+  double getTickStep(const QCPRange& range) override {
+    const double step = QCPAxisTicker::getTickStep(range);
+    return step <= 1.0 ? 1.0 : step == std::floor(step) ? step : 2 * step;
+  }
+  int getSubTickCount(double tickStep) override { return tickStep <= 1.0 ? 0 : QCPAxisTicker::getSubTickCount(tickStep); }
+};
+
+}  // namespace
+
+void PlotPage::setStepAxis() {
+  m_plot->xAxis->setLabel(tr("step"));
+  m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new StepTicker));
+}
+
 void PlotPage::changeEvent(QEvent* event) {
   if (event->type() == QEvent::PaletteChange) {
     applyPalette();

@@ -50,6 +50,9 @@ protected:
   /// Draws another heading above the plot (a scalar's name on the loss page); `shortText`
   /// replaces it while the plot is too narrow for it, so that no heading is cut.
   void setHeading(const QString& text, const QString& shortText = QString());
+  /// The x axis counts steps: labelled "step", ticks on whole steps only (a run of 3 steps has
+  /// no tick at 0.4).
+  void setStepAxis();
   /// Marks the step being looked at with a vertical line (hidden when step < 0).
   void setStepMarker(double step, bool visible);
   /// Repaints only the marker's layer: what scrubbing needs when the data did not change.

@@ -13,6 +13,7 @@
 #include <QSlider>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 
 using hookscope::CaptureKind;
@@ -356,6 +357,27 @@ private Q_SLOTS:
     for (double r : rows) total += r;
     for (auto c : s.histogram) expected += double(c);
     QCOMPARE(total, expected);
+  }
+
+  void theHeatmapShowsWholeCellsOnWholeSteps() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.setStore(store);
+    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
+    for (int step = 0; step < 3; ++step) store->add(step, key, gaussianStats(1.0 + 0.1 * step, 1));
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    HeatmapPlot* heatmap = panel.heatmap();
+    heatmap->plot()->replot();
+    // Step 0's and step 2's columns are drawn whole: half a step on either side of them.
+    const QCPRange x = heatmap->plot()->xAxis->range();
+    QVERIFY2(x.lower <= -0.5 + 1e-9 && x.upper >= 2.5 - 1e-9, qPrintable(QStringLiteral("%1..%2").arg(x.lower).arg(x.upper)));
+    // Ticks on whole steps only.
+    for (const double tick : heatmap->plot()->xAxis->tickVector()) QCOMPARE(tick, std::round(tick));
+    // And the CSV says the columns the picture shows: step 1 from 0.5 to 1.5.
+    const QStringList lines = heatmap->toCsv().split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QVERIFY(std::any_of(lines.begin(), lines.end(), [](const QString& line) { return line.startsWith(QStringLiteral("0.5,1.5,")); }));
   }
 
   void theLegendKeepsToACorner() {

@@ -1,4 +1,6 @@
-// hookscope-cli export-tensorboard: an export's series as TensorBoard event files. The files are
+// hookscope-cli export-tensorboard and report: an export for other readers.
+//
+// export-tensorboard: the series as TensorBoard event files. The files are
 // written by PyTorch's SummaryWriter (add_histogram_raw takes HookScope's statistics as they are),
 // run in Python; this side reads the export and hands the series over as JSON lines.
 
@@ -167,6 +169,35 @@ int runExportTensorBoard(const TensorBoardOptions& options) {
   }
   return error(kOutput, python + " ended by signal " + std::to_string(WTERMSIG(status)) +
                             " while writing " + options.logdir + "; nothing was written there");
+}
+
+int runReport(const ReportOptions& options) {
+  // The report is drawn by the window's plot code, which this side (no Qt) does not link:
+  // hookscope-report, installed beside it, or in the build tree's gui/ folder.
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  std::string program;
+  for (const auto& candidate : {self / "hookscope-report", self / ".." / "gui" / "hookscope-report"}) {
+    if (!ec && ::access(candidate.c_str(), X_OK) == 0) {
+      program = candidate.lexically_normal().string();
+      break;
+    }
+  }
+  if (program.empty()) {
+    return error(kMissingTool, "hookscope-report is not installed beside hookscope-cli: it is built with the window "
+                               "(HOOKSCOPE_BUILD_GUI=ON, as scripts/build.sh does), whose plot code draws the report");
+  }
+  std::vector<std::string> words{program, options.run, "--out", options.out};
+  for (const auto& layer : options.layers) {
+    words.push_back("--layer");
+    words.push_back(layer);
+  }
+  if (options.force) words.push_back("--force");
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ::execv(program.c_str(), argv.data());
+  return error(kMissingTool, "cannot start " + program + ": " + std::strerror(errno));
 }
 
 }  // namespace hookscope::cli

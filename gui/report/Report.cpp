@@ -1,0 +1,314 @@
+#include "Report.h"
+
+#include "ExportFolder.h"
+#include "RuleEngine.h"
+#include "plots/GradNormPlot.h"
+#include "plots/HeatmapPlot.h"
+#include "plots/LossPlot.h"
+#include "plots/ViewState.h"
+
+#include "plots/QCustomPlotInclude.h"
+
+#include <QBuffer>
+#include <QFileInfo>
+#include <QSaveFile>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+using namespace hookscope;
+
+namespace {
+
+constexpr int kWidth = 900;
+constexpr int kHeight = 340;
+
+QString esc(const std::string& text) { return QString::fromStdString(text).toHtmlEscaped(); }
+QString esc(const QString& text) { return text.toHtmlEscaped(); }
+
+/// The page drawn at a fixed size, as a PNG image inside the HTML.
+QString image(PlotPage* page, const ViewState& state, const QString& alt) {
+  page->resize(kWidth, kHeight);
+  page->refresh(state);
+  page->fitToData();
+  const QPixmap pixmap = page->plot()->toPixmap(kWidth, kHeight, 1.0);
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  pixmap.save(&buffer, "PNG");
+  return QStringLiteral("<img alt=\"%1\" width=\"%2\" height=\"%3\" src=\"data:image/png;base64,%4\">")
+      .arg(esc(alt))
+      .arg(kWidth)
+      .arg(kHeight)
+      .arg(QString::fromLatin1(png.toBase64()));
+}
+
+QString row(const QString& name, const QString& value) {
+  return QStringLiteral("<tr><th>%1</th><td>%2</td></tr>\n").arg(esc(name), value);
+}
+
+/// The run: what was run or attached, its configuration, what was hooked and kept.
+QString summary(const ExportData& data, const QString& run) {
+  const auto& m = data.manifest;
+  QString html = QStringLiteral("<table class=\"facts\">\n");
+  html += row(QStringLiteral("export"), esc(QFileInfo(run).absoluteFilePath()));
+  if (m.script) {
+    const auto& s = *m.script;
+    html += row(QStringLiteral("script"), esc(s.name + " (pid " + std::to_string(s.pid) + " on " + s.host + ", PyTorch " +
+                                              s.torch + ", " + s.device + " " + s.dtype +
+                                              (s.optimizer.empty() ? "" : ", " + s.optimizer) + ")"));
+    html += row(QStringLiteral("ended"), esc(s.ended));
+    if (m.ranks.size() > 1) html += row(QStringLiteral("ranks"), QString::number(m.ranks.size()));
+  } else {
+    html += row(QStringLiteral("model"), esc(m.modelFile + " (sha256 " + m.modelSha256.substr(0, 16) + "…)"));
+    html += row(QStringLiteral("configuration"), esc(m.config.describe()));
+    if (m.configurations.size() > 1) {
+      QString list;
+      for (const auto& c : m.configurations) {
+        list += esc("steps " + std::to_string(c.fromStep) + "–" + std::to_string(c.toStep) + ": " + c.config.describe()) +
+                QStringLiteral("<br>");
+      }
+      html += row(QStringLiteral("configurations"), list);
+    }
+  }
+  html += row(QStringLiteral("created"), esc(m.createdUtc + " by HookScope " + m.hookscopeVersion));
+  html += row(QStringLiteral("steps"), QString::number(m.steps) +
+                                           (m.interrupted.empty() ? QString() : esc(", interrupted by " + m.interrupted)));
+  QStringList hooked;
+  for (const auto& h : m.hooked) {
+    QStringList kinds;
+    for (const auto& k : h.kinds) kinds << QString::fromStdString(k);
+    hooked << esc((h.module.empty() ? std::string("(root)") : h.module)) + QStringLiteral(" <small>(%1)</small>").arg(esc(kinds.join(QStringLiteral(", "))));
+  }
+  html += row(QStringLiteral("hooked"), QString::number(m.hooked.size()) + QStringLiteral(" modules: ") + hooked.join(QStringLiteral(", ")));
+  html += row(QStringLiteral("captures"), QStringLiteral("%1 in %2 series, %3 steps kept")
+                                               .arg(data.store->captureCount())
+                                               .arg(data.store->seriesKeys().size())
+                                               .arg(data.store->steps().size()));
+  if (m.thinned()) {
+    html += row(QStringLiteral("thinned"), QStringLiteral("every %1 steps kept, to stay under %2 MiB")
+                                              .arg(m.thinning.back().stride)
+                                              .arg(m.memoryCapBytes >> 20));
+  }
+  std::int64_t dropped = 0;
+  for (const auto& gap : m.gaps) dropped += gap.captures;
+  if (dropped) {
+    html += row(QStringLiteral("gaps"), QStringLiteral("%1 captures dropped by the script in %2 steps (manifest.json, gaps)")
+                                           .arg(dropped)
+                                           .arg(m.gaps.size()));
+  }
+  return html + QStringLiteral("</table>\n");
+}
+
+/// "Not finite (NaN or Inf) at 2 of 6 steps, first at step 3: the points are not drawn."
+QString nonFiniteNote(std::vector<std::int64_t> steps, std::size_t of, const QString& consequence) {
+  std::sort(steps.begin(), steps.end());
+  return QStringLiteral("<p class=\"warn\">Not finite (NaN or Inf) at %1 of %2 steps, first at step %3: %4.</p>\n")
+      .arg(steps.size())
+      .arg(of)
+      .arg(steps.front())
+      .arg(esc(consequence));
+}
+
+QString alertsTable(const std::vector<Alert>& alerts, bool ranks) {
+  if (alerts.empty()) return QStringLiteral("<p>No rule fired.</p>\n");
+  QString html = QStringLiteral("<table class=\"alerts\"><tr><th>first step</th><th>last step</th><th>steps</th>") +
+                 (ranks ? QStringLiteral("<th>rank</th>") : QString()) +
+                 QStringLiteral("<th>rule</th><th>layer</th><th>kind</th><th>message</th></tr>\n");
+  for (const auto& a : alerts) {
+    html += QStringLiteral("<tr><td>%1</td><td>%2</td><td>%3</td>").arg(a.step).arg(a.lastStep < 0 ? a.step : a.lastStep).arg(a.count);
+    if (ranks) html += QStringLiteral("<td>%1</td>").arg(a.rank);
+    html += QStringLiteral("<td>%1</td><td>%2</td><td>%3</td><td>%4</td></tr>\n")
+                .arg(esc(std::string(ruleName(a.rule))), esc(a.module.empty() ? std::string("(root)") : a.module),
+                     esc(std::string(captureKindName(a.kind))), esc(a.message));
+  }
+  return html + QStringLiteral("</table>\n");
+}
+
+/// The lines of the gradient-norm picture, named: the plot's own legend fits a corner of the
+/// window's plot only for a few layers.
+QString gradNormLegend(const GradNormPlot& page) {
+  QString html = QStringLiteral("<table class=\"legend\"><tr><th></th><th>layer</th><th>first</th><th>last</th></tr>\n");
+  for (int line = 0; line < page.lineCount(); ++line) {
+    const SeriesKey key = page.lineKey(line);
+    const QVector<double> values = page.lineValues(line);
+    QString name = key.module.empty() ? QStringLiteral("(root)") : QString::fromStdString(key.module);
+    if (key.call || key.index) name += QStringLiteral(" (call %1, output %2)").arg(key.call).arg(key.index);
+    if (key.rank >= 0 && page.rankMode() != GradNormPlot::RankMode::OneRank) name += QStringLiteral(", rank %1").arg(key.rank);
+    html += QStringLiteral("<tr><td><span class=\"swatch\" style=\"background:%1\"></span></td><td>%2</td><td>%3</td><td>%4</td></tr>\n")
+                .arg(page.drawnColor(line).name(), esc(name),
+                     values.isEmpty() ? QString() : QString::number(values.front(), 'g', 4),
+                     values.isEmpty() ? QString() : QString::number(values.back(), 'g', 4));
+  }
+  return html + QStringLiteral("</table>\n");
+}
+
+/// The series a layer's heatmap draws: its activation (call 0, output 0), else what it has.
+bool layerSeries(const CaptureStore& store, const std::string& module, int rank, SeriesKey* key) {
+  const CaptureKind order[] = {CaptureKind::Activation, CaptureKind::Gradient, CaptureKind::Input};
+  for (const auto kind : order) {
+    const SeriesKey candidate{module, 0, kind, 0, rank};
+    if (!store.series(candidate).empty()) {
+      *key = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ReportResult writeReport(const ReportRequest& request, ReportContents* contents, QString* error) {
+  ExportData data;
+  std::string message;
+  if (!readExport(request.run.toStdString(), &data, &message)) {
+    *error = QString::fromStdString(message);
+    return ReportResult::BadInput;
+  }
+  if (QFileInfo::exists(request.out) && !request.force) {
+    *error = QStringLiteral("%1 exists; use --force to replace it, or name another file").arg(request.out);
+    return ReportResult::CannotWrite;
+  }
+  *contents = ReportContents();
+  const auto& store = data.store;
+  ViewState state;
+  state.store = store;
+  state.ranks = store->ranks();
+  state.rank = -1;
+  state.latestStep = store->latestStep();
+  state.step = state.latestStep;
+  const int rank = state.shownRank();
+
+  const QString title = QStringLiteral("HookScope report: %1").arg(QFileInfo(request.run).fileName());
+  QString body;
+  body += QStringLiteral("<h1>%1</h1>\n").arg(esc(title));
+  body += summary(data, request.run);
+
+  // Loss and the other scalars over steps: the loss first, then the script's, the timings last.
+  auto names = store->scalarNames();
+  auto weight = [](const std::string& name) {
+    if (name == "loss") return 0;
+    if (name == "lr") return 1;
+    return name.size() > 3 && name.compare(name.size() - 3, 3, "_ms") == 0 ? 3 : 2;
+  };
+  std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) { return weight(a) < weight(b); });
+  body += QStringLiteral("<h2>Loss and scalars</h2>\n");
+  if (names.empty()) body += QStringLiteral("<p>No scalars were recorded.</p>\n");
+  for (const auto& name : names) {
+    LossPlot page;
+    page.setScalar(QString::fromStdString(name));
+    body += QStringLiteral("<h3>%1</h3>\n").arg(esc(name)) + image(&page, state, QString::fromStdString(name));
+    std::vector<std::int64_t> bad;
+    std::size_t points = 0;
+    for (const int r : state.ranks) {
+      for (const auto& p : store->scalars(name, r)) {
+        ++points;
+        if (!std::isfinite(p.value)) bad.push_back(p.step);
+      }
+    }
+    if (!bad.empty()) body += nonFiniteNote(bad, points, QStringLiteral("the points are not drawn"));
+    ++contents->images;
+  }
+
+  // Gradient norms of every hooked layer.
+  body += QStringLiteral("<h2>Gradient norms</h2>\n");
+  bool gradients = false;
+  for (const auto& key : store->seriesKeys()) gradients = gradients || key.kind == CaptureKind::Gradient;
+  if (gradients) {
+    GradNormPlot page;
+    body += image(&page, state, QStringLiteral("gradient norms"));  // draws, then the legend names what it drew
+    body += QStringLiteral("<p class=\"note\">The L2 norm of each hooked layer's output gradient per step, log scale:</p>\n");
+    body += gradNormLegend(page);
+    std::set<std::int64_t> steps, bad;
+    for (const auto& key : store->seriesKeys()) {
+      if (key.kind != CaptureKind::Gradient) continue;
+      for (const auto& p : store->series(key)) {
+        steps.insert(p.step);
+        if (!std::isfinite(p.stats.l2norm) || p.stats.hasNonFinite()) bad.insert(p.step);
+      }
+    }
+    if (!bad.empty()) {
+      body += nonFiniteNote({bad.begin(), bad.end()}, steps.size(), QStringLiteral("a norm there is of the finite values, and a gradient with none has no point"));
+    }
+    ++contents->images;
+  } else {
+    body += QStringLiteral("<p>No gradients were captured (hook Grad, or <code>--kinds gradient</code>).</p>\n");
+  }
+
+  // A histogram-over-time heatmap per layer: those named, else every hooked one (tree order).
+  std::vector<std::string> layers;
+  if (!request.layers.isEmpty()) {
+    for (const auto& l : request.layers) layers.push_back(l == QStringLiteral("(root)") ? std::string() : l.toStdString());
+  } else {
+    std::set<std::string> seen;
+    for (const auto& h : data.manifest.hooked) {
+      if (seen.insert(h.module).second) layers.push_back(h.module);
+    }
+    for (const auto& key : store->seriesKeys()) {  // an export without `hooked` (version 1)
+      if (!isParameterKind(key.kind) && seen.insert(key.module).second) layers.push_back(key.module);
+    }
+  }
+  body += QStringLiteral("<h2>Histograms over steps</h2>\n");
+  QStringList missing;
+  int drawn = 0;
+  for (const auto& module : layers) {
+    const QString name = module.empty() ? QStringLiteral("(root)") : QString::fromStdString(module);
+    SeriesKey key;
+    if (!layerSeries(*store, module, rank, &key)) {
+      if (!request.layers.isEmpty()) missing << name;
+      continue;
+    }
+    if (drawn == request.maxLayers) {
+      ++contents->layersLeftOut;
+      continue;
+    }
+    state.selected = key;
+    state.hasSelection = true;
+    HeatmapPlot page;
+    body += QStringLiteral("<h3>%1 <small>%2, call 0, tensor 0</small></h3>\n")
+                .arg(esc(name), esc(std::string(captureKindName(key.kind)))) +
+            image(&page, state, name);
+    std::vector<std::int64_t> bad;
+    const auto points = store->series(key);
+    for (const auto& p : points) {
+      if (p.stats.hasNonFinite()) bad.push_back(p.step);
+    }
+    if (!bad.empty()) body += nonFiniteNote(bad, points.size(), QStringLiteral("its columns count the finite values"));
+    contents->heatmapLayers << name;
+    ++contents->images;
+    ++drawn;
+  }
+  if (!missing.isEmpty()) {
+    *error = QStringLiteral("%1 in this export has no captures to draw (a layer's path, as `hookscope-cli show` lists them)")
+                 .arg(missing.join(QStringLiteral(", ")));
+    return ReportResult::BadInput;
+  }
+  if (drawn == 0) body += QStringLiteral("<p>No layer has activations, gradients or inputs captured.</p>\n");
+  if (contents->layersLeftOut) {
+    body += QStringLiteral("<p class=\"note\">%1 more hooked layers are not drawn; name the ones to draw with "
+                           "<code>--layer PATH</code> (repeatable).</p>\n")
+                .arg(contents->layersLeftOut);
+  }
+
+  body += QStringLiteral("<h2>Alerts</h2>\n") + alertsTable(data.alerts, state.ranks.size() > 1);
+
+  const QString html =
+      QStringLiteral("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>%1</title>\n"
+                     "<style>body{font-family:sans-serif;max-width:%2px;margin:1.5em auto;padding:0 1em;color:#222}"
+                     "h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin:1.2em 0 .3em;"
+                     "font-size:1em}small{color:#666;font-weight:normal}table{border-collapse:collapse;margin:.5em 0}"
+                     "th,td{text-align:left;vertical-align:top;padding:3px 10px 3px 0;border-bottom:1px solid #eee}"
+                     "table.facts th{white-space:nowrap;color:#555}img{display:block;border:1px solid #ddd}"
+                     ".note{color:#555}.warn{color:#a40000}.swatch{display:inline-block;width:24px;height:4px;vertical-align:middle}</style></head>\n<body>\n%3</body></html>\n")
+          .arg(esc(title))
+          .arg(kWidth + 40)
+          .arg(body);
+  QSaveFile file(request.out);
+  if (!file.open(QIODevice::WriteOnly) || file.write(html.toUtf8()) < 0 || !file.commit()) {
+    *error = QStringLiteral("cannot write %1 (%2)").arg(request.out, file.errorString());
+    return ReportResult::CannotWrite;
+  }
+  return ReportResult::Written;
+}

@@ -1,0 +1,32 @@
+#pragma once
+// A self-contained HTML report of an export folder, with the pictures the window would show,
+// drawn by the window's own plot pages offscreen: what `hookscope-cli report` writes, so that a
+// headless run on a server or in CI can be judged by eye in a browser.
+
+#include <QString>
+#include <QStringList>
+
+struct ReportRequest {
+  QString run;           ///< export folder
+  QString out;           ///< the .html file to write
+  QStringList layers;    ///< modules to draw a heatmap of; empty: every hooked one, up to maxLayers
+  int maxLayers = 16;
+  bool force = false;    ///< replace an existing file
+};
+
+/// What writeReport drew, for the message and the tests.
+struct ReportContents {
+  int images = 0;
+  QStringList heatmapLayers;  ///< in the order drawn
+  int layersLeftOut = 0;      ///< hooked layers past maxLayers, not drawn
+};
+
+enum class ReportResult {
+  Written,
+  BadInput,    ///< the export cannot be read, or lacks a layer asked for
+  CannotWrite  ///< the file exists (without force) or cannot be written
+};
+
+/// Writes the report (a temporary file moved into place); otherwise a message that says what to
+/// do. Needs a QApplication (offscreen will do).
+ReportResult writeReport(const ReportRequest& request, ReportContents* contents, QString* error);

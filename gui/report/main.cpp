@@ -1,0 +1,54 @@
+// hookscope-report: the program behind `hookscope-cli report` (which keeps no Qt itself). Draws
+// with the window's plot code on Qt's offscreen platform: no display needed.
+#include "Report.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+
+#include <algorithm>
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  // A server or CI job often has no XDG_RUNTIME_DIR; nothing here needs one, so Qt need not say so.
+  static const QtMessageHandler qtHandler = qInstallMessageHandler(nullptr);
+  qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& context, const QString& text) {
+    if (!text.contains(QStringLiteral("XDG_RUNTIME_DIR"))) qtHandler(type, context, text);
+  });
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("hookscope-report"));
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Write a self-contained HTML report of a HookScope export."));
+  parser.addHelpOption();
+  parser.addPositionalArgument(QStringLiteral("run"), QStringLiteral("export folder"));
+  parser.addOption({QStringLiteral("out"), QStringLiteral("the HTML file to write"), QStringLiteral("FILE")});
+  parser.addOption({QStringLiteral("layer"), QStringLiteral("a layer to draw a heatmap of (repeatable)"), QStringLiteral("PATH")});
+  parser.addOption({QStringLiteral("max-layers"), QStringLiteral("heatmaps drawn without --layer"), QStringLiteral("N"),
+                    QStringLiteral("16")});
+  parser.addOption({QStringLiteral("force"), QStringLiteral("replace an existing file")});
+  parser.process(app);
+  ReportRequest request;
+  const QStringList positional = parser.positionalArguments();
+  request.out = parser.value(QStringLiteral("out"));
+  if (positional.size() != 1 || request.out.isEmpty()) {
+    std::fprintf(stderr, "hookscope-cli: usage: hookscope-cli report RUN --out FILE.html [--layer PATH ...] [--force]\n");
+    return 2;
+  }
+  request.run = positional.front();
+  request.layers = parser.values(QStringLiteral("layer"));
+  request.maxLayers = std::max(0, parser.value(QStringLiteral("max-layers")).toInt());
+  request.force = parser.isSet(QStringLiteral("force"));
+  ReportContents contents;
+  QString error;
+  const ReportResult result = writeReport(request, &contents, &error);
+  if (result != ReportResult::Written) {
+    std::fprintf(stderr, "hookscope-cli: %s\n", qPrintable(error));
+    return result == ReportResult::CannotWrite ? 5 : 4;  // hookscope-cli's exit codes
+  }
+  std::fprintf(stderr, "wrote %s: %d images (%d layer heatmaps%s); open it in a browser\n", qPrintable(request.out),
+               contents.images, int(contents.heatmapLayers.size()),
+               contents.layersLeftOut ? qPrintable(QStringLiteral(", %1 more layers not drawn: --layer names them")
+                                                       .arg(contents.layersLeftOut))
+                                      : "");
+  return 0;
+}
