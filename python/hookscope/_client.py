@@ -8,7 +8,6 @@ captured tensor becomes statistics where it lives (_stats); only those cross the
 
 import atexit
 import contextlib
-import json
 import os
 import platform
 import sys
@@ -23,18 +22,9 @@ from . import _wire
 from ._address import default_address
 from ._control import KINDS, Control
 from ._hooks import ModelHooks
-from ._stats import StepStatistics, entry_text
+from ._capture import DTYPES, CaptureSink
+from ._stats import StepStatistics
 from ._transport import Connection, Refused
-
-_DTYPES = {
-    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
-    torch.bfloat16: "bfloat16", torch.int64: "int64", torch.int32: "int32", torch.int16: "int16",
-    torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
-}
-_STATS_PER_MESSAGE = 4000
-_STATS_MESSAGE_BYTES = 8 << 20
-_BEHIND_BYTES = 16 << 20      # with this much unsent, a step's statistics are dropped as a gap
-_NAMED_DROPS = 64             # dropped captures named per step (the count is always whole)
 
 _live = weakref.WeakSet()
 
@@ -110,7 +100,7 @@ def attach(model, optimizer=None, address=None, name=None, wait=False, timeout=N
     return Attached(model, optimizer=optimizer, address=address, name=name, wait=wait, timeout=timeout, job=job)
 
 
-class Attached:
+class Attached(CaptureSink):
     """A model attached to HookScope. Call ``step(loss)`` once per training step."""
 
     def __init__(self, model, optimizer=None, address=None, name=None, wait=False, timeout=None, job=None):
@@ -130,8 +120,6 @@ class Attached:
                                  keep_graph=self._dist is not None and self._dist[1] > 1)
         self._stats = StepStatistics()
         self._defer_all = False     # tests: CPU tensors take the device path (row buffer, one copy)
-        self._dropped = []          # (fields, reason) of captures this step could not keep
-        self._dropped_count = 0
         self._suspended = 0         # > 0 inside suspended_capture(): hooks capture nothing
         self._warned = set()
         self.address = address or os.environ.get("HOOKSCOPE_ADDRESS") or default_address()
@@ -260,7 +248,7 @@ class Attached:
             modules.append(entry)
         try:
             first = next(self._model.parameters())
-            device, dtype = str(first.device), _DTYPES.get(first.dtype, str(first.dtype))
+            device, dtype = str(first.device), DTYPES.get(first.dtype, str(first.dtype))
         except StopIteration:
             device, dtype = "cpu", "float32"
         hello = {
@@ -310,50 +298,6 @@ class Attached:
         if settings is not None:
             self._hooks.apply(*settings)
 
-    # ---------------------------------------------------------------- captures
-
-    def capture(self, series, call, kind, index, tensor):
-        """Computes one tensor's statistics now; `series` is a module index or a parameter name."""
-        t = tensor.detach()
-        where = '"module":%d' % series if isinstance(series, int) else '"param":' + json.dumps(series)
-        dtype = _DTYPES.get(t.dtype) or str(t.dtype).replace("torch.", "")
-        fields = '%s,"call":%d,"kind":"%s","index":%d,"shape":[%s],"dtype":"%s","numel":%d' % (
-            where, call, kind, index, ",".join(map(str, t.shape)), dtype, t.numel())
-        with self.lock:
-            if t.layout != torch.strided:
-                self._drop(fields, "a %s tensor has no statistics HookScope computes" % t.layout)
-                return
-            try:
-                self._stats.add(fields, t, defer=self._defer_all)
-            except Exception as exc:  # never into the user's code: a gap that says why
-                self._drop(fields, "%s: %s" % (type(exc).__name__, exc))
-
-    def _drop(self, fields, reason):
-        self._dropped_count += 1
-        if len(self._dropped) < _NAMED_DROPS:
-            self._dropped.append((fields, reason))
-        self._warn_once(("dropped", reason), "a capture was dropped (%s); it is recorded as a gap" % reason)
-
-    def _send_statistics(self):
-        entries = self._stats.take()
-        if not entries:
-            return
-        if self._conn.open and self._conn.unsent > _BEHIND_BYTES:
-            for fields, _ in entries:  # the viewer is this far behind: a gap, not more memory
-                self._drop(fields, "the viewer was %d MiB behind" % (self._conn.unsent >> 20))
-            return
-        bins = self._stats.bins
-        head = '{"type":"stats","step":%d,"captures":[' % self._step
-        batch, size = [], 0
-        for fields, row in entries:
-            text = entry_text(fields, row, bins)
-            if batch and (len(batch) >= _STATS_PER_MESSAGE or size + len(text) > _STATS_MESSAGE_BYTES):
-                self._conn.queue(_wire.text_frame(head + ",".join(batch) + "]}"))
-                batch, size = [], 0
-            batch.append(text)
-            size += len(text) + 1
-        self._conn.queue(_wire.text_frame(head + ",".join(batch) + "]}"))
-
     # ---------------------------------------------------------------- step
 
     def _fingerprint(self):
@@ -393,11 +337,9 @@ class Attached:
         message = {"type": "step", "step": self._step, "scalars": self._scalars(loss, scalars)}
         if self._prints:
             message["fingerprint"] = self._fingerprint()
-        if self._dropped_count:
-            message["dropped"] = {"captures": self._dropped_count,
-                                  "series": [json.loads("{%s,\"reason\":%s}" % (fields, json.dumps(reason)))
-                                             for fields, reason in self._dropped]}
-            self._dropped, self._dropped_count = [], 0
+        dropped = self._take_dropped()
+        if dropped:
+            message["dropped"] = dropped
         if self._step == 0:
             message["shapes"] = self._hooks.take_probe()
         done = self._step

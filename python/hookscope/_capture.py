@@ -1,0 +1,81 @@
+"""Captured tensors to `stats` messages: what an attached script and HookScope's Python engine
+share. The owner has `lock`, `_stats` (StepStatistics), `_conn` (Connection), `_step`,
+`_defer_all` and `_warn_once(key, message)`; each tensor becomes statistics where it lives."""
+
+import json
+
+import torch
+
+from . import _wire
+from ._stats import entry_text
+
+DTYPES = {
+    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.int64: "int64", torch.int32: "int32", torch.int16: "int16",
+    torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+}
+STATS_PER_MESSAGE = 4000
+STATS_MESSAGE_BYTES = 8 << 20
+BEHIND_BYTES = 16 << 20      # with this much unsent, a step's statistics are dropped as a gap
+NAMED_DROPS = 64             # dropped captures named per step (the count is always whole)
+
+
+class CaptureSink:
+    """capture() for the hooks (ModelHooks), and the step's statistics and gaps for the wire."""
+
+    _dropped = ()
+    _dropped_count = 0
+
+    def capture(self, series, call, kind, index, tensor):
+        """Computes one tensor's statistics now; `series` is a module index or a parameter name."""
+        t = tensor.detach()
+        where = '"module":%d' % series if isinstance(series, int) else '"param":' + json.dumps(series)
+        dtype = DTYPES.get(t.dtype) or str(t.dtype).replace("torch.", "")
+        fields = '%s,"call":%d,"kind":"%s","index":%d,"shape":[%s],"dtype":"%s","numel":%d' % (
+            where, call, kind, index, ",".join(map(str, t.shape)), dtype, t.numel())
+        with self.lock:
+            if t.layout != torch.strided:
+                self._drop(fields, "a %s tensor has no statistics HookScope computes" % t.layout)
+                return
+            try:
+                self._stats.add(fields, t, defer=self._defer_all)
+            except Exception as exc:  # never into the user's code: a gap that says why
+                self._drop(fields, "%s: %s" % (type(exc).__name__, exc))
+
+    def _drop(self, fields, reason):
+        if not self._dropped_count:
+            self._dropped = []
+        self._dropped_count += 1
+        if len(self._dropped) < NAMED_DROPS:
+            self._dropped.append((fields, reason))
+        self._warn_once(("dropped", reason), "a capture was dropped (%s); it is recorded as a gap" % reason)
+
+    def _take_dropped(self):
+        """The step message's `dropped` field, or None when every capture was kept."""
+        if not self._dropped_count:
+            return None
+        dropped = {"captures": self._dropped_count,
+                   "series": [json.loads("{%s,\"reason\":%s}" % (fields, json.dumps(reason)))
+                              for fields, reason in self._dropped]}
+        self._dropped, self._dropped_count = [], 0
+        return dropped
+
+    def _send_statistics(self):
+        entries = self._stats.take()
+        if not entries:
+            return
+        if self._conn.open and self._conn.unsent > BEHIND_BYTES:
+            for fields, _ in entries:  # the viewer is this far behind: a gap, not more memory
+                self._drop(fields, "the viewer was %d MiB behind" % (self._conn.unsent >> 20))
+            return
+        bins = self._stats.bins
+        head = '{"type":"stats","step":%d,"captures":[' % self._step
+        batch, size = [], 0
+        for fields, row in entries:
+            text = entry_text(fields, row, bins)
+            if batch and (len(batch) >= STATS_PER_MESSAGE or size + len(text) > STATS_MESSAGE_BYTES):
+                self._conn.queue(_wire.text_frame(head + ",".join(batch) + "]}"))
+                batch, size = [], 0
+            batch.append(text)
+            size += len(text) + 1
+        self._conn.queue(_wire.text_frame(head + ",".join(batch) + "]}"))
