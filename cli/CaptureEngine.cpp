@@ -19,12 +19,24 @@
 #include <iostream>
 #include <mutex>
 
+#include "ModelFileKind.h"
+
+#include <filesystem>
+
 namespace hookscope::cli {
 
 int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const std::set<RuleKind>& breakOn,
                        const RuleSettings& ruleSettings) {
   EngineOptions engineOptions;
-  engineOptions.program = enginePath();  // `hookscope-engine serve`, without a hop through hookscope-cli
+  // TorchScript: `hookscope-engine serve`, without a hop through hookscope-cli. Any other file:
+  // `hookscope-cli serve`, which hands a .pt2 or a pickle to the Python engine and says what
+  // another file is.
+  ModelFileInfo info;
+  std::string identifyError;
+  const bool torchScript = identifyModelFile(options.model, &info, &identifyError) && info.kind == ModelFileKind::TorchScript;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  engineOptions.program = torchScript || ec ? enginePath() : self.string();
   engineOptions.model = options.model;
   engineOptions.trust = options.trust;
   engineOptions.confine = options.confine;

@@ -95,6 +95,25 @@ struct ServeOptions {
   bool trust = false;
   bool confine = true;  ///< Landlock and seccomp before the model is read
 };
+/// How to start the Python engine for a .pt2 or a whole-model pickle.
+struct PythonEngineOptions {
+  std::string python;                   ///< "" : HOOKSCOPE_PYTHON, else the Python HookScope was built with
+  std::vector<std::string> pythonPath;  ///< folders to import the model's classes from (also HOOKSCOPE_PYTHON_PATH)
+  std::string address;                  ///< serve: the window's address
+  std::vector<std::string> inputs;      ///< inspect: --input specs
+  bool trust = false;
+  bool confine = true;
+};
+/// serve and inspect: a TorchScript file goes to hookscope-engine (execEngine), a .pt2 or a
+/// whole-model pickle to `python -m hookscope.engine`; any other file ends with what it is.
+/// Returns only on failure, with the exit code of the message it printed.
+int execEngineFor(const std::string& command, const std::string& model, const PythonEngineOptions& options);
+/// The hookscope package's folder: HOOKSCOPE_PACKAGE_DIR, else installed beside this program,
+/// else the source tree's python/.
+std::string pythonPackageDir();
+/// HOOKSCOPE_PYTHON, else the Python HookScope was built with.
+std::string defaultPython();
+
 /// Loads operator libraries given with --load-library; false after reporting the first failure.
 bool loadLibraries(const std::vector<std::string>& paths);
 

@@ -92,22 +92,6 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
 
 }  // namespace
 
-std::string pythonPackageDir() {
-  if (const char* dir = std::getenv("HOOKSCOPE_PACKAGE_DIR"); dir && *dir) return dir;
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto installed = self.parent_path() / ".." / "share" / "hookscope" / "python";
-    if (std::filesystem::exists(installed / "hookscope" / "__init__.py", ec)) return installed.lexically_normal();
-  }
-  return HOOKSCOPE_SOURCE_PYTHON_DIR;
-}
-
-std::string defaultPython() {
-  if (const char* python = std::getenv("HOOKSCOPE_PYTHON"); python && *python) return python;
-  return HOOKSCOPE_DEFAULT_PYTHON;
-}
-
 int runExportTensorBoard(const TensorBoardOptions& options) {
   ExportData data;
   std::string message;

@@ -9,6 +9,8 @@
 
 #include <iostream>
 
+#include <stdlib.h>
+
 using namespace hookscope::cli;
 
 int main(int argc, char** argv) {
@@ -25,11 +27,20 @@ int main(int argc, char** argv) {
       "(repeatable): for a model that uses operators outside PyTorch itself, e.g. torchvision's "
       "_C.so for torchvision::nms. torchvision's beside the linked PyTorch is loaded by itself.";
 
+  // A .pt2 or a whole-model pickle runs in Python: which one, and where the model's classes are.
+  PythonEngineOptions python;
+  const std::string pythonHelp = "Python with PyTorch that runs .pt2 and whole-model pickle files (default: "
+                                 "HOOKSCOPE_PYTHON, else the one HookScope was built with)";
+  const std::string pythonPathHelp = "folder to import a pickled model's classes from (repeatable)";
+
   InspectOptions inspect;
   auto* inspectCmd = app.add_subcommand(
       "inspect", "Print the module tree (path, type, own and total parameters); with --input, run "
                  "one forward pass and add every module call's output shapes.");
-  inspectCmd->add_option("model", inspect.model, "TorchScript model file (.pt)")->required();
+  inspectCmd->add_option("model", inspect.model, "model file: TorchScript, torch.export (.pt2), torch.save(model)")
+      ->required();
+  inspectCmd->add_option("--python", python.python, pythonHelp);
+  inspectCmd->add_option("--python-path", python.pythonPath, pythonPathHelp);
   inspectCmd->add_option("--input", inspect.inputs,
                          "synthetic input SHAPE[:DTYPE[:LOW:HIGH]], one per model input, e.g. "
                          "8x1x28x28 or 8x128:int64:0:30000");
@@ -49,7 +60,10 @@ int main(int argc, char** argv) {
                                 "FOLDER");
   auto* captureCmd = app.add_subcommand(
       "capture", "Run training steps with hooks on the chosen modules and write an export folder.");
-  captureCmd->add_option("model", capture.model, "TorchScript model file (.pt)")->required();
+  captureCmd->add_option("model", capture.model, "model file: TorchScript, torch.export (.pt2), torch.save(model)")
+      ->required();
+  captureCmd->add_option("--python", python.python, pythonHelp);
+  captureCmd->add_option("--python-path", python.pythonPath, pythonPathHelp);
   captureCmd->add_option("--out", capture.out, "export folder to write")->required()->check(nonEmpty);
   captureCmd->add_option("--load-library", libraries, libraryHelp);
   captureCmd->add_flag("-v,--verbose", capture.verbose,
@@ -169,7 +183,10 @@ int main(int argc, char** argv) {
       "serve", "Run a model file for a HookScope window, which starts this itself when it opens a model: the model "
                "runs in this process, confined (no file writes, programs or network), and the window shows what it "
                "captures and says when to step.");
-  serveCmd->add_option("model", serve.model, "TorchScript model file (.pt)")->required();
+  serveCmd->add_option("model", serve.model, "model file: TorchScript, torch.export (.pt2), torch.save(model)")
+      ->required();
+  serveCmd->add_option("--python", python.python, pythonHelp);
+  serveCmd->add_option("--python-path", python.pythonPath, pythonPathHelp);
   serveCmd->add_option("--address", serve.address,
                        "the window's address (default: HOOKSCOPE_ADDRESS, else unix:$XDG_RUNTIME_DIR/hookscope.sock)");
   serveCmd->add_option("--load-library", libraries, libraryHelp);
@@ -218,8 +235,26 @@ int main(int argc, char** argv) {
     if (*inspectCmd) return runInspect(inspect);
     if (*serveCmd) return runServe(serve, libraries);
 #else
-    // Loading a model takes LibTorch, which this side never links.
-    if (*inspectCmd || *serveCmd) return execEngine();
+    // Loading a model takes LibTorch (or Python), which this side never links.
+    if (*inspectCmd) {
+      python.inputs = inspect.inputs;
+      python.trust = inspect.trust;
+      python.confine = inspect.confine;
+      return execEngineFor("inspect", inspect.model, python);
+    }
+    if (*serveCmd) {
+      python.address = serve.address;
+      python.trust = serve.trust;
+      python.confine = serve.confine;
+      return execEngineFor("serve", serve.model, python);
+    }
+    // capture runs the model through `serve` in an engine process: it takes these from there.
+    if (!python.python.empty()) ::setenv("HOOKSCOPE_PYTHON", python.python.c_str(), 1);
+    if (!python.pythonPath.empty()) {
+      std::string joined;
+      for (const auto& dir : python.pythonPath) joined += (joined.empty() ? "" : ":") + dir;
+      ::setenv("HOOKSCOPE_PYTHON_PATH", joined.c_str(), 1);
+    }
 #endif
     capture.libraries = libraries;
     if (*captureCmd) return runCapture(capture);

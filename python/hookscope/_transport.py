@@ -36,15 +36,13 @@ class Connection:
         """Bytes waiting in the outbox: how far behind the viewer is."""
         return len(self._outbox)
 
-    def connect(self, hello, wait=False, timeout=None):
-        """Sends `hello` (its token filled in from the address) and returns the welcome and the
-        messages that came with it; raises Refused with what to do."""
+    def open_socket(self, wait=False, timeout=None):
+        """A socket connected to the address (before the hello: HookScope's engine connects,
+        then confines itself, then loads the model and says hello); raises Refused."""
         try:
-            kind, where, token = parse_address(self.address)
+            kind, where, _ = parse_address(self.address)
         except ValueError as exc:
             raise Refused(str(exc)) from None
-        if token:
-            hello = dict(hello, token=token)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             sock = None
@@ -62,6 +60,20 @@ class Connection:
                 raise Refused("no viewer listens at %s (%s). Open File > Attach to a training script in "
                               "HookScope, or run `hookscope-cli record --out DIR`, then set HOOKSCOPE_ADDRESS to "
                               "the address it prints" % (self.address, exc.strerror or exc)) from None
+        return sock
+
+    def connect(self, hello, wait=False, timeout=None, sock=None):
+        """Sends `hello` (its token filled in from the address) on `sock` (a new connection when
+        None) and returns the welcome and the messages that came with it; raises Refused with
+        what to do."""
+        try:
+            _, _, token = parse_address(self.address)
+        except ValueError as exc:
+            raise Refused(str(exc)) from None
+        if token:
+            hello = dict(hello, token=token)
+        if sock is None:
+            sock = self.open_socket(wait, timeout)
         try:
             sock.sendall(_wire.json_frame(hello))
             messages = self._await_welcome(sock)

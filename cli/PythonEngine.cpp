@@ -1,0 +1,92 @@
+// Which engine runs a model file, told from its contents: TorchScript in hookscope-engine
+// (LibTorch), a torch.export program or a whole-model pickle in the hookscope package's Python
+// engine (python -m hookscope.engine); for a file neither opens, a message that says what it is.
+
+#include "CliCommands.h"
+#include "CliSupport.h"
+#include "ModelFileKind.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace hookscope::cli {
+
+std::string pythonPackageDir() {
+  if (const char* dir = std::getenv("HOOKSCOPE_PACKAGE_DIR"); dir && *dir) return dir;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = self.parent_path() / ".." / "share" / "hookscope" / "python";
+    if (std::filesystem::exists(installed / "hookscope" / "__init__.py", ec)) return installed.lexically_normal();
+  }
+  return HOOKSCOPE_SOURCE_PYTHON_DIR;
+}
+
+std::string defaultPython() {
+  if (const char* python = std::getenv("HOOKSCOPE_PYTHON"); python && *python) return python;
+  return HOOKSCOPE_DEFAULT_PYTHON;
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char by) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (const char c : text) {
+    if (c == by) {
+      if (!part.empty()) parts.push_back(part);
+      part.clear();
+    } else {
+      part += c;
+    }
+  }
+  if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+}  // namespace
+
+int execEngineFor(const std::string& command, const std::string& model, const PythonEngineOptions& options) {
+  ModelFileInfo info;
+  std::string message;
+  if (!std::filesystem::exists(model)) return execEngine();  // the engine says the file is missing, as before
+  if (!identifyModelFile(model, &info, &message)) return error(kModelLoad, message);
+  if (info.kind == ModelFileKind::TorchScript) return execEngine();
+  if (info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors) {
+    return error(kModelLoad, info.description + ". HookScope does not open checkpoints yet; open the model itself: "
+                                                "saved with torch.jit.save, torch.export.save or torch.save(model)");
+  }
+  if (info.kind == ModelFileKind::Unknown) return error(kModelLoad, info.description);
+
+  // A .pt2 or a whole-model pickle: the Python engine, in the Python the user named.
+  const std::string python = !options.python.empty() ? options.python : defaultPython();
+  std::vector<std::string> words{python, "-m", "hookscope.engine", command, model};
+  if (command == "serve" && !options.address.empty()) words.insert(words.end(), {"--address", options.address});
+  for (const auto& input : options.inputs) words.insert(words.end(), {"--input", input});
+  if (options.trust) words.push_back("--trust");
+  if (!options.confine) words.push_back("--no-confine");
+  std::vector<std::string> pythonPath = options.pythonPath;
+  if (const char* more = std::getenv("HOOKSCOPE_PYTHON_PATH"); more && *more) {
+    for (const auto& dir : split(more, ':')) pythonPath.push_back(dir);
+  }
+  for (const auto& dir : pythonPath) words.insert(words.end(), {"--python-path", dir});
+  std::string path = pythonPackageDir();
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+  ::setenv("PYTHONPATH", path.c_str(), 1);
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  ::execvp(python.c_str(), argv.data());
+  return error(kModelLoad, std::string(modelFileKindName(info.kind)) + " files run in Python, and " + python +
+                               " cannot be started (" + std::strerror(errno) +
+                               "): name a Python with PyTorch with --python (or HOOKSCOPE_PYTHON; in the window, "
+                               "Settings > Python for model files)");
+}
+
+}  // namespace hookscope::cli

@@ -1,0 +1,79 @@
+"""python -m hookscope.engine serve|inspect MODEL ... (see hookscope/engine/__init__.py)."""
+
+import argparse
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+
+
+def _fail(code, message):
+    sys.stderr.write("hookscope-cli: %s\n" % message)
+    sys.stderr.flush()
+    return code
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m hookscope.engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("serve", "inspect"):
+        p = sub.add_parser(name)
+        p.add_argument("model")
+        p.add_argument("--trust", action="store_true")
+        p.add_argument("--python-path", action="append", default=[])
+        p.add_argument("--no-confine", dest="confine", action="store_false")
+        if name == "serve":
+            p.add_argument("--address", default=os.environ.get("HOOKSCOPE_ADDRESS", ""))
+        else:
+            p.add_argument("--input", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    import torch  # noqa: F401 (before confinement: importing reads files and may start threads)
+    from .model_files import ModelFileError, load
+
+    connection = sock = None
+    if args.command == "serve":
+        # Connected before the confinement, which allows no new socket; the hello comes once the
+        # model is loaded.
+        from .._transport import Connection, Refused
+        if not args.address:
+            return _fail(2, "serve needs --address (the window's engine socket)")
+        connection = Connection(args.address, lambda reason: None)
+        try:
+            sock = connection.open_socket()
+        except Refused as exc:
+            return _fail(2, str(exc))
+    # torch.export.load unpacks the archive into a temporary folder: a private one, removed at
+    # exit, is the only place the confined process may write.
+    scratch = tempfile.mkdtemp(prefix="hookscope-engine-")
+    atexit.register(shutil.rmtree, scratch, True)
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch
+    confinement = "none (--no-confine)"
+    if args.confine:
+        from .confine import confine
+        try:
+            confinement = confine(scratch)
+        except RuntimeError as exc:
+            return _fail(3, "%s; run with --no-confine only for a model you trust" % exc)
+    try:
+        with warnings.catch_warnings():  # PyTorch's own deprecations while it unpacks the file
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            loaded = load(args.model, trust=args.trust, python_path=args.python_path)
+    except ModelFileError as exc:
+        return _fail(exc.code, str(exc))
+    if args.command == "inspect":
+        from .inspect import inspect
+        return inspect(loaded, args.model, args.input)
+    from .server import EngineServer
+    ended, clean = EngineServer(loaded, args.model, connection, sock, confinement).serve()
+    if not clean:
+        return _fail(4, ended)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""python -m hookscope.engine inspect: the module tree of a model that runs in Python, with every
+call's output shapes when --input is given, in the columns of hookscope-cli inspect."""
+
+import os
+import sys
+
+from .runner import RunError, Runner
+from .server import module_entries
+
+
+def _printable(text):
+    # Names come from the file: escaped so that none can drive the terminal.
+    return "".join(c if c.isprintable() else "\\x%02x" % ord(c) for c in text)
+
+
+def inspect(loaded, path, inputs):
+    shapes = {}
+    if inputs:
+        from .._hooks import shape_text, tensors_of
+        handles = []
+        for i, (name, module) in enumerate(loaded.module.named_modules()):
+            def hook(module, args, output, name=name):
+                shapes.setdefault(name, []).append(", ".join(shape_text(t) for t in tensors_of(output, [])) or
+                                                   "(no tensor)")
+            handles.append(module.register_forward_hook(hook))
+        runner = Runner(loaded.module)
+        try:
+            runner.configure({"inputs": inputs, "no_grad": True, "optimizer": "none", "train": False})
+            runner.step(forward_only=True)
+        except RunError as exc:
+            sys.stderr.write("hookscope-cli: %s\n" % exc)
+            return 4
+        for h in handles:
+            h.remove()
+    entries = module_entries(loaded)
+    lines = ["%s: %d modules, %d parameters%s" % (os.path.basename(path), len(entries), entries[0]["total"],
+                                                  ", input " + loaded.example_spec() if loaded.example_spec() else "")]
+    head = "%-40s%-18s%12s%14s" % ("module", "type", "own params", "total params")
+    lines.append(head + ("  output shape" if shapes else ""))
+    for entry in entries:
+        p = entry["path"]
+        depth = p.count(".") + 1 if p else 0
+        name = "  " * depth + (_printable(p.rsplit(".", 1)[-1]) if p else "(root %s)" % _printable(entry["type"]))
+        line = "%-40s%-18s%12d%14d" % (name, _printable(entry["type"]), entry["params"], entry["total"])
+        if p in shapes:
+            calls = shapes[p]
+            line += "  " + "; ".join(("call %d: " % c if len(calls) > 1 else "") + s for c, s in enumerate(calls))
+        elif shapes:
+            line += "  (not called)"
+        lines.append(line)
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

@@ -1,0 +1,170 @@
+"""Opening a model file that runs in Python: a torch.export program (.pt2) or a whole-model
+pickle. Each failure is a ModelFileError whose text says what happened and what to do."""
+
+import os
+import sys
+import zipfile
+
+import torch
+
+NEEDS_TRUST = 8  # the exit code hookscope-cli's engines use for "refused: the file holds code"
+
+
+class ModelFileError(Exception):
+    def __init__(self, message, code=3):
+        super().__init__(message)
+        self.code = code
+
+
+class LoadedModel:
+    """A module to hook and run, with what the window shows about it."""
+
+    def __init__(self, module, kind, types=None, example_inputs=None):
+        self.module = module
+        self.kind = kind                    # "pt2" or "pickle"
+        self.types = types or {}            # path -> the eager module's class name (a .pt2's own are Interpreter...)
+        self.example_inputs = example_inputs or []
+
+    def type_name(self, path, module):
+        return self.types.get(path) or type(module).__name__
+
+    def example_spec(self):
+        """The example inputs as input specs ("8x1x28x28 8x16:int64:0:100"), or ""."""
+        specs = []
+        for t in self.example_inputs:
+            if not isinstance(t, torch.Tensor):
+                return ""
+            shape = "x".join(str(d) for d in t.shape) or "1"
+            dtype = str(t.dtype).replace("torch.", "")
+            if t.is_floating_point():
+                specs.append(shape if dtype == "float32" else "%s:%s" % (shape, dtype))
+            elif t.dtype == torch.bool:
+                specs.append("%s:bool" % shape)
+            else:  # integers (token ids, classes): the range the example used
+                high = int(t.max()) + 1 if t.numel() else 10
+                low = min(0, int(t.min())) if t.numel() else 0
+                specs.append("%s:%s:%d:%d" % (shape, dtype, low, max(high, low + 1)))
+        return " ".join(specs)
+
+
+def kind_of(path):
+    """"pt2", "pickle", "torchscript" or None, from the archive's records."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            inner = {name.split("/", 1)[1] if "/" in name else name for name in z.namelist()}
+    except (zipfile.BadZipFile, OSError):
+        return None
+    if "archive_format" in inner or "models/model.json" in inner:
+        return "pt2"
+    if "constants.pkl" in inner or any(n.startswith("code/") for n in inner):
+        return "torchscript"
+    if "data.pkl" in inner:
+        return "pickle"
+    return None
+
+
+def _torch_version():
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return 0, 0
+
+
+def _load_pt2(path):
+    if not hasattr(torch, "export") or not hasattr(torch.export, "unflatten") or _torch_version() < (2, 3):
+        raise ModelFileError(
+            "%s is a torch.export program (.pt2), which needs PyTorch 2.3 or newer with torch.export; this Python "
+            "(%s) has PyTorch %s. Name a Python with a newer PyTorch: hookscope-cli --python PATH, or Settings > "
+            "Python for model files in the window" % (path, sys.executable, torch.__version__))
+    try:
+        program = torch.export.load(path)
+    except Exception as exc:
+        raise ModelFileError("cannot load the torch.export program %s (%s: %s); it may come from a newer PyTorch "
+                             "than this one (%s): name a Python with that version with --python"
+                             % (path, type(exc).__name__, exc, torch.__version__))
+    try:
+        module = torch.export.unflatten(program)
+    except Exception as exc:
+        raise ModelFileError("cannot rebuild the module tree of %s (torch.export.unflatten: %s: %s)"
+                             % (path, type(exc).__name__, exc))
+    # The unflattened modules are InterpreterModules: the eager classes are in the graph's metadata.
+    types = {}
+    for node in program.graph.nodes:
+        for value in (node.meta.get("nn_module_stack") or {}).values():
+            try:
+                fqn, cls = value
+            except (TypeError, ValueError):
+                continue
+            name = cls if isinstance(cls, str) else getattr(cls, "__qualname__", str(cls))
+            types.setdefault(fqn, name.rsplit(".", 1)[-1])
+    example = []
+    if program.example_inputs is not None:
+        args, kwargs = program.example_inputs
+        example = list(args) if not kwargs else []
+    return LoadedModel(module, "pt2", types, example)
+
+
+def pickle_globals(path):
+    """The classes and functions a torch.save pickle names, outside what weights_only allows."""
+    import pickletools
+    found = []
+    with zipfile.ZipFile(path) as z:
+        name = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+        data = z.read(name)
+    strings = []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL":
+            found.append(arg.replace(" ", "."))
+        elif op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+            strings.append(arg)
+        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            found.append("%s.%s" % (strings[-2], strings[-1]))
+    safe = ("collections.OrderedDict", "torch._utils.", "torch._tensor._rebuild", "_codecs.encode",
+            "torch.device", "torch.Size", "builtins.set", "__builtin__.set", "torch.nn.parameter.Parameter")
+    return sorted({g for g in found if not g.startswith(safe) and not (g.startswith("torch.") and g.count(".") == 1)})
+
+
+def _load_pickle(path, trust, python_path):
+    if not trust:
+        names = pickle_globals(path)
+        raise ModelFileError(
+            "%s is a pickle of Python objects (torch.save(model)): opening it runs the code it names%s.\n"
+            "Load it only if you trust where it came from: run again with --trust (the window asks). Its classes "
+            "must be importable: --python-path DIR adds the folder that holds their module."
+            % (path, " (%s)" % ", ".join(names[:12]) if names else ""), code=NEEDS_TRUST)
+    for folder in python_path:
+        sys.path.insert(0, os.path.abspath(folder))
+    try:
+        value = torch.load(path, map_location="cpu", weights_only=False)
+    except (ModuleNotFoundError, AttributeError) as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        raise ModelFileError(
+            "%s names Python code this process cannot import (%s: %s): it needs the module that defined the model's "
+            "classes. Give the folder that holds it with --python-path DIR (Settings > Python path for model files "
+            "in the window)" % (path, type(exc).__name__, missing))
+    except Exception as exc:
+        raise ModelFileError("cannot load %s (%s: %s)" % (path, type(exc).__name__, exc))
+    if isinstance(value, torch.nn.Module):
+        return LoadedModel(value, "pickle")
+    if isinstance(value, dict):
+        raise ModelFileError("%s holds a %s, not a model: a checkpoint (its weights) has no code to run; save the "
+                             "model itself with torch.save(model) or torch.export" % (path, type(value).__name__))
+    raise ModelFileError("%s holds a %s, not a torch.nn.Module" % (path, type(value).__name__))
+
+
+def load(path, trust=False, python_path=()):
+    if not os.path.isfile(path):
+        raise ModelFileError("%s is not a file" % path)
+    kind = kind_of(path)
+    if kind == "pt2":
+        return _load_pt2(path)
+    if kind == "pickle":
+        return _load_pickle(path, trust, python_path)
+    if kind == "torchscript":
+        raise ModelFileError("%s is a TorchScript archive: HookScope's C++ engine runs it (hookscope-cli serve)" % path)
+    raise ModelFileError("%s is not a model file the Python engine opens (a torch.export .pt2, or torch.save(model))"
+                         % path)
+
+
+__all__ = ["LoadedModel", "ModelFileError", "NEEDS_TRUST", "kind_of", "load", "pickle_globals"]
