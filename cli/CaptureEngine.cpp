@@ -161,7 +161,7 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   exportOptions.extraFiles = {{"alerts.csv", alertsCsv(alerts)}};
   if (!writeExport(options.out, manifest, *store, {}, exportOptions, &message)) return error(kOutput, message);
   return reportCaptureEnd(options.out, *store, manifest.steps, alerts.size(), why, interrupted,
-                          job.breakAlert(), plan.hooked);
+                          job.breakAlert(), plan.hooked, torchScript);
 }
 
 } // namespace hookscope::cli

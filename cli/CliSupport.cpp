@@ -228,20 +228,24 @@ void printStepProgress(const StepProgress& p, std::chrono::steady_clock::time_po
   }
 }
 
-std::string notCalledNote(const std::vector<std::string>& modules, const std::string& when) {
+std::string notCalledNote(const std::vector<std::string>& modules, const std::string& when, bool torchScript) {
   if (modules.empty()) return "";
   std::string names;
   for (std::size_t i = 0; i < modules.size() && i < 8; ++i) names += (i ? ", " : "") + (modules[i].empty() ? "(root)" : modules[i]);
   if (modules.size() > 8) names += " and " + std::to_string(modules.size() - 8) + " more";
   return "note: " + std::to_string(modules.size()) + (modules.size() == 1 ? " module was" : " modules were") +
          " not called " + when + ", so no hook of theirs fired: " + printableText(names, false) +
-         ". A traced model keeps only the calls its trace took (a StochasticDepth or an identity whose result "
-         "was not used is gone from it): script the model (torch.jit.script) to keep them, or hook their parent.";
+         (torchScript ? ". A traced model keeps only the calls its trace took (a StochasticDepth or an identity whose "
+                        "result was not used is gone from it): script the model (torch.jit.script) to keep them, or "
+                        "hook their parent."
+                      : ". A container (ModuleList, a TransformerEncoder's layers) is never called itself, nor is a "
+                        "module whose parent uses its weights directly (MultiheadAttention's out_proj): hook the "
+                        "modules that are called.");
 }
 
 int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int64_t steps, std::size_t alerts,
                      const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert,
-                     const std::vector<HookedModule>& hooked) {
+                     const std::vector<HookedModule>& hooked, bool torchScript) {
   std::cerr << "wrote " << out << ": " << store.captureCount() << " captures of " << store.seriesKeys().size()
             << " series over " << steps << " steps, " << alerts << " alerts\n";
   // A hooked module that captured nothing in any step was never called: said, with why.
@@ -258,7 +262,7 @@ int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int
       });
       if (moduleKinds && !captured.count(h.module)) silent.push_back(h.module);
     }
-    if (!silent.empty()) std::cerr << "hookscope-cli: " << notCalledNote(silent, "in any step") << "\n";
+    if (!silent.empty()) std::cerr << "hookscope-cli: " << notCalledNote(silent, "in any step", torchScript) << "\n";
   }
   if (!failure.empty()) {
     return error(kData, failure + "; the export of the " + std::to_string(steps) + " steps before is in " + out);

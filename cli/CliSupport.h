@@ -105,10 +105,10 @@ std::string durationText(double seconds);
 /// code: `failure` (the run ended early: exit 4), an interruption ("SIGINT", "SIGTERM"), a break.
 int reportCaptureEnd(const std::string& out, const CaptureStore& store, std::int64_t steps, std::size_t alerts,
                      const std::string& failure, const std::string& interrupted, const std::optional<Alert>& breakAlert,
-                     const std::vector<HookedModule>& hooked);
+                     const std::vector<HookedModule>& hooked, bool torchScript = true);
 /// "note: 2 modules were not called <when>, …: a, b. A traced model …": why a hooked module
 /// captured nothing, and what to do; "" when `modules` is empty.
-std::string notCalledNote(const std::vector<std::string>& modules, const std::string& when);
+std::string notCalledNote(const std::vector<std::string>& modules, const std::string& when, bool torchScript = true);
 
 /// A load error of a confined model that is the confinement refusing the model's own code (a
 /// file opened for writing, a program, a connection): said as such. Other errors as they are.

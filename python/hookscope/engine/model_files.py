@@ -71,7 +71,14 @@ def _torch_version():
         return 0, 0
 
 
-def _load_pt2(path):
+def _load_pt2(path, trust):
+    if not trust:
+        names = pt2_pickle_globals(path)
+        if names:
+            raise ModelFileError(
+                "%s holds pickles that run code when torch.export.load opens them (%s): a .pt2 saved by "
+                "torch.export.save holds none. Load it only if you trust where it came from: run again with --trust "
+                "(the window asks)." % (path, ", ".join(names[:12])), code=NEEDS_TRUST)
     if not hasattr(torch, "export") or not hasattr(torch.export, "unflatten") or _torch_version() < (2, 3):
         raise ModelFileError(
             "%s is a torch.export program (.pt2), which needs PyTorch 2.3 or newer with torch.export; this Python "
@@ -79,6 +86,9 @@ def _load_pt2(path):
             "Python for model files in the window" % (path, sys.executable, torch.__version__))
     try:
         program = torch.export.load(path)
+    except PermissionError as exc:
+        raise ModelFileError("%s ran code when it was opened that tried to write or run something, and the "
+                             "engine's confinement refused it (%s); nothing was written" % (path, exc))
     except Exception as exc:
         raise ModelFileError("cannot load the torch.export program %s (%s: %s); it may come from a newer PyTorch "
                              "than this one (%s): name a Python with that version with --python"
@@ -105,24 +115,54 @@ def _load_pt2(path):
     return LoadedModel(module, "pt2", types, example)
 
 
-def pickle_globals(path):
-    """The classes and functions a torch.save pickle names, outside what weights_only allows."""
+_SAFE_GLOBALS = ("collections.OrderedDict", "torch._utils.", "torch._tensor._rebuild", "_codecs.encode",
+                 "torch.device", "torch.Size", "builtins.set", "__builtin__.set", "torch.nn.parameter.Parameter")
+
+
+def globals_of(data):
+    """The classes and functions a pickle names, outside what weights_only allows."""
     import pickletools
-    found = []
+    found, strings = [], []
+    try:
+        for op, arg, _ in pickletools.genops(data):
+            if op.name == "GLOBAL":
+                found.append(arg.replace(" ", "."))
+            elif op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+                strings.append(arg)
+            elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                found.append("%s.%s" % (strings[-2], strings[-1]))
+    except Exception as exc:  # a pickle this walk cannot read: what it would run is unknown
+        return ["(an unreadable pickle: %s)" % exc]
+    return sorted({g for g in found
+                   if not g.startswith(_SAFE_GLOBALS) and not (g.startswith("torch.") and g.count(".") == 1)})
+
+
+def pickle_globals(path):
+    """globals_of the pickle of a torch.save file."""
     with zipfile.ZipFile(path) as z:
         name = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
-        data = z.read(name)
-    strings = []
-    for op, arg, _ in pickletools.genops(data):
-        if op.name == "GLOBAL":
-            found.append(arg.replace(" ", "."))
-        elif op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
-            strings.append(arg)
-        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
-            found.append("%s.%s" % (strings[-2], strings[-1]))
-    safe = ("collections.OrderedDict", "torch._utils.", "torch._tensor._rebuild", "_codecs.encode",
-            "torch.device", "torch.Size", "builtins.set", "__builtin__.set", "torch.nn.parameter.Parameter")
-    return sorted({g for g in found if not g.startswith(safe) and not (g.startswith("torch.") and g.count(".") == 1)})
+        return globals_of(z.read(name))
+
+
+def pt2_pickle_globals(path):
+    """What the pickles inside a .pt2 name beyond weights: torch.export.load unpickles its sample
+    inputs (and constants) with weights_only=False, so a crafted one runs code when opened."""
+    import io
+    found = []
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if name.endswith(".pkl"):
+                found += globals_of(z.read(name))
+            elif name.endswith(".pt"):
+                try:
+                    with zipfile.ZipFile(io.BytesIO(z.read(name))) as inner:
+                        for record in inner.namelist():
+                            if record.endswith("data.pkl"):
+                                found += ["%s (in %s)" % (g, name.split("/", 1)[-1])
+                                          for g in globals_of(inner.read(record))]
+                except zipfile.BadZipFile:
+                    found += globals_of(z.read(name))
+    return sorted(set(found))
 
 
 def _load_pickle(path, trust, python_path):
@@ -143,6 +183,9 @@ def _load_pickle(path, trust, python_path):
             "%s names Python code this process cannot import (%s: %s): it needs the module that defined the model's "
             "classes. Give the folder that holds it with --python-path DIR (Settings > Python path for model files "
             "in the window)" % (path, type(exc).__name__, missing))
+    except PermissionError as exc:
+        raise ModelFileError("%s ran code when it was opened that tried to write or run something, and the "
+                             "engine's confinement refused it (%s); nothing was written" % (path, exc))
     except Exception as exc:
         raise ModelFileError("cannot load %s (%s: %s)" % (path, type(exc).__name__, exc))
     if isinstance(value, torch.nn.Module):
@@ -158,7 +201,7 @@ def load(path, trust=False, python_path=()):
         raise ModelFileError("%s is not a file" % path)
     kind = kind_of(path)
     if kind == "pt2":
-        return _load_pt2(path)
+        return _load_pt2(path, trust)
     if kind == "pickle":
         return _load_pickle(path, trust, python_path)
     if kind == "torchscript":
@@ -167,4 +210,5 @@ def load(path, trust=False, python_path=()):
                          % path)
 
 
-__all__ = ["LoadedModel", "ModelFileError", "NEEDS_TRUST", "kind_of", "load", "pickle_globals"]
+__all__ = ["LoadedModel", "ModelFileError", "NEEDS_TRUST", "globals_of", "kind_of", "load", "pickle_globals",
+           "pt2_pickle_globals"]

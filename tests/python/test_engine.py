@@ -1,0 +1,198 @@
+"""HookScope's Python engine (python -m hookscope.engine) through hookscope-cli: torch.export
+programs and whole-model pickles, their numbers against PyTorch's own hooks on the eager
+originals, and what it refuses. Fixtures: tests/fixtures/make_fixtures.py (NAME_exported.pt2,
+.data.pt and .steps.json: the eager model's hooks over 3 SGD steps)."""
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import pytest
+import torch
+
+CLI = os.environ.get("HOOKSCOPE_CLI", "build/cli/hookscope-cli")
+FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
+EXPORTED = ["twice_inplace_exported", "resnet18_exported", "encoder_exported", "sdpa_exported"]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(FIXTURES, "twice_inplace_exported.pt2")),
+                                reason="no .pt2 fixtures (make_fixtures with PyTorch 2.3 or newer)")
+
+NET = '''
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.act = nn.ReLU(inplace=True)
+        self.fc2 = nn.Linear(3, 3)
+        self.out = nn.Linear(3, 2)
+    def forward(self, x):
+        h = self.act(self.fc(x))
+        return self.out(self.act(self.fc2(self.fc2(h))))
+'''
+
+
+@pytest.fixture
+def tmp():
+    path = tempfile.mkdtemp(prefix="hs-engine-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def cli(*args, env=None):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, **(env or {})))
+
+
+def rows_of(folder):
+    with open(os.path.join(folder, "stats.csv"), newline="") as f:
+        return {(int(r["step"]), r["kind"], r["module"], int(r["call"]), int(r["index"])): r for r in csv.DictReader(f)}
+
+
+def assert_parity(rows, reference):
+    for ref in reference:
+        key = (ref["step"], ref["kind"], ref["module"], ref["call"], ref["index"])
+        assert key in rows, "HookScope has no capture %s" % (key,)
+        row = rows[key]
+        assert int(row["numel"]) == ref["numel"], key
+        rms = ref["l2"] / math.sqrt(max(1, ref["numel"]))
+        for stat, value in (("l2norm", ref["l2"]), ("mean", ref["mean"]), ("min", ref["min"]), ("max", ref["max"])):
+            ours = float(row[stat])
+            assert abs(ours - value) <= 1e-5 * max(abs(ours), abs(value), rms) + 1e-12, \
+                "%s %s: HookScope %r, PyTorch's hooks %r" % (key, stat, ours, value)
+    # Nothing HookScope reports that the hooks did not see.
+    assert len([k for k in rows if k[1] in ("activation", "gradient")]) == len(reference)
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_an_exported_program_gives_the_eager_models_numbers_over_three_steps(tmp, name):
+    out = os.path.join(tmp, "run")
+    result = cli("capture", os.path.join(FIXTURES, name + ".pt2"), "--out", out, "--hook", "*",
+                 "--data", os.path.join(FIXTURES, name + ".data.pt"), "--steps", "3", "--loss", "mean",
+                 "--optimizer", "sgd", "--lr", "0.05")
+    assert result.returncode == 0, result.stderr
+    with open(os.path.join(FIXTURES, name + ".steps.json")) as f:
+        reference = json.load(f)
+    assert {r["step"] for r in reference} == {0, 1, 2}
+    assert_parity(rows_of(out), reference)
+
+
+def test_inspect_shows_the_eager_types_calls_and_example_input():
+    result = cli("inspect", os.path.join(FIXTURES, "twice_inplace_exported.pt2"), "--input", "6x8")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("twice_inplace_exported.pt2: 7 modules") and lines[0].endswith("input 6x8")
+    shared = [line for line in lines if line.strip().startswith("shared ")][0]
+    assert "Linear" in shared and "call 0: 6x16; call 1: 6x16" in shared
+    assert "InterpreterModule" not in result.stdout
+
+
+def test_capture_uses_the_programs_example_inputs_when_none_are_given(tmp):
+    out = os.path.join(tmp, "run")
+    result = cli("capture", os.path.join(FIXTURES, "encoder_exported.pt2"), "--out", out, "--hook", "head",
+                 "--steps", "2")
+    assert result.returncode == 0, result.stderr
+    with open(os.path.join(out, "manifest.json")) as f:
+        inputs = json.load(f)["inputs"]
+    # The example's token ids: their shape, dtype and the range they drew from.
+    assert len(inputs) == 1 and inputs[0].startswith("4x7:int64:0:"), inputs
+    shapes = {r["shape"] for r in rows_of(out).values()}
+    assert shapes == {"4x5"}
+
+
+def make_pickle(folder):
+    """torch.save(Net()) of a class in folder/mymodels.py, and its eager twin for the reference."""
+    with open(os.path.join(folder, "mymodels.py"), "w") as f:
+        f.write(NET)
+    code = ("import sys, torch; sys.path.insert(0, %r); import mymodels; torch.manual_seed(3); "
+            "torch.save(mymodels.Net(), %r)" % (folder, os.path.join(folder, "net.pt")))
+    subprocess.run([sys.executable, "-c", code], check=True)
+    sys.path.insert(0, folder)
+    try:
+        return torch.load(os.path.join(folder, "net.pt"), weights_only=False)
+    finally:
+        sys.path.remove(folder)
+        sys.modules.pop("mymodels", None)
+
+
+def reference_steps(model, x, steps, lr):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+    from make_fixtures import golden_steps
+    return golden_steps(model, x, steps, lr)
+
+
+def test_a_whole_model_pickle_needs_trust_and_its_classes_then_gives_pytorchs_numbers(tmp):
+    eager = make_pickle(tmp)
+    data = os.path.join(tmp, "data.pt")
+    x = torch.randn(5, 4)
+    torch.save({"inputs": x}, data)
+    out = os.path.join(tmp, "run")
+    args = ["capture", os.path.join(tmp, "net.pt"), "--out", out, "--hook", "*", "--data", data, "--steps", "3",
+            "--loss", "mean", "--optimizer", "sgd", "--lr", "0.05"]
+    refused = cli(*args)
+    assert refused.returncode != 0 and "--trust" in refused.stderr and "mymodels.Net" in refused.stderr
+    assert not os.path.exists(out)
+    missing = cli(*args, "--trust")
+    assert missing.returncode != 0 and "mymodels" in missing.stderr and "--python-path" in missing.stderr
+    loaded = cli(*args, "--trust", "--python-path", tmp)
+    assert loaded.returncode == 0, loaded.stderr
+    assert_parity(rows_of(out), reference_steps(eager, x, 3, 0.05))
+
+
+def test_a_checkpoint_or_another_file_says_what_it_is(tmp):
+    checkpoint = os.path.join(tmp, "weights.pth")
+    torch.save(torch.nn.Linear(3, 2).state_dict(), checkpoint)
+    result = cli("inspect", checkpoint)
+    assert result.returncode == 3 and "checkpoint" in result.stderr and "torch.export" in result.stderr
+    text = os.path.join(tmp, "notes.txt")
+    with open(text, "w") as f:
+        f.write("not a model\n")
+    result = cli("inspect", text)
+    assert result.returncode == 3 and "neither a zip archive" in result.stderr
+
+
+def test_an_old_pytorch_says_which_version_a_pt2_needs(tmp):
+    old = "/usr/bin/python3"
+    probe = subprocess.run([old, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    if probe.returncode != 0 or not probe.stdout.startswith("1."):
+        pytest.skip("no PyTorch 1.x at /usr/bin/python3")
+    result = cli("inspect", os.path.join(FIXTURES, "twice_inplace_exported.pt2"), "--python", old)
+    assert result.returncode == 3, result.stderr
+    assert "needs PyTorch 2.3 or newer" in result.stderr and probe.stdout.strip() in result.stderr
+    assert "--python" in result.stderr
+
+
+def test_a_file_that_writes_when_opened_leaves_the_victim_unchanged_even_trusted(tmp):
+    victim = os.path.join(tmp, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("original\n")
+    # A pickle that opens the victim for writing when it is loaded ...
+    evil = os.path.join(tmp, "evil.pt")
+    code = ("import torch\nclass Evil:\n    def __reduce__(self):\n        return (open, (%r, 'w'))\n"
+            "torch.save({'model': Evil()}, %r)\n" % (victim, evil))
+    subprocess.run([sys.executable, "-c", code], check=True)
+    # ... and a .pt2 whose sample inputs are that pickle (torch.export.load unpickles them with
+    # weights_only=False).
+    program = os.path.join(tmp, "evil.pt2")
+    with zipfile.ZipFile(os.path.join(FIXTURES, "twice_inplace_exported.pt2")) as source, \
+            zipfile.ZipFile(program, "w") as target:
+        for item in source.infolist():
+            content = source.read(item.filename)
+            if item.filename.endswith("sample_inputs/model.pt"):
+                with open(evil, "rb") as f:
+                    content = f.read()
+            target.writestr(item, content)
+    # Untrusted: refused before it is opened, with what it would run.
+    refused = cli("inspect", program)
+    assert refused.returncode == 8 and "io.open" in refused.stderr and "--trust" in refused.stderr
+    for path in (evil, program):
+        result = cli("capture", path, "--out", os.path.join(tmp, "run"), "--input", "6x8", "--trust")
+        assert result.returncode != 0
+        with open(victim) as f:
+            assert f.read() == "original\n", path
+        assert "confinement refused" in result.stderr, result.stderr
