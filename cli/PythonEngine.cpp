@@ -62,7 +62,9 @@ int execEngineFor(const std::string& command, const std::string& model, const Py
     return error(kModelLoad, info.description + ". HookScope does not open checkpoints yet; open the model itself: "
                                                 "saved with torch.jit.save, torch.export.save or torch.save(model)");
   }
-  if (info.kind == ModelFileKind::Unknown) return error(kModelLoad, info.description);
+  // Not a zip archive at all (empty, truncated, text, a legacy torch.save): LibTorch's engine says
+  // exactly what is wrong with it.
+  if (info.kind == ModelFileKind::Unknown) return execEngine();
 
   // A .pt2 or a whole-model pickle: the Python engine, in the Python the user named.
   const std::string python = !options.python.empty() ? options.python : defaultPython();

@@ -4,6 +4,7 @@
 #include "AttachDialog.h"
 #include "AttachWatch.h"
 #include "DiscardGuard.h"
+#include "PythonSettings.h"
 #include "TensorBoardExport.h"
 #include "EngineAdapter.h"
 #include "ModuleTreePanel.h"
@@ -224,7 +225,7 @@ void MainWindow::buildActions() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   m_openAction = file->addAction(tr("&Open model…"), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open TorchScript model"), QFileInfo(m_summary.path).absolutePath(),
-                                                      tr("TorchScript models (*.pt *.pth *.ptl *.zip);;All files (*)"));
+                                                      tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
     if (!path.isEmpty()) openPath(path);
   });
   m_openAction->setShortcut(QKeySequence::Open);
@@ -285,6 +286,7 @@ void MainWindow::buildActions() {
 
   QMenu* settingsMenu = menuBar()->addMenu(tr("&Settings"));
   settingsMenu->addAction(tr("&Operator libraries…"), this, &MainWindow::editOperatorLibraries);
+  m_python = new PythonSettings(settingsMenu, this);
   settingsMenu->addAction(m_guard->askAction());
 
   QToolBar* toolbar = addToolBar(tr("Run"));

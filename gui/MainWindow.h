@@ -16,6 +16,7 @@ class AttachDialog;
 class AttachWatch;
 class DiscardGuard;
 class TensorBoardExport;
+class PythonSettings;
 class EngineAdapter;
 class ModuleTreeModel;
 class ModuleTreePanel;
@@ -181,6 +182,7 @@ private:
   QAction* m_exportAction = nullptr;
   QAction* m_tensorBoardAction = nullptr;
   TensorBoardExport* m_tensorBoard = nullptr;
+  PythonSettings* m_python = nullptr;
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_running = false;

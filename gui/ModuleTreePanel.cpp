@@ -96,6 +96,31 @@ void ModuleTreePanel::showModel(const ModelSummary& summary) {
   m_reviewOnly = summary.reviewOnly;
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
+  // The Type column as wide as this model's longest type (a transformer's would otherwise read
+  // "Trans…coder"), from BatchNorm2d's width up to TransformerEncoder's, as far as the name
+  // keeps its kNameWidth: the name tells layers apart. Longer ones are cut in the middle, whole
+  // in their tooltip.
+  const QFontMetrics metrics(m_view->font());
+  const int least = metrics.horizontalAdvance(QStringLiteral("BatchNorm2d")) + 12;
+  int wanted = least;
+  for (const auto& module : summary.modules) {
+    wanted = std::max(wanted, metrics.horizontalAdvance(QString::fromStdString(module.typeName)) + 12);
+  }
+  wanted = std::min(wanted, metrics.horizontalAdvance(QStringLiteral("TransformerEncoder")) + 12);
+  int others = 0;
+  for (int c = 0; c < ModuleTreeModel::ColumnCount; ++c) {
+    if (c != ModuleTreeModel::Name && c != ModuleTreeModel::Type) others += m_view->header()->sectionSize(c);
+  }
+  // What the names need: each indented by its depth (below the root), its last part shown.
+  int names = 0;
+  for (const auto& module : summary.modules) {
+    const auto dot = module.path.rfind('.');
+    const QString name = QString::fromStdString(module.path.empty() ? module.typeName
+                                                : dot == std::string::npos ? module.path : module.path.substr(dot + 1));
+    names = std::max(names, (module.depth + 1) * m_view->indentation() + metrics.horizontalAdvance(name) + 8);
+  }
+  const int room = m_view->viewport()->width() - others - std::min(names, kNameWidth);
+  m_view->setColumnWidth(ModuleTreeModel::Type, std::clamp(room, least, wanted));
   markRecordedInterventions(summary.interventions);
   m_view->expandToDepth(1);
   m_view->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));

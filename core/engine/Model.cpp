@@ -24,8 +24,9 @@ namespace {
 constexpr const char* kInputSpecExtraFile = "hookscope/input_spec";
 
 std::string howToSave() {
-  return "Save the model as TorchScript in Python: torch.jit.script(model).save(\"model.pt\") "
-         "or torch.jit.trace(model, example_input).save(\"model.pt\"), and open that file.";
+  return "HookScope opens a model saved in Python with torch.export.save(torch.export.export(model, (example,)), "
+         "\"model.pt2\"), torch.jit.script(model).save(\"model.pt\") or torch.save(model, \"model.pt\"): save it so "
+         "and open that file.";
 }
 
 // For a file whose format is newer than the linked LibTorch reads: both versions and what to

@@ -4,12 +4,14 @@
 #include "EngineAdapter.h"
 #include "MainWindow.h"
 #include "RunControls.h"
+#include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 
 #include <QElapsedTimer>
 #include <QFile>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QAction>
 #include <QStatusBar>
@@ -17,6 +19,10 @@
 #include <QtTest>
 
 #include <signal.h>
+
+using namespace hookscope;
+using hookscope::test::moduleIndex;
+using hookscope::test::runSteps;
 
 namespace {
 
@@ -167,6 +173,50 @@ private Q_SLOTS:
     QTRY_COMPARE_WITH_TIMEOUT(window->stepsSeen(), 2, kTimeout);
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
     QVERIFY(!window->store()->seriesKeys().empty());
+  }
+
+  void anExportedProgramOpensWithItsTreeAndExampleInputsAndRuns() {
+    // A torch.export .pt2 runs in HookScope's Python engine: the window meets it as any model.
+    auto window = openModel(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/twice_inplace_exported.pt2"));
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/twice_inplace_exported.pt2"));
+    ModuleTreeModel* tree = window->treeModel();
+    const int shared = moduleIndex(tree, "shared");
+    QVERIFY(shared >= 0);
+    // The eager class, not torch.export's InterpreterModule.
+    QCOMPARE(tree->data(tree->indexOfModule(shared).siblingAtColumn(ModuleTreeModel::Type)).toString(), QStringLiteral("Linear"));
+    QCOMPARE(window->runControls()->inputSpecs(), QStringLiteral("6x8"));  // the program's example input
+    tree->setData(tree->indexOfModule(shared).siblingAtColumn(ModuleTreeModel::Act), Qt::Checked, Qt::CheckStateRole);
+    tree->setData(tree->indexOfModule(shared).siblingAtColumn(ModuleTreeModel::Grad), Qt::Checked, Qt::CheckStateRole);
+    runSteps(*window, 2, kTimeout);
+    const auto store = window->store();
+    for (const int call : {0, 1}) {
+      for (const auto kind : {CaptureKind::Activation, CaptureKind::Gradient}) {
+        QCOMPARE(store->series(SeriesKey{"shared", call, kind, 0}).size(), std::size_t(2));
+      }
+    }
+    QCOMPARE(store->scalars("loss").size(), std::size_t(2));
+  }
+
+  void anUntrustedPickleIsAskedAboutWithTheClassesItNames() {
+    auto window = openModel(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QTemporaryDir tmp;
+    const QString pickle = tmp.filePath(QStringLiteral("whole.pt"));
+    QProcess save;
+    save.start(QStringLiteral(HOOKSCOPE_PYTHON),
+               {QStringLiteral("-c"), QStringLiteral("import torch; torch.save(torch.nn.Sequential(torch.nn.Linear(3, 2)), '%1')").arg(pickle)});
+    QVERIFY(save.waitForFinished(60000) && save.exitCode() == 0);
+    QSignalSpy messages(window.get(), &MainWindow::messageShown);
+    window->openPath(pickle);
+    QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
+    const QString text = window->lastMessage();
+    QVERIFY2(text.contains(QStringLiteral("torch.nn.modules.container.Sequential")), qPrintable(text));
+    QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    // Trusted ("Open anyway"): it opens, confined, and runs.
+    QSignalSpy opened(window.get(), &MainWindow::modelOpened);
+    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), pickle] { engine->loadModel(pickle, true); });
+    QVERIFY2(opened.wait(kTimeout), qPrintable(window->lastMessage()));
+    QCOMPARE(window->treeModel()->data(window->treeModel()->indexOfModule(1).siblingAtColumn(ModuleTreeModel::Type)).toString(),
+             QStringLiteral("Linear"));
   }
 
   void anUntrustedModelIsAskedAboutWithTheEnginesFindings() {

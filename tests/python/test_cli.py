@@ -99,12 +99,16 @@ class ExitCodes(CliTestCase):
         self.assertExit(run(), 2)
 
     def test_unloadable_models_exit_3(self):
-        for name, says in [("missing.pt", "No file at"), ("eager_zip.pt", "torch.jit.script"),
-                           ("empty.pt", "is empty"), ("truncated.pt", "truncated")]:
+        for name, says in [("missing.pt", "No file at"), ("empty.pt", "is empty"), ("truncated.pt", "truncated")]:
             with self.subTest(name=name):
                 path = os.path.join(FIXTURES, "bad", name)
                 self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x3"), 3, says)
                 self.assertExit(run("inspect", path), 3, says)
+
+    def test_a_pickled_model_is_code_it_asks_trust_for_then_says_why_its_classes_are_missing(self):
+        path = os.path.join(FIXTURES, "bad", "eager_zip.pt")  # torch.save(SplitHead()) from a script
+        self.assertExit(run("inspect", path), 8, "__main__.SplitHead")
+        self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x32", "--trust"), 3, "torch.export.save")
 
     def test_a_model_whose_code_writes_a_file_is_refused_unless_trusted(self):
         model = os.path.join(FIXTURES, "bad", "setstate_from_file.pt")

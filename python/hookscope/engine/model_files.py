@@ -26,7 +26,13 @@ class LoadedModel:
         self.example_inputs = example_inputs or []
 
     def type_name(self, path, module):
-        return self.types.get(path) or type(module).__name__
+        if path in self.types:
+            return self.types[path]
+        if self.kind == "pt2":
+            # Never called itself (a ModuleList, a TransformerEncoder's layers): torch.export kept no
+            # class for it.
+            return "container" if any(True for _ in module.children()) else "Module"
+        return type(module).__name__
 
     def example_spec(self):
         """The example inputs as input specs ("8x1x28x28 8x16:int64:0:100"), or ""."""
@@ -76,9 +82,9 @@ def _load_pt2(path, trust):
         names = pt2_pickle_globals(path)
         if names:
             raise ModelFileError(
-                "%s holds pickles that run code when torch.export.load opens them (%s): a .pt2 saved by "
-                "torch.export.save holds none. Load it only if you trust where it came from: run again with --trust "
-                "(the window asks)." % (path, ", ".join(names[:12])), code=NEEDS_TRUST)
+                "%s holds pickles that run code when torch.export.load opens them (a .pt2 saved by "
+                "torch.export.save holds none):\n%sLoad it only if you trust where it came from: run again with "
+                "--trust (the window asks)." % (path, _listed(names)), code=NEEDS_TRUST)
     if not hasattr(torch, "export") or not hasattr(torch.export, "unflatten") or _torch_version() < (2, 3):
         raise ModelFileError(
             "%s is a torch.export program (.pt2), which needs PyTorch 2.3 or newer with torch.export; this Python "
@@ -137,6 +143,11 @@ def globals_of(data):
                    if not g.startswith(_SAFE_GLOBALS) and not (g.startswith("torch.") and g.count(".") == 1)})
 
 
+def _listed(names, most=12):
+    lines = "".join("  %s\n" % n for n in names[:most])
+    return lines + ("  ... and %d more\n" % (len(names) - most) if len(names) > most else "")
+
+
 def pickle_globals(path):
     """globals_of the pickle of a torch.save file."""
     with zipfile.ZipFile(path) as z:
@@ -169,16 +180,22 @@ def _load_pickle(path, trust, python_path):
     if not trust:
         names = pickle_globals(path)
         raise ModelFileError(
-            "%s is a pickle of Python objects (torch.save(model)): opening it runs the code it names%s.\n"
+            "%s is a pickle of Python objects (torch.save(model)), and opening it runs the code it names:\n%s"
             "Load it only if you trust where it came from: run again with --trust (the window asks). Its classes "
             "must be importable: --python-path DIR adds the folder that holds their module."
-            % (path, " (%s)" % ", ".join(names[:12]) if names else ""), code=NEEDS_TRUST)
+            % (path, _listed(names)), code=NEEDS_TRUST)
     for folder in python_path:
         sys.path.insert(0, os.path.abspath(folder))
     try:
         value = torch.load(path, map_location="cpu", weights_only=False)
     except (ModuleNotFoundError, AttributeError) as exc:
         missing = getattr(exc, "name", None) or str(exc)
+        if "__main__" in str(exc):
+            raise ModelFileError(
+                "%s was saved by a script that defined the model's classes itself (__main__: %s), so no other "
+                "process can import them. Save the model with torch.export.save(torch.export.export(model, "
+                "(example,)), 'model.pt2') (or torch.jit.script(model).save('model.pt')), or define its classes "
+                "in a module and give that module's folder with --python-path" % (path, exc))
         raise ModelFileError(
             "%s names Python code this process cannot import (%s: %s): it needs the module that defined the model's "
             "classes. Give the folder that holds it with --python-path DIR (Settings > Python path for model files "
