@@ -108,6 +108,9 @@ struct PythonEngineOptions {
 /// whole-model pickle to `python -m hookscope.engine`; any other file ends with what it is.
 /// Returns only on failure, with the exit code of the message it printed.
 int execEngineFor(const std::string& command, const std::string& model, const PythonEngineOptions& options);
+/// Runs `python -m hookscope.engine ARGUMENTS...` in `python` ("" : defaultPython()) with the
+/// package on PYTHONPATH; returns only when it cannot start, with `why` in the message.
+int execPythonEngine(const std::string& python, const std::vector<std::string>& arguments, const std::string& why);
 /// The hookscope package's folder: HOOKSCOPE_PACKAGE_DIR, else installed beside this program,
 /// else the source tree's python/.
 std::string pythonPackageDir();

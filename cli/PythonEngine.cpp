@@ -59,16 +59,16 @@ int execEngineFor(const std::string& command, const std::string& model, const Py
   if (!identifyModelFile(model, &info, &message)) return error(kModelLoad, message);
   if (info.kind == ModelFileKind::TorchScript) return execEngine();
   if (info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors) {
-    return error(kModelLoad, info.description + ". HookScope does not open checkpoints yet; open the model itself: "
-                                                "saved with torch.jit.save, torch.export.save or torch.save(model)");
+    return error(kModelLoad, info.description + ", so there is nothing to run: `hookscope-cli checkpoint " + model +
+                                 "` shows its weights (and --compare OTHER what changed); to run the model, open the "
+                                 "model itself, saved with torch.export.save, torch.jit.save or torch.save(model)");
   }
   // Not a zip archive at all (empty, truncated, text, a legacy torch.save): LibTorch's engine says
   // exactly what is wrong with it.
   if (info.kind == ModelFileKind::Unknown) return execEngine();
 
   // A .pt2 or a whole-model pickle: the Python engine, in the Python the user named.
-  const std::string python = !options.python.empty() ? options.python : defaultPython();
-  std::vector<std::string> words{python, "-m", "hookscope.engine", command, model};
+  std::vector<std::string> words{command, model};
   if (command == "serve" && !options.address.empty()) words.insert(words.end(), {"--address", options.address});
   for (const auto& input : options.inputs) words.insert(words.end(), {"--input", input});
   if (options.trust) words.push_back("--trust");
@@ -78,6 +78,13 @@ int execEngineFor(const std::string& command, const std::string& model, const Py
     for (const auto& dir : split(more, ':')) pythonPath.push_back(dir);
   }
   for (const auto& dir : pythonPath) words.insert(words.end(), {"--python-path", dir});
+  return execPythonEngine(options.python, words, std::string(modelFileKindName(info.kind)) + " files run in Python");
+}
+
+int execPythonEngine(const std::string& chosen, const std::vector<std::string>& arguments, const std::string& why) {
+  const std::string python = !chosen.empty() ? chosen : defaultPython();
+  std::vector<std::string> words{python, "-m", "hookscope.engine"};
+  words.insert(words.end(), arguments.begin(), arguments.end());
   std::string path = pythonPackageDir();
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
   ::setenv("PYTHONPATH", path.c_str(), 1);
@@ -85,8 +92,7 @@ int execEngineFor(const std::string& command, const std::string& model, const Py
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
   ::execvp(python.c_str(), argv.data());
-  return error(kModelLoad, std::string(modelFileKindName(info.kind)) + " files run in Python, and " + python +
-                               " cannot be started (" + std::strerror(errno) +
+  return error(kModelLoad, why + ", and " + python + " cannot be started (" + std::strerror(errno) +
                                "): name a Python with PyTorch with --python (or HOOKSCOPE_PYTHON; in the window, "
                                "Settings > Python for model files)");
 }

@@ -218,6 +218,17 @@ int main(int argc, char** argv) {
                         "a layer to draw a heatmap of (repeatable; default: every hooked layer, up to 16)");
   reportCmd->add_flag("--force", report.force, "replace an existing file");
 
+  std::string checkpoint, checkpointOther;
+  bool checkpointConfine = true;
+  auto* checkpointCmd = app.add_subcommand(
+      "checkpoint", "Show a checkpoint's weights (a state_dict saved with torch.save, or a .safetensors file), read "
+                    "without running any code: every tensor's statistics, NaN and Inf counted; with --compare, what "
+                    "changed from it to another checkpoint, per tensor, largest relative change first.");
+  checkpointCmd->add_option("file", checkpoint, "checkpoint file")->required();
+  checkpointCmd->add_option("--compare", checkpointOther, "a second checkpoint: the change from FILE to it");
+  checkpointCmd->add_option("--python", python.python, pythonHelp);
+  checkpointCmd->add_flag("!--no-confine", checkpointConfine, "do not confine the process that reads the files");
+
   std::string showDir;
   auto* showCmd = app.add_subcommand("show", "Print a summary of an export folder.");
   showCmd->add_option("dir", showDir, "export folder")->required();
@@ -241,6 +252,12 @@ int main(int argc, char** argv) {
       python.trust = inspect.trust;
       python.confine = inspect.confine;
       return execEngineFor("inspect", inspect.model, python);
+    }
+    if (*checkpointCmd) {
+      std::vector<std::string> arguments{"checkpoint", checkpoint};
+      if (!checkpointOther.empty()) arguments.insert(arguments.end(), {"--compare", checkpointOther});
+      if (!checkpointConfine) arguments.push_back("--no-confine");
+      return execPythonEngine(python.python, arguments, "checkpoints are read by HookScope's Python engine");
     }
     if (*serveCmd) {
       python.address = serve.address;

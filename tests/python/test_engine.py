@@ -196,3 +196,167 @@ def test_a_file_that_writes_when_opened_leaves_the_victim_unchanged_even_trusted
         with open(victim) as f:
             assert f.read() == "original\n", path
         assert "confinement refused" in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------------ checkpoints
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from hookscope.engine.checkpoint import CheckpointError, read_checkpoint  # noqa: E402
+
+
+def write_safetensors(path, tensors, header_patch=None, length=None):
+    """A safetensors file written by hand from the documented format (8-byte length, JSON, data)."""
+    header, data = {}, b""
+    for name, t in tensors.items():
+        raw = t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": {torch.float32: "F32", torch.int64: "I64"}[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if header_patch:
+        header_patch(header)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write((len(text) if length is None else length).to_bytes(8, "little") + text + data)
+
+
+def weights(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def table(stdout):
+    """{tensor: [min, max, mean, std, l2norm, NaN, Inf]} from `checkpoint`'s table (module rows
+    hold one word; a tensor's row its leaf name under its module)."""
+    rows, module = {}, ""
+    for line in stdout.splitlines()[2:]:
+        words = line.split()
+        if len(words) == 1:
+            module = words[0]
+            continue
+        name = (module + "." + words[0]) if line.startswith("  ") else words[0]
+        rows[name] = [float(w) for w in words[3:8]] + [int(words[8]), int(words[9])]
+    return rows
+
+
+@pytest.mark.parametrize("form", ["state_dict", "safetensors"])
+def test_a_checkpoints_statistics_equal_torchs(tmp, form):
+    sd = weights(0)
+    sd["2.bias"][1] = float("nan")
+    sd["0.weight"][0, 0] = float("inf")
+    path = os.path.join(tmp, "w.pt" if form == "state_dict" else "w.safetensors")
+    torch.save(sd, path) if form == "state_dict" else write_safetensors(path, sd)
+    result = cli("checkpoint", path)
+    assert result.returncode == 0, result.stderr
+    assert "NaN or Inf in 2 of them" in result.stdout.splitlines()[0]
+    rows = table(result.stdout)
+    assert set(rows) == set(sd)
+    for name, t in sd.items():
+        d = t.double().flatten()
+        finite = d[torch.isfinite(d)]
+        expected = [finite.min().item(), finite.max().item(), finite.mean().item(), finite.std().item(),
+                    finite.norm().item()]
+        for ours, theirs in zip(rows[name][:5], expected):
+            assert abs(ours - theirs) <= 1e-5 * max(abs(theirs), 1e-3), (name, rows[name], expected)
+        assert rows[name][5:] == [int(torch.isnan(d).sum()), int(torch.isinf(d).sum())]
+
+
+def test_comparing_two_checkpoints_names_what_fine_tuning_changed_and_what_went_nan(tmp):
+    before, after = weights(0), weights(0)
+    after["2.weight"] += 0.05            # the head, fine-tuned
+    after["0.bias"] += 1e-4              # barely
+    after["2.bias"][0] = float("nan")    # gone bad
+    a, b = os.path.join(tmp, "before.pt"), os.path.join(tmp, "after.safetensors")
+    torch.save(before, a)
+    write_safetensors(b, after)
+    result = cli("checkpoint", a, "--compare", b)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "before.pt -> after.safetensors: 4 tensors in both, 3 changed, 1 unchanged; NaN or Inf in 1 of the second"
+    order = [line.split()[0] for line in lines[2:6]]
+    assert order == ["2.bias", "2.weight", "0.bias", "0.weight"]  # NaN first, then the largest relative change
+    head = lines[3].split()
+    delta = (after["2.weight"].double() - before["2.weight"].double()).norm().item()
+    assert abs(float(head[1]) - delta) <= 1e-5 * delta
+    assert abs(float(head[2]) - delta / before["2.weight"].double().norm().item()) <= 1e-5
+
+
+@pytest.mark.parametrize("damage,says", [
+    ("truncated", "outside the"),
+    ("huge header", "claims a 1152921504606846976-byte header"),
+    ("offsets out of range", "outside the"),
+    ("wrong length", "bytes of data"),
+    ("not json", "not JSON"),
+    ("bad dtype", "does not read"),
+])
+def test_a_damaged_or_hostile_safetensors_file_is_refused_with_what_is_wrong(tmp, damage, says):
+    path = os.path.join(tmp, "bad.safetensors")
+    sd = weights(1)
+    if damage == "truncated":
+        write_safetensors(path, sd)
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - 7)
+    elif damage == "huge header":
+        write_safetensors(path, sd, length=1 << 60)
+    elif damage == "offsets out of range":
+        write_safetensors(path, sd, header_patch=lambda h: h["0.weight"].update(data_offsets=[0, 1 << 62]))
+    elif damage == "wrong length":
+        write_safetensors(path, sd, header_patch=lambda h: h["0.weight"].update(shape=[6, 6]))
+    elif damage == "not json":
+        with open(path, "wb") as f:
+            f.write((5).to_bytes(8, "little") + b"{oops")
+    else:
+        write_safetensors(path, sd, header_patch=lambda h: h["0.bias"].update(dtype="F8_E4M3X"))
+    result = cli("checkpoint", path)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert says in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_checkpoint_that_needs_code_is_not_run(tmp):
+    victim = os.path.join(tmp, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("original\n")
+    path = os.path.join(tmp, "evil.pt")
+    code = ("import torch\nclass Evil:\n    def __reduce__(self):\n        return (open, (%r, 'w'))\n"
+            "torch.save({'w': torch.ones(2), 'x': Evil()}, %r)\n" % (victim, path))
+    subprocess.run([sys.executable, "-c", code], check=True)
+    result = cli("checkpoint", path, "--no-confine")  # weights_only alone keeps it from running
+    assert result.returncode == 4 and "cannot be read as weights alone" in result.stderr
+    with open(victim) as f:
+        assert f.read() == "original\n"
+
+
+def test_any_damage_to_a_checkpoint_is_a_checkpoint_error_never_another(tmp):
+    """Random byte changes, truncations and extensions of a safetensors file and a torch zip: each
+    either reads or raises CheckpointError (the message the CLI prints), nothing else."""
+    import random
+    rng = random.Random(0)
+    sd = weights(2)
+    sources = [os.path.join(tmp, "good.safetensors"), os.path.join(tmp, "good.pt")]
+    write_safetensors(sources[0], sd)
+    torch.save(sd, sources[1])
+    outcomes = {"read": 0, "refused": 0}
+    for i in range(400):
+        with open(sources[i % 2], "rb") as f:
+            data = bytearray(f.read())
+        for _ in range(rng.randint(1, 6)):
+            where = rng.randrange(len(data))
+            choice = rng.random()
+            if choice < 0.6:
+                data[where] = rng.randrange(256)
+            elif choice < 0.8:
+                del data[where:]
+            else:
+                data[where:where] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+            if not data:
+                data = bytearray(b"\0")
+        path = os.path.join(tmp, "mutant-%d" % i)
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            read_checkpoint(path)
+            outcomes["read"] += 1
+        except CheckpointError:
+            outcomes["refused"] += 1
+        os.remove(path)
+    assert outcomes["refused"] > 100 and sum(outcomes.values()) == 400

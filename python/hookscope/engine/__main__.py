@@ -18,6 +18,10 @@ def _fail(code, message):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m hookscope.engine")
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("checkpoint")
+    p.add_argument("model")
+    p.add_argument("--compare")
+    p.add_argument("--no-confine", dest="confine", action="store_false")
     for name in ("serve", "inspect"):
         p = sub.add_parser(name)
         p.add_argument("model")
@@ -34,6 +38,8 @@ def main(argv=None):
     from .model_files import ModelFileError, load
 
     connection = sock = None
+    args.trust = getattr(args, "trust", False)
+    args.python_path = getattr(args, "python_path", [])
     if args.command == "serve":
         # Connected before the confinement, which allows no new socket; the hello comes once the
         # model is loaded.
@@ -58,6 +64,9 @@ def main(argv=None):
             confinement = confine(scratch)
         except RuntimeError as exc:
             return _fail(3, "%s; run with --no-confine only for a model you trust" % exc)
+    if args.command == "checkpoint":
+        from .checkpoint import main as checkpoint
+        return checkpoint(args.model, args.compare)
     try:
         with warnings.catch_warnings():  # PyTorch's own deprecations while it unpacks the file
             warnings.simplefilter("ignore", FutureWarning)

@@ -1,0 +1,201 @@
+"""python -m hookscope.engine checkpoint FILE [--compare OTHER]: a checkpoint's weights, read
+without running any code (torch.load with weights_only=True; a safetensors file through a
+bounded reader of its documented header), with every tensor's statistics, NaN and Inf counted;
+and the change from one checkpoint to another, per tensor, largest first."""
+
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+MAX_HEADER = 100 << 20  # the format's own limit on the JSON header
+
+
+class CheckpointError(Exception):
+    """The file is not a checkpoint HookScope reads; the text says why and what to do."""
+
+
+def _itemsize(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def read_safetensors(path):
+    """{name: tensor} of a safetensors file. Every length and offset is checked against the file
+    before anything is read: a header that claims more than the file holds is refused."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise CheckpointError("%s is %d bytes long: a safetensors file starts with an 8-byte header length"
+                                  % (path, size))
+        (length,) = struct.unpack("<Q", head)
+        if length < 2 or length > MAX_HEADER or length > size - 8:
+            raise CheckpointError("%s claims a %d-byte header, but %s: the file is damaged or not safetensors"
+                                  % (path, length, "the format allows at most 100 MiB" if length > MAX_HEADER
+                                     else "it holds %d bytes after the length" % (size - 8)))
+        try:
+            header = json.loads(f.read(length).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise CheckpointError("the header of %s is not JSON (%s): the file is damaged" % (path, exc))
+        if not isinstance(header, dict):
+            raise CheckpointError("the header of %s is not a JSON object" % path)
+        data = size - 8 - length
+        tensors = {}
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            if not isinstance(entry, dict):
+                raise CheckpointError("%s: the entry of %r is not an object" % (path, name))
+            dtype = SAFETENSORS_DTYPES.get(entry.get("dtype"))
+            shape, offsets = entry.get("shape"), entry.get("data_offsets")
+            if dtype is None:
+                raise CheckpointError("%s: %r has dtype %r, which HookScope does not read" % (path, name, entry.get("dtype")))
+            if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 40
+                                                     for d in shape)):
+                raise CheckpointError("%s: %r has a bad shape %r" % (path, name, shape))
+            if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+                    and 0 <= offsets[0] <= offsets[1] <= data):
+                raise CheckpointError("%s: %r lies at bytes %r, outside the %d bytes of data the file holds: the file "
+                                      "is truncated or damaged" % (path, name, offsets, data))
+            expected = math.prod(shape) * _itemsize(dtype)
+            if offsets[1] - offsets[0] != expected:
+                raise CheckpointError("%s: %r has shape %r of %s (%d bytes) but %d bytes of data"
+                                      % (path, name, shape, entry["dtype"], expected, offsets[1] - offsets[0]))
+            f.seek(8 + length + offsets[0])
+            raw = bytearray(f.read(expected))
+            tensors[name] = torch.frombuffer(raw, dtype=dtype).reshape(shape) if expected else \
+                torch.empty(shape, dtype=dtype)
+        return tensors
+
+
+def _flatten(value, prefix, out):
+    if isinstance(value, torch.Tensor):
+        out[prefix] = value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(item, "%s.%s" % (prefix, key) if prefix else str(key), out)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _flatten(item, "%s.%d" % (prefix, i) if prefix else str(i), out)
+    return out
+
+
+def read_checkpoint(path):
+    """{dotted name: tensor} of a torch.save checkpoint or a safetensors file, no code run."""
+    if not os.path.isfile(path):
+        raise CheckpointError("%s is not a file" % path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    # A zip archive (torch.save's format), or a pickle (its format before PyTorch 1.6).
+    if magic == b"PK\x03\x04" or magic[:1] == b"\x80":
+        try:
+            value = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError("%s cannot be read as weights alone (%s). A checkpoint holds tensors; a file that "
+                                  "needs code to load is a model: open it with hookscope-cli inspect or capture"
+                                  % (path, first))
+        tensors = _flatten(value, "", {})
+    else:
+        tensors = read_safetensors(path)
+    if not tensors:
+        raise CheckpointError("%s holds no tensors" % path)
+    return tensors
+
+
+def statistics(t):
+    """numel, min, max, mean, std (n-1), l2 over the finite values; NaN and Inf counted."""
+    d = t.detach().to(torch.float64).flatten() if (t.is_floating_point() or t.dtype != torch.bool) else \
+        t.detach().flatten().to(torch.float64)
+    finite = d[torch.isfinite(d)]
+    n = finite.numel()
+    nan = float("nan")
+    return {"numel": d.numel(), "min": finite.min().item() if n else nan, "max": finite.max().item() if n else nan,
+            "mean": finite.mean().item() if n else nan, "std": finite.std().item() if n > 1 else 0.0,
+            "l2norm": finite.norm().item() if n else 0.0, "nan": int(torch.isnan(d).sum()),
+            "inf": int(torch.isinf(d).sum())}
+
+
+def _printable(text):
+    return "".join(c if c.isprintable() else "\\x%02x" % ord(c) for c in text)
+
+
+def _g(value):
+    return "%.6g" % value
+
+
+def show(path, tensors, out):
+    rows = [(name, statistics(t), t) for name, t in tensors.items()]
+    total = sum(s["numel"] for _, s, _ in rows)
+    bad = [name for name, s, _ in rows if s["nan"] or s["inf"]]
+    out.write("%s: checkpoint, %d tensors, %d values%s\n" % (
+        os.path.basename(path), len(rows), total,
+        ", NaN or Inf in %d of them: %s" % (len(bad), ", ".join(_printable(b) for b in bad[:8])) if bad else ""))
+    out.write("%-44s%-14s%-9s%13s%13s%13s%13s%13s%8s%8s\n" % ("tensor", "shape", "dtype", "min", "max", "mean", "std",
+                                                             "l2norm", "NaN", "Inf"))
+    module = None
+    for name, s, t in sorted(rows, key=lambda r: r[0]):
+        owner, _, leaf = name.rpartition(".")
+        if owner != module:
+            module = owner
+            if owner:
+                out.write("%s\n" % _printable(owner))
+        label = ("  " + leaf) if owner else leaf
+        out.write("%-44s%-14s%-9s%13s%13s%13s%13s%13s%8d%8d\n" % (
+            _printable(label), "x".join(map(str, t.shape)) or "()", str(t.dtype).replace("torch.", ""),
+            _g(s["min"]), _g(s["max"]), _g(s["mean"]), _g(s["std"]), _g(s["l2norm"]), s["nan"], s["inf"]))
+
+
+def changes(before, after):
+    """Per tensor in both: (name, ‖after - before‖, relative change, NaN/Inf in after), largest
+    relative change first (NaN first of all); and the names only one has, or with other shapes."""
+    rows, reshaped = [], []
+    for name in before.keys() & after.keys():
+        a, b = before[name], after[name]
+        if a.shape != b.shape:
+            reshaped.append(name)
+            continue
+        a64, b64 = a.detach().to(torch.float64), b.detach().to(torch.float64)
+        delta = (b64 - a64).norm().item()
+        base = a64.norm().item()
+        relative = delta / base if base > 0 else (0.0 if delta == 0 else math.inf)
+        nonfinite = int((~torch.isfinite(b64)).sum())
+        rows.append((name, delta, relative, nonfinite))
+    rows.sort(key=lambda r: (-(math.inf if math.isnan(r[2]) else r[2]), r[0]))
+    return rows, sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys()), sorted(reshaped)
+
+
+def compare(path_a, a, path_b, b, out):
+    rows, only_a, only_b, reshaped = changes(a, b)
+    changed = [r for r in rows if r[1] != 0 or r[3]]
+    out.write("%s -> %s: %d tensors in both, %d changed, %d unchanged%s\n" % (
+        os.path.basename(path_a), os.path.basename(path_b), len(rows), len(changed), len(rows) - len(changed),
+        "; NaN or Inf in %d of the second" % len([r for r in rows if r[3]]) if any(r[3] for r in rows) else ""))
+    out.write("%-44s%16s%16s%10s\n" % ("tensor", "norm of change", "relative", "NaN/Inf"))
+    for name, delta, relative, nonfinite in rows:
+        out.write("%-44s%16s%16s%10d\n" % (_printable(name), _g(delta), _g(relative), nonfinite))
+    for label, names in (("only in " + os.path.basename(path_a), only_a), ("only in " + os.path.basename(path_b), only_b),
+                         ("shapes differ", reshaped)):
+        if names:
+            out.write("%s: %s\n" % (label, ", ".join(_printable(n) for n in names)))
+
+
+def main(path, other=None, out=sys.stdout):
+    try:
+        tensors = read_checkpoint(path)
+        if other is None:
+            show(path, tensors, out)
+        else:
+            compare(path, tensors, other, read_checkpoint(other), out)
+    except CheckpointError as exc:
+        sys.stderr.write("hookscope-cli: %s\n" % exc)
+        return 4
+    return 0
