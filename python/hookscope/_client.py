@@ -21,7 +21,7 @@ import torch
 from . import _wire
 from ._address import default_address
 from ._control import KINDS, Control
-from ._hooks import ModelHooks
+from ._hooks import ModelHooks, module_entries
 from ._capture import DTYPES, CaptureSink
 from ._stats import StepStatistics
 from ._transport import Connection, Refused
@@ -229,23 +229,7 @@ class Attached(CaptureSink):
         self._apply_pending()
 
     def _hello(self):
-        modules = []
-        first_name = {}  # a parameter's name where it first appears: a tied one appears twice
-        for path, module in self._hooks.modules:
-            own, shared = 0, []
-            for name, p in module.named_parameters(recurse=False):
-                full = path + "." + name if path else name
-                if id(p) in first_name:
-                    shared.append([full, first_name[id(p)]])
-                else:
-                    first_name[id(p)] = full
-                own += p.numel()
-            # PyTorch's own count: parameters() yields each tensor once, tied or not.
-            entry = {"path": path, "type": type(module).__name__, "params": own,
-                     "total": sum(p.numel() for p in module.parameters())}
-            if shared:
-                entry["shared"] = shared
-            modules.append(entry)
+        modules = module_entries(self._hooks.modules)
         try:
             first = next(self._model.parameters())
             device, dtype = str(first.device), DTYPES.get(first.dtype, str(first.dtype))

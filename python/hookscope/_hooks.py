@@ -54,6 +54,29 @@ def tensors_of(value, out):
     return out
 
 
+def module_entries(modules, type_name=lambda path, module: type(module).__name__):
+    """The hello's modules for named_modules() `modules`: path, type, own and total parameters,
+    and the tied parameters each shares with the module that holds it first."""
+    entries = []
+    first_name = {}  # a parameter's name where it first appears: a tied one appears twice
+    for path, module in modules:
+        own, shared = 0, []
+        for name, p in module.named_parameters(recurse=False):
+            full = path + "." + name if path else name
+            if id(p) in first_name:
+                shared.append([full, first_name[id(p)]])
+            else:
+                first_name[id(p)] = full
+            own += p.numel()
+        # PyTorch's own count: parameters() yields each tensor once, tied or not.
+        entry = {"path": path, "type": type_name(path, module), "params": own,
+                 "total": sum(p.numel() for p in module.parameters())}
+        if shared:
+            entry["shared"] = shared
+        entries.append(entry)
+    return entries
+
+
 def shape_text(t):
     return "x".join(str(d) for d in t.shape)
 

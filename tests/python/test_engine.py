@@ -49,6 +49,13 @@ def cli(*args, env=None):
                           env=dict(os.environ, **(env or {})))
 
 
+def write_opening_pickle(victim, path, extra=""):
+    """torch.save of a dict whose value opens `victim` for writing when it is unpickled."""
+    code = ("import torch\nclass Evil:\n    def __reduce__(self):\n        return (open, (%r, 'w'))\n"
+            "torch.save({%s'x': Evil()}, %r)\n" % (victim, extra, path))
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def rows_of(folder):
     with open(os.path.join(folder, "stats.csv"), newline="") as f:
         return {(int(r["step"]), r["kind"], r["module"], int(r["call"]), int(r["index"])): r for r in csv.DictReader(f)}
@@ -173,9 +180,7 @@ def test_a_file_that_writes_when_opened_leaves_the_victim_unchanged_even_trusted
         f.write("original\n")
     # A pickle that opens the victim for writing when it is loaded ...
     evil = os.path.join(tmp, "evil.pt")
-    code = ("import torch\nclass Evil:\n    def __reduce__(self):\n        return (open, (%r, 'w'))\n"
-            "torch.save({'model': Evil()}, %r)\n" % (victim, evil))
-    subprocess.run([sys.executable, "-c", code], check=True)
+    write_opening_pickle(victim, evil)
     # ... and a .pt2 whose sample inputs are that pickle (torch.export.load unpickles them with
     # weights_only=False).
     program = os.path.join(tmp, "evil.pt2")
@@ -317,9 +322,7 @@ def test_a_checkpoint_that_needs_code_is_not_run(tmp):
     with open(victim, "w") as f:
         f.write("original\n")
     path = os.path.join(tmp, "evil.pt")
-    code = ("import torch\nclass Evil:\n    def __reduce__(self):\n        return (open, (%r, 'w'))\n"
-            "torch.save({'w': torch.ones(2), 'x': Evil()}, %r)\n" % (victim, path))
-    subprocess.run([sys.executable, "-c", code], check=True)
+    write_opening_pickle(victim, path, extra="'w': torch.ones(2), ")
     result = cli("checkpoint", path, "--no-confine")  # weights_only alone keeps it from running
     assert result.returncode == 4 and "cannot be read as weights alone" in result.stderr
     with open(victim) as f:

@@ -16,6 +16,7 @@ from .. import _wire
 from .._capture import CaptureSink
 from .._control import Control
 from .._hooks import ModelHooks
+from .._hooks import module_entries as hooks_module_entries
 from .._stats import StepStatistics
 from .._transport import Refused
 from .runner import RunError, Runner
@@ -30,23 +31,8 @@ def sha256(path):
 
 
 def module_entries(loaded):
-    """The hello's modules: path, type, own and total parameters, tied parameters."""
-    modules, first_name = [], {}
-    for path, module in loaded.module.named_modules():
-        own, shared = 0, []
-        for name, p in module.named_parameters(recurse=False):
-            full = path + "." + name if path else name
-            if id(p) in first_name:
-                shared.append([full, first_name[id(p)]])
-            else:
-                first_name[id(p)] = full
-            own += p.numel()
-        entry = {"path": path, "type": loaded.type_name(path, module), "params": own,
-                 "total": sum(p.numel() for p in module.parameters())}
-        if shared:
-            entry["shared"] = shared
-        modules.append(entry)
-    return modules
+    """The hello's modules, with the eager class names a .pt2 keeps in its graph."""
+    return hooks_module_entries(loaded.module.named_modules(), loaded.type_name)
 
 
 class EngineServer(CaptureSink):
