@@ -60,7 +60,9 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   CapturePlan plan;
   if (!planCapture(options, modules, kinds, &plan, &message)) return error(kUsage, message);
   RunConfig config;
-  if (!captureConfig(options, hello.exampleInput, &config, &message)) return error(kUsage, message);
+  // A checkpoint runs nothing: its steps need no input.
+  const bool weightsOnly = info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors;
+  if (!captureConfig(options, hello.exampleInput, &config, &message, !weightsOnly)) return error(kUsage, message);
 
   // What the job's callbacks touch is declared before the job: its threads may still call them
   // until the job is destroyed, on every way out of this function.

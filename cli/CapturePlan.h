@@ -30,7 +30,7 @@ bool planCapture(const CaptureOptions& options, const std::vector<ModuleInfo>& m
 /// The run configuration of the options (--loss and --optimizer already checked); the model's
 /// stored input spec when none is given. False with a usage message when there is no input.
 bool captureConfig(const CaptureOptions& options, const std::string& exampleInput, RunConfig* config,
-                   std::string* message);
+                   std::string* message, bool needsInput = true);
 /// `capture` with the model in a confined engine process; the options are checked and the export
 /// folder is held.
 int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const std::set<RuleKind>& breakOn,

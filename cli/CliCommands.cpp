@@ -274,15 +274,17 @@ bool planCapture(const CaptureOptions& options, const std::vector<ModuleInfo>& m
 }
 
 bool captureConfig(const CaptureOptions& options, const std::string& exampleInput, RunConfig* config,
-                   std::string* message) {
+                   std::string* message, bool needsInput) {
   config->inputSpecs = options.inputs;
   config->dataFile = options.data;
-  if (config->inputSpecs.empty() && config->dataFile.empty()) {
+  if (needsInput && config->inputSpecs.empty() && config->dataFile.empty()) {
     if (exampleInput.empty()) {
       *message = "the model file stores no input shape: give --input SHAPE (e.g. --input 8x3x224x224) or --data FILE";
       return false;
     }
-    config->inputSpecs = {exampleInput};
+    // The example inputs, one spec each ("8x1x28x28 8x16:int64:0:100").
+    std::istringstream specs(exampleInput);
+    for (std::string spec; specs >> spec;) config->inputSpecs.push_back(spec);
   }
   config->batchSize = options.batchSize;
   config->loss = *parseLossKind(options.loss);

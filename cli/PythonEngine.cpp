@@ -58,11 +58,6 @@ int execEngineFor(const std::string& command, const std::string& model, const Py
   if (!std::filesystem::exists(model)) return execEngine();  // the engine says the file is missing, as before
   if (!identifyModelFile(model, &info, &message)) return error(kModelLoad, message);
   if (info.kind == ModelFileKind::TorchScript) return execEngine();
-  if (info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors) {
-    return error(kModelLoad, info.description + ", so there is nothing to run: `hookscope-cli checkpoint " + model +
-                                 "` shows its weights (and --compare OTHER what changed); to run the model, open the "
-                                 "model itself, saved with torch.export.save, torch.jit.save or torch.save(model)");
-  }
   // Not a zip archive at all (empty, truncated, text, a legacy torch.save): LibTorch's engine says
   // exactly what is wrong with it.
   if (info.kind == ModelFileKind::Unknown) return execEngine();

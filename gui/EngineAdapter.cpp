@@ -1,5 +1,7 @@
 #include "EngineAdapter.h"
 
+#include "ModelFileKind.h"
+
 #include "AttachJob.h"
 #include "AttachListener.h"
 #include "EngineProcess.h"
@@ -9,6 +11,8 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QMetaObject>
+#include <QProcess>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include <algorithm>
@@ -156,7 +160,15 @@ void EngineAdapter::loadModel(const QString& path, bool trusted) {
   const int limit = m_stepTimeLimit.load();
   const auto capBytes = m_capBytes;
   Q_EMIT modelLoading(path);
-  m_loadThread = std::thread([this, options, limit, capBytes, path] {
+  ModelFileInfo info;
+  std::string identifyError;
+  const bool checkpoint = identifyModelFile(options.model, &info, &identifyError) &&
+                          (info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors);
+  m_loadThread = std::thread([this, options, limit, capBytes, path, checkpoint] {
+    if (checkpoint) {
+      openCheckpoint(path, limit);
+      return;
+    }
     std::string message;
     bool needsTrust = false;
     auto store = std::make_shared<CaptureStore>(capBytes);
@@ -331,7 +343,32 @@ qint64 EngineAdapter::enginePid() const {
   return m_engineProcess ? qint64(m_engineProcess->pid()) : -1;
 }
 
-void EngineAdapter::openCapture(const QString& dir) {
+void EngineAdapter::openCapture(const QString& dir) { openCaptureAs(dir, QString(), QString()); }
+
+void EngineAdapter::openCheckpoint(const QString& path, int limitSeconds) {
+  // A checkpoint has no code: its tensors' statistics and histograms are captured once, by
+  // `hookscope-cli capture` (weights_only, in the confined Python engine), and shown read-only.
+  QTemporaryDir scratch;
+  const QString out = scratch.filePath(QStringLiteral("weights"));
+  QProcess capture;
+  capture.start(cliProgram(), {QStringLiteral("capture"), path, QStringLiteral("--out"), out, QStringLiteral("--steps"),
+                               QStringLiteral("1"), QStringLiteral("--kinds"), QStringLiteral("param"),
+                               QStringLiteral("--hook"), QStringLiteral("*")});
+  const bool ended = capture.waitForFinished(limitSeconds > 0 ? limitSeconds * 1000 : -1);
+  if (!ended || capture.exitStatus() != QProcess::NormalExit || capture.exitCode() != 0) {
+    if (!ended) capture.kill();
+    QString why = QString::fromUtf8(capture.readAllStandardError()).trimmed();
+    const int last = why.lastIndexOf(QStringLiteral("hookscope-cli: "));
+    why = last >= 0 ? why.mid(last + 15) : why.isEmpty() ? capture.errorString() : why;
+    Q_EMIT loadFailed(QStringLiteral("%1 could not be read as a checkpoint: %2").arg(QFileInfo(path).fileName(), why));
+    return;
+  }
+  QMetaObject::invokeMethod(this, [this, out, path] {
+    openCaptureAs(out, path, QFileInfo(path).fileName() + QStringLiteral(" (checkpoint, read-only)"));
+  }, Qt::BlockingQueuedConnection);  // before the scratch folder goes
+}
+
+void EngineAdapter::openCaptureAs(const QString& dir, const QString& shownPath, const QString& shownName) {
   if (m_running.load()) {
     Q_EMIT loadFailed(QStringLiteral("Stop the run before opening a capture."));
     return;
@@ -344,8 +381,9 @@ void EngineAdapter::openCapture(const QString& dir) {
   }
   // Without the model, the tree is rebuilt from the hooked modules' dotted paths.
   ModelSummary summary;
-  summary.path = dir;
-  summary.fileName = QString::fromStdString(data.manifest.modelFile) + QStringLiteral(" (capture)");
+  summary.path = shownPath.isEmpty() ? dir : shownPath;
+  summary.fileName = shownName.isEmpty() ? QString::fromStdString(data.manifest.modelFile) + QStringLiteral(" (capture)")
+                                         : shownName;
   summary.reviewOnly = true;
   summary.store = data.store;
   std::map<std::string, int> index;
@@ -382,6 +420,25 @@ void EngineAdapter::openCapture(const QString& dir) {
     summary.hooks[std::size_t(at)] = mask;
   }
   for (const auto& record : data.manifest.interventions) add(record.module, add);
+  if (!shownName.isEmpty()) {
+    // A checkpoint's tree: the tensors are the modules' parameters, counted from their series;
+    // a module that holds none (the root, a container) has nothing hooked.
+    for (auto& info : summary.modules) info.typeName = "";
+    for (const auto& key : data.store->seriesKeys()) {
+      const auto points = data.store->series(key);
+      const auto found = index.find(ownerModule(key));
+      if (key.kind != CaptureKind::Param || points.empty() || found == index.end()) continue;
+      auto& owner = summary.modules[std::size_t(found->second)];
+      owner.ownParams += points.front().stats.numel;
+      owner.typeName = "weights";
+    }
+    for (std::size_t i = summary.modules.size(); i-- > 0;) {
+      auto& info = summary.modules[i];
+      info.totalParams += info.ownParams;
+      if (info.parent >= 0) summary.modules[std::size_t(info.parent)].totalParams += info.totalParams;
+      if (info.ownParams == 0) summary.hooks[i] = 0;
+    }
+  }
   summary.alerts = data.alerts;
   summary.interventions = data.manifest.interventions;
   summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));

@@ -106,7 +106,10 @@ void HeatmapPlot::refresh(const ViewState& state) {
     addResampled(s, lo, hi, rows, kRows);
   }
   m_map->data()->setSize(columns, kRows);
-  m_map->data()->setRange(QCPRange(first, first + span), QCPRange(lo, hi));
+  // The range holds the first and last columns' centres; a single column spans its range, so
+  // one step's column is centred on it.
+  m_map->data()->setRange(columns == 1 ? QCPRange(first - 0.5, first + 0.5) : QCPRange(first, first + span),
+                          QCPRange(lo, hi));
   for (int column = 0; column < columns; ++column) {
     for (int row = 0; row < kRows; ++row) {
       const double count = cells[std::size_t(column) * kRows + std::size_t(row)];

@@ -219,6 +219,35 @@ private Q_SLOTS:
              QStringLiteral("Linear"));
   }
 
+  void aCheckpointOpensReadOnlyWithEveryTensorsStatistics() {
+    QTemporaryDir tmp;
+    const QString checkpoint = tmp.filePath(QStringLiteral("weights.pth"));
+    QProcess save;
+    save.start(QStringLiteral(HOOKSCOPE_PYTHON),
+               {QStringLiteral("-c"),
+                QStringLiteral("import torch; torch.manual_seed(0); m = torch.nn.Sequential(torch.nn.Linear(6, 5), "
+                               "torch.nn.ReLU(), torch.nn.Linear(5, 3)); sd = m.state_dict(); "
+                               "sd['2.bias'][1] = float('nan'); torch.save(sd, '%1')").arg(checkpoint)});
+    QVERIFY(save.waitForFinished(60000) && save.exitCode() == 0);
+    auto window = openModel(checkpoint);
+    QVERIFY2(window->reviewOnly(), qPrintable(window->lastMessage()));
+    QCOMPARE(window->modelPath(), checkpoint);
+    ModuleTreeModel* tree = window->treeModel();
+    QVERIFY(moduleIndex(tree, "0") >= 0 && moduleIndex(tree, "2") >= 0);
+    const auto store = window->store();
+    SeriesPoint point;
+    QVERIFY(store->pointAt(SeriesKey{"0.weight", 0, CaptureKind::Param, 0}, 0, &point));
+    QCOMPARE(point.stats.numel, std::int64_t(30));
+    QCOMPARE(point.stats.histogram.size(), std::size_t(64));
+    QVERIFY(store->pointAt(SeriesKey{"2.bias", 0, CaptureKind::Param, 0}, 0, &point));
+    QCOMPARE(point.stats.nanCount, std::int64_t(1));
+    // Nothing to run: Run does nothing, and the weights stay as read.
+    window->run();
+    QTest::qWait(300);
+    QVERIFY(!window->isRunning());
+    QCOMPARE(store->latestStep(), std::int64_t(0));
+  }
+
   void anUntrustedModelIsAskedAboutWithTheEnginesFindings() {
     // The window links no LibTorch: the engine process checks the model's code, ends with its
     // findings, and the window asks (here, not interactive, it says so) and keeps what was open.

@@ -15,7 +15,7 @@ def _printable(text):
 
 def inspect(loaded, path, inputs):
     shapes = {}
-    if inputs:
+    if inputs and loaded.kind != "checkpoint":
         from .._hooks import shape_text, tensors_of
         handles = []
         for i, (name, module) in enumerate(loaded.module.named_modules()):

@@ -28,6 +28,8 @@ class LoadedModel:
     def type_name(self, path, module):
         if path in self.types:
             return self.types[path]
+        if self.kind == "checkpoint":
+            return "weights"
         if self.kind == "pt2":
             # Never called itself (a ModuleList, a TransformerEncoder's layers): torch.export kept no
             # class for it.
@@ -54,7 +56,11 @@ class LoadedModel:
 
 
 def kind_of(path):
-    """"pt2", "pickle", "torchscript" or None, from the archive's records."""
+    """"pt2", "pickle", "torchscript", "safetensors" or None, from the file's contents."""
+    with open(path, "rb") as f:
+        head = f.read(9)
+    if len(head) == 9 and head[:2] != b"PK" and head[8:9] == b"{":
+        return "safetensors"
     try:
         with zipfile.ZipFile(path) as z:
             inner = {name.split("/", 1)[1] if "/" in name else name for name in z.namelist()}
@@ -176,9 +182,45 @@ def pt2_pickle_globals(path):
     return sorted(set(found))
 
 
+class Weights(torch.nn.Module):
+    """A checkpoint's tensors as a module tree built from their dotted names (read-only)."""
+
+
+def checkpoint_module(tensors, path):
+    root = Weights()
+    for name, t in sorted(tensors.items()):
+        *owners, leaf = name.split(".")
+        module = root
+        for part in owners:
+            child = module._modules.get(part)
+            if child is None:
+                if part in module._parameters or not part:
+                    raise ModelFileError("%s names both a tensor and a module %r: HookScope cannot draw it as a tree"
+                                         % (path, part), code=4)
+                child = Weights()
+                module.add_module(part, child)
+            module = child
+        if leaf in module._modules or not leaf:
+            raise ModelFileError("%s names both a tensor and a module %r" % (path, name), code=4)
+        module.register_parameter(leaf, torch.nn.Parameter(t, requires_grad=False))
+    return root
+
+
+def _load_checkpoint(path):
+    from .checkpoint import CheckpointError, read_checkpoint
+    try:
+        tensors = read_checkpoint(path)
+    except CheckpointError as exc:
+        raise ModelFileError(str(exc), code=4)
+    return LoadedModel(checkpoint_module(tensors, path), "checkpoint",
+                       types={"": "checkpoint"})
+
+
 def _load_pickle(path, trust, python_path):
+    names = pickle_globals(path)
+    if not names:  # weights alone: a checkpoint, read with weights_only
+        return _load_checkpoint(path)
     if not trust:
-        names = pickle_globals(path)
         raise ModelFileError(
             "%s is a pickle of Python objects (torch.save(model)), and opening it runs the code it names:\n%s"
             "Load it only if you trust where it came from: run again with --trust (the window asks). Its classes "
@@ -221,6 +263,8 @@ def load(path, trust=False, python_path=()):
         return _load_pt2(path, trust)
     if kind == "pickle":
         return _load_pickle(path, trust, python_path)
+    if kind == "safetensors":
+        return _load_checkpoint(path)
     if kind == "torchscript":
         raise ModelFileError("%s is a TorchScript archive: HookScope's C++ engine runs it (hookscope-cli serve)" % path)
     raise ModelFileError("%s is not a model file the Python engine opens (a torch.export .pt2, or torch.save(model))"

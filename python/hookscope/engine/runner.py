@@ -228,3 +228,26 @@ class Runner:
         scalars["lr"] = self.config["lr"] if self.optimizer is not None else 0.0
         self.steps_done += 1
         return scalars
+
+
+class CheckpointRunner(Runner):
+    """A checkpoint has no code: a step runs nothing and captures its tensors (`after_backward`,
+    the parameter captures), the same at every step."""
+
+    def configure(self, config):
+        bins = int(config.get("bins", 64))
+        if not 1 <= bins <= 4096:
+            raise RunError("histogram bins must be between 1 and 4096, got %d" % bins)
+        self.config = dict(config, bins=bins, lr=0.0)
+        self.optimizer = None
+
+    def step(self, forward_only=False, after_backward=None):
+        if self.config is None:
+            raise RunError("the engine has no run configuration yet: configure it first")
+        begin = time.perf_counter()
+        if after_backward and not forward_only:
+            after_backward()
+        self.steps_done += 1
+        # No loss: nothing ran (a NaN would read as a diverged run).
+        return {"forward_ms": 0.0, "backward_ms": 0.0, "optimizer_ms": 0.0, "lr": 0.0,
+                "step_ms": (time.perf_counter() - begin) * 1e3}

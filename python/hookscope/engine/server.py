@@ -19,7 +19,7 @@ from .._hooks import ModelHooks
 from .._hooks import module_entries as hooks_module_entries
 from .._stats import StepStatistics
 from .._transport import Refused
-from .runner import RunError, Runner
+from .runner import CheckpointRunner, RunError, Runner
 
 
 def sha256(path):
@@ -46,7 +46,7 @@ class EngineServer(CaptureSink):
         self._warned = set()
         self._capture_seconds = 0.0
         self._hook_error = None
-        self.runner = Runner(loaded.module)
+        self.runner = CheckpointRunner(loaded.module) if loaded.kind == "checkpoint" else Runner(loaded.module)
         self.hooks = ModelHooks(self, list(loaded.module.named_modules()), None, keep_graph=False)
         self.control = Control()
         self._conn = connection
