@@ -11,6 +11,9 @@
 #include <QFile>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QAction>
@@ -19,6 +22,9 @@
 #include <QtTest>
 
 #include <signal.h>
+
+#include <algorithm>
+#include <cmath>
 
 using namespace hookscope;
 using hookscope::test::moduleIndex;
@@ -195,6 +201,43 @@ private Q_SLOTS:
       }
     }
     QCOMPARE(store->scalars("loss").size(), std::size_t(2));
+  }
+
+  void anExportedProgramInTheWindowGivesTheEagerModelsNumbers() {
+    // The same run as test_engine.py's, through the window: 3 SGD steps on the mean of the
+    // output, every module hooked; each activation and gradient equals PyTorch's hooks on the
+    // eager original (the fixture's .steps.json).
+    auto window = openModel(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/twice_inplace_exported.pt2"));
+    ModuleTreeModel* tree = window->treeModel();
+    for (int column : {ModuleTreeModel::Act, ModuleTreeModel::Grad}) {
+      tree->setData(tree->index(0, column), Qt::Checked, Qt::CheckStateRole);  // the root ticks every module
+    }
+    RunConfig config;
+    config.dataFile = HOOKSCOPE_FIXTURES_DIR "/twice_inplace_exported.data.pt";
+    config.loss = LossKind::Mean;
+    config.lr = 0.05;
+    window->runControls()->setConfig(config);
+    runSteps(*window, 3, kTimeout);
+    QFile golden(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/twice_inplace_exported.steps.json"));
+    QVERIFY(golden.open(QIODevice::ReadOnly));
+    const QJsonArray reference = QJsonDocument::fromJson(golden.readAll()).array();
+    QVERIFY(reference.size() >= 30);
+    const auto store = window->store();
+    for (const auto& item : reference) {
+      const QJsonObject ref = item.toObject();
+      const SeriesKey key{ref["module"].toString().toStdString(), ref["call"].toInt(),
+                          ref["kind"].toString() == QStringLiteral("gradient") ? CaptureKind::Gradient
+                                                                               : CaptureKind::Activation,
+                          ref["index"].toInt()};
+      SeriesPoint point;
+      QVERIFY2(store->pointAt(key, ref["step"].toInt(), &point) && point.step == ref["step"].toInt(),
+               qPrintable(QString::fromStdString(key.module)));
+      const double l2 = ref["l2"].toDouble(), mean = ref["mean"].toDouble();
+      const double rms = l2 / std::sqrt(std::max(1.0, ref["numel"].toDouble()));
+      QVERIFY2(std::abs(point.stats.l2norm - l2) <= 1e-5 * l2 + 1e-12, qPrintable(QString::fromStdString(key.module)));
+      QVERIFY2(std::abs(point.stats.mean - mean) <= 1e-5 * std::max(std::abs(mean), rms) + 1e-12,
+               qPrintable(QString::fromStdString(key.module)));
+    }
   }
 
   void anUntrustedPickleIsAskedAboutWithTheClassesItNames() {

@@ -363,3 +363,29 @@ def test_any_damage_to_a_checkpoint_is_a_checkpoint_error_never_another(tmp):
             outcomes["refused"] += 1
         os.remove(path)
     assert outcomes["refused"] > 100 and sum(outcomes.values()) == 400
+
+
+def test_interventions_act_on_an_exported_program(tmp):
+    out = os.path.join(tmp, "run")
+    result = cli("capture", os.path.join(FIXTURES, "twice_inplace_exported.pt2"), "--out", out, "--hook", "*",
+                 "--data", os.path.join(FIXTURES, "twice_inplace_exported.data.pt"), "--steps", "1",
+                 "--zero-output", "inp")
+    assert result.returncode == 0, result.stderr
+    rows = rows_of(out)
+    # inp's own output is recorded as it was; what reads it (the in-place ReLU) sees zeros.
+    assert float(rows[(0, "activation", "inp", 0, 0)]["zero_frac"]) < 1
+    assert float(rows[(0, "activation", "act", 0, 0)]["zero_frac"]) == 1
+
+
+def test_a_step_that_never_ends_is_stopped_at_the_step_timeout(tmp):
+    with open(os.path.join(tmp, "slow.py"), "w") as f:
+        f.write("import time, torch.nn as nn\nclass Slow(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(3, 2)\n"
+                "    def forward(self, x):\n        time.sleep(3600)\n        return self.fc(x)\n")
+    code = ("import sys, torch; sys.path.insert(0, %r); import slow; torch.save(slow.Slow(), %r)"
+            % (tmp, os.path.join(tmp, "slow.pt")))
+    subprocess.run([sys.executable, "-c", code], check=True)
+    result = cli("capture", os.path.join(tmp, "slow.pt"), "--out", os.path.join(tmp, "run"), "--input", "2x3",
+                 "--trust", "--python-path", tmp, "--step-timeout", "3")
+    assert result.returncode == 4, result.stderr
+    assert "step-timeout" in result.stderr
