@@ -219,13 +219,15 @@ int main(int argc, char** argv) {
   reportCmd->add_flag("--force", report.force, "replace an existing file");
 
   std::string checkpoint, checkpointOther;
-  bool checkpointConfine = true;
+  bool checkpointConfine = true, checkpointCsv = false;
   auto* checkpointCmd = app.add_subcommand(
       "checkpoint", "Show a checkpoint's weights (a state_dict saved with torch.save, or a .safetensors file), read "
                     "without running any code: every tensor's statistics, NaN and Inf counted; with --compare, what "
                     "changed from it to another checkpoint, per tensor, largest relative change first.");
   checkpointCmd->add_option("file", checkpoint, "checkpoint file")->required();
   checkpointCmd->add_option("--compare", checkpointOther, "a second checkpoint: the change from FILE to it");
+  checkpointCmd->add_flag("--csv", checkpointCsv,
+                          "with --compare: CSV (tensor,status,norm_of_change,relative,nonfinite) for programs");
   checkpointCmd->add_option("--python", python.python, pythonHelp);
   checkpointCmd->add_flag("!--no-confine", checkpointConfine, "do not confine the process that reads the files");
 
@@ -257,6 +259,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> arguments{"checkpoint", checkpoint};
       if (!checkpointOther.empty()) arguments.insert(arguments.end(), {"--compare", checkpointOther});
       if (!checkpointConfine) arguments.push_back("--no-confine");
+      if (checkpointCsv) arguments.push_back("--csv");
       return execPythonEngine(python.python, arguments, "checkpoints are read by HookScope's Python engine");
     }
     if (*serveCmd) {

@@ -6,6 +6,7 @@
 #include "DiscardGuard.h"
 #include "PythonSettings.h"
 #include "TensorBoardExport.h"
+#include "CheckpointCompare.h"
 #include "EngineAdapter.h"
 #include "ModuleTreePanel.h"
 #include "OperatorLibrariesDialog.h"
@@ -247,6 +248,8 @@ void MainWindow::buildActions() {
   m_exportAction = file->addAction(tr("&Export captures…"), m_guard, &DiscardGuard::exportWithDialog);
   m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
   file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), this, &MainWindow::exportAllPlots);
+  file->addAction(tr("&Compare checkpoints…"), this, [this] { compareCheckpoints(); })
+      ->setToolTip(tr("Per tensor, what changed from one checkpoint to another, and what went NaN"));
   m_tensorBoardAction = file->addAction(tr("Export as &TensorBoard log…"), m_tensorBoard, &TensorBoardExport::exportWithDialog);
   m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));
   file->addSeparator();
@@ -679,6 +682,24 @@ bool MainWindow::hasUnexportedCaptures() const { return m_guard->hasUnexported()
 
 void MainWindow::exportCapturesTo(const QString& dir, bool overwrite, const QString& interrupted) {
   m_guard->exportTo(dir, overwrite, interrupted);
+}
+
+CheckpointCompare* MainWindow::lastCompare() const { return m_lastCompare; }
+
+void MainWindow::compareCheckpoints(const QString& first, const QString& second) {
+  QString a = first, b = second;
+  if (a.isEmpty()) {
+    const QString filter = tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.ckpt);;All files (*)");
+    a = QFileDialog::getOpenFileName(this, tr("Compare checkpoints: the first (before)"), QString(), filter);
+    if (a.isEmpty()) return;
+    b = QFileDialog::getOpenFileName(this, tr("Compare checkpoints: the second (after)"), QFileInfo(a).absolutePath(), filter);
+    if (b.isEmpty()) return;
+  }
+  auto* dialog = new CheckpointCompare(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->compare(a, b);
+  dialog->show();
+  m_lastCompare = dialog;
 }
 
 void MainWindow::exportAllPlots() {

@@ -4,6 +4,7 @@
 #include "EngineTypes.h"
 
 #include <QMainWindow>
+#include <QPointer>
 #include <QMap>
 #include <QSet>
 #include <QThread>
@@ -16,6 +17,7 @@ class AttachDialog;
 class AttachWatch;
 class DiscardGuard;
 class TensorBoardExport;
+class CheckpointCompare;
 class PythonSettings;
 class EngineAdapter;
 class ModuleTreeModel;
@@ -68,6 +70,10 @@ public:
   EngineAdapter* engine() const { return m_engine; }
   AlertsPanel* alerts() const { return m_alerts; }
   TensorBoardExport* tensorBoardExport() const { return m_tensorBoard; }
+  /// File > Compare checkpoints; with both given (tests), no file dialogs.
+  void compareCheckpoints(const QString& first = QString(), const QString& second = QString());
+  /// The last comparison opened (tests).
+  CheckpointCompare* lastCompare() const;
   /// Arms or disarms a rule as a breakpoint (Run > Break on).
   void setBreakOn(hookscope::RuleKind rule, bool on);
   /// Sets a module's gradient intervention and marks it in the tree.
@@ -183,6 +189,7 @@ private:
   QAction* m_tensorBoardAction = nullptr;
   TensorBoardExport* m_tensorBoard = nullptr;
   PythonSettings* m_python = nullptr;
+  QPointer<CheckpointCompare> m_lastCompare;
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_running = false;

@@ -1,6 +1,7 @@
 // The window runs no model in its own process: a model file runs in an engine process
 // (`hookscope-cli serve`). A crash of that process, a step that never ends, and a model that
 // tries to write a file each end in a message, with the window and its captures intact.
+#include "CheckpointCompare.h"
 #include "EngineAdapter.h"
 #include "MainWindow.h"
 #include "RunControls.h"
@@ -18,6 +19,7 @@
 #include <QSignalSpy>
 #include <QAction>
 #include <QStatusBar>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -289,6 +291,36 @@ private Q_SLOTS:
     QTest::qWait(300);
     QVERIFY(!window->isRunning());
     QCOMPARE(store->latestStep(), std::int64_t(0));
+  }
+
+  void comparingTwoCheckpointsPutsWhatWentNanFirstThenTheLargestChange() {
+    QTemporaryDir tmp;
+    const QString before = tmp.filePath(QStringLiteral("before.pt")), after = tmp.filePath(QStringLiteral("after.pt"));
+    QProcess save;
+    save.start(QStringLiteral(HOOKSCOPE_PYTHON),
+               {QStringLiteral("-c"),
+                QStringLiteral("import torch; torch.manual_seed(0); m = torch.nn.Sequential(torch.nn.Linear(6, 5), "
+                               "torch.nn.ReLU(), torch.nn.Linear(5, 3)); sd = m.state_dict(); torch.save(sd, '%1'); "
+                               "sd = {k: v.clone() for k, v in sd.items()}; sd['2.weight'] += 0.05; "
+                               "sd['0.bias'] += 1e-4; sd['2.bias'][0] = float('nan'); torch.save(sd, '%2')")
+                    .arg(before, after)});
+    QVERIFY(save.waitForFinished(60000) && save.exitCode() == 0);
+    MainWindow window;
+    window.setInteractive(false);
+    window.compareCheckpoints(before, after);
+    CheckpointCompare* dialog = window.lastCompare();
+    QVERIFY(dialog);
+    QSignalSpy finished(dialog, &CheckpointCompare::finished);
+    QVERIFY2(finished.wait(kTimeout), qPrintable(dialog->summary()));
+    QTableWidget* table = dialog->table();
+    QCOMPARE(table->rowCount(), 4);
+    QStringList order;
+    for (int row = 0; row < 4; ++row) order << table->item(row, 0)->text();
+    QCOMPARE(order, (QStringList{QStringLiteral("2.bias"), QStringLiteral("2.weight"), QStringLiteral("0.bias"),
+                                 QStringLiteral("0.weight")}));
+    QCOMPARE(table->item(0, 4)->text(), QStringLiteral("1"));
+    QCOMPARE(table->item(3, 1)->text(), QStringLiteral("unchanged"));
+    QVERIFY2(dialog->summary().contains(QStringLiteral("3 changed, 1 unchanged, NaN or Inf in 1")), qPrintable(dialog->summary()));
   }
 
   void anUntrustedModelIsAskedAboutWithTheEnginesFindings() {

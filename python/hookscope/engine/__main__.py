@@ -21,6 +21,7 @@ def main(argv=None):
     p = sub.add_parser("checkpoint")
     p.add_argument("model")
     p.add_argument("--compare")
+    p.add_argument("--csv", action="store_true")
     p.add_argument("--no-confine", dest="confine", action="store_false")
     for name in ("serve", "inspect"):
         p = sub.add_parser(name)
@@ -66,7 +67,7 @@ def main(argv=None):
             return _fail(3, "%s; run with --no-confine only for a model you trust" % exc)
     if args.command == "checkpoint":
         from .checkpoint import main as checkpoint
-        return checkpoint(args.model, args.compare)
+        return checkpoint(args.model, args.compare, csv=args.csv)
     try:
         with warnings.catch_warnings():  # PyTorch's own deprecations while it unpacks the file
             warnings.simplefilter("ignore", FutureWarning)

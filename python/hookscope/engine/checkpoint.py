@@ -188,11 +188,27 @@ def compare(path_a, a, path_b, b, out):
             out.write("%s: %s\n" % (label, ", ".join(_printable(n) for n in names)))
 
 
-def main(path, other=None, out=sys.stdout):
+def compare_csv(a, b, out):
+    """The comparison for programs: tensor,status,norm_of_change,relative,nonfinite, in the table's order."""
+    import csv
+    rows, only_a, only_b, reshaped = changes(a, b)
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["tensor", "status", "norm_of_change", "relative", "nonfinite"])
+    for name, delta, relative, nonfinite in rows:
+        writer.writerow([name, "changed" if delta != 0 or nonfinite else "unchanged", repr(delta), repr(relative),
+                         nonfinite])
+    for status, names in (("only_in_first", only_a), ("only_in_second", only_b), ("shapes_differ", reshaped)):
+        for name in names:
+            writer.writerow([name, status, "", "", ""])
+
+
+def main(path, other=None, out=sys.stdout, csv=False):
     try:
         tensors = read_checkpoint(path)
         if other is None:
             show(path, tensors, out)
+        elif csv:
+            compare_csv(tensors, read_checkpoint(other), out)
         else:
             compare(path, tensors, other, read_checkpoint(other), out)
     except CheckpointError as exc:

@@ -1,0 +1,102 @@
+#include "CheckpointCompare.h"
+
+#include "EngineTypes.h"
+
+#include <QDialogButtonBox>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QProcess>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
+  setWindowTitle(tr("Compare checkpoints"));
+  resize(760, 520);
+  auto* layout = new QVBoxLayout(this);
+  m_summary = new QLabel(tr("Reading…"), this);
+  m_summary->setWordWrap(true);
+  layout->addWidget(m_summary);
+  m_table = new QTableWidget(0, 5, this);
+  m_table->setHorizontalHeaderLabels({tr("Tensor"), tr("Status"), tr("Norm of change"), tr("Relative"), tr("NaN/Inf")});
+  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->verticalHeader()->hide();
+  layout->addWidget(m_table);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  layout->addWidget(buttons);
+}
+
+QString CheckpointCompare::summary() const { return m_summary->text(); }
+
+void CheckpointCompare::compare(const QString& first, const QString& second) {
+  m_first = first;
+  m_second = second;
+  m_table->setRowCount(0);
+  m_summary->setText(tr("Reading %1 and %2…").arg(QFileInfo(first).fileName(), QFileInfo(second).fileName()));
+  if (m_process) m_process->deleteLater();
+  m_process = new QProcess(this);
+  connect(m_process, &QProcess::finished, this, [this, process = m_process](int code, QProcess::ExitStatus status) {
+    if (process != m_process) return;
+    if (status != QProcess::NormalExit || code != 0) {
+      QString why = QString::fromUtf8(process->readAllStandardError()).trimmed();
+      why.replace(QStringLiteral("hookscope-cli: "), QString());
+      if (why.isEmpty()) why = tr("hookscope-cli checkpoint ended with exit code %1").arg(code);
+      m_summary->setText(why);
+      Q_EMIT failed(why);
+      return;
+    }
+    fill(process->readAllStandardOutput());
+    Q_EMIT finished();
+  });
+  connect(m_process, &QProcess::errorOccurred, this, [this, process = m_process](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart || process != m_process) return;
+    const QString why = tr("Cannot start %1: %2").arg(cliProgram(), process->errorString());
+    m_summary->setText(why);
+    Q_EMIT failed(why);
+  });
+  m_process->start(cliProgram(), {QStringLiteral("checkpoint"), first, QStringLiteral("--compare"), second,
+                                  QStringLiteral("--csv")});
+}
+
+void CheckpointCompare::fill(const QByteArray& csv) {
+  const QList<QByteArray> lines = csv.split('\n');
+  int changed = 0, unchanged = 0, broken = 0, other = 0;
+  for (int i = 1; i < lines.size(); ++i) {  // line 0: the header
+    if (lines[i].isEmpty()) continue;
+    // tensor,status,norm,relative,nonfinite: a tensor's name may hold commas, the rest do not.
+    QStringList fields = QString::fromUtf8(lines[i]).split(QLatin1Char(','));
+    if (fields.size() < 5) continue;
+    const QStringList tail = fields.mid(fields.size() - 4);
+    QString name = fields.mid(0, fields.size() - 4).join(QLatin1Char(','));
+    if (name.startsWith(QLatin1Char('"')) && name.endsWith(QLatin1Char('"'))) name = name.mid(1, name.size() - 2).replace(QStringLiteral("\"\""), QStringLiteral("\""));
+    const QString status = tail[0];
+    const int nonfinite = tail[3].toInt();
+    status == QStringLiteral("changed") ? ++changed : status == QStringLiteral("unchanged") ? ++unchanged : ++other;
+    if (nonfinite) ++broken;
+    const int row = m_table->rowCount();
+    m_table->insertRow(row);
+    const auto number = [](const QString& text) {
+      bool ok = false;
+      const double v = text.toDouble(&ok);
+      return !ok ? text : std::isnan(v) ? QStringLiteral("NaN") : QString::number(v, 'g', 5);
+    };
+    const QStringList cells{name, QString(status).replace(QLatin1Char('_'), QLatin1Char(' ')), number(tail[1]),
+                            number(tail[2]), tail[3]};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      if (c >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      if (nonfinite) item->setForeground(QColor(0xa4, 0x00, 0x00));
+      m_table->setItem(row, c, item);
+    }
+  }
+  m_summary->setText(tr("%1 → %2: %3 changed, %4 unchanged%5%6. Largest relative change first; NaN or Inf first of all.")
+                         .arg(QFileInfo(m_first).fileName(), QFileInfo(m_second).fileName())
+                         .arg(changed)
+                         .arg(unchanged)
+                         .arg(broken ? tr(", NaN or Inf in %1").arg(broken) : QString())
+                         .arg(other ? tr(", %1 in one only or reshaped").arg(other) : QString()));
+}
