@@ -132,13 +132,15 @@ std::shared_ptr<AttachJob> EngineAdapter::startJob(std::shared_ptr<CaptureStore>
     summary.finishedStep = step;
     summary.alerts = alerts;
     summary.breakAlert = breakAlert;
-    if (breakAlert) summary.rank = breakAlert->rank;
-    Q_EMIT jobStepSettled(summary);
     if (breakAlert) {
+      summary.rank = breakAlert->rank;
+      // Paused before the window hears of the break: a Step it sends on hearing it must find
+      // the run paused (under load this thread could otherwise be preempted between the two).
       m_busySince = 0;
       m_paused = true;
-      Q_EMIT runStateChanged(true, true);
     }
+    Q_EMIT jobStepSettled(summary);
+    if (breakAlert) Q_EMIT runStateChanged(true, true);
   });
   job->setOnEnded([this, raw](int rank, const std::string& why) {
     if (raw->worldSize() > 1) Q_EMIT rankEnded(rank, QString::fromStdString(why));

@@ -559,7 +559,12 @@ void MainWindow::onJobStepSettled(const StepSummary& summary) {
 }
 
 void MainWindow::showBreak(const hookscope::Alert& alert) {
-  // Stopped on a breakpoint: show where, at that step (on the rank where it fired).
+  // Stopped on a breakpoint: show where, at that step (on the rank where it fired). The run is
+  // paused from here, whether or not the engine's word of it (runStateChanged) came yet.
+  if (m_running && !m_paused) {
+    m_paused = true;
+    updateActions();
+  }
   if (m_summary.worldSize > 1) m_plots->setRank(alert.rank);
   m_plots->refresh();
   jumpTo(alert.step, QString::fromStdString(alert.module));
