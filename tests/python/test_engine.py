@@ -152,10 +152,16 @@ def test_a_whole_model_pickle_needs_trust_and_its_classes_then_gives_pytorchs_nu
 
 
 def test_a_checkpoint_or_another_file_says_what_it_is(tmp):
+    # A checkpoint opens as weights: a tree from its tensor names, nothing to run.
     checkpoint = os.path.join(tmp, "weights.pth")
-    torch.save(torch.nn.Linear(3, 2).state_dict(), checkpoint)
+    torch.save(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1)).state_dict(),
+               checkpoint)
     result = cli("inspect", checkpoint)
-    assert result.returncode == 3 and "checkpoint" in result.stderr and "torch.export" in result.stderr
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "weights.pth: 3 modules, 11 parameters"
+    assert lines[2].split() == ["(root", "checkpoint)", "checkpoint", "0", "11"]
+    assert lines[3].split() == ["0", "weights", "8", "8"] and lines[4].split() == ["2", "weights", "3", "3"]
     text = os.path.join(tmp, "notes.txt")
     with open(text, "w") as f:
         f.write("not a model\n")
