@@ -85,9 +85,34 @@ with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
 PY
 done
 "$python" "$root/fuzz/make_attach_seeds.py" "$corpus/AttachWireFuzz"
+# Model files of every kind (first byte odd) and their pickles (first byte even).
+mkdir -p "$corpus/ModelFileKindFuzz"
+"$python" - "$corpus/ModelFileKindFuzz" "$root/resources/models/small_cnn.pt" "$fixtures" <<'PY'
+import os, sys, zipfile
+out, sample, fixtures = sys.argv[1:4]
+files = [sample, os.path.join(fixtures, "bad", "eager_zip.pt"), os.path.join(fixtures, "twice_inplace_exported.pt2"),
+         os.path.join(fixtures, "teacher.data.pt")]
+for path in files:
+    if not os.path.exists(path):
+        continue
+    name = os.path.basename(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(os.path.join(out, name + ".file"), "wb") as f:
+        f.write(b"\x01" + data)
+    with zipfile.ZipFile(path) as z:
+        for record in z.namelist():
+            if record.endswith(".pkl"):
+                with open(os.path.join(out, name + "." + record.replace("/", "_")), "wb") as f:
+                    f.write(b"\x00" + z.read(record))
+header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+with open(os.path.join(out, "tiny.safetensors"), "wb") as f:
+    f.write(b"\x01" + len(header).to_bytes(8, "little") + header + bytes(8))
+PY
 declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [PickleShapeFuzz]=200000 [ModelArchiveFuzz]=5000
-                 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000)
-for target in ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz; do
+                 [InputSpecFuzz]=400000 [AttachWireFuzz]=20000 [ModelFileKindFuzz]=20000)
+for target in ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz \
+              ModelFileKindFuzz; do
   budget=(-seed=1 -runs="${runs[$target]}")
   [ -n "${FUZZ_SECONDS:-}" ] && budget=(-max_total_time="$FUZZ_SECONDS")
   regressions="$root/fuzz/regressions/$target"
