@@ -11,7 +11,7 @@ build="$root/build-asan"
 "$cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DHOOKSCOPE_FUZZ=ON -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope-cli hookscope_test_ops \
-  ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz
+  ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz ModelFileKindFuzz
 fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
 # Made again whenever the fixture script changed since they were made.
