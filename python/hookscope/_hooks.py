@@ -237,6 +237,12 @@ class ModelHooks:
 
     # ------------------------------------------------------------ optimizer
 
+    def set_optimizer(self, optimizer):
+        """Parameter captures follow `optimizer` from now on (None: parameters_without_optimizer)."""
+        self._remove_optimizer_hooks()
+        self._optimizer = optimizer
+        self.install_optimizer_hooks()
+
     def install_optimizer_hooks(self):
         opt = self._optimizer
         if opt is None:

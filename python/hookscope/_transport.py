@@ -16,6 +16,33 @@ class Refused(Exception):
     """No viewer took this script; the text says why and what to do."""
 
 
+def open_socket(address, wait=False, timeout=None):
+    """A socket connected to the address (before the hello: HookScope's engine connects,
+    then confines itself, then loads the model and says hello); raises Refused."""
+    try:
+        kind, where, _ = parse_address(address)
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        sock = None
+        try:
+            sock = socket.socket(socket.AF_UNIX if kind == "unix" else socket.AF_INET, socket.SOCK_STREAM)
+            sock.settimeout(HANDSHAKE_SECONDS)
+            sock.connect(where)
+            break
+        except OSError as exc:
+            if sock is not None:
+                sock.close()
+            if wait and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.25)
+                continue
+            raise Refused("no viewer listens at %s (%s). Open File > Attach to a training script in "
+                          "HookScope, or run `hookscope-cli record --out DIR`, then set HOOKSCOPE_ADDRESS to "
+                          "the address it prints" % (address, exc.strerror or exc)) from None
+    return sock
+
+
 class Connection:
     """A connected socket with an outbox; `on_lost(reason)` is called once if it breaks."""
 
@@ -36,32 +63,6 @@ class Connection:
         """Bytes waiting in the outbox: how far behind the viewer is."""
         return len(self._outbox)
 
-    def open_socket(self, wait=False, timeout=None):
-        """A socket connected to the address (before the hello: HookScope's engine connects,
-        then confines itself, then loads the model and says hello); raises Refused."""
-        try:
-            kind, where, _ = parse_address(self.address)
-        except ValueError as exc:
-            raise Refused(str(exc)) from None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            sock = None
-            try:
-                sock = socket.socket(socket.AF_UNIX if kind == "unix" else socket.AF_INET, socket.SOCK_STREAM)
-                sock.settimeout(HANDSHAKE_SECONDS)
-                sock.connect(where)
-                break
-            except OSError as exc:
-                if sock is not None:
-                    sock.close()
-                if wait and (deadline is None or time.monotonic() < deadline):
-                    time.sleep(0.25)
-                    continue
-                raise Refused("no viewer listens at %s (%s). Open File > Attach to a training script in "
-                              "HookScope, or run `hookscope-cli record --out DIR`, then set HOOKSCOPE_ADDRESS to "
-                              "the address it prints" % (self.address, exc.strerror or exc)) from None
-        return sock
-
     def connect(self, hello, wait=False, timeout=None, sock=None):
         """Sends `hello` (its token filled in from the address) on `sock` (a new connection when
         None) and returns the welcome and the messages that came with it; raises Refused with
@@ -73,7 +74,7 @@ class Connection:
         if token:
             hello = dict(hello, token=token)
         if sock is None:
-            sock = self.open_socket(wait, timeout)
+            sock = open_socket(self.address, wait, timeout)
         try:
             sock.sendall(_wire.json_frame(hello))
             messages = self._await_welcome(sock)

@@ -38,18 +38,15 @@ def main(argv=None):
     import torch  # noqa: F401 (before confinement: importing reads files and may start threads)
     from .model_files import ModelFileError, load
 
-    connection = sock = None
-    args.trust = getattr(args, "trust", False)
-    args.python_path = getattr(args, "python_path", [])
+    sock = None
     if args.command == "serve":
         # Connected before the confinement, which allows no new socket; the hello comes once the
         # model is loaded.
-        from .._transport import Connection, Refused
+        from .._transport import Refused, open_socket
         if not args.address:
             return _fail(2, "serve needs --address (the window's engine socket)")
-        connection = Connection(args.address, lambda reason: None)
         try:
-            sock = connection.open_socket()
+            sock = open_socket(args.address)
         except Refused as exc:
             return _fail(2, str(exc))
     # torch.export.load unpacks the archive into a temporary folder: a private one, removed at
@@ -79,7 +76,7 @@ def main(argv=None):
         from .inspect import inspect
         return inspect(loaded, args.model, args.input)
     from .server import EngineServer
-    ended, clean = EngineServer(loaded, args.model, connection, sock, confinement).serve()
+    ended, clean = EngineServer(loaded, args.model, args.address, sock, confinement).serve()
     if not clean:
         return _fail(4, ended)
     return 0

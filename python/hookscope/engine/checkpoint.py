@@ -11,6 +11,9 @@ import sys
 
 import torch
 
+from .._stats import HEADER, torch_row
+from ._terminal import printable
+
 SAFETENSORS_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
     "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
@@ -112,20 +115,13 @@ def read_checkpoint(path):
 
 
 def statistics(t):
-    """numel, min, max, mean, std (n-1), l2 over the finite values; NaN and Inf counted."""
-    d = t.detach().to(torch.float64).flatten() if (t.is_floating_point() or t.dtype != torch.bool) else \
-        t.detach().flatten().to(torch.float64)
-    finite = d[torch.isfinite(d)]
-    n = finite.numel()
-    nan = float("nan")
-    return {"numel": d.numel(), "min": finite.min().item() if n else nan, "max": finite.max().item() if n else nan,
-            "mean": finite.mean().item() if n else nan, "std": finite.std().item() if n > 1 else 0.0,
-            "l2norm": finite.norm().item() if n else 0.0, "nan": int(torch.isnan(d).sum()),
-            "inf": int(torch.isinf(d).sum())}
-
-
-def _printable(text):
-    return "".join(c if c.isprintable() else "\\x%02x" % ord(c) for c in text)
+    """numel, min, max, mean, std (n-1), l2 over the finite values; NaN and Inf counted: the
+    package's own statistics (_stats.torch_row), as the window shows for the same tensor."""
+    row = torch.empty(HEADER + 1, dtype=torch.float64)
+    torch_row(t, 1, row)
+    low, high, mean, std, l2, _, nan, inf = row[:8].tolist()
+    return {"numel": t.numel(), "min": low, "max": high, "mean": mean, "std": std, "l2norm": l2, "nan": int(nan),
+            "inf": int(inf)}
 
 
 def _g(value):
@@ -138,7 +134,7 @@ def show(path, tensors, out):
     bad = [name for name, s, _ in rows if s["nan"] or s["inf"]]
     out.write("%s: checkpoint, %d tensors, %d values%s\n" % (
         os.path.basename(path), len(rows), total,
-        ", NaN or Inf in %d of them: %s" % (len(bad), ", ".join(_printable(b) for b in bad[:8])) if bad else ""))
+        ", NaN or Inf in %d of them: %s" % (len(bad), ", ".join(printable(b) for b in bad[:8])) if bad else ""))
     out.write("%-44s%-14s%-9s%13s%13s%13s%13s%13s%8s%8s\n" % ("tensor", "shape", "dtype", "min", "max", "mean", "std",
                                                              "l2norm", "NaN", "Inf"))
     module = None
@@ -147,10 +143,10 @@ def show(path, tensors, out):
         if owner != module:
             module = owner
             if owner:
-                out.write("%s\n" % _printable(owner))
+                out.write("%s\n" % printable(owner))
         label = ("  " + leaf) if owner else leaf
         out.write("%-44s%-14s%-9s%13s%13s%13s%13s%13s%8d%8d\n" % (
-            _printable(label), "x".join(map(str, t.shape)) or "()", str(t.dtype).replace("torch.", ""),
+            printable(label), "x".join(map(str, t.shape)) or "()", str(t.dtype).replace("torch.", ""),
             _g(s["min"]), _g(s["max"]), _g(s["mean"]), _g(s["std"]), _g(s["l2norm"]), s["nan"], s["inf"]))
 
 
@@ -181,11 +177,11 @@ def compare(path_a, a, path_b, b, out):
         "; NaN or Inf in %d of the second" % len([r for r in rows if r[3]]) if any(r[3] for r in rows) else ""))
     out.write("%-44s%16s%16s%10s\n" % ("tensor", "norm of change", "relative", "NaN/Inf"))
     for name, delta, relative, nonfinite in rows:
-        out.write("%-44s%16s%16s%10d\n" % (_printable(name), _g(delta), _g(relative), nonfinite))
+        out.write("%-44s%16s%16s%10d\n" % (printable(name), _g(delta), _g(relative), nonfinite))
     for label, names in (("only in " + os.path.basename(path_a), only_a), ("only in " + os.path.basename(path_b), only_b),
                          ("shapes differ", reshaped)):
         if names:
-            out.write("%s: %s\n" % (label, ", ".join(_printable(n) for n in names)))
+            out.write("%s: %s\n" % (label, ", ".join(printable(n) for n in names)))
 
 
 def compare_csv(a, b, out):

@@ -4,13 +4,8 @@ call's output shapes when --input is given, in the columns of hookscope-cli insp
 import os
 import sys
 
+from ._terminal import printable
 from .runner import RunError, Runner
-from .server import module_entries
-
-
-def _printable(text):
-    # Names come from the file: escaped so that none can drive the terminal.
-    return "".join(c if c.isprintable() else "\\x%02x" % ord(c) for c in text)
 
 
 def inspect(loaded, path, inputs):
@@ -18,7 +13,7 @@ def inspect(loaded, path, inputs):
     if inputs and loaded.kind != "checkpoint":
         from .._hooks import shape_text, tensors_of
         handles = []
-        for i, (name, module) in enumerate(loaded.module.named_modules()):
+        for name, module in loaded.module.named_modules():
             def hook(module, args, output, name=name):
                 shapes.setdefault(name, []).append(", ".join(shape_text(t) for t in tensors_of(output, [])) or
                                                    "(no tensor)")
@@ -32,7 +27,7 @@ def inspect(loaded, path, inputs):
             return 4
         for h in handles:
             h.remove()
-    entries = module_entries(loaded)
+    entries = loaded.module_entries()
     lines = ["%s: %d modules, %d parameters%s" % (os.path.basename(path), len(entries), entries[0]["total"],
                                                   ", input " + loaded.example_spec() if loaded.example_spec() else "")]
     head = "%-40s%-18s%12s%14s" % ("module", "type", "own params", "total params")
@@ -40,8 +35,8 @@ def inspect(loaded, path, inputs):
     for entry in entries:
         p = entry["path"]
         depth = p.count(".") + 1 if p else 0
-        name = "  " * depth + (_printable(p.rsplit(".", 1)[-1]) if p else "(root %s)" % _printable(entry["type"]))
-        line = "%-40s%-18s%12d%14d" % (name, _printable(entry["type"]), entry["params"], entry["total"])
+        name = "  " * depth + (printable(p.rsplit(".", 1)[-1]) if p else "(root %s)" % printable(entry["type"]))
+        line = "%-40s%-18s%12d%14d" % (name, printable(entry["type"]), entry["params"], entry["total"])
         if p in shapes:
             calls = shapes[p]
             line += "  " + "; ".join(("call %d: " % c if len(calls) > 1 else "") + s for c, s in enumerate(calls))

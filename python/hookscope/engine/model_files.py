@@ -7,6 +7,8 @@ import zipfile
 
 import torch
 
+from .._hooks import module_entries
+
 NEEDS_TRUST = 8  # the exit code hookscope-cli's engines use for "refused: the file holds code"
 
 
@@ -21,7 +23,7 @@ class LoadedModel:
 
     def __init__(self, module, kind, types=None, example_inputs=None):
         self.module = module
-        self.kind = kind                    # "pt2" or "pickle"
+        self.kind = kind                    # "pt2", "pickle" or "checkpoint"
         self.types = types or {}            # path -> the eager module's class name (a .pt2's own are Interpreter...)
         self.example_inputs = example_inputs or []
 
@@ -35,6 +37,10 @@ class LoadedModel:
             # class for it.
             return "container" if any(True for _ in module.children()) else "Module"
         return type(module).__name__
+
+    def module_entries(self):
+        """The hello's modules (and inspect's rows), with the eager class names a .pt2 keeps."""
+        return module_entries(self.module.named_modules(), self.type_name)
 
     def example_spec(self):
         """The example inputs as input specs ("8x1x28x28 8x16:int64:0:100"), or ""."""
@@ -75,6 +81,11 @@ def kind_of(path):
     return None
 
 
+def _confinement_refused(path, exc):
+    return ModelFileError("%s ran code when it was opened that tried to write or run something, and the "
+                          "engine's confinement refused it (%s); nothing was written" % (path, exc))
+
+
 def _torch_version():
     parts = torch.__version__.split("+")[0].split(".")
     try:
@@ -99,8 +110,7 @@ def _load_pt2(path, trust):
     try:
         program = torch.export.load(path)
     except PermissionError as exc:
-        raise ModelFileError("%s ran code when it was opened that tried to write or run something, and the "
-                             "engine's confinement refused it (%s); nothing was written" % (path, exc))
+        raise _confinement_refused(path, exc)
     except Exception as exc:
         raise ModelFileError("cannot load the torch.export program %s (%s: %s); it may come from a newer PyTorch "
                              "than this one (%s): name a Python with that version with --python"
@@ -243,8 +253,7 @@ def _load_pickle(path, trust, python_path):
             "classes. Give the folder that holds it with --python-path DIR (Settings > Python path for model files "
             "in the window)" % (path, type(exc).__name__, missing))
     except PermissionError as exc:
-        raise ModelFileError("%s ran code when it was opened that tried to write or run something, and the "
-                             "engine's confinement refused it (%s); nothing was written" % (path, exc))
+        raise _confinement_refused(path, exc)
     except Exception as exc:
         raise ModelFileError("cannot load %s (%s: %s)" % (path, type(exc).__name__, exc))
     if isinstance(value, torch.nn.Module):

@@ -117,6 +117,13 @@ def first_tensor(value):
     return None
 
 
+def checked_bins(config):
+    bins = int(config.get("bins", 64))
+    if not 1 <= bins <= 4096:
+        raise RunError("histogram bins must be between 1 and 4096, got %d" % bins)
+    return bins
+
+
 class Runner:
     def __init__(self, module):
         self.module = module
@@ -128,9 +135,7 @@ class Runner:
         self.steps_done = 0
 
     def configure(self, config):
-        bins = int(config.get("bins", 64))
-        if not 1 <= bins <= 4096:
-            raise RunError("histogram bins must be between 1 and 4096, got %d" % bins)
+        bins = checked_bins(config)
         lr = float(config.get("lr", 0.01))
         if not lr > 0:
             raise RunError("learning rate must be positive, got %g" % lr)
@@ -235,10 +240,7 @@ class CheckpointRunner(Runner):
     the parameter captures), the same at every step."""
 
     def configure(self, config):
-        bins = int(config.get("bins", 64))
-        if not 1 <= bins <= 4096:
-            raise RunError("histogram bins must be between 1 and 4096, got %d" % bins)
-        self.config = dict(config, bins=bins, lr=0.0)
+        self.config = dict(config, bins=checked_bins(config), lr=0.0)
         self.optimizer = None
 
     def step(self, forward_only=False, after_backward=None):

@@ -16,9 +16,8 @@ from .. import _wire
 from .._capture import CaptureSink
 from .._control import Control
 from .._hooks import ModelHooks
-from .._hooks import module_entries as hooks_module_entries
 from .._stats import StepStatistics
-from .._transport import Refused
+from .._transport import Connection, Refused
 from .runner import CheckpointRunner, RunError, Runner
 
 
@@ -30,13 +29,9 @@ def sha256(path):
     return digest.hexdigest()
 
 
-def module_entries(loaded):
-    """The hello's modules, with the eager class names a .pt2 keeps in its graph."""
-    return hooks_module_entries(loaded.module.named_modules(), loaded.type_name)
-
-
 class EngineServer(CaptureSink):
-    def __init__(self, loaded, path, connection, sock, confinement):
+    def __init__(self, loaded, path, address, sock, confinement):
+        """`sock`: already connected to `address` (the engine connects before it confines itself)."""
         self.loaded = loaded
         self.path = path
         self.lock = threading.RLock()
@@ -49,11 +44,11 @@ class EngineServer(CaptureSink):
         self.runner = CheckpointRunner(loaded.module) if loaded.kind == "checkpoint" else Runner(loaded.module)
         self.hooks = ModelHooks(self, list(loaded.module.named_modules()), None, keep_graph=False)
         self.control = Control()
-        self._conn = connection
-        self._conn._on_lost = self._lost
+        self._conn = Connection(address, self._lost)
         self._sock = sock
         self._confinement = confinement
         self._ended = None
+        self._clean = False  # ended as HookScope asked (or by its going away)
         self._running = False
         self._steps_left = -1
         self._paused_due = False
@@ -93,7 +88,7 @@ class EngineServer(CaptureSink):
             "type": "hello", "protocol": _wire.PROTOCOL_VERSION, "name": os.path.basename(self.path),
             "pid": os.getpid(), "host": platform.node(), "python": platform.python_version(),
             "torch": torch.__version__, "device": "cpu", "dtype": "float32", "optimizer": "",
-            "modules": module_entries(self.loaded), "statistics": self._stats.backend,
+            "modules": self.loaded.module_entries(), "statistics": self._stats.backend,
             "engine": {"model": self.path, "example_input": self.loaded.example_spec(), "sha256": sha256(self.path),
                        "confinement": self._confinement},
         }
@@ -125,11 +120,9 @@ class EngineServer(CaptureSink):
                     self._paused_due = True
         return self._ended, self._clean
 
-    _clean = False
-
     def _watch_hangup(self):
         # The window goes away (closed, killed): so does the engine, even inside a step that never ends.
-        sock = self._conn._sock
+        sock = self._sock
 
         def watch():
             poller = select.poll()
@@ -140,9 +133,7 @@ class EngineServer(CaptureSink):
         threading.Thread(target=watch, daemon=True).start()
 
     def _receive(self, timeout):
-        self._handle(self._conn.receive(timeout))
-        if not self._conn.open and self._ended is None:
-            self._ended, self._clean = "HookScope closed the connection", True
+        self._handle(self._conn.receive(timeout))  # a closed connection ends the session through _lost
 
     def _send(self, message):
         self._conn.send(message)
@@ -197,10 +188,7 @@ class EngineServer(CaptureSink):
             self._failed(str(exc))
             return
         self._stats.set_bins(self.runner.config["bins"])
-        # Parameter captures follow the optimizer this configuration made.
-        self.hooks._remove_optimizer_hooks()
-        self.hooks._optimizer = self.runner.optimizer
-        self.hooks.install_optimizer_hooks()
+        self.hooks.set_optimizer(self.runner.optimizer)  # parameter captures follow this configuration's
         keys = ("inputs", "data_file", "batch_size")
         if old is None or any(old.get(k) != config.get(k) for k in keys):
             self._want_shapes = True
@@ -227,15 +215,14 @@ class EngineServer(CaptureSink):
             self.hooks.install_probe(lambda: True)
         try:
             scalars = self.runner.step(after_backward=self._parameters_without_optimizer)
+            failure = None if self._hook_error is None else \
+                "HookScope's hooks failed in this step (%s)" % self._hook_error
         except RunError as exc:
+            failure = str(exc)
+        if failure is not None:  # the step's captures and shapes go with it
             self._stats.take()
             self.hooks.take_probe()
-            self._failed(str(exc))
-            return False
-        if self._hook_error is not None:
-            self._stats.take()
-            self.hooks.take_probe()
-            self._failed("HookScope's hooks failed in this step (%s)" % self._hook_error)
+            self._failed(failure)
             return False
         start = time.perf_counter()
         self._send_statistics()
