@@ -7,6 +7,7 @@
 #include "AttachJob.h"
 #include "EngineProcess.h"
 #include "ExportFolder.h"
+#include "ModelFileKind.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -19,10 +20,6 @@
 #include <iostream>
 #include <mutex>
 
-#include "ModelFileKind.h"
-
-#include <filesystem>
-
 namespace hookscope::cli {
 
 int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const std::set<RuleKind>& breakOn,
@@ -34,9 +31,8 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   ModelFileInfo info;
   std::string identifyError;
   const bool torchScript = identifyModelFile(options.model, &info, &identifyError) && info.kind == ModelFileKind::TorchScript;
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  engineOptions.program = torchScript || ec ? enginePath() : self.string();
+  const auto self = programPath();
+  engineOptions.program = torchScript || self.empty() ? enginePath() : self.string();
   engineOptions.model = options.model;
   engineOptions.trust = options.trust;
   engineOptions.confine = options.confine;

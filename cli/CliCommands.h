@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -116,10 +117,17 @@ int execPythonEngine(const std::string& python, const std::vector<std::string>& 
 std::string pythonPackageDir();
 /// HOOKSCOPE_PYTHON, else the Python HookScope was built with.
 std::string defaultPython();
+/// PYTHONPATH with the hookscope package's folder first.
+std::string packagePythonPath();
 
 /// Loads operator libraries given with --load-library; false after reporting the first failure.
 bool loadLibraries(const std::vector<std::string>& paths);
 
+/// This program's own path (/proc/self/exe); empty when it cannot be read.
+std::filesystem::path programPath();
+/// Replaces this process with words[0] (looked up on PATH when it names no folder), given the
+/// rest as its arguments; returns only when that fails, with errno.
+int execWords(std::vector<std::string> words);
 /// hookscope-engine, beside this executable: the side of the command line that links LibTorch.
 std::string enginePath();
 /// Keeps the command line, for execEngine().

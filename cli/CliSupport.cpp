@@ -104,22 +104,32 @@ std::vector<std::string> g_commandLine;
 
 void keepCommandLine(int argc, char** argv) { g_commandLine.assign(argv, argv + argc); }
 
-std::string enginePath() {
+std::filesystem::path programPath() {
   std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("hookscope-engine") : (self.parent_path() / "hookscope-engine").string();
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : self;
+}
+
+int execWords(std::vector<std::string> words) {
+  std::vector<char*> argv;
+  for (auto& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  return errno;
+}
+
+std::string enginePath() {
+  const auto self = programPath();
+  return self.empty() ? std::string("hookscope-engine") : (self.parent_path() / "hookscope-engine").string();
 }
 
 int execEngine() {
   const std::string engine = enginePath();
-  std::vector<char*> args;
   std::vector<std::string> words = g_commandLine;
   if (words.empty()) words.push_back("hookscope-cli");
   words[0] = engine;
-  for (auto& word : words) args.push_back(word.data());
-  args.push_back(nullptr);
-  ::execv(engine.c_str(), args.data());
-  return error(kModelLoad, "cannot start " + engine + " (" + std::strerror(errno) +
+  const int failure = execWords(words);
+  return error(kModelLoad, "cannot start " + engine + " (" + std::strerror(failure) +
                                "): hookscope-cli runs models through hookscope-engine, which is built and installed "
                                "beside it; build the whole project (scripts/build.sh) or install both");
 }

@@ -100,9 +100,7 @@ int runExportTensorBoard(const TensorBoardOptions& options) {
 
   const std::string python = options.python.empty() ? defaultPython() : options.python;
   const std::string package = pythonPackageDir();
-  std::string pythonPath = "PYTHONPATH=" + package;
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonPath += std::string(":") + old;
-  std::vector<std::string> environment{pythonPath};
+  std::vector<std::string> environment{"PYTHONPATH=" + packagePythonPath()};
   for (char** e = environ; *e; ++e) {
     if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) environment.push_back(*e);
   }
@@ -158,11 +156,10 @@ int runExportTensorBoard(const TensorBoardOptions& options) {
 int runReport(const ReportOptions& options) {
   // The report is drawn by the window's plot code, which this side (no Qt) does not link:
   // hookscope-report, installed beside it, or in the build tree's gui/ folder.
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  const auto self = programPath().parent_path();
   std::string program;
   for (const auto& candidate : {self / "hookscope-report", self / ".." / "gui" / "hookscope-report"}) {
-    if (!ec && ::access(candidate.c_str(), X_OK) == 0) {
+    if (!self.empty() && ::access(candidate.c_str(), X_OK) == 0) {
       program = candidate.lexically_normal().string();
       break;
     }
@@ -177,11 +174,7 @@ int runReport(const ReportOptions& options) {
     words.push_back(layer);
   }
   if (options.force) words.push_back("--force");
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  ::execv(program.c_str(), argv.data());
-  return error(kMissingTool, "cannot start " + program + ": " + std::strerror(errno));
+  return error(kMissingTool, "cannot start " + program + ": " + std::strerror(execWords(words)));
 }
 
 }  // namespace hookscope::cli

@@ -19,13 +19,18 @@ namespace hookscope::cli {
 
 std::string pythonPackageDir() {
   if (const char* dir = std::getenv("HOOKSCOPE_PACKAGE_DIR"); dir && *dir) return dir;
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
+  if (const auto self = programPath(); !self.empty()) {
     const auto installed = self.parent_path() / ".." / "share" / "hookscope" / "python";
+    std::error_code ec;
     if (std::filesystem::exists(installed / "hookscope" / "__init__.py", ec)) return installed.lexically_normal();
   }
   return HOOKSCOPE_SOURCE_PYTHON_DIR;
+}
+
+std::string packagePythonPath() {
+  std::string path = pythonPackageDir();
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+  return path;
 }
 
 std::string defaultPython() {
@@ -80,14 +85,9 @@ int execPythonEngine(const std::string& chosen, const std::vector<std::string>& 
   const std::string python = !chosen.empty() ? chosen : defaultPython();
   std::vector<std::string> words{python, "-m", "hookscope.engine"};
   words.insert(words.end(), arguments.begin(), arguments.end());
-  std::string path = pythonPackageDir();
-  if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
-  ::setenv("PYTHONPATH", path.c_str(), 1);
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  ::execvp(python.c_str(), argv.data());
-  return error(kModelLoad, why + ", and " + python + " cannot be started (" + std::strerror(errno) +
+  ::setenv("PYTHONPATH", packagePythonPath().c_str(), 1);
+  const int failure = execWords(words);
+  return error(kModelLoad, why + ", and " + python + " cannot be started (" + std::strerror(failure) +
                                "): name a Python with PyTorch with --python (or HOOKSCOPE_PYTHON; in the window, "
                                "Settings > Python for model files)");
 }
