@@ -42,8 +42,7 @@ void CheckpointCompare::compare(const QString& first, const QString& second) {
   connect(m_process, &QProcess::finished, this, [this, process = m_process](int code, QProcess::ExitStatus status) {
     if (process != m_process) return;
     if (status != QProcess::NormalExit || code != 0) {
-      QString why = QString::fromUtf8(process->readAllStandardError()).trimmed();
-      why.replace(QStringLiteral("hookscope-cli: "), QString());
+      QString why = cliMessage(process->readAllStandardError());
       if (why.isEmpty()) why = tr("hookscope-cli checkpoint ended with exit code %1").arg(code);
       m_summary->setText(why);
       Q_EMIT failed(why);

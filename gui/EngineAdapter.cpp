@@ -21,6 +21,13 @@
 
 using namespace hookscope;
 
+QString cliMessage(const QByteArray& standardError) {
+  const QString text = QString::fromUtf8(standardError).trimmed();
+  const QString prefix = QStringLiteral("hookscope-cli: ");
+  const int last = text.lastIndexOf(prefix);
+  return last >= 0 ? text.mid(last + prefix.size()) : text;
+}
+
 QString cliProgram() {
   const QString given = qEnvironmentVariable("HOOKSCOPE_ENGINE");
   if (!given.isEmpty()) return given;
@@ -343,7 +350,7 @@ qint64 EngineAdapter::enginePid() const {
   return m_engineProcess ? qint64(m_engineProcess->pid()) : -1;
 }
 
-void EngineAdapter::openCapture(const QString& dir) { openCaptureAs(dir, QString(), QString()); }
+void EngineAdapter::openCapture(const QString& dir) { openCaptureOf(dir, QString()); }
 
 void EngineAdapter::openCheckpoint(const QString& path, int limitSeconds) {
   // A checkpoint has no code: its tensors' statistics and histograms are captured once, by
@@ -357,18 +364,17 @@ void EngineAdapter::openCheckpoint(const QString& path, int limitSeconds) {
   const bool ended = capture.waitForFinished(limitSeconds > 0 ? limitSeconds * 1000 : -1);
   if (!ended || capture.exitStatus() != QProcess::NormalExit || capture.exitCode() != 0) {
     if (!ended) capture.kill();
-    QString why = QString::fromUtf8(capture.readAllStandardError()).trimmed();
-    const int last = why.lastIndexOf(QStringLiteral("hookscope-cli: "));
-    why = last >= 0 ? why.mid(last + 15) : why.isEmpty() ? capture.errorString() : why;
+    QString why = cliMessage(capture.readAllStandardError());
+    if (why.isEmpty()) why = capture.errorString();
     Q_EMIT loadFailed(QStringLiteral("%1 could not be read as a checkpoint: %2").arg(QFileInfo(path).fileName(), why));
     return;
   }
   QMetaObject::invokeMethod(this, [this, out, path] {
-    openCaptureAs(out, path, QFileInfo(path).fileName() + QStringLiteral(" (checkpoint, read-only)"));
+    openCaptureOf(out, path);
   }, Qt::BlockingQueuedConnection);  // before the scratch folder goes
 }
 
-void EngineAdapter::openCaptureAs(const QString& dir, const QString& shownPath, const QString& shownName) {
+void EngineAdapter::openCaptureOf(const QString& dir, const QString& checkpoint) {
   if (m_running.load()) {
     Q_EMIT loadFailed(QStringLiteral("Stop the run before opening a capture."));
     return;
@@ -381,9 +387,9 @@ void EngineAdapter::openCaptureAs(const QString& dir, const QString& shownPath, 
   }
   // Without the model, the tree is rebuilt from the hooked modules' dotted paths.
   ModelSummary summary;
-  summary.path = shownPath.isEmpty() ? dir : shownPath;
-  summary.fileName = shownName.isEmpty() ? QString::fromStdString(data.manifest.modelFile) + QStringLiteral(" (capture)")
-                                         : shownName;
+  summary.path = checkpoint.isEmpty() ? dir : checkpoint;
+  summary.fileName = checkpoint.isEmpty() ? QString::fromStdString(data.manifest.modelFile) + QStringLiteral(" (capture)")
+                                          : QFileInfo(checkpoint).fileName() + QStringLiteral(" (checkpoint, read-only)");
   summary.reviewOnly = true;
   summary.store = data.store;
   std::map<std::string, int> index;
@@ -420,7 +426,7 @@ void EngineAdapter::openCaptureAs(const QString& dir, const QString& shownPath, 
     summary.hooks[std::size_t(at)] = mask;
   }
   for (const auto& record : data.manifest.interventions) add(record.module, add);
-  if (!shownName.isEmpty()) {
+  if (!checkpoint.isEmpty()) {
     // A checkpoint's tree: the tensors are the modules' parameters, counted from their series;
     // a module that holds none (the root, a container) has nothing hooked.
     for (auto& info : summary.modules) info.typeName = "";

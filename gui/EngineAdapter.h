@@ -136,8 +136,9 @@ private:
   /// On the engine thread: makes a started engine process the open model.
   /// Load thread: a checkpoint's tensors captured once by hookscope-cli and shown read-only.
   void openCheckpoint(const QString& path, int limitSeconds);
-  /// openCapture, shown under another path and name (a checkpoint's).
-  void openCaptureAs(const QString& dir, const QString& shownPath, const QString& shownName);
+  /// openCapture; with `checkpoint`, the export holds that checkpoint's weights (one step of
+  /// param series) and is shown as the checkpoint: its path, name, parameter counts.
+  void openCaptureOf(const QString& dir, const QString& checkpoint);
   void adoptEngine(std::shared_ptr<hookscope::EngineProcess> engine, const QString& path);
   /// Ends the open engine process on purpose (no engineStopped); the job is kept for its captures.
   void endEngine();

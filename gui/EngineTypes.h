@@ -56,3 +56,6 @@ void registerEngineTypes();
 /// The hookscope-cli the window runs: HOOKSCOPE_ENGINE, else beside this program (installed),
 /// else in the build tree's cli/ folder.
 QString cliProgram();
+/// What hookscope-cli said went wrong, from its standard error: the text after its last
+/// "hookscope-cli: " (findings that follow on further lines included), or all of it.
+QString cliMessage(const QByteArray& standardError);

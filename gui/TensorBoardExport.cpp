@@ -1,6 +1,7 @@
 #include "TensorBoardExport.h"
 
 #include "EngineAdapter.h"
+#include "EngineTypes.h"
 
 #include <QDir>
 #include <QFileDialog>
@@ -82,8 +83,7 @@ void TensorBoardExport::onCapturesExported(const QString& dir, const QString& er
     QString error;
     if (exitStatus != QProcess::NormalExit || code != 0) {
       // hookscope-cli's own message says what went wrong and what to do.
-      error = QString::fromUtf8(m_process->readAllStandardError()).trimmed();
-      error.replace(QStringLiteral("hookscope-cli: "), QString());
+      error = cliMessage(m_process->readAllStandardError());
       if (error.isEmpty()) error = tr("hookscope-cli export-tensorboard ended with exit code %1.").arg(code);
     }
     end(error);
