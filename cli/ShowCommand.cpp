@@ -25,9 +25,7 @@ int runShow(const std::string& dir) {
   out << "HookScope capture " << dir << "\n";
   if (m.script) {
     const auto& script = *m.script;
-    out << "  script:   " << script.name << " (pid " << script.pid << " on " << script.host << ", PyTorch "
-        << script.torch << ", " << script.device << " " << script.dtype
-        << (script.optimizer.empty() ? "" : ", " + script.optimizer) << ")\n"
+    out << "  script:   " << script.describe() << "\n"
         << "  created:  " << m.createdUtc << " by HookScope " << m.hookscopeVersion << "\n"
         << "  run:      " << m.steps << " steps, attached; " << script.ended << "\n";
     if (!m.ranks.empty()) {
@@ -38,9 +36,7 @@ int runShow(const std::string& dir) {
             << r.ended << "\n";
       }
     }
-    std::int64_t dropped = 0;
-    for (const auto& gap : m.gaps) dropped += gap.captures;
-    if (dropped) {
+    if (const std::int64_t dropped = m.droppedCaptures()) {
       out << "  gaps:     " << dropped << " captures dropped by the script in " << m.gaps.size() << " steps\n";
       // Which series lost which steps, and why (the first few; manifest.json has every named one).
       std::map<std::string, std::vector<std::int64_t>> lost;

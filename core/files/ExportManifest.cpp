@@ -54,6 +54,17 @@ double realNumber(const json& j, const char* key, double fallback) {
 
 
 
+std::string ScriptRecord::describe() const {
+  return name + " (pid " + std::to_string(pid) + " on " + host + ", PyTorch " + torch + ", " + device + " " + dtype +
+         (optimizer.empty() ? "" : ", " + optimizer) + ")";
+}
+
+std::int64_t ExportManifest::droppedCaptures() const {
+  std::int64_t dropped = 0;
+  for (const auto& gap : gaps) dropped += gap.captures;
+  return dropped;
+}
+
 std::string utcTimestamp() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};

@@ -62,6 +62,9 @@ struct ScriptRecord {
   int worldSize = 1;   ///< the job's world size (1 alone)
   std::string job;     ///< the job it belongs to (MASTER_ADDR:MASTER_PORT or attach(job=...)), "" alone
   std::int64_t steps = 0;  ///< steps it finished
+
+  /// "train.py (pid 4242 on host, PyTorch 2.13.0, cpu float32, SGD)".
+  std::string describe() const;
 };
 
 /// A series that lost a step's capture, and why.
@@ -109,6 +112,8 @@ struct ExportManifest {
   std::vector<GapRecord> gaps;
 
   bool thinned() const { return !thinning.empty(); }
+  /// Captures the script reported dropped, over every step of every rank.
+  std::int64_t droppedCaptures() const;
   /// The manifest as JSON text.
   std::string toJson() const;
   /// Parses manifest.json text; false with a message when it is not a HookScope manifest.

@@ -56,9 +56,7 @@ QString summary(const ExportData& data, const QString& run) {
   html += row(QStringLiteral("export"), esc(QFileInfo(run).absoluteFilePath()));
   if (m.script) {
     const auto& s = *m.script;
-    html += row(QStringLiteral("script"), esc(s.name + " (pid " + std::to_string(s.pid) + " on " + s.host + ", PyTorch " +
-                                              s.torch + ", " + s.device + " " + s.dtype +
-                                              (s.optimizer.empty() ? "" : ", " + s.optimizer) + ")"));
+    html += row(QStringLiteral("script"), esc(s.describe()));
     html += row(QStringLiteral("ended"), esc(s.ended));
     if (m.ranks.size() > 1) html += row(QStringLiteral("ranks"), QString::number(m.ranks.size()));
   } else {
@@ -92,9 +90,7 @@ QString summary(const ExportData& data, const QString& run) {
                                               .arg(m.thinning.back().stride)
                                               .arg(m.memoryCapBytes >> 20));
   }
-  std::int64_t dropped = 0;
-  for (const auto& gap : m.gaps) dropped += gap.captures;
-  if (dropped) {
+  if (const std::int64_t dropped = m.droppedCaptures()) {
     html += row(QStringLiteral("gaps"), QStringLiteral("%1 captures dropped by the script in %2 steps (manifest.json, gaps)")
                                            .arg(dropped)
                                            .arg(m.gaps.size()));
@@ -214,21 +210,19 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
 
   // Gradient norms of every hooked layer.
   body += QStringLiteral("<h2>Gradient norms</h2>\n");
-  bool gradients = false;
-  for (const auto& key : store->seriesKeys()) gradients = gradients || key.kind == CaptureKind::Gradient;
-  if (gradients) {
+  std::set<std::int64_t> steps, bad;  // steps with gradients, and those holding NaN or Inf
+  for (const auto& key : store->seriesKeys()) {
+    if (key.kind != CaptureKind::Gradient) continue;
+    for (const auto& p : store->series(key)) {
+      steps.insert(p.step);
+      if (!std::isfinite(p.stats.l2norm) || p.stats.hasNonFinite()) bad.insert(p.step);
+    }
+  }
+  if (!steps.empty()) {
     GradNormPlot page;
     body += image(&page, state, QStringLiteral("gradient norms"));  // draws, then the legend names what it drew
     body += QStringLiteral("<p class=\"note\">The L2 norm of each hooked layer's output gradient per step, log scale:</p>\n");
     body += gradNormLegend(page);
-    std::set<std::int64_t> steps, bad;
-    for (const auto& key : store->seriesKeys()) {
-      if (key.kind != CaptureKind::Gradient) continue;
-      for (const auto& p : store->series(key)) {
-        steps.insert(p.step);
-        if (!std::isfinite(p.stats.l2norm) || p.stats.hasNonFinite()) bad.insert(p.step);
-      }
-    }
     if (!bad.empty()) {
       body += nonFiniteNote({bad.begin(), bad.end()}, steps.size(), QStringLiteral("a norm there is of the finite values, and a gradient with none has no point"));
     }
