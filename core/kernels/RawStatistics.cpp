@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace hookscope {
@@ -93,11 +94,18 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
     s.histLow -= pad;
     s.histHigh += pad;
   }
-  const double scale = double(bins) / (s.histHigh - s.histLow);
+  // A tiny float range whose scale overflows float32, or a float64 span past its range, is
+  // binned by the wide plan: never a NaN or out-of-range position (docs/export-format.md).
+  const kernels::BinPlan plan = kernels::binPlan(s.histLow, s.histHigh, bins, std::is_same_v<T, float>);
   const bool allFinite = total.finite == n;
   std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
   forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
-    kernels::histogramValues(data, b, e, s.histLow, scale, bins, allFinite, counts[std::size_t(c)].data());
+    std::int64_t* partCounts = counts[std::size_t(c)].data();
+    if (plan.own) {
+      kernels::histogramValues(data, b, e, s.histLow, plan.scale, bins, allFinite, partCounts);
+    } else {
+      kernels::histogramWide(data, b, e, s.histLow, plan.scale, plan.k, bins, partCounts);
+    }
   });
   for (const auto& part : counts) {
     for (int i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];

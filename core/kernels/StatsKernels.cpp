@@ -414,6 +414,33 @@ bool hasOneHotKernel() {
 #endif
 }
 
+BinPlan binPlan(double low, double high, std::int64_t bins, bool floatValues) {
+  constexpr double floatMax = std::numeric_limits<float>::max();
+  constexpr double doubleMax = std::numeric_limits<double>::max();
+  const double span = high - low;
+  BinPlan plan;
+  if (floatValues) {
+    plan.scale = double(bins) / (span > 0 ? span : 1.0);
+    plan.own = span <= floatMax && plan.scale <= floatMax && plan.scale >= double(std::numeric_limits<float>::min());
+    return plan;
+  }
+  plan.k = span <= doubleMax ? 1.0 : 0.5;
+  plan.own = plan.k == 1.0;
+  plan.scale = double(bins) / (span > 0 ? high * plan.k - low * plan.k : 1.0);
+  return plan;
+}
+
+template <typename T>
+void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double low, double scale, double k,
+                   std::int64_t bins, std::int64_t* counts) {
+  const double top = double(bins - 1);
+  const double lowK = low * k;
+  for (std::int64_t i = begin; i < end; ++i) {
+    const double v = double(data[i]);
+    if (std::fabs(v) <= std::numeric_limits<double>::max()) ++counts[std::int64_t(binPosition(v * k, lowK, scale, top))];
+  }
+}
+
 template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
   if constexpr (std::is_same_v<T, float>) {
@@ -444,6 +471,10 @@ void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double
 
 template void scanValues<float>(const float*, std::int64_t, std::int64_t, double, Partial&);
 template void scanValues<double>(const double*, std::int64_t, std::int64_t, double, Partial&);
+template void histogramWide<float>(const float*, std::int64_t, std::int64_t, double, double, double, std::int64_t,
+                                   std::int64_t*);
+template void histogramWide<double>(const double*, std::int64_t, std::int64_t, double, double, double, std::int64_t,
+                                    std::int64_t*);
 template void histogramValues<float>(const float*, std::int64_t, std::int64_t, double, double, std::int64_t, bool,
                                      std::int64_t*, HistogramKernel);
 template void histogramValues<double>(const double*, std::int64_t, std::int64_t, double, double, std::int64_t, bool,

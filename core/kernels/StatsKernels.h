@@ -30,6 +30,24 @@ constexpr std::int64_t kPartAlign = 4096;
 template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p);
 
+/// How values become bins between low and high, the same in every backend (docs/export-format.md).
+struct BinPlan {
+  bool own = true;  ///< bin = (v - low) * scale in the values' own precision (histogramValues)
+  double k = 1;     ///< else bin = (v * k - low * k) * scale in double (histogramWide)
+  double scale = 1;
+};
+
+/// The plan for values in float32 (floatValues) or float64: float32 values are binned in float32
+/// only where the span and the scale are normal float32 numbers; float64 values whose span is
+/// past float64's range are halved first (k = 0.5).
+BinPlan binPlan(double low, double high, std::int64_t bins, bool floatValues);
+
+/// Adds the range's finite values to counts[0, bins) by a plan that is not the values' own:
+/// bin = min(max((v * k - low * k) * scale, 0), bins - 1) in double (a NaN position is bin 0).
+template <typename T>
+void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double low, double scale, double k,
+                   std::int64_t bins, std::int64_t* counts);
+
 /// Which histogram loop to use: Portable is the one any CPU runs, for tests to compare with.
 enum class HistogramKernel { Best, Portable };
 

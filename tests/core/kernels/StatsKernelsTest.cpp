@@ -1,11 +1,13 @@
 // The statistics loops on raw values: the AVX-512 one-hot histogram must count exactly like
 // the portable one and like the float formula, whatever the data and the number of bins.
+#include "RawStatistics.h"
 #include "StatsKernels.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -91,4 +93,42 @@ TEST(StatsKernelsTest, HistogramOfPartsAddsUpToTheWhole) {
   histogramValues(values.data(), cut, std::int64_t(values.size()), r.low, r.scale, 64, true, parts.data());
   EXPECT_EQ(parts, whole);
   EXPECT_EQ(whole, byFormula(values, r, 64));
+}
+
+// Ranges the values' own precision cannot bin (docs/export-format.md): a float range so tiny
+// that its scale overflows float32 (the one-hot kernel turned 0 x inf into the last bin, the
+// torch ops into an index of INT64_MIN), a float span past float32's range, and a double span
+// past float64's range. Each lands where the wide plan puts it, counted once, in range.
+TEST(StatsKernelsTest, RangesTooTinyOrTooWideForTheirPrecisionFollowTheWidePlan) {
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  std::vector<float> tinyValues = {0.0f, tiny, 2 * tiny};
+  hookscope::TensorStats s;
+  hookscope::computeRawStats(tinyValues.data(), 3, 64, hookscope::StatsCores::One, s);
+  EXPECT_FALSE(binPlan(s.histLow, s.histHigh, 64, true).own);
+  std::vector<std::int64_t> expected(64, 0);
+  expected[0] = expected[32] = expected[63] = 1;  // (v - 0) * 64 / (2 * tiny), in double
+  EXPECT_EQ(s.histogram, expected);
+
+  std::vector<float> wideFloats = {-3e38f, 0.0f, 2e38f, 3e38f};
+  hookscope::computeRawStats(wideFloats.data(), 4, 64, hookscope::StatsCores::One, s);
+  EXPECT_FALSE(binPlan(s.histLow, s.histHigh, 64, true).own);
+  expected.assign(64, 0);
+  expected[0] = 1;
+  expected[std::size_t((3e38 + 0.0) * 64 / 6e38)] += 1;  // 32 (in float32, 3e38 - -3e38 is inf)
+  expected[std::size_t((3e38 + double(2e38f)) * 64 / 6e38)] += 1;
+  expected[63] += 1;
+  EXPECT_EQ(s.histogram, expected);
+
+  std::vector<double> wideDoubles = {-1e308, 0.0, 1e308};
+  hookscope::computeRawStats(wideDoubles.data(), 3, 64, hookscope::StatsCores::One, s);
+  const BinPlan plan = binPlan(s.histLow, s.histHigh, 64, false);
+  EXPECT_FALSE(plan.own);
+  EXPECT_EQ(plan.k, 0.5);
+  expected.assign(64, 0);
+  expected[0] = expected[32] = expected[63] = 1;
+  EXPECT_EQ(s.histogram, expected);
+
+  // Ranges every precision holds keep their own plan (and the kernels they had).
+  EXPECT_TRUE(binPlan(-1.0, 1.0, 64, true).own);
+  EXPECT_TRUE(binPlan(-1e300, 1e300, 64, false).own);
 }
