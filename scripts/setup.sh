@@ -35,6 +35,14 @@ if [ -z "${HOOKSCOPE_PYTHON:-}" ]; then
     [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "torch==$torch_version" numpy pytest
   fi
+  # Triton, for the GPU statistics kernels' tests without a GPU (its interpreter runs them on CPU
+  # tensors; its compiler builds them for sm_80/sm_90). 3.8.0 works beside torch 2.13's CPU build
+  # and numpy 2.4; the constraint keeps torch at its version. Optional: without it those tests skip.
+  if ! "$venv/bin/python" -c "import triton" 2>/dev/null; then
+    echo "torch==$torch_version" >"$venv/hookscope-constraints.txt"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$venv/hookscope-constraints.txt" triton==3.8.0 ||
+      echo "setup: triton 3.8.0 not installed: the Triton kernels' tests will skip" >&2
+  fi
   # torchvision's model definitions, for the fixtures that check the model-code scan on its
   # models, scripted and traced. Its compiled part needs CUDA, so it goes beside the venv, not
   # into it (--no-deps: torch stays 2.13.0), and no HookScope program loads it. Optional: without

@@ -13,8 +13,9 @@ computed in this process, on the tensor's device; only they reach HookScope (doc
 
 from ._address import default_address, parse_address
 from ._client import KINDS, Attached, Stopped, attach
+from ._stats import tensor_statistics
 from ._wire import PROTOCOL_VERSION, ProtocolError
 
 __all__ = ["attach", "Attached", "Stopped", "KINDS", "PROTOCOL_VERSION", "ProtocolError",
-           "default_address", "parse_address"]
+           "default_address", "parse_address", "tensor_statistics"]
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ import json
 import torch
 
 from . import _wire
-from ._stats import entry_text
+from ._stats import CapturedInGraph, entry_text
 
 DTYPES = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
@@ -18,6 +18,19 @@ STATS_PER_MESSAGE = 4000
 STATS_MESSAGE_BYTES = 8 << 20
 BEHIND_BYTES = 16 << 20      # with this much unsent, a step's statistics are dropped as a gap
 NAMED_DROPS = 64             # dropped captures named per step (the count is always whole)
+
+
+def _eager(fn):
+    """fn, run as it is under torch.compile: Dynamo does not trace into the statistics (their
+    kernel launches, the lock, the step's buffers); elsewhere fn itself."""
+    compiler = getattr(torch, "compiler", None)
+    disable = getattr(compiler, "disable", None)
+    if disable is None:
+        try:
+            from torch._dynamo import disable
+        except Exception:  # PyTorch 1.x: no Dynamo to keep out
+            return fn
+    return disable(fn)
 
 
 class CaptureSink:
@@ -39,8 +52,27 @@ class CaptureSink:
                 return
             try:
                 self._stats.add(fields, t, defer=self._defer_all)
+            except CapturedInGraph as exc:
+                self._drop(fields, str(exc))
             except Exception as exc:  # never into the user's code: a gap that says why
                 self._drop(fields, "%s: %s" % (type(exc).__name__, exc))
+            if self._stats.fallbacks:
+                self._say_fallbacks()
+
+    def _say_backend(self):
+        """Once, in the script's output: a slower statistics backend than this machine could
+        run, and what it costs (`statistics_backend` says which runs in any case)."""
+        slower = self._stats.slower_fallback()
+        if slower:
+            self._stats.fallbacks.append(slower)
+        self._say_fallbacks()
+
+    def _say_fallbacks(self):
+        for message in self._stats.fallbacks:
+            self._warn_once(("statistics", message), message)
+        del self._stats.fallbacks[:]
+
+    capture = _eager(capture)
 
     def _drop(self, fields, reason):
         if not self._dropped_count:

@@ -176,7 +176,7 @@ class Attached(CaptureSink):
 
     @property
     def statistics_backend(self):
-        """What computes CPU captures' statistics: "hookscope kernel" or "torch ops"."""
+        """What computes the statistics, e.g. "cpu: native; cuda: triton" (_stats's backends)."""
         return self._stats.backend
 
     def step(self, loss=None, **scalars):
@@ -225,6 +225,7 @@ class Attached(CaptureSink):
             self._warn_once("connect", "%s; training runs without HookScope" % exc)
             return
         self._state = "on"
+        self._say_backend()
         self._handle(messages)  # in order: a change of hooks after the welcome wins
         self._apply_pending()
 

@@ -2,21 +2,27 @@
 
 Each capture becomes one row: min, max, mean, std (n-1), L2 norm, zero fraction, NaN count,
 Inf count, the histogram's low and high edges, then the counts of its bins. The meanings are
-HookScope's (docs/export.md): moments, min, max and norm over the finite values; the histogram
+HookScope's (docs/export-format.md): moments, min, max and norm over the finite values; the histogram
 of the finite values in equal bins between the finite min and max, a bin being
 min((v - low) * scale, bins - 1) in the values' precision (float32 for float16, bfloat16 and
-float32; float64 otherwise).
+float32; float64 otherwise), with the fallback bin_plan() says where float32 cannot hold the scale.
 
-- On the CPU, HookScope's own kernel (libhookscope_stats, the engine's C++ code, loaded with
-  ctypes: nothing is compiled against the user's PyTorch) reads the values in place while the
-  hook runs; without it, the same torch ops as on a GPU.
-- On a GPU, torch ops write each capture's row into a device buffer allocated once; the step's
-  end copies every row to one pinned host buffer (allocated once) and waits once. No hook
-  reads anything back, so no hook makes the host wait for the device.
+Three backends compute the same row (HOOKSCOPE_STATS_BACKEND=auto|native|torch|triton forces one):
+- native: HookScope's own C++ kernel (libhookscope_stats, the engine's code, loaded with
+  ctypes: nothing is compiled against the user's PyTorch) reads CPU values in place while the
+  hook runs. auto's choice on the CPU where the library is found.
+- triton: two fused Triton kernels (_triton_stats) on a GPU, at the memory's speed. auto's
+  choice on CUDA where Triton imports; CPU tensors only under TRITON_INTERPRET=1.
+- torch: torch ops, on any device; what runs where neither of the others can.
+On a GPU each capture's row is written into a device buffer allocated once; the step's end
+copies every row to one pinned host buffer (allocated once) and waits once. No hook reads
+anything back, so no hook makes the host wait for the device.
 """
 
 import ctypes
+import glob
 import os
+import threading
 
 import torch
 
@@ -26,6 +32,10 @@ HEADER = 10  # min, max, mean, std, l2, zero fraction, nan, inf, low, high
 _CHUNK = 1 << 20  # values per pass of the torch-ops path: bounds its temporary memory (~40 MiB)
 _ABI = 1
 _LIBRARY_NAME = "libhookscope_stats.so"
+BACKENDS = ("auto", "native", "torch", "triton")
+_FLT_MAX = 3.4028234663852886e38
+_FLT_MIN = 1.1754943508222875e-38
+_DBL_MAX = 1.7976931348623157e308
 
 
 def _library_candidates():
@@ -34,6 +44,8 @@ def _library_candidates():
     if named:
         yield named
     yield os.path.join(here, _LIBRARY_NAME)  # installed beside the package (cmake --install)
+    # Built by pip when the package was installed (setup.py: a plain C++ library, no Python API).
+    yield from sorted(glob.glob(os.path.join(here, "_hookscope_stats*.so")))
     root = os.path.normpath(os.path.join(here, "..", ".."))  # a source checkout, built into build/
     yield os.path.join(root, "build", "core", _LIBRARY_NAME)
 
@@ -90,6 +102,26 @@ def native_row(lib, t, bins, cores=1):
     return list(out)
 
 
+def bin_plan(lo, hi, bins, work):
+    """How values become bins, for the histogram's edges lo and hi (float64 tensors on the values'
+    device): (narrow, k, scale). A value's bin is (v - lo) * scale in the working precision
+    (float32 for float16, bfloat16 and float32) where narrow is true: the span and the scale are
+    normal float32 numbers. Else it is (v * k - lo * k) * scale in float64, k being 1, or 0.5 where
+    the span is past float64's range. Every backend bins by this plan (docs/export-format.md)."""
+    span = hi - lo
+    positive = span > 0
+    # A tensor over a tensor: `bins / tensor` is a reciprocal times bins in torch, one rounding
+    # more than the kernels' division.
+    count = torch.full_like(span, float(bins))
+    if work == torch.float32:
+        scale = count / torch.where(positive, span, torch.ones_like(span))
+        narrow = (span <= _FLT_MAX) & (scale <= _FLT_MAX) & (scale >= _FLT_MIN)
+        return narrow, torch.ones_like(span), scale
+    k = torch.where(span <= _DBL_MAX, torch.ones_like(span), torch.full_like(span, 0.5))
+    scale = count / torch.where(positive, hi * k - lo * k, torch.ones_like(span))
+    return torch.zeros_like(positive), k, scale
+
+
 def torch_row(t, bins, row):
     """Writes a tensor's row into `row` (float64, HEADER + bins, on t's device) with torch ops
     only, in passes of at most _CHUNK values, without reading anything back to the host."""
@@ -136,9 +168,12 @@ def torch_row(t, bins, row):
     flat_range = some & (hi <= lo)
     lo = torch.where(flat_range, lo - pad, lo)
     hi = torch.where(flat_range, hi + pad, hi)
-    scale = bins / torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     work = _work_dtype(x)
+    narrow, k, scale = bin_plan(lo, hi, bins, work)
     lo_w, scale_w = lo.to(work), scale.to(work)
+    on_cpu = dev.type == "cpu"
+    if on_cpu:  # the host may look: only the plan that applies is computed
+        narrow = bool(narrow)
     spare = bins  # non-finite values land one past the last bin, which is dropped
     hist = torch.zeros(bins + 1, dtype=torch.int64, device=dev)
     m2 = torch.zeros((), dtype=f64, device=dev)
@@ -146,8 +181,14 @@ def torch_row(t, bins, row):
         v, finite = single or prepared(c)
         d = (v - mean).masked_fill(~finite, 0.0)
         m2 += (d * d).sum()
-        w = c.to(work)
-        at = ((w - lo_w) * scale_w).clamp(0, bins - 1).masked_fill(~finite, spare)
+        if work == torch.float32 and (not on_cpu or narrow):
+            at = (c.to(work) - lo_w) * scale_w
+            if not on_cpu:  # the wide plan beside it, chosen per tensor without reading it back
+                at = torch.where(narrow, at.to(f64), (v * k - lo * k) * scale)
+        else:
+            at = (v * k - lo * k) * scale
+        # NaN-safe: a position that is NaN (0 x inf) becomes 0, never an index out of range.
+        at = torch.where(at > 0, at, torch.zeros_like(at)).clamp(max=bins - 1).masked_fill(~finite, spare)
         index = at.to(torch.int64)
         hist.scatter_add_(0, index, torch.ones(1, dtype=torch.int64, device=dev).expand(index.numel()))
     std = torch.where(counts[0] > 1, torch.sqrt(m2 / (finite_count - 1).clamp(min=1)), torch.zeros_like(m2))
@@ -159,17 +200,129 @@ def torch_row(t, bins, row):
     row[HEADER:].copy_(hist[:bins])
 
 
-class StepStatistics:
-    """One step's captures: their identifying fields (JSON text) and their rows."""
+def requested_backend():
+    """HOOKSCOPE_STATS_BACKEND, or "auto"; a value it cannot be is refused with what it can be."""
+    name = os.environ.get("HOOKSCOPE_STATS_BACKEND", "auto").strip().lower() or "auto"
+    if name not in BACKENDS:
+        raise ValueError("HOOKSCOPE_STATS_BACKEND=%s: use one of %s" % (name, ", ".join(BACKENDS)))
+    return name
 
-    def __init__(self, bins=64, use_native=True):
+
+def _interpreting():
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+_triton_cache = []
+
+
+def triton_statistics():
+    """The Triton kernels' launcher, or (None, why) where Triton does not import."""
+    if not _triton_cache:
+        try:
+            from . import _triton_stats
+            _triton_cache.append((_triton_stats.TritonStatistics(), None))
+        except Exception as exc:  # no Triton, or one too old for the kernels
+            _triton_cache.append((None, "Triton does not import (%s: %s)" % (type(exc).__name__, exc)))
+    return _triton_cache[0]
+
+
+class CapturedInGraph(RuntimeError):
+    """A hook ran while its stream was being captured into a CUDA graph: nothing is launched."""
+
+
+class BackendError(ValueError):
+    """A backend that was asked for by name cannot compute a tensor's row."""
+
+
+class StepStatistics:
+    """One step's captures: their identifying fields (JSON text) and their rows.
+
+    backend: "auto" (HOOKSCOPE_STATS_BACKEND by default), or one of BACKENDS to force. A forced
+    backend that cannot take a tensor raises BackendError with strict=True; otherwise that
+    tensor gets auto's choice and `fallbacks` says so once."""
+
+    def __init__(self, bins=64, use_native=True, backend=None, strict=False):
         self.bins = bins
-        self._lib = native_library() if use_native else None
-        self.backend = "hookscope kernel" if self._lib is not None else "torch ops"
-        self._entries = []  # [fields, row list or None, (device, row index) or None]
+        self.fallbacks = []         # messages for the script's output: each said once
+        if backend is None:
+            try:
+                backend = requested_backend()
+            except ValueError as exc:  # a training run is not stopped for a misspelt variable
+                self.fallbacks.append("%s; auto is used" % exc)
+                backend = "auto"
+        if backend not in BACKENDS:
+            raise ValueError("backend %r: use one of %s" % (backend, ", ".join(BACKENDS)))
+        self.requested = backend
+        self.strict = strict
+        self._lib = native_library() if use_native and backend in ("auto", "native") else None
+        self._triton_failed = None  # why the Triton kernels stopped being used, once they failed
+        self._entries = []  # [fields, row list or None, (device, row index) or None, backend]
         self._device = {}   # device -> [rows tensor, count]
         self._pinned = {}   # device -> pinned host rows, grown by doubling, reused
+        self._streams = {}  # device -> CUDA streams rows were written on this step
         self.rows_bytes = 0  # device memory held by the row buffers
+
+    @property
+    def backend(self):
+        """Which backend computes CPU captures, and CUDA captures where this machine has a GPU."""
+        text = "cpu: %s" % self.choose(torch.device("cpu"))
+        if torch.cuda.is_available():
+            text += "; cuda: %s" % self.choose(torch.device("cuda"))
+        return text
+
+    def slower_fallback(self):
+        """A line for the script's output where auto's choice is a slower fallback (torch ops
+        where HookScope's C++ kernel or Triton is missing) with what it costs; else None."""
+        if self.requested != "auto":
+            return None
+        notes = []
+        if self.choose(torch.device("cpu")) == "torch":
+            notes.append("HookScope's C++ kernel was not found, so torch ops compute CPU statistics: an attached "
+                         "step costs about 3x a plain one instead of about 1.1x (installing the hookscope package "
+                         "with pip and a C++ compiler builds the kernel)")
+        if torch.cuda.is_available() and self.choose(torch.device("cuda")) == "torch":
+            notes.append("%s, so torch ops compute GPU statistics: an attached step costs tens of times a plain "
+                         "one" % triton_statistics()[1])
+        return "; ".join(notes) or None
+
+    def choose(self, device):
+        """The backend that computes a tensor's row on `device`."""
+        wanted = self.requested
+        if device.type == "cpu":
+            if wanted == "torch" or (wanted == "triton" and _interpreting() and self._usable_triton()):
+                return wanted
+            if wanted in ("auto", "native") and self._lib is not None:
+                return "native"
+            if wanted != "auto":
+                self._cannot(wanted, device)
+            return "native" if self._lib is not None else "torch"
+        if wanted in ("auto", "triton") and device.type == "cuda" and self._usable_triton():
+            return "triton"
+        if wanted not in ("auto", "torch"):
+            self._cannot(wanted, device)
+        return "torch"
+
+    def _usable_triton(self):
+        return self._triton_failed is None and triton_statistics()[0] is not None
+
+    def _cannot(self, wanted, device):
+        if wanted == "triton" and self._triton_failed:
+            return  # said when they failed
+        if wanted == "native":
+            why = ("HookScope's C++ kernel is not built (pip install the hookscope package with a C++ "
+                   "compiler, or build HookScope)" if device.type == "cpu" else
+                   "HookScope's C++ kernel reads CPU memory only")
+        elif triton_statistics()[0] is None:
+            why = triton_statistics()[1]
+        elif device.type == "cpu":
+            why = "the Triton kernels run on CPU tensors only under TRITON_INTERPRET=1"
+        else:
+            why = "the Triton kernels run on CUDA devices"
+        message = "the %s statistics backend cannot compute a %s tensor's row: %s" % (wanted, device.type, why)
+        if self.strict:
+            raise BackendError(message)
+        if message not in self.fallbacks:
+            self.fallbacks.append(message)
 
     def set_bins(self, bins):
         if bins != self.bins and not self._entries:
@@ -183,15 +336,18 @@ class StepStatistics:
 
     def add(self, fields, tensor, defer=False):
         """Computes `tensor`'s row now (the values as they are at this moment)."""
+        if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise CapturedInGraph("captured into a CUDA graph: HookScope sees nothing on replay")
         width = HEADER + self.bins
-        if tensor.device.type == "cpu" and not defer:
-            if self._lib is not None:
+        backend = self.choose(tensor.device)
+        if tensor.device.type == "cpu" and not defer and backend != "triton":
+            if backend == "native":
                 row = native_row(self._lib, tensor, self.bins)
             else:
                 out = torch.empty(width, dtype=torch.float64)
                 torch_row(tensor, self.bins, out)
                 row = out.tolist()
-            self._entries.append([fields, row, None])
+            self._entries.append([fields, row, None, backend])
             return
         device = tensor.device
         slot = self._device.get(device)
@@ -202,13 +358,39 @@ class StepStatistics:
                 rows[:slot[1]].copy_(slot[0][:slot[1]])
             self.rows_bytes += rows.numel() * 8 - (slot[0].numel() * 8 if slot is not None else 0)
             slot = self._device[device] = [rows, 0 if slot is None else slot[1]]
-        torch_row(tensor, self.bins, slot[0][slot[1]])
-        self._entries.append([fields, None, (device, slot[1])])
+        row = slot[0][slot[1]]
+        if backend != "triton":
+            backend = "torch"  # what writes into a row buffer on any device
+        if device.type == "cuda":
+            # The kernels run on the current stream; the tensor's memory is kept until they are
+            # done there, and the step's end waits for every stream that wrote a row.
+            stream = torch.cuda.current_stream(device)
+            tensor.record_stream(stream)
+            slot[0].record_stream(stream)
+            self._streams.setdefault(device, set()).add(stream)
+        if backend == "triton":
+            backend = self._triton_row(tensor, row)
+        if backend == "torch":
+            torch_row(tensor, self.bins, row)
+        self._entries.append([fields, None, (device, slot[1]), backend])
         slot[1] += 1
 
-    def take(self):
-        """Every entry of the step as (fields, row); device rows come back with one copy and
-        one wait per device."""
+    def _triton_row(self, tensor, row):
+        """Computes the row with the Triton kernels; "torch" where they failed (from now on)."""
+        try:
+            triton_statistics()[0].row(tensor, self.bins, row)
+            return "triton"
+        except Exception as exc:
+            if self.strict:
+                raise
+            self._triton_failed = "the Triton kernels failed (%s: %s)" % (type(exc).__name__, exc)
+            self.fallbacks.append(self._triton_failed + "; torch ops compute the statistics from now on, "
+                                  "several times slower on a GPU")
+            return "torch"
+
+    def take(self, with_backend=False):
+        """Every entry of the step as (fields, row), or (fields, row, backend); device rows come
+        back with one copy and one wait per device."""
         host = {}
         for device, (rows, count) in self._device.items():
             if count == 0:
@@ -218,17 +400,57 @@ class StepStatistics:
                 pinned = torch.empty(rows.shape, dtype=torch.float64,
                                      pin_memory=device.type == "cuda" and torch.cuda.is_available())
                 self._pinned[device] = pinned
+            if device.type == "cuda":
+                current = torch.cuda.current_stream(device)
+                for stream in self._streams.pop(device, ()):
+                    if stream != current:
+                        current.wait_stream(stream)
             pinned[:count].copy_(rows[:count], non_blocking=True)
             if device.type == "cuda":
                 torch.cuda.current_stream(device).synchronize()
             host[device] = pinned[:count].tolist()
         out = []
-        for fields, row, place in self._entries:
-            out.append((fields, row if place is None else host[place[0]][place[1]]))
+        for fields, row, place, backend in self._entries:
+            row = row if place is None else host[place[0]][place[1]]
+            out.append((fields, row, backend) if with_backend else (fields, row))
         self._entries = []
         for slot in self._device.values():
             slot[1] = 0
         return out
+
+
+_KEYS = ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi"))
+_public = {}
+_public_lock = threading.Lock()
+
+
+def tensor_statistics(tensor, bins=64, backend="auto"):
+    """What HookScope records for `tensor` (a hooked capture's row, through the same code) as a
+    dict: min, max, mean, std (n-1), l2, zeros (the fraction of exact zeros), nan and inf
+    (counts), lo and hi (the histogram's edges), hist (`bins` counts of the finite values) and
+    backend ("native", "torch" or "triton": which one computed it).
+
+    Min, max and the moments are over the finite values (NaN where there is none). backend
+    "auto" picks as a hooked capture does; a named one that cannot take the tensor raises
+    ValueError saying why. On a GPU this waits for the device (it returns numbers)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("tensor_statistics needs a torch.Tensor, not %s" % type(tensor).__name__)
+    if not isinstance(bins, int) or not 1 <= bins <= 4096:
+        raise ValueError("bins must be an integer from 1 to 4096, not %r" % (bins,))
+    if tensor.layout != torch.strided:
+        raise ValueError("tensor_statistics needs a dense (strided) tensor, not a %s one" % tensor.layout)
+    with _public_lock:
+        step = _public.get((bins, backend))
+        if step is None:
+            step = _public[(bins, backend)] = StepStatistics(bins=bins, backend=backend, strict=True)
+        try:
+            step.add("", tensor.detach())
+        finally:
+            taken = step.take(with_backend=True)
+    _, row, used = taken[0]
+    out = {name: row[i] for i, name in _KEYS}
+    out.update(nan=int(row[6]), inf=int(row[7]), hist=[int(v) for v in row[HEADER:HEADER + bins]], backend=used)
+    return out
 
 
 def entry_text(fields, row, bins):
