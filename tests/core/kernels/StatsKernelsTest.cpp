@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -131,4 +132,35 @@ TEST(StatsKernelsTest, RangesTooTinyOrTooWideForTheirPrecisionFollowTheWidePlan)
   // Ranges every precision holds keep their own plan (and the kernels they had).
   EXPECT_TRUE(binPlan(-1.0, 1.0, 64, true).own);
   EXPECT_TRUE(binPlan(-1e300, 1e300, 64, false).own);
+}
+
+// The float fast path sums squares in float: squares below float's normal range (|v| < 2^-63)
+// vanished, and 5,000 values of 1e-30 had an L2 norm 57% short. Such blocks are scanned in double.
+TEST(StatsKernelsTest, TinyValuesKeepTheirNormAndSpread) {
+  std::mt19937 random(3);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (const double size : {1e-30, 1e-21, 1e-12}) {
+    std::vector<float> values(5000);
+    for (auto& v : values) v = float(size * (2.0 + normal(random)));
+    double sum = 0, squares = 0;
+    for (const float v : values) {
+      sum += v;
+      squares += double(v) * v;
+    }
+    const double mean = sum / double(values.size());
+    double m2 = 0;
+    for (const float v : values) m2 += (v - mean) * (v - mean);
+    hookscope::TensorStats s;
+    hookscope::computeRawStats(values.data(), std::int64_t(values.size()), 64, hookscope::StatsCores::One, s);
+    EXPECT_NEAR(s.l2norm, std::sqrt(squares), 1e-6 * std::sqrt(squares)) << size;
+    EXPECT_NEAR(s.mean, mean, 1e-6 * std::fabs(mean)) << size;
+    const double std = std::sqrt(m2 / double(values.size() - 1));
+    EXPECT_NEAR(s.std, std, 1e-6 * std) << size;
+  }
+  // A block of zeros is no tiny value: still the fast path's result, exactly zero.
+  std::vector<float> zeros(5000, 0.0f);
+  hookscope::TensorStats s;
+  hookscope::computeRawStats(zeros.data(), 5000, 64, hookscope::StatsCores::One, s);
+  EXPECT_EQ(s.l2norm, 0.0);
+  EXPECT_EQ(s.zeroFraction, 1.0);
 }
