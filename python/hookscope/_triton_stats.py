@@ -287,23 +287,34 @@ class TritonStatistics:
 
     def row(self, t, bins, row):
         """Writes t's row into `row` (float64, HEADER + bins, contiguous, on t's device)."""
+        with self._lock:  # the passes of one tensor share the scratch: no other tensor's between them
+            for _, launch in self.launches(t, bins, row):
+                launch()
+
+    def launches(self, t, bins, row):
+        """The passes that compute t's row, as (name, function that launches it): row() runs
+        them in order; the benchmark times each. Run them holding the lock."""
         x, work, wide = flat_values(t)
         n = x.numel()
         if n == 0:
-            row.zero_()
-            row[0:3].fill_(float("nan"))
-            return
+            def empty():
+                row.zero_()
+                row[0:3].fill_(float("nan"))
+            return [("empty", empty)]
         device = x.device
         # A program's counts are int32: no program may see 2^31 values.
         programs = min(triton.cdiv(n, self.block), max(self._programs(device), triton.cdiv(n, 1 << 30)))
-        with self._lock:
-            pmax, parts, counts, _ = self._scratch_for(device, programs, bins)
-            if pmax < programs:
-                raise ValueError("HookScope's Triton statistics: %d programs exceed the scratch's %d"
-                                 % (programs, pmax))
-            hist, counter = counts[:bins], counts[-2:]
+        pmax, parts, counts, _ = self._scratch_for(device, programs, bins)
+        if pmax < programs:
+            raise ValueError("HookScope's Triton statistics: %d programs exceed the scratch's %d" % (programs, pmax))
+        hist, counter = counts[:bins], counts[-2:]
+
+        def first():
             stats_pass1[(programs,)](x, n, row, parts, counter, WORK=work, BLOCK=self.block, PMAX=pmax,
                                      num_warps=self.warps)
+
+        def second():
             stats_pass2[(programs,)](x, n, bins, row, parts, hist, counter[1:], WORK=work, WIDE=wide,
                                      BLOCK=self.block, PMAX=pmax, NUM_BINS=max(2, _next_power_of_two(bins)),
                                      num_warps=self.warps)
+        return [("pass 1", first), ("pass 2", second)]

@@ -299,10 +299,8 @@ def gpu_bench(args):
             for _ in range(steps):
                 torch.cuda.synchronize()
                 start = time.perf_counter()
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = loss_of(model, batch)
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                loss = gpu_step(model, batch, loss_of)
                 opt.step()
                 if hs is not None:
                     hs.step(loss.detach())
@@ -337,6 +335,12 @@ def gpu_bench(args):
             results[name] = (statistics.median(times), peak, syncs)
             del model, opt
             torch.cuda.empty_cache()
+        inventory_model = make()
+        found = count_captures(inventory_model, lambda: gpu_step(inventory_model, batch, loss_of), lambda shape: shape)
+        del inventory_model
+        torch.cuda.empty_cache()
+        captured = sum(b for _, b in found.values())
+        bandwidth = copy_bandwidth()
         plain, attached = results["plain"], results["attached"]
         print(f"attach (GPU): {args.model}, {torch.cuda.get_device_name()}, bf16 autocast, AdamW, every module "
               f"hooked (activation, gradient), {args.rounds * 3} steps")
@@ -347,10 +351,151 @@ def gpu_bench(args):
         print(f"  host synchronisations in an attached step: {attached[2]} (outside the hooks: the step's end)")
         print(f"  per step: {results['captures']:.0f} captures, {results['bytes'] / 1024:.1f} KiB on the socket; "
               f"dropped: {results['dropped']}")
-        print(f"RESULT attach_gpu model={args.model} ratio={attached[0] / plain[0]:.4f} syncs={attached[2]} "
+        one = captured / bandwidth * 1e3
+        limit1, limit2 = (plain[0] + one) / plain[0], (plain[0] + 2 * one) / plain[0]
+        print(f"  captured a step: {captured / 1e9:.2f} GB; device copy bandwidth {bandwidth / 1e12:.2f} TB/s: one read "
+              f"{one:.2f} ms, two reads {2 * one:.2f} ms")
+        print(f"  attached / plain {attached[0] / plain[0]:.3f}  (limit / plain: {limit1:.3f} one read, {limit2:.3f} two)")
+        print(f"RESULT attach_gpu model={args.model} ratio={attached[0] / plain[0]:.4f} limit_one_read={limit1:.4f} "
+              f"limit_two_reads={limit2:.4f} captured_gb={captured / 1e9:.3f} syncs={attached[2]} "
               f"extra_peak_mib={(attached[1] - plain[1]) / 2**20:.0f}")
+        pass_bandwidth(bandwidth)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+class CudaAutocastOnCpu(torch.overrides.TorchFunctionMode):
+    """CPU autocast gives these models CUDA autocast's dtypes but for one rule: CUDA runs
+    layer_norm in float32 (its fp32 list), the CPU in bfloat16. This applies that rule."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is nn.functional.layer_norm:
+            with torch.autocast("cpu", enabled=False):
+                return func(*[a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                              for a in args], **kwargs)
+        return func(*args, **kwargs)
+
+
+def count_captures(model, step, scale_shape):
+    """(kind, dtype) -> [captures, bytes] of one hooked training step, every module hooked for
+    activations and gradients as attach() hooks them; scale_shape maps a shape to the full size's."""
+    from hookscope._hooks import tensors_of
+    found = {}
+
+    def add(kind, t):
+        numel = 1
+        for d in scale_shape(tuple(t.shape)):
+            numel *= d
+        entry = found.setdefault((kind, str(t.dtype).replace("torch.", "")), [0, 0])
+        entry[0] += 1
+        entry[1] += numel * t.element_size()
+
+    def hook(module, inputs, output):
+        for t in tensors_of(output, []):
+            add("activation", t)
+            if t.requires_grad:
+                t.register_hook(lambda g: add("gradient", g))
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    step()
+    for h in handles:
+        h.remove()
+    return found
+
+
+def inventory(args):
+    """What the GPU models hook in one step, by kind and dtype, computed on the CPU: small steps
+    under CUDA autocast's dtypes (CudaAutocastOnCpu), every shape scaled to the benchmark's batch
+    and sequence. At the GPU's copy bandwidth, reading those bytes once or twice is the limit."""
+    torch.manual_seed(0)
+    small_batch, small_seq = 2, 96
+    models = {
+        "resnet50": (lambda: resnet50(num_classes=1000), lambda: torch.randn(small_batch, 3, 224, 224),
+                     lambda m, x: nn.functional.cross_entropy(m(x).float(), torch.zeros(small_batch, dtype=torch.long)),
+                     lambda shape: (64,) + shape[1:] if shape and shape[0] == small_batch else shape, "b64, 224 px"),
+        "gpt2": (GPT, lambda: torch.randint(0, 50257, (small_batch, small_seq)),
+                 lambda m, x: nn.functional.cross_entropy(m(x).flatten(0, 1).float(), x.flatten()),
+                 lambda shape: ((8, 1024) + shape[2:] if shape[:2] == (small_batch, small_seq) else
+                                (1024,) + shape[1:] if shape and shape[0] == small_seq else shape), "b8, seq 1024"),
+    }
+    bandwidth = args.bandwidth * 1e12
+    for name in args.models or ("resnet50", "gpt2"):
+        make, data, loss_of, scale, size = models[name]
+        model = make().train()
+        x = data()
+
+        def step():
+            with CudaAutocastOnCpu(), torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_of(model, x)
+            loss.backward()
+        found = count_captures(model, step, scale)
+        total = sum(b for _, b in found.values())
+        captures = sum(c for c, _ in found.values())
+        print(f"inventory: {name} ({size}, bf16 autocast, every module: activation + gradient): "
+              f"{captures} captures, {total / 1e9:.2f} GB a step")
+        for (kind, dtype), (count, nbytes) in sorted(found.items()):
+            print(f"  {kind:10s} {dtype:9s} {count:4d} captures {nbytes / 1e9:7.3f} GB")
+        one = total / bandwidth * 1e3
+        line = (f"  at {args.bandwidth:.2f} TB/s: one read {one:.2f} ms, two reads {2 * one:.2f} ms")
+        plain = {"resnet50": args.plain_resnet50, "gpt2": args.plain_gpt2}[name]
+        if plain:
+            line += (f"; with a plain step of {plain:.1f} ms the limit is {(plain + one) / plain:.3f}x (one read), "
+                     f"{(plain + 2 * one) / plain:.3f}x (two)")
+        print(line)
+        print(f"RESULT inventory model={name} captures={captures} bytes={total} one_read_ms={one:.3f}")
+
+
+def gpu_step(model, batch, loss_of):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_of(model, batch)
+    loss.backward()
+    return loss
+
+
+def copy_bandwidth(nbytes=2 << 30):
+    """The device's memory bandwidth as a copy sees it (bytes read plus bytes written per second)."""
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        b.copy_(a)
+    end.record()
+    end.synchronize()
+    return 2 * nbytes * 10 / (start.elapsed_time(end) / 1e3)
+
+
+def pass_bandwidth(bandwidth, numel=51_380_224):
+    """Each Triton pass alone on a 51M-value bf16 activation (resnet50's largest), against the
+    copy bandwidth; and the torch-ops row on the same tensor."""
+    from hookscope import _triton_stats
+    kernels = _triton_stats.TritonStatistics()
+    x = torch.randn(numel, device="cuda").bfloat16()
+    bins = 64
+    row = torch.empty(_stats.HEADER + bins, dtype=torch.float64, device="cuda")
+    kernels.row(x, bins, row)  # compiles both passes
+    launches = kernels.launches(x, bins, row)
+    timings = {}
+    for name, launch in launches:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            launch()
+        end.record()
+        end.synchronize()
+        timings[name] = start.elapsed_time(end) / 20
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    _stats.torch_row(x, bins, row)
+    end.record()
+    end.synchronize()
+    nbytes = x.numel() * x.element_size()
+    for name, ms in timings.items():
+        print(f"  {name} on {numel / 1e6:.1f}M bf16 values: {ms:.3f} ms, {nbytes / ms / 1e9:.2f} TB/s "
+              f"({nbytes / ms * 1e3 / bandwidth * 100:.0f}% of the copy bandwidth)")
+    print(f"  torch ops on the same tensor: {start.elapsed_time(end):.2f} ms")
+    print("RESULT pass_bandwidth " + " ".join(f"{name}_ms={ms:.4f}" for name, ms in timings.items()))
 
 
 def count_syncs(fn):
@@ -375,7 +520,19 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--size", type=int, default=112)
     parser.add_argument("--torch-ops", action="store_true", help="also time the torch-ops statistics on the CPU")
+    parser.add_argument("--inventory", action="store_true",
+                        help="print what the GPU models hook a step (bytes by dtype) and the limit it sets, on the CPU")
+    parser.add_argument("--models", nargs="*", help="with --inventory: resnet50, gpt2 (default both)")
+    parser.add_argument("--bandwidth", type=float, default=3.35,
+                        help="with --inventory: the GPU's memory bandwidth in TB/s (H100 SXM: 3.35)")
+    parser.add_argument("--plain-resnet50", type=float, default=32.5,
+                        help="with --inventory: a plain resnet50 step in ms (H100, measured 2026-11-24)")
+    parser.add_argument("--plain-gpt2", type=float, default=52.4,
+                        help="with --inventory: a plain gpt2 step in ms (H100, measured 2026-11-24)")
     args = parser.parse_args()
+    if args.inventory:
+        inventory(args)
+        return
     if args.rounds_pos:
         args.rounds = args.rounds_pos
     if args.device == "cuda":

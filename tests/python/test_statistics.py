@@ -156,3 +156,76 @@ def test_a_hooked_cuda_step_never_waits_for_the_gpu_inside_a_hook():
         assert rows[-1][1][:2] == cpu[:2]  # min and max exact
     for h in hooks:
         h.remove()
+
+
+def _triton_on_cuda():
+    return torch.cuda.is_available() and _stats.triton_statistics()[0] is not None
+
+
+@pytest.mark.skipif(not _triton_on_cuda(), reason="no CUDA GPU with Triton on this machine")
+@pytest.mark.parametrize("name", [n for n in tensors() if n != "empty"] + ["channels_last", "51M bfloat16"])
+def test_triton_on_a_gpu_equals_the_torch_ops_and_the_cpu_kernel(name):
+    """The kernels compiled for this GPU (not the interpreter): counts and bounds exactly as the
+    torch ops on the same device, moments to 1e-6; auto picks them for CUDA tensors."""
+    if name == "channels_last":
+        t = torch.randn(8, 16, 9, 9).to(memory_format=torch.channels_last)
+    elif name == "51M bfloat16":
+        t = torch.randn(51_380_224, generator=torch.Generator().manual_seed(1)).bfloat16()
+    else:
+        t = tensors()[name]
+    x = t.cuda()
+    assert _stats.StepStatistics().choose(x.device) == "triton"
+    got = hookscope_statistics(x, "triton")
+    ops = hookscope_statistics(x, "torch")
+    for key in ("min", "max", "zeros", "nan", "inf", "lo", "hi", "hist"):
+        assert got[key] == ops[key] or (key in ("min", "max") and math.isnan(got[key]) and math.isnan(ops[key])), \
+            (name, key)
+    for key in ("mean", "std", "l2"):
+        a, b = got[key], ops[key]
+        assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-30), (name, key, a, b)
+    if LIB is not None and t.numel() < 10_000_000:
+        native = hookscope_statistics(t, "native")
+        assert native["nan"] == got["nan"] and native["inf"] == got["inf"] and sum(native["hist"]) == sum(got["hist"])
+
+
+def hookscope_statistics(t, backend):
+    from hookscope import tensor_statistics
+    return tensor_statistics(t, bins=BINS, backend=backend)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_a_hook_inside_cuda_graph_capture_launches_nothing_and_names_the_gap():
+    """A hooked module captured into a CUDA graph: nothing is launched into the graph; each capture
+    is a gap that says why, the warning is given once, and the graph replays."""
+    from hookscope._capture import CaptureSink
+    import threading
+
+    class Sink(CaptureSink):
+        def __init__(self):
+            self.lock = threading.RLock()
+            self._stats = _stats.StepStatistics(bins=BINS)
+            self._defer_all = False
+            self.warned = []
+
+        def _warn_once(self, key, message):
+            self.warned.append(message)
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).cuda()
+    sink = Sink()
+    for i, m in enumerate(model):
+        m.register_forward_hook(lambda m, a, o, i=i: sink.capture(i, 0, "activation", 0, o))
+    x = torch.randn(8, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        model(x)  # warm up outside the graph: rows as usual
+    torch.cuda.current_stream().wait_stream(side)
+    assert len(sink._stats.take()) == 2
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = model(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(out, model(x))
+    assert sink._dropped_count >= 2 and all("captured into a CUDA graph" in r for _, r in sink._dropped)
+    assert len([w for w in sink.warned if "CUDA graph" in w]) >= 1
