@@ -139,8 +139,7 @@ def cpu_bench(args):
             proc2, address2 = recorder(args.cli, os.path.join(folder, "t") if os.makedirs(
                 os.path.join(folder, "t")) is None else folder, "--hook", "*", "--kinds", "activation,gradient")
             ops = hookscope.attach(torchops, address=address2)
-            ops._stats._lib = None  # the same path a GPU takes, on the CPU
-            ops._stats.backend = "torch ops"
+            ops._stats.requested = "torch"  # the torch-ops path, on the CPU
             attachments["torch ops"] = ops
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
