@@ -226,6 +226,9 @@ def triton_statistics():
     return _triton_cache[0]
 
 
+_OUT_OF_MEMORY = getattr(torch.cuda, "OutOfMemoryError", MemoryError)
+
+
 class CapturedInGraph(RuntimeError):
     """A hook ran while its stream was being captured into a CUDA graph: nothing is launched."""
 
@@ -254,7 +257,7 @@ class StepStatistics:
             raise ValueError("backend %r: use one of %s" % (backend, ", ".join(BACKENDS)))
         self.requested = backend
         self.strict = strict
-        self._lib = native_library() if use_native and backend in ("auto", "native") else None
+        self._lib = native_library() if use_native and backend != "torch" else None
         self._triton_failed = None  # why the Triton kernels stopped being used, once they failed
         self._entries = []  # [fields, row list or None, (device, row index) or None, backend]
         self._device = {}   # device -> [rows tensor, count]
@@ -381,8 +384,8 @@ class StepStatistics:
             triton_statistics()[0].row(tensor, self.bins, row)
             return "triton"
         except Exception as exc:
-            if self.strict:
-                raise
+            if self.strict or isinstance(exc, _OUT_OF_MEMORY):
+                raise  # out of memory: this capture is a gap; the kernels stay for the next one
             self._triton_failed = "the Triton kernels failed (%s: %s)" % (type(exc).__name__, exc)
             self.fallbacks.append(self._triton_failed + "; torch ops compute the statistics from now on, "
                                   "several times slower on a GPU")
