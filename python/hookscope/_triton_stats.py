@@ -72,12 +72,27 @@ def _clamped_index(at, top):
     return at.to(tl.int32)
 
 
+@triton.jit
+def _blocks(n, pid, programs, BLOCK: tl.constexpr):
+    """How many blocks a program reads: programs take the blocks of BLOCK values in turn."""
+    return tl.cdiv(n - pid * BLOCK, programs * BLOCK)
+
+
+@triton.jit
+def _load_block(x_ptr, n, i, pid, programs, WORK: tl.constexpr, BLOCK: tl.constexpr):
+    """A program's i-th block in the working precision: (values, start, inside n, finite).
+    Offsets are int64, for tensors past 2^31 values."""
+    start = (pid.to(tl.int64) + i * programs.to(tl.int64)) * BLOCK
+    inside = start + tl.arange(0, BLOCK) < n
+    v = tl.load(x_ptr + start + tl.arange(0, BLOCK), mask=inside, other=0).to(WORK)
+    return v, start, inside, inside & (tl.abs(v) < _INF)  # NaN compares false
+
+
 @triton.jit(do_not_specialize=["n"])
 def stats_pass1(x_ptr, n, row_ptr, part_ptr, count_ptr,
                 WORK: tl.constexpr, BLOCK: tl.constexpr, PMAX: tl.constexpr):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
-    offsets = tl.arange(0, BLOCK)
     # Min and max are kept per lane and reduced once; a block's sums and its zero, NaN and Inf
     # counts (16 bits each, packed in one int64) are reduced per block.
     lo = tl.full([BLOCK], float("inf"), WORK)
@@ -87,13 +102,8 @@ def stats_pass1(x_ptr, n, row_ptr, part_ptr, count_ptr,
     zeros = tl.zeros((), tl.int64)
     nans = tl.zeros((), tl.int64)
     infs = tl.zeros((), tl.int64)
-    first = pid.to(tl.int64) * BLOCK
-    stride = programs.to(tl.int64) * BLOCK
-    for i in range(0, tl.cdiv(n - pid * BLOCK, programs * BLOCK)):
-        at = first + i * stride + offsets
-        inside = at < n
-        v = tl.load(x_ptr + at, mask=inside, other=0).to(WORK)
-        ok = inside & (tl.abs(v) < _INF)  # NaN compares false
+    for i in range(0, _blocks(n, pid, programs, BLOCK)):
+        v, start, inside, ok = _load_block(x_ptr, n, i, pid, programs, WORK, BLOCK)
         lo = tl.minimum(lo, tl.where(ok, v, float("inf")))
         hi = tl.maximum(hi, tl.where(ok, v, float("-inf")))
         packed = tl.sum((inside & (v == 0)).to(tl.int64) + ((inside & (v != v)).to(tl.int64) << 16)
@@ -104,7 +114,7 @@ def stats_pass1(x_ptr, n, row_ptr, part_ptr, count_ptr,
         zeros += block_zeros
         nans += block_nans
         infs += block_infs
-        values = tl.minimum(n - (first + i * stride), BLOCK)
+        values = tl.minimum(n - start, BLOCK)
         s, q = _sums(tl.where(ok, v, 0.0), block_zeros + block_nans + block_infs < values)
         total += s
         squares += q
@@ -158,7 +168,6 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
                 NUM_BINS: tl.constexpr):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
-    offsets = tl.arange(0, BLOCK)
     mean = tl.load(row_ptr + 2)
     low = tl.load(row_ptr + 8)
     high = tl.load(row_ptr + 9)
@@ -182,13 +191,8 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
     # Lanes that hold no finite value are counted in bin 0; the last program takes them out.
     hist = tl.zeros([NUM_BINS], tl.int32)
     m2 = tl.zeros((), tl.float64)
-    first = pid.to(tl.int64) * BLOCK
-    stride = programs.to(tl.int64) * BLOCK
-    for i in range(0, tl.cdiv(n - pid * BLOCK, programs * BLOCK)):
-        at = first + i * stride + offsets
-        inside = at < n
-        v = tl.load(x_ptr + at, mask=inside, other=0).to(WORK)
-        ok = inside & (tl.abs(v) < _INF)
+    for i in range(0, _blocks(n, pid, programs, BLOCK)):
+        v, _, _, ok = _load_block(x_ptr, n, i, pid, programs, WORK, BLOCK)
         if close:  # squares of differences this small underflow float32: float64 for them all
             d = tl.where(ok, v.to(tl.float64) - mean, 0.0)
             m2 += tl.sum(d * d, axis=0)
@@ -211,7 +215,7 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
         count = n.to(tl.float64) - tl.load(row_ptr + 6) - tl.load(row_ptr + 7)
         std = tl.sqrt(m2 / tl.maximum(count - 1.0, 1.0))
         tl.store(row_ptr + 3, tl.where(count > 1, std, 0.0))
-        lanes = tl.sum(tl.where(have, tl.cdiv(n - p * BLOCK, programs * BLOCK), 0).to(tl.int64), axis=0) * BLOCK
+        lanes = tl.sum(tl.where(have, _blocks(n, p, programs, BLOCK), 0).to(tl.int64), axis=0) * BLOCK
         counts = tl.atomic_xchg(hist_ptr + slots, 0, mask=slots < bins)
         counts = tl.where(slots == 0, counts - (lanes - count.to(tl.int64)), counts)
         tl.store(row_ptr + _HEADER + slots, counts.to(tl.float64), mask=slots < bins)
