@@ -11,8 +11,9 @@ compiled by HookScope's build. The row's meanings are _stats's (docs/export-form
   min, max, mean, L2, zero fraction, NaN, Inf and the histogram's low and high edges.
 - Pass 2 reads the values once more, and the low and high edges and the mean from the row in
   device memory (no host synchronisation): per program a histogram (tl.histogram, one atomic
-  per bin per program into int64 counters) and the second moment about the mean. Its last
-  program folds the moments, writes std and the counts, and sets the counters back to zero.
+  per bin per program into int64 counters), the second moment about the mean and the sum of
+  the differences (the corrected two-pass algorithm: it takes out what pass 1's mean is off by).
+  Its last program folds them, writes mean, std and the counts, and sets the counters back to zero.
 
 Two launches a capture; the scratch they share (partials, counters) is allocated once per
 device and stream and left zeroed by the kernels themselves.
@@ -28,14 +29,14 @@ HEADER = 10
 BLOCK = 2048          # values a program reads per iteration (95 and 64 registers a thread on sm_90, no spills)
 WARPS = 8
 PROGRAMS_PER_SM = 4   # programs per multiprocessor, at most
-PARTIALS = 8          # pass 1's per program: min, max, sum, squares, zeros, nan, inf (one spare)
+PARTIALS = 8          # pass 1's per program: min, max, sum, squares, zeros, nan, inf (one spare); pass 2's two
 
 _INF = tl.constexpr(float("inf"))
 _FLT_MAX = tl.constexpr(3.4028234663852886e38)
 _FLT_MIN = tl.constexpr(1.1754943508222875e-38)
 _DBL_MAX = tl.constexpr(1.7976931348623157e308)
 _TINY_SUM = tl.constexpr(2.0 ** -80)
-_CLOSE_SPAN = tl.constexpr(2.0 ** -40)
+_CLOSE_SPAN = tl.constexpr(2.0 ** -20)
 _NPART = tl.constexpr(PARTIALS)
 _HEADER = tl.constexpr(HEADER)
 
@@ -185,19 +186,26 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
         narrow = (span <= _FLT_MAX) & (scale <= _FLT_MAX) & (scale >= _FLT_MIN)
     low_w = low.to(WORK)
     scale_w = scale.to(WORK)
+    # The mean as two working-precision parts: a difference from the rounded mean alone would
+    # carry its rounding (half an ulp of 1000 is a third of a spread of 1e-4 around it).
     mean_w = mean.to(WORK)
+    mean_rest = (mean - mean_w.to(tl.float64)).to(WORK)
     close = span < _CLOSE_SPAN
     top = (bins - 1).to(tl.float32)
     # Lanes that hold no finite value are counted in bin 0; the last program takes them out.
     hist = tl.zeros([NUM_BINS], tl.int32)
     m2 = tl.zeros((), tl.float64)
+    residual = tl.zeros((), tl.float64)  # the sum of the differences: what the mean is off by, times n
     for i in range(0, _blocks(n, pid, programs, BLOCK)):
         v, _, _, ok = _load_block(x_ptr, n, i, pid, programs, WORK, BLOCK)
         if close:  # squares of differences this small underflow float32: float64 for them all
             d = tl.where(ok, v.to(tl.float64) - mean, 0.0)
+            residual += tl.sum(d, axis=0)
             m2 += tl.sum(d * d, axis=0)
         else:
-            m2 += _square_sum(tl.where(ok, v - mean_w, 0.0))
+            s, q = _sums(tl.where(ok, (v - mean_w) - mean_rest, 0.0), False)
+            residual += s
+            m2 += q
         if narrow:
             index = _clamped_index((v - low_w) * scale_w, top)
         else:
@@ -205,14 +213,22 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
         hist += tl.histogram(tl.where(ok, index, 0), NUM_BINS)
     slots = tl.arange(0, NUM_BINS)
     tl.atomic_add(hist_ptr + slots, hist.to(tl.int64), mask=slots < bins)
-    tl.store(part_ptr + pid, m2)
+    tl.store(part_ptr + 2 * pid, m2)
+    tl.store(part_ptr + 2 * pid + 1, residual)
     tl.debug_barrier()
     if tl.atomic_add(count_ptr, 1, sem="acq_rel") == programs - 1:
         tl.debug_barrier()
         p = tl.arange(0, PMAX)
         have = p < programs
-        m2 = tl.sum(tl.load(part_ptr + p, mask=have, other=0.0, volatile=True), axis=0)
+        m2 = tl.sum(tl.load(part_ptr + 2 * p, mask=have, other=0.0, volatile=True), axis=0)
+        residual = tl.sum(tl.load(part_ptr + 2 * p + 1, mask=have, other=0.0, volatile=True), axis=0)
         count = n.to(tl.float64) - tl.load(row_ptr + 6) - tl.load(row_ptr + 7)
+        # The corrected two-pass algorithm: the mean from pass 1's float32 block sums may be off
+        # by a part of a tight spread; the differences' own sum says by how much.
+        some = count > 0
+        shift = tl.where(some, residual / tl.maximum(count, 1.0), 0.0)
+        m2 = tl.maximum(m2 - shift * residual, 0.0)
+        tl.store(row_ptr + 2, mean + shift)
         std = tl.sqrt(m2 / tl.maximum(count - 1.0, 1.0))
         tl.store(row_ptr + 3, tl.where(count > 1, std, 0.0))
         lanes = tl.sum(tl.where(have, _blocks(n, p, programs, BLOCK), 0).to(tl.int64), axis=0) * BLOCK

@@ -321,3 +321,22 @@ def test_out_of_memory_in_the_kernels_is_one_gap_not_the_end_of_them(monkeypatch
     (_, row, backend), = step.take(with_backend=True)
     ops = torch_ops_row(t)
     assert backend == "triton" and step.fallbacks == [] and same(row[:2] + row[5:], ops[:2] + ops[5:])
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch", "native"])
+def test_std_of_a_tight_spread_far_from_zero_is_exact_to_float_precision(backend):
+    """Values 1000 +- 1e-4 in float32 (a spread of a few ulps): the differences from the mean
+    must not carry the mean's float32 rounding (half an ulp of 1000 is 3e-5, a third of the
+    spread), judged relative to std itself, not to the values' size."""
+    if backend == "native" and LIB is None:
+        pytest.skip("libhookscope_stats is not built")
+    g = torch.Generator().manual_seed(5)
+    t = (1000.0 + torch.randn(20000, generator=g, dtype=torch.float64) * 1e-4).float()
+    expected = t.double().std().item()
+    if backend == "triton":
+        got = triton_row(t)[3]
+    elif backend == "torch":
+        got = torch_ops_row(t)[3]
+    else:
+        got = _stats.native_row(LIB, t, BINS)[3]
+    assert abs(got - expected) <= 1e-5 * expected, (backend, got, expected)
