@@ -3,6 +3,7 @@ share. The owner has `lock`, `_stats` (StepStatistics), `_conn` (Connection), `_
 `_defer_all` and `_warn_once(key, message)`; each tensor becomes statistics where it lives."""
 
 import json
+import sys
 
 import torch
 
@@ -20,17 +21,19 @@ BEHIND_BYTES = 16 << 20      # with this much unsent, a step's statistics are dr
 NAMED_DROPS = 64             # dropped captures named per step (the count is always whole)
 
 
-def _eager(fn):
-    """fn, run as it is under torch.compile: Dynamo does not trace into the statistics (their
-    kernel launches, the lock, the step's buffers); elsewhere fn itself."""
-    compiler = getattr(torch, "compiler", None)
-    disable = getattr(compiler, "disable", None)
-    if disable is None:
-        try:
-            from torch._dynamo import disable
-        except Exception:  # PyTorch 1.x: no Dynamo to keep out
-            return fn
-    return disable(fn)
+_eager_capture = []
+
+
+def _kept_out_of_dynamo():
+    """CaptureSink._capture wrapped so that Dynamo never traces into it (its kernel launches, the
+    lock, the step's buffers): built once Dynamo is loaded (torch.compile loads it; importing it
+    ourselves would cost every script seconds), None before, and on PyTorch 1.x."""
+    if not _eager_capture:
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is None:
+            return None
+        _eager_capture.append(dynamo.disable(CaptureSink._capture))
+    return _eager_capture[0]
 
 
 class CaptureSink:
@@ -41,6 +44,12 @@ class CaptureSink:
 
     def capture(self, series, call, kind, index, tensor):
         """Computes one tensor's statistics now; `series` is a module index or a parameter name."""
+        eager = _kept_out_of_dynamo()
+        if eager is not None:
+            return eager(self, series, call, kind, index, tensor)
+        return self._capture(series, call, kind, index, tensor)
+
+    def _capture(self, series, call, kind, index, tensor):
         t = tensor.detach()
         where = '"module":%d' % series if isinstance(series, int) else '"param":' + json.dumps(series)
         dtype = DTYPES.get(t.dtype) or str(t.dtype).replace("torch.", "")
@@ -71,8 +80,6 @@ class CaptureSink:
         for message in self._stats.fallbacks:
             self._warn_once(("statistics", message), message)
         del self._stats.fallbacks[:]
-
-    capture = _eager(capture)
 
     def _drop(self, fields, reason):
         if not self._dropped_count:

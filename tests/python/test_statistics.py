@@ -229,3 +229,15 @@ def test_a_hook_inside_cuda_graph_capture_launches_nothing_and_names_the_gap():
     assert torch.allclose(out, model(x))
     assert sink._dropped_count >= 2 and all("captured into a CUDA graph" in r for _, r in sink._dropped)
     assert len([w for w in sink.warned if "CUDA graph" in w]) >= 1
+
+
+def test_importing_the_package_loads_neither_dynamo_nor_triton():
+    """Both cost seconds at import: Dynamo is used once torch.compile has loaded it, Triton once a
+    GPU tensor is captured."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.path.insert(0, %r); import hookscope; "
+            "print('torch._dynamo' in sys.modules, 'triton' in sys.modules)" % os.path.join(HERE, "..", "..", "python"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"], done.stdout
