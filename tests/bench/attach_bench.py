@@ -467,10 +467,19 @@ def copy_bandwidth(nbytes=2 << 30):
 
 def pass_bandwidth(bandwidth, numel=51_380_224):
     """Each Triton pass alone on a 51M-value bf16 activation (resnet50's largest), against the
-    copy bandwidth; and the torch-ops row on the same tensor."""
+    copy bandwidth; and the torch-ops row on the same tensor. Twice: normal values, and ReLU's
+    (half of them zero, in one bin: tl.histogram counts with one shared-memory atomic a value,
+    which values crowding one bin may serialize)."""
+    for name, x in (("normal", torch.randn(numel, device="cuda").bfloat16()),
+                    ("relu", torch.relu(torch.randn(numel, device="cuda")).bfloat16())):
+        print(f"  {name} values:")
+        time_passes(x, bandwidth, name)
+
+
+def time_passes(x, bandwidth, label):
     from hookscope import _triton_stats
     kernels = _triton_stats.TritonStatistics()
-    x = torch.randn(numel, device="cuda").bfloat16()
+    numel = x.numel()
     bins = 64
     row = torch.empty(_stats.HEADER + bins, dtype=torch.float64, device="cuda")
     kernels.row(x, bins, row)  # compiles both passes
@@ -494,7 +503,8 @@ def pass_bandwidth(bandwidth, numel=51_380_224):
         print(f"  {name} on {numel / 1e6:.1f}M bf16 values: {ms:.3f} ms, {nbytes / ms / 1e9:.2f} TB/s "
               f"({nbytes / ms * 1e3 / bandwidth * 100:.0f}% of the copy bandwidth)")
     print(f"  torch ops on the same tensor: {start.elapsed_time(end):.2f} ms")
-    print("RESULT pass_bandwidth " + " ".join(f"{name}_ms={ms:.4f}" for name, ms in timings.items()))
+    print(f"RESULT pass_bandwidth values={label} " +
+          " ".join(f"{name.replace(' ', '')}_ms={ms:.4f}" for name, ms in timings.items()))
 
 
 def count_syncs(fn):
