@@ -29,6 +29,8 @@ import torch
 from ._wire import number_text
 
 HEADER = 10  # min, max, mean, std, l2, zero fraction, nan, inf, low, high
+# The row's float fields by the names a `stats` entry and tensor_statistics() give them.
+FIELDS = ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi"))
 _CHUNK = 1 << 20  # values per pass of the torch-ops path: bounds its temporary memory (~40 MiB)
 _ABI = 1
 _LIBRARY_NAME = "libhookscope_stats.so"
@@ -422,7 +424,6 @@ class StepStatistics:
         return out
 
 
-_KEYS = ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi"))
 _public = {}
 _public_lock = threading.Lock()
 
@@ -451,14 +452,13 @@ def tensor_statistics(tensor, bins=64, backend="auto"):
         finally:
             taken = step.take(with_backend=True)
     _, row, used = taken[0]
-    out = {name: row[i] for i, name in _KEYS}
+    out = {name: row[i] for i, name in FIELDS}
     out.update(nan=int(row[6]), inf=int(row[7]), hist=[int(v) for v in row[HEADER:HEADER + bins]], backend=used)
     return out
 
 
 def entry_text(fields, row, bins):
     """A `stats` entry as JSON text (written by hand: json.dumps costs more than the rest)."""
-    head = ",".join('"%s":%s' % (name, number_text(row[i])) for i, name in
-                    ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi")))
+    head = ",".join('"%s":%s' % (name, number_text(row[i])) for i, name in FIELDS)
     hist = ",".join(str(int(v)) for v in row[HEADER:HEADER + bins])
     return '{%s,%s,"nan":%d,"inf":%d,"hist":[%s]}' % (fields, head, int(row[6]), int(row[7]), hist)
