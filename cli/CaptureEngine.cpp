@@ -43,8 +43,10 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   // Opening the model is bounded by the same limit as a step, as in the window.
   const int openLimitMs = options.stepTimeout > 0 ? int(std::min(options.stepTimeout * 1000, double(INT_MAX))) : -1;
   // Ctrl+C while the model opens (a __setstate__ that never ends) gives up the open.
+  bool needsTrust = false;
   auto engine = EngineProcess::start(engineOptions, store, [] { return StopSignals::received() != 0; }, openLimitMs,
-                                     &message);
+                                     &message, &needsTrust);
+  if (!engine && needsTrust) return refuseUntrusted(options.model, message);
   if (!engine) {
     // An engine that ended said what is wrong with the model itself: its words, as this process's.
     const std::string ended = "HookScope could not open " + options.model + ":\n";

@@ -48,9 +48,7 @@ std::unique_ptr<Model> loadOrReport(const std::string& path, bool trust, bool co
   // The code in the archive is read as text before LibTorch runs any of it.
   std::vector<ArchiveFinding> findings;
   if (!trust && std::filesystem::is_regular_file(path) && scanModelArchive(path, &findings, &message) && !findings.empty()) {
-    *code = error(kModelLoad, path + " holds code that runs when it is opened or stepped and reaches outside "
-                              "HookScope:\n" + describeFindings(findings) +
-                              "Load it only if you trust where it came from: run again with --trust.");
+    *code = refuseUntrusted(path, describeFindings(findings));
     return nullptr;
   }
   std::unique_ptr<Model> model;

@@ -17,6 +17,7 @@ enum ExitCode : int {
   kBreak = 6,
   kRankLost = 7,  ///< record: a rank of a job left without closing; the export holds what every rank sent
   kMissingTool = 8,  ///< a program the command needs is missing: Python with tensorboard, hookscope-report
+  kNeedsTrust = 9,   ///< the model file holds code that reaches outside the process: refused without --trust
 };
 
 struct InspectOptions {

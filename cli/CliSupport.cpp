@@ -134,6 +134,11 @@ int execEngine() {
                                "beside it; build the whole project (scripts/build.sh) or install both");
 }
 
+int refuseUntrusted(const std::string& model, const std::string& findings) {
+  return error(kNeedsTrust, model + " holds code that runs when it is opened or stepped and reaches outside HookScope:\n" +
+                                findings + "Load it only if you trust where it came from: run again with --trust.");
+}
+
 int error(int code, const std::string& message) {
   std::cerr << "hookscope-cli: " << printableText(message) << "\n";
   return code;

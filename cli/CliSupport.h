@@ -22,6 +22,9 @@ namespace hookscope::cli {
 
 /// Prints "hookscope-cli: MESSAGE" to standard error; returns `code`.
 int error(int code, const std::string& message);
+/// Prints that `model` holds code reaching outside HookScope (`findings`, a line each) and how to
+/// load it anyway; returns kNeedsTrust.
+int refuseUntrusted(const std::string& model, const std::string& findings);
 /// Prints "hookscope-cli (note): MESSAGE" to standard error.
 void note(const std::string& message);
 

@@ -56,9 +56,8 @@ int runServe(const ServeOptions& options, const std::vector<std::string>& librar
   std::vector<ArchiveFinding> findings;
   if (!options.trust && std::filesystem::is_regular_file(options.model) &&
       scanModelArchive(options.model, &findings, &message) && !findings.empty()) {
-    return error(kEngineNeedsTrust, options.model + " holds code that runs when it is opened or stepped and reaches outside "
-                                             "HookScope:\n" + describeFindings(findings) +
-                                 "Load it only if you trust where it came from: run again with --trust.");
+    static_assert(kNeedsTrust == kEngineNeedsTrust, "the window reads serve's exit code for a trust question");
+    return refuseUntrusted(options.model, describeFindings(findings));
   }
   auto model = Model::load(options.model, &message);
   if (!model) return error(kModelLoad, confinedRefusal(message, options.confine));

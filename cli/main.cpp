@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   keepCommandLine(argc, argv);
   CLI::App app{"hookscope-cli: run, watch and export what happens inside a TorchScript model.\n"
                "Exit codes: 0 success, 2 usage error, 3 the model cannot be loaded, 4 the data "
-               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent), 8 a program the command needs is missing (Python with tensorboard for export-tensorboard, hookscope-report for report)."};
+               "cannot be read or the model rejects it, 5 the output folder cannot be written, 6 a --break rule fired (the export is written), 7 (record) a rank of a job left without closing (the export holds what every rank sent), 8 a program the command needs is missing (Python with tensorboard for export-tensorboard, hookscope-report for report), 9 the model file holds code that reaches outside the process and is refused without --trust."};
   app.require_subcommand(1);
 
   std::vector<std::string> libraries;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
                          "SECONDS opening the model, or its forward on --input, may take before inspect gives up "
                          "(a __setstate__ or forward that never returns); 0: no limit")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  inspectCmd->add_flag("--trust", inspect.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
+  inspectCmd->add_flag("--trust", inspect.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 9 and a list of what was found");
 
   CaptureOptions capture;
   // `--out ""` is a usage error (exit 2), not a folder that cannot be written (5).
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
                          "never returns) ends the run, the steps before it are exported, exit 4; an open that takes "
                          "longer exits 3 (default: no limit)")
       ->check(CLI::NonNegativeNumber);
-  captureCmd->add_flag("--trust", capture.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 3 and a list of what was found");
+  captureCmd->add_flag("--trust", capture.trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 9 and a list of what was found");
   captureCmd->add_option("--hook", capture.hooks,
                          "glob on module paths, repeatable: 'layer1.*', 'fc', '*' for all "
                          "(the root's path is '' and '*' matches it)");

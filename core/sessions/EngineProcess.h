@@ -26,7 +26,7 @@ std::string firstMeaningfulLine(const std::string& text);
 /// The exit code of an engine that refused to load a model whose code reaches outside the
 /// process (the model-code check runs in the engine, which knows the operator libraries):
 /// the findings are what it printed; the window asks, and starts it again with trust.
-constexpr int kEngineNeedsTrust = 8;
+constexpr int kEngineNeedsTrust = 9;
 
 /// How to start an engine process.
 struct EngineOptions {

@@ -107,7 +107,8 @@ class ExitCodes(CliTestCase):
 
     def test_a_pickled_model_is_code_it_asks_trust_for_then_says_why_its_classes_are_missing(self):
         path = os.path.join(FIXTURES, "bad", "eager_zip.pt")  # torch.save(SplitHead()) from a script
-        self.assertExit(run("inspect", path), 8, "__main__.SplitHead")
+        self.assertExit(run("inspect", path), 9, "__main__.SplitHead")
+        self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x32"), 9, "__main__.SplitHead")
         self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x32", "--trust"), 3, "torch.export.save")
 
     def test_a_model_whose_code_writes_a_file_is_refused_unless_trusted(self):
@@ -118,7 +119,7 @@ class ExitCodes(CliTestCase):
         for command in (["inspect", model], ["capture", model, "--out", self.out(), "--input", "3x4"]):
             with self.subTest(command=command[0]):
                 result = run(*command)
-                self.assertExit(result, 3, "__setstate__")
+                self.assertExit(result, 9, "__setstate__")
                 self.assertIn("torch.from_file", result.stderr)
                 self.assertIn("--trust", result.stderr)
                 with open(victim, "rb") as f:
@@ -230,8 +231,8 @@ class ExitCodes(CliTestCase):
 
     def test_operator_libraries(self):
         model = os.path.join(FIXTURES, "custom_op.pt")
-        missing = run("inspect", model)
-        self.assertExit(missing, 3, "hookscope_test::scale")
+        missing = run("inspect", model)  # native code of a library not loaded: refused as code, exit 9
+        self.assertExit(missing, 9, "hookscope_test::scale")
         self.assertIn("--load-library", missing.stderr)
         self.assertExit(run("inspect", model, "--load-library", os.path.join(self.tmp, "none.so")), 3,
                         "No operator library at")

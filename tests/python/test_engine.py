@@ -142,7 +142,7 @@ def test_a_whole_model_pickle_needs_trust_and_its_classes_then_gives_pytorchs_nu
     args = ["capture", os.path.join(tmp, "net.pt"), "--out", out, "--hook", "*", "--data", data, "--steps", "3",
             "--loss", "mean", "--optimizer", "sgd", "--lr", "0.05"]
     refused = cli(*args)
-    assert refused.returncode != 0 and "--trust" in refused.stderr and "mymodels.Net" in refused.stderr
+    assert refused.returncode == 9 and "--trust" in refused.stderr and "mymodels.Net" in refused.stderr
     assert not os.path.exists(out)
     missing = cli(*args, "--trust")
     assert missing.returncode != 0 and "mymodels" in missing.stderr and "--python-path" in missing.stderr
@@ -200,7 +200,7 @@ def test_a_file_that_writes_when_opened_leaves_the_victim_unchanged_even_trusted
             target.writestr(item, content)
     # Untrusted: refused before it is opened, with what it would run.
     refused = cli("inspect", program)
-    assert refused.returncode == 8 and "io.open" in refused.stderr and "--trust" in refused.stderr
+    assert refused.returncode == 9 and "io.open" in refused.stderr and "--trust" in refused.stderr
     for path in (evil, program):
         result = cli("capture", path, "--out", os.path.join(tmp, "run"), "--input", "6x8", "--trust")
         assert result.returncode != 0

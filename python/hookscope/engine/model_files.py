@@ -9,7 +9,7 @@ import torch
 
 from .._hooks import module_entries
 
-NEEDS_TRUST = 8  # the exit code hookscope-cli's engines use for "refused: the file holds code"
+NEEDS_TRUST = 9  # the exit code hookscope-cli's engines use for "refused: the file holds code"
 
 
 class ModelFileError(Exception):

@@ -151,7 +151,7 @@ TEST(EngineProcessTest, AModelThatWritesAFileIsRefusedOrConfined) {
   EXPECT_FALSE(engine);
   EXPECT_NE(error.find("torch.from_file"), std::string::npos) << error;
   EXPECT_EQ(victimBytes(), std::string(16, 'A'));
-  // The window asks for trust when the engine says it needs it (exit 8), with its findings alone.
+  // The window asks for trust when the engine says it needs it (exit 9), with its findings alone.
   bool needsTrust = false;
   engine = EngineProcess::start(engineFor(fixture("bad/setstate_from_file.pt")), std::make_shared<CaptureStore>(),
                                 nullptr, 60000, &error, &needsTrust);
