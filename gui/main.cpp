@@ -66,35 +66,56 @@ void handleStopSignals(MainWindow& window) {
   ::sigaction(SIGTERM, &action, nullptr);
 }
 
-} // namespace
+struct Options {
+  QCommandLineOption attach{QStringLiteral("attach"),
+                            QStringLiteral("Wait for a training script (or every rank of its torch.distributed job) "
+                                           "instead of opening a model, as File > Attach does")};
+  QCommandLineOption address{QStringLiteral("address"),
+                             QStringLiteral("Where --attach waits (unix:PATH or tcp:HOST:PORT; default: HookScope's own socket)"),
+                             QStringLiteral("address")};
+};
 
-int main(int argc, char** argv) {
-  hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
-  QApplication app(argc, argv);
-  QApplication::setOrganizationName(QStringLiteral("HookScope"));
-  QApplication::setApplicationName(QStringLiteral("HookScope"));
-  QApplication::setApplicationVersion(QStringLiteral(HOOKSCOPE_VERSION));
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/hookscope.svg")));
-  QCommandLineParser parser;
+// Reads the command line into `parser`; --help, --version and a bad option print and exit here.
+void readCommandLine(const QCoreApplication& app, QCommandLineParser& parser, const Options& options) {
   parser.setApplicationDescription(QStringLiteral("HookScope: a debugger for neural networks"));
   parser.addHelpOption();
   parser.addVersionOption();
   parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("TorchScript model file or HookScope export folder"));
-  const QCommandLineOption attach(QStringLiteral("attach"),
-                                  QStringLiteral("Wait for a training script (or every rank of its torch.distributed job) "
-                                                 "instead of opening a model, as File > Attach does"));
-  const QCommandLineOption address(QStringLiteral("address"),
-                                   QStringLiteral("Where --attach waits (unix:PATH or tcp:HOST:PORT; default: HookScope's own socket)"),
-                                   QStringLiteral("address"));
-  parser.addOption(attach);
-  parser.addOption(address);
+  parser.addOption(options.attach);
+  parser.addOption(options.address);
   parser.process(app);
+}
+
+void nameApplication() {
+  QCoreApplication::setOrganizationName(QStringLiteral("HookScope"));
+  QCoreApplication::setApplicationName(QStringLiteral("HookScope"));
+  QCoreApplication::setApplicationVersion(QStringLiteral(HOOKSCOPE_VERSION));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  hookscope::keepFreedMemory();  // before anything allocates much: see Allocator.h
+  const Options options;
+  {
+    // The command line is read before the window's QApplication, which needs a display:
+    // --help, --version and a misspelt option answer on a terminal without one.
+    QCoreApplication terminal(argc, argv);
+    nameApplication();
+    QCommandLineParser check;
+    readCommandLine(terminal, check, options);
+  }
+  QApplication app(argc, argv);
+  nameApplication();
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/hookscope.svg")));
+  QCommandLineParser parser;
+  readCommandLine(app, parser, options);
 
   MainWindow window;
   handleStopSignals(window);
   window.show();
-  if (parser.isSet(attach) || parser.isSet(address)) {
-    window.attachScript(parser.value(address));
+  if (parser.isSet(options.attach) || parser.isSet(options.address)) {
+    window.attachScript(parser.value(options.address));
     return app.exec();
   }
   QString path = parser.positionalArguments().value(0);
