@@ -474,6 +474,26 @@ def pass_bandwidth(bandwidth, numel=51_380_224):
                     ("relu", torch.relu(torch.randn(numel, device="cuda")).bfloat16())):
         print(f"  {name} values:")
         time_passes(x, bandwidth, name)
+    launch_cost()
+
+
+def launch_cost(captures=2000, numel=4096):
+    """What a capture costs the host: the Python and Triton launch path of both passes, on a
+    tensor small enough that the device finishes each pass before the host has launched the
+    next (the rate a hook can go at). Timed on the host clock, one wait at the end."""
+    from hookscope import _triton_stats
+    kernels = _triton_stats.TritonStatistics()
+    x = torch.randn(numel, device="cuda").bfloat16()
+    row = torch.empty(_stats.HEADER + 64, dtype=torch.float64, device="cuda")
+    kernels.row(x, 64, row)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(captures):
+        kernels.row(x, 64, row)
+    host = (time.perf_counter() - start) / captures * 1e6
+    torch.cuda.synchronize()
+    print(f"  host cost of a capture (2 launches, {numel} values): {host:.1f} us, {host / 2:.1f} us a launch")
+    print(f"RESULT launch_cost host_us_per_capture={host:.2f} launches=2")
 
 
 def time_passes(x, bandwidth, label):

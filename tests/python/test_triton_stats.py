@@ -228,6 +228,7 @@ def test_the_kernels_compile_for_a100_and_h100_without_spills():
     assert len(rows) == 2 * 6 * 2  # sm_80 and sm_90, six kinds of values, two passes
     for row in rows:
         assert row["local"] == 0 and row["stack"] == 0, row  # no spills
+        assert row["ftz"] == 0, row  # subnormals kept: they are neither zeros nor flushed
         assert row["reg"] <= 128, row  # at least two programs of 256 threads an SM
         assert row.get("exact_scale_division", True), row
 

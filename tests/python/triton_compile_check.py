@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compiles HookScope's Triton statistics kernels for NVIDIA GPUs with no GPU present and prints,
-per kernel, dtype and target, what the machine code uses: registers, local memory (spills), and
-whether the histogram's scale is divided exactly (div.rn.f64). One JSON object a line.
+per kernel, dtype and target, what the machine code uses: registers, local memory (spills),
+flush-to-zero instructions (none: subnormals are values), and whether the histogram's scale is
+divided exactly (div.rn.f64). One JSON object a line.
 
     PYTHON triton_compile_check.py [CAPABILITY ...]     (default: 80 90, an A100 and an H100)
 
@@ -9,6 +10,7 @@ Run without TRITON_INTERPRET (the interpreter replaces the kernels with Python f
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,6 +63,8 @@ def main():
             for name, compiled in (("pass1", first), ("pass2", second)):
                 row = {"kernel": name, "values": pointer[1:], "sm": capability, "warps": kernels.WARPS,
                        "block": kernels.BLOCK, **resources(compiled)}
+                # Flush-to-zero would count float32 subnormals as zeros and compare them as zero.
+                row["ftz"] = len(re.findall(r"\.ftz\b", compiled.asm["ptx"]))
                 if name == "pass2":
                     row["exact_scale_division"] = "div.rn.f64" in compiled.asm["ptx"]
                 print(json.dumps(row), flush=True)
