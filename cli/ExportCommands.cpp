@@ -18,7 +18,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <spawn.h>
@@ -60,6 +62,24 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
       const std::string path = kindPath(key);
       bool nonFinite = false;
       for (const auto& p : points) nonFinite = nonFinite || p.stats.hasNonFinite();
+      // What float16 and fp8 would lose, as the fraction of the tensor's values: the kinds a
+      // series ever had any of (most series have none, and would only add flat lines).
+      constexpr std::pair<const char*, std::int64_t TensorStats::*> kPrecision[] = {
+          {"precision/f16_overflow/", &TensorStats::f16Overflow},
+          {"precision/f16_underflow/", &TensorStats::f16Underflow},
+          {"precision/e4m3_underflow/", &TensorStats::e4m3Underflow},
+          {"precision/e5m2_underflow/", &TensorStats::e5m2Underflow}};
+      bool anyPrecision[std::size(kPrecision)] = {};
+      for (const auto& p : points) {
+        for (std::size_t k = 0; k < std::size(kPrecision); ++k) anyPrecision[k] |= p.stats.*kPrecision[k].second > 0;
+      }
+      for (const auto& p : points) {
+        for (std::size_t k = 0; k < std::size(kPrecision); ++k) {
+          if (anyPrecision[k] && p.stats.hasPrecision() && p.stats.numel > 0) {
+            scalar(rank, kPrecision[k].first + path, p.step, double(p.stats.*kPrecision[k].second) / double(p.stats.numel));
+          }
+        }
+      }
       for (const auto& p : points) {
         const auto& s = p.stats;
         // TensorBoard's histograms hold finite values only: NaN and Inf go as scalars of their own.

@@ -6,7 +6,9 @@
 #include "ExportFolder.h"
 #include "PrintableText.h"
 
+#include <algorithm>
 #include <iomanip>
+#include <iterator>
 #include <map>
 #include <set>
 #include <iostream>
@@ -88,8 +90,8 @@ int runShow(const std::string& dir) {
         << " -> " << formatDouble(losses.back().value) << " at step " << losses.back().step
         << (ranks.size() > 1 ? " (rank " + std::to_string(rank) + ")" : "") << "\n";
   }
-  out << "  format:   version " << m.version << (m.version < ExportManifest::kVersion ? " (before ranks)" : "")
-      << "\n";
+  out << "  format:   version " << m.version
+      << (m.version == 1 ? " (before ranks)" : m.version == 2 ? " (before the low-precision counts)" : "") << "\n";
   // A series has a gap at a step its rank kept but it lacks, between its first and last point (a
   // hook ticked later is not a gap), or where the script said it dropped the capture.
   std::map<int, std::set<std::int64_t>> rankSteps;
@@ -104,9 +106,27 @@ int runShow(const std::string& dir) {
       dropped[key].insert(gap.step);
     }
   }
+  // What float16 and fp8 would lose: the largest fraction of a tensor over the series' steps
+  // (docs/export-format.md), "-" where the source did not measure it.
+  constexpr std::int64_t TensorStats::*kPrecision[] = {&TensorStats::f16Overflow, &TensorStats::f16Underflow,
+                                                        &TensorStats::e4m3Underflow, &TensorStats::e5m2Underflow};
+  auto worstFraction = [&](const std::vector<SeriesPoint>& points, std::int64_t TensorStats::*count) {
+    double worst = -1;
+    for (const auto& p : points) {
+      if (p.stats.hasPrecision() && p.stats.numel > 0) {
+        worst = std::max(worst, double(p.stats.*count) / double(p.stats.numel));
+      }
+    }
+    if (worst < 0) return std::string("-");
+    if (worst == 0) return std::string("0");
+    std::ostringstream text;
+    text << std::setprecision(2) << worst * 100 << "%";
+    return text.str();
+  };
   out << "\n" << std::left << std::setw(36) << "series (kind module call/index)" << std::right
       << std::setw(8) << "points" << std::setw(16) << "last l2norm" << std::setw(12) << "non-finite"
-      << "  gaps\n";
+      << std::setw(10) << "f16 over" << std::setw(10) << "f16 under" << std::setw(11) << "e4m3 under"
+      << std::setw(11) << "e5m2 under" << "  gaps\n";
   for (const auto& key : store.seriesKeys()) {
     const auto points = store.series(key);
     if (points.empty()) continue;
@@ -127,8 +147,11 @@ int runShow(const std::string& dir) {
                              std::to_string(key.call) + "/" + std::to_string(key.index) +
                              (ranks.size() > 1 ? " rank " + std::to_string(key.rank) : "");
     out << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size()
-        << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12)
-        << bad << "  " << gaps << "\n";
+        << std::setw(16) << std::setprecision(6) << points.back().stats.l2norm << std::setw(12) << bad;
+    for (std::size_t k = 0; k < std::size(kPrecision); ++k) {
+      out << std::setw(k < 2 ? 10 : 11) << worstFraction(points, kPrecision[k]);
+    }
+    out << "  " << gaps << "\n";
   }
   std::cout << printableText(out.str());
   return kOk;

@@ -78,7 +78,14 @@ std::string statsCsv(const std::vector<std::pair<SeriesKey, std::vector<SeriesPo
            s.shapeString() + ',' + s.dtype + ',' + std::to_string(s.numel) + ',' + formatDouble(s.min) +
            ',' + formatDouble(s.max) + ',' + formatDouble(s.mean) + ',' + formatDouble(s.std) + ',' +
            formatDouble(s.l2norm) + ',' + formatDouble(s.zeroFraction) + ',' +
-           std::to_string(s.nanCount) + ',' + std::to_string(s.infCount) + '\n';
+           std::to_string(s.nanCount) + ',' + std::to_string(s.infCount);
+    // Not measured (an older script): empty fields, which pandas and csv readers take as missing.
+    if (s.hasPrecision()) {
+      out += ',' + formatDouble(s.amax) + ',' + std::to_string(s.f16Overflow) + ',' + std::to_string(s.f16Underflow) +
+             ',' + std::to_string(s.e4m3Underflow) + ',' + std::to_string(s.e5m2Underflow) + '\n';
+    } else {
+      out += ",,,,,\n";
+    }
   }
   return out;
 }
@@ -121,8 +128,15 @@ bool writeHistograms(const std::string& path, const std::vector<std::pair<Series
     table->bins = shapes[s].bins;
     table->counts.assign(points.size() * bins, 0);
     table->edges.assign(points.size() * (bins + 1), 0.0);
+    table->amax.assign(points.size(), 0.0);
+    for (auto& counts : table->precision) counts.assign(points.size(), 0);
     for (std::size_t i = 0; i < points.size(); ++i) {
       const auto& st = points[i].stats;
+      table->amax[i] = st.amax;
+      table->precision[0][i] = st.f16Overflow;
+      table->precision[1][i] = st.f16Underflow;
+      table->precision[2][i] = st.e4m3Underflow;
+      table->precision[3][i] = st.e5m2Underflow;
       table->steps.push_back(points[i].step);
       std::copy(st.histogram.begin(), st.histogram.end(), table->counts.begin() + std::ptrdiff_t(i * bins));
       const auto e = st.edges();
@@ -346,9 +360,12 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
     std::getline(in, line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const bool v1 = line == kStatsCsvHeaderV1;
-    if (!v1 && line != kStatsCsvHeader) return fail(dir + "/stats.csv does not start with the expected header.");
+    const bool precision = line == kStatsCsvHeader;  // version 3
+    if (!v1 && !precision && line != kStatsCsvHeaderV2) {
+      return fail(dir + "/stats.csv does not start with the expected header.");
+    }
     const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
-      if (f.size() != (v1 ? 16u : 17u)) return false;
+      if (f.size() != (v1 ? 16u : precision ? 22u : 17u)) return false;
       const int rank = takeRank(f, v1);
       const auto kind = parseCaptureKind(f[3]);
       if (!kind || rank < 0) return false;
@@ -365,6 +382,18 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
       p.stats.zeroFraction = parseDouble(f[13]);
       p.stats.nanCount = std::stoll(f[14]);
       p.stats.infCount = std::stoll(f[15]);
+      if (precision && !f[16].empty()) {
+        p.stats.amax = parseDouble(f[16]);
+        p.stats.f16Overflow = std::stoll(f[17]);
+        p.stats.f16Underflow = std::stoll(f[18]);
+        p.stats.e4m3Underflow = std::stoll(f[19]);
+        p.stats.e5m2Underflow = std::stoll(f[20]);
+        const std::int64_t finite = p.stats.numel - p.stats.nanCount - p.stats.infCount;
+        for (const std::int64_t count : {p.stats.f16Overflow, p.stats.f16Underflow, p.stats.e4m3Underflow,
+                                         p.stats.e5m2Underflow}) {
+          if (count < 0 || count > finite) return false;
+        }
+      }
       series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4]), rank}].push_back(std::move(p));
       return true;
     });

@@ -22,8 +22,12 @@ struct ExportOptions {
   std::vector<std::pair<std::string, std::string>> extraFiles;
 };
 
-/// The first line of stats.csv, fixed by the format (version 2).
+/// The first line of stats.csv, fixed by the format (version 3).
 constexpr const char* kStatsCsvHeader =
+    "step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count,"
+    "amax,f16_overflow,f16_underflow,e4m3_underflow,e5m2_underflow";
+/// The same in version 2, before the low-precision columns; still read.
+constexpr const char* kStatsCsvHeaderV2 =
     "step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,nan_count,inf_count";
 /// The same in version 1, which had no rank column; still read.
 constexpr const char* kStatsCsvHeaderV1 =

@@ -255,7 +255,7 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
       return false;
     }
     const int version = wholeNumber<int>(j, "version", 0);
-    if (version != 1 && version != kVersion) {
+    if (version < 1 || version > kVersion) {
       if (error) *error = "manifest.json has version " + std::to_string(version) + "; this HookScope reads versions 1 to " +
                           std::to_string(kVersion) + (version > kVersion ? ": open it with a newer HookScope" : "");
       return false;

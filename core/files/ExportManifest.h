@@ -88,9 +88,9 @@ struct ExportManifest {
   static constexpr const char* kFormat = "hookscope-capture";
   /// Version 2 added ranks: a rank column in stats.csv, scalars.csv and alerts.csv, "rank{r}/"
   /// before histograms.pt keys, and `ranks` here. Version 1 exports are still read.
-  static constexpr int kVersion = 2;
+  static constexpr int kVersion = 3;
 
-  int version = kVersion;   ///< the version read back (1 or 2); always kVersion when written
+  int version = kVersion;   ///< the version read back (1 to 3); always kVersion when written
   std::string modelFile;    ///< file name
   std::string modelSha256;
   std::string createdUtc;   ///< ISO 8601, set by the writer when empty

@@ -21,6 +21,7 @@ namespace {
 
 constexpr const char* kArchive = "archive";  // torch.save names the zip's folder after the file; any name loads
 constexpr std::uint64_t kMaxPickleBytes = 64ull << 20;
+constexpr int kRecordsPerSeries = 8;  // steps, counts, edges, amax and the four precision counts
 
 using pickle::Ref;
 using pickle::Dict;
@@ -195,7 +196,14 @@ struct SeriesCache {
     if (!(*fill)(i, &table, &error)) return false;
     const auto& shape = (*shapes)[i];
     const auto rows = std::size_t(shape.rows), bins = std::size_t(shape.bins);
-    if (table.steps.size() != rows || table.counts.size() != rows * bins || table.edges.size() != rows * (bins + 1)) {
+    if (table.amax.empty()) {  // not measured
+      table.amax.assign(rows, std::numeric_limits<double>::quiet_NaN());
+      for (auto& counts : table.precision) counts.assign(rows, -1);
+    }
+    bool sized = table.steps.size() == rows && table.counts.size() == rows * bins &&
+                 table.edges.size() == rows * (bins + 1) && table.amax.size() == rows;
+    for (const auto& counts : table.precision) sized = sized && counts.size() == rows;
+    if (!sized) {
       error = "the histograms of '" + shape.name + "' changed while they were written";
       return false;
     }
@@ -204,19 +212,24 @@ struct SeriesCache {
   }
 };
 
-// One storage record (steps, counts or edges of a series) as a libzip source.
+// One storage record of a series as a libzip source.
 struct RecordSource {
   SeriesCache* cache;
   std::size_t series;
-  int part;  // 0 steps, 1 counts, 2 edges
+  int part;  // 0 steps, 1 counts, 2 edges, 3 amax, 4-7 the precision counts
   std::uint64_t size;
   std::uint64_t offset = 0;
   zip_error_t error;
 
   const char* bytes() const {
     const auto& t = cache->table;
-    return part == 0 ? reinterpret_cast<const char*>(t.steps.data())
-                     : part == 1 ? reinterpret_cast<const char*>(t.counts.data()) : reinterpret_cast<const char*>(t.edges.data());
+    switch (part) {
+      case 0: return reinterpret_cast<const char*>(t.steps.data());
+      case 1: return reinterpret_cast<const char*>(t.counts.data());
+      case 2: return reinterpret_cast<const char*>(t.edges.data());
+      case 3: return reinterpret_cast<const char*>(t.amax.data());
+      default: return reinterpret_cast<const char*>(t.precision[std::size_t(part - 4)].data());
+    }
   }
 };
 
@@ -276,6 +289,12 @@ bool writeHistogramsFile(const std::string& path, const std::vector<HistogramSha
     pickle::putTensor(pickled, "LongStorage", std::to_string(key++), shape.rows, shape.bins, 2);
     pickle::putText(pickled, "edges");
     pickle::putTensor(pickled, "DoubleStorage", std::to_string(key++), shape.rows, shape.bins + 1, 2);
+    pickle::putText(pickled, "amax");
+    pickle::putTensor(pickled, "DoubleStorage", std::to_string(key++), shape.rows, 1, 1);
+    for (const char* name : kPrecisionCountNames) {
+      pickle::putText(pickled, name);
+      pickle::putTensor(pickled, "LongStorage", std::to_string(key++), shape.rows, 1, 1);
+    }
     pickled += 'u';
   }
   pickled += "u.";
@@ -299,8 +318,9 @@ bool writeHistogramsFile(const std::string& path, const std::vector<HistogramSha
   cache.shapes = &shapes;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const auto rows = std::uint64_t(shapes[i].rows), bins = std::uint64_t(shapes[i].bins);
-    const std::uint64_t sizes[3] = {rows * 8, rows * bins * 8, rows * (bins + 1) * 8};
-    for (int part = 0; part < 3; ++part) {
+    const std::uint64_t sizes[kRecordsPerSeries] = {rows * 8, rows * bins * 8, rows * (bins + 1) * 8, rows * 8,
+                                                    rows * 8, rows * 8, rows * 8, rows * 8};
+    for (int part = 0; part < kRecordsPerSeries; ++part) {
       auto* state = new RecordSource{&cache, i, part, sizes[part], 0, {}};
       zip_error_init(&state->error);
       zip_source_t* source = zip_source_function(z.get(), recordCallback, state);
@@ -310,7 +330,9 @@ bool writeHistogramsFile(const std::string& path, const std::vector<HistogramSha
         *error = zip_strerror(z.get());
         return false;
       }
-      if (!addSourceRecord(z.get(), "data/" + std::to_string(i * 3 + std::size_t(part)), source, error)) return false;
+      if (!addSourceRecord(z.get(), "data/" + std::to_string(i * kRecordsPerSeries + std::size_t(part)), source, error)) {
+        return false;
+      }
     }
   }
   if (!addRecord(z.get(), "version", version, sizeof version - 1, error)) return false;

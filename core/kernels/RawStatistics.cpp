@@ -18,6 +18,11 @@ namespace {
 // helper costs more than it saves.
 constexpr std::int64_t kParallelMin = std::int64_t(1) << 18;
 
+// The histogram's pass reads values in slices this long (128 KiB of float32): the
+// low-precision counts read each slice again while it is still in the cache, so the values
+// come from memory once. A whole number of the pair histogram's blocks.
+constexpr std::int64_t kSlice = std::int64_t(1) << 15;
+
 // How many parts [0, n) is cut into: one per core for large tensors. It depends only on n
 // and the machine, so results do not depend on whether the cores were free.
 std::int64_t partCount(std::int64_t n, StatsCores cores) {
@@ -71,15 +76,20 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
   s.l2norm = std::sqrt(total.sumSq);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   s.histogram.assign(std::size_t(bins), 0);
+  s.f16Overflow = s.f16Underflow = s.e4m3Underflow = s.e5m2Underflow = 0;
   if (total.finite == 0) {
-    s.min = s.max = s.mean = nan;
-    s.std = 0;
+    // Values, none of them finite: no spread and no norm to show (0 would read as a vanishing
+    // gradient). An empty tensor has std 0 and norm 0.
+    s.min = s.max = s.mean = s.amax = nan;
+    s.std = n > 0 ? nan : 0.0;
+    s.l2norm = n > 0 ? nan : 0.0;
     s.histLow = s.histHigh = 0;
     return;
   }
   const double count = double(total.finite);
   s.min = total.min;
   s.max = total.max;
+  s.amax = std::max(std::fabs(total.min), std::fabs(total.max));
   const double shiftedMean = total.shiftedSum / count;
   s.mean = shift + shiftedMean;
   if (total.finite > 1) {
@@ -98,17 +108,30 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
   // binned by the wide plan: never a NaN or out-of-range position (docs/export-format.md).
   const kernels::BinPlan plan = kernels::binPlan(s.histLow, s.histHigh, bins, std::is_same_v<T, float>);
   const bool allFinite = total.finite == n;
+  const T e4m3Below = kernels::flushBelow<T>(s.amax, kernels::kE4M3);
+  const T e5m2Below = kernels::flushBelow<T>(s.amax, kernels::kE5M2);
   std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
+  std::vector<kernels::PrecisionCounts> precision{std::size_t(parts)};
   forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
     std::int64_t* partCounts = counts[std::size_t(c)].data();
-    if (plan.own) {
-      kernels::histogramValues(data, b, e, s.histLow, plan.scale, bins, allFinite, partCounts);
-    } else {
-      kernels::histogramWide(data, b, e, s.histLow, plan.scale, plan.k, bins, partCounts);
+    for (std::int64_t first = b; first < e; first += kSlice) {
+      const std::int64_t last = std::min(e, first + kSlice);
+      if (plan.own) {
+        kernels::histogramValues(data, first, last, s.histLow, plan.scale, bins, allFinite, partCounts);
+      } else {
+        kernels::histogramWide(data, first, last, s.histLow, plan.scale, plan.k, bins, partCounts);
+      }
+      kernels::countPrecision(data, first, last, e4m3Below, e5m2Below, precision[std::size_t(c)]);
     }
   });
   for (const auto& part : counts) {
     for (int i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];
+  }
+  for (const auto& part : precision) {
+    s.f16Overflow += part.f16Overflow;
+    s.f16Underflow += part.f16Underflow;
+    s.e4m3Underflow += part.e4m3Underflow;
+    s.e5m2Underflow += part.e5m2Underflow;
   }
 }
 

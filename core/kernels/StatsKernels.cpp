@@ -447,6 +447,68 @@ void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double l
 }
 
 template <typename T>
+T flushBelow(double amax, Fp8Format format) {
+  const double edge = amax * format.smallestSubnormal;
+  if (!(edge > 0)) return T(0);
+  const auto reaches = [&](T w) { return double(w) * format.largest >= edge; };
+  // The quotient rounded to T is within two units in the last place of the answer.
+  T w = T(edge / format.largest);
+  while (w > T(0) && reaches(std::nextafter(w, T(0)))) w = std::nextafter(w, T(0));
+  while (!reaches(w)) w = std::nextafter(w, std::numeric_limits<T>::infinity());
+  return w;
+}
+
+namespace {
+
+// Comparisons of |v| only, branch-free (`&`, not `&&`, and 32-bit sums: each made the loop
+// several times slower); NaN compares false everywhere.
+template <typename T>
+[[gnu::always_inline]] inline void countPrecisionLoop(const T* data, std::int64_t begin, std::int64_t end,
+                                                      T e4m3Below, T e5m2Below, PrecisionCounts& counts) {
+  constexpr T f16Largest = T(65504), f16Subnormal = T(0x1p-24), inf = std::numeric_limits<T>::infinity();
+  constexpr std::int64_t kRun = std::int64_t(1) << 30;  // values whose sums fit 32 bits
+  for (std::int64_t first = begin; first < end; first += kRun) {
+    const std::int64_t last = std::min(end, first + kRun);
+    std::int32_t over = 0, under = 0, e4m3 = 0, e5m2 = 0;
+#pragma omp simd reduction(+ : over, under, e4m3, e5m2)
+    for (std::int64_t i = first; i < last; ++i) {
+      const T a = std::fabs(data[i]);
+      const bool nonzero = a > T(0);
+      over += (a > f16Largest) & (a < inf);
+      under += nonzero & (a < f16Subnormal);
+      e4m3 += nonzero & (a < e4m3Below);
+      e5m2 += nonzero & (a < e5m2Below);
+    }
+    counts.f16Overflow += over;
+    counts.f16Underflow += under;
+    counts.e4m3Underflow += e4m3;
+    counts.e5m2Underflow += e5m2;
+  }
+}
+
+HOOKSCOPE_SIMD_CLONES void countPrecisionFloat(const float* data, std::int64_t begin, std::int64_t end, float e4m3Below,
+                                               float e5m2Below, PrecisionCounts& counts) {
+  countPrecisionLoop(data, begin, end, e4m3Below, e5m2Below, counts);
+}
+
+HOOKSCOPE_SIMD_CLONES void countPrecisionDouble(const double* data, std::int64_t begin, std::int64_t end,
+                                                double e4m3Below, double e5m2Below, PrecisionCounts& counts) {
+  countPrecisionLoop(data, begin, end, e4m3Below, e5m2Below, counts);
+}
+
+} // namespace
+
+template <typename T>
+void countPrecision(const T* data, std::int64_t begin, std::int64_t end, T e4m3Below, T e5m2Below,
+                    PrecisionCounts& counts) {
+  if constexpr (std::is_same_v<T, float>) {
+    countPrecisionFloat(data, begin, end, e4m3Below, e5m2Below, counts);
+  } else {
+    countPrecisionDouble(data, begin, end, e4m3Below, e5m2Below, counts);
+  }
+}
+
+template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
   if constexpr (std::is_same_v<T, float>) {
     scanRangeFast(data, begin, end, shift, p);
@@ -474,6 +536,10 @@ void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double
   histogramLanes(data, begin, end, T(low), T(scale), bins, counts);
 }
 
+template float flushBelow<float>(double, Fp8Format);
+template double flushBelow<double>(double, Fp8Format);
+template void countPrecision<float>(const float*, std::int64_t, std::int64_t, float, float, PrecisionCounts&);
+template void countPrecision<double>(const double*, std::int64_t, std::int64_t, double, double, PrecisionCounts&);
 template void scanValues<float>(const float*, std::int64_t, std::int64_t, double, Partial&);
 template void scanValues<double>(const double*, std::int64_t, std::int64_t, double, Partial&);
 template void histogramWide<float>(const float*, std::int64_t, std::int64_t, double, double, double, std::int64_t,

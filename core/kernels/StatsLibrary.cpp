@@ -9,15 +9,30 @@
 
 namespace {
 
-constexpr int kHeader = 10;  // min, max, mean, std, l2, zero fraction, NaN, Inf, low, high
+// min, max, mean, std, l2, zero fraction, NaN, Inf, low, high, amax, then the float16 overflow and
+// underflow, E4M3 and E5M2 underflow counts.
+constexpr int kHeader = 15;
 
 template <typename T>
 void fill(const void* data, std::int64_t n, int bins, int cores, double* out) {
   hookscope::TensorStats s;
   hookscope::computeRawStats(static_cast<const T*>(data), n, bins,
                              cores ? hookscope::StatsCores::Idle : hookscope::StatsCores::One, s);
-  const double header[kHeader] = {s.min,  s.max, s.mean, s.std, s.l2norm, s.zeroFraction, double(s.nanCount),
-                                  double(s.infCount), s.histLow, s.histHigh};
+  const double header[kHeader] = {s.min,
+                                  s.max,
+                                  s.mean,
+                                  s.std,
+                                  s.l2norm,
+                                  s.zeroFraction,
+                                  double(s.nanCount),
+                                  double(s.infCount),
+                                  s.histLow,
+                                  s.histHigh,
+                                  s.amax,
+                                  double(s.f16Overflow),
+                                  double(s.f16Underflow),
+                                  double(s.e4m3Underflow),
+                                  double(s.e5m2Underflow)};
   std::memcpy(out, header, sizeof header);
   for (int i = 0; i < bins; ++i) out[kHeader + i] = double(s.histogram[std::size_t(i)]);
 }
@@ -27,11 +42,13 @@ void fill(const void* data, std::int64_t n, int bins, int cores, double* out) {
 extern "C" {
 
 /// The layout of hookscope_stats's output; the Python package refuses another.
-__attribute__((visibility("default"))) int hookscope_stats_abi() { return 1; }
+/// 2: the header grew from 10 values to 15 (amax and the low-precision counts).
+__attribute__((visibility("default"))) int hookscope_stats_abi() { return 2; }
 
-/// Statistics of n contiguous values (dtype 0: float32, 1: float64) into out[10 + bins]: min,
+/// Statistics of n contiguous values (dtype 0: float32, 1: float64) into out[15 + bins]: min,
 /// max, mean, std (n-1), L2 norm, zero fraction, NaN count, Inf count, the histogram's low and
-/// high edges, then its bins' counts. cores 0: the calling thread only; 1: idle cores too.
+/// high edges, amax, the float16 overflow and underflow, E4M3 and E5M2 underflow counts, then
+/// its bins' counts. cores 0: the calling thread only; 1: idle cores too.
 /// Returns 0, or -1 for arguments it cannot take.
 __attribute__((visibility("default"))) int hookscope_stats(const void* data, std::int64_t n, int dtype, int bins,
                                                            int cores, double* out) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,14 +16,24 @@ struct TensorStats {
   double min = 0;               ///< NaN when no value is finite
   double max = 0;
   double mean = 0;
-  double std = 0;               ///< sample standard deviation (n-1), as torch.std(); 0 when n < 2
-  double l2norm = 0;
+  double std = 0;               ///< sample standard deviation (n-1), as torch.std(); 0 below two finite
+                                ///< values, NaN when there are values and none is finite
+  double l2norm = 0;            ///< NaN when there are values and none is finite
   double zeroFraction = 0;      ///< exact zeros over numel
   std::int64_t nanCount = 0;
   std::int64_t infCount = 0;
   std::vector<std::int64_t> histogram;  ///< counts of finite values in equal bins
   double histLow = 0;           ///< left edge of the first bin
   double histHigh = 0;          ///< right edge of the last bin
+  /// The largest finite |value| (NaN when none is finite), and the finite values that float16
+  /// and fp8 would lose (docs/export-format.md): float16 overflow (|v| > 65504) and underflow
+  /// (0 < |v| < 2^-24), E4M3 and E5M2 underflow after scaling the tensor's amax to the format's
+  /// largest value. -1: the source did not measure them (an older script or export).
+  double amax = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t f16Overflow = -1;
+  std::int64_t f16Underflow = -1;
+  std::int64_t e4m3Underflow = -1;
+  std::int64_t e5m2Underflow = -1;
 
   /// bins + 1 bin edges from histLow to histHigh.
   std::vector<double> edges() const;
@@ -32,6 +43,8 @@ struct TensorStats {
   std::size_t memoryBytes() const;
   /// True when the tensor held NaN or Inf.
   bool hasNonFinite() const { return nanCount > 0 || infCount > 0; }
+  /// True when the low-precision counts were measured.
+  bool hasPrecision() const { return f16Overflow >= 0; }
 };
 
 } // namespace hookscope

@@ -53,8 +53,40 @@ bool shapeFromWire(const json& j, const char* what, std::vector<std::int64_t>* s
   return true;
 }
 
+namespace {
+
+// The low-precision counts by their wire names (docs/protocol.md).
+struct PrecisionField {
+  const char* name;
+  std::int64_t TensorStats::*count;
+};
+constexpr PrecisionField kPrecisionFields[] = {{"f16_overflow", &TensorStats::f16Overflow},
+                                               {"f16_underflow", &TensorStats::f16Underflow},
+                                               {"e4m3_underflow", &TensorStats::e4m3Underflow},
+                                               {"e5m2_underflow", &TensorStats::e5m2Underflow}};
+
+// amax and the counts, which a script of an older package does not send: absent, the stats say
+// "not measured"; present, every one is there and no count exceeds the finite values.
+bool precisionFromWire(const json& j, TensorStats& s, std::string* error) {
+  if (!j.contains("amax") && !j.contains("f16_overflow")) return true;
+  const std::int64_t finite = s.numel - s.nanCount - s.infCount;
+  for (const auto& field : kPrecisionFields) {
+    if (!readCount(j, field.name, finite, &(s.*field.count))) {
+      *error = std::string("a stats entry's ") + field.name + " is missing or over its finite values";
+      return false;
+    }
+  }
+  if (!readNumber(j, "amax", &s.amax) || !(std::isnan(s.amax) || s.amax >= 0)) {
+    *error = "a stats entry's amax is missing or negative";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 json statsToWire(const TensorStats& s) {
-  return {{"shape", s.shape},
+  json j = {{"shape", s.shape},
           {"dtype", s.dtype},
           {"numel", s.numel},
           {"min", wireNumberJson(s.min)},
@@ -68,6 +100,11 @@ json statsToWire(const TensorStats& s) {
           {"hist", s.histogram},
           {"lo", wireNumberJson(s.histLow)},
           {"hi", wireNumberJson(s.histHigh)}};
+  if (s.hasPrecision()) {
+    j["amax"] = wireNumberJson(s.amax);
+    for (const auto& field : kPrecisionFields) j[field.name] = s.*field.count;
+  }
+  return j;
 }
 
 bool statsFromWire(const json& j, TensorStats* out, std::string* error) {
@@ -99,6 +136,7 @@ bool statsFromWire(const json& j, TensorStats* out, std::string* error) {
     *error = "a stats entry's NaN or Inf count is missing or over its numel";
     return false;
   }
+  if (!precisionFromWire(j, s, error)) return false;
   if (!(s.zeroFraction >= 0 && s.zeroFraction <= 1)) {
     *error = "a stats entry's zero fraction is outside [0, 1]";
     return false;

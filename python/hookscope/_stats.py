@@ -1,7 +1,9 @@
 """A captured tensor's statistics, computed in the training process on the tensor's device.
 
 Each capture becomes one row: min, max, mean, std (n-1), L2 norm, zero fraction, NaN count,
-Inf count, the histogram's low and high edges, then the counts of its bins. The meanings are
+Inf count, the histogram's low and high edges, amax (the largest finite |value|), the counts of
+finite values that float16 would overflow or flush and that E4M3 and E5M2 would flush after
+per-tensor amax scaling, then the counts of its bins. The meanings are
 HookScope's (docs/export-format.md): moments, min, max and norm over the finite values; the histogram
 of the finite values in equal bins between the finite min and max, a bin being
 min((v - low) * scale, bins - 1) in the values' precision (float32 for float16, bfloat16 and
@@ -28,16 +30,23 @@ import torch
 
 from ._wire import number_text
 
-HEADER = 10  # min, max, mean, std, l2, zero fraction, nan, inf, low, high
+HEADER = 15  # min, max, mean, std, l2, zero fraction, nan, inf, low, high, amax, the precision counts
 # The row's float fields by the names a `stats` entry and tensor_statistics() give them.
-FIELDS = ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi"))
+FIELDS = ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi"),
+          (10, "amax"))
+# The row's counts by their names, beside nan (6) and inf (7) (docs/export-format.md).
+PRECISION = ((11, "f16_overflow"), (12, "f16_underflow"), (13, "e4m3_underflow"), (14, "e5m2_underflow"))
 _CHUNK = 1 << 20  # values per pass of the torch-ops path: bounds its temporary memory (~40 MiB)
-_ABI = 1
+_ABI = 2
 _LIBRARY_NAME = "libhookscope_stats.so"
 BACKENDS = ("auto", "native", "torch", "triton")
 _FLT_MAX = 3.4028234663852886e38
 _FLT_MIN = 1.1754943508222875e-38
 _DBL_MAX = 1.7976931348623157e308
+F16_LARGEST = 65504.0
+F16_SMALLEST = 2.0 ** -24      # float16's smallest subnormal
+E4M3 = (448.0, 2.0 ** -9)      # an fp8 format's largest value and smallest subnormal
+E5M2 = (57344.0, 2.0 ** -16)
 
 
 def _library_candidates():
@@ -124,6 +133,24 @@ def bin_plan(lo, hi, bins, work):
     return torch.zeros_like(positive), k, scale
 
 
+def flush_below(amax, fmt, work):
+    """Where an fp8 format's underflow begins once the tensor is scaled so that its amax (a
+    float64 tensor) becomes the format's largest value: the smallest `work` value w with
+    fl64(w * largest) >= fl64(amax * smallest subnormal), so that a finite value counts when
+    |v| < w (docs/export-format.md). A tensor on amax's device; 0 for an amax of 0 or NaN."""
+    largest, smallest = fmt
+    edge = amax * smallest
+    c = (edge / largest).to(work)
+    up, down = torch.full_like(c, float("inf")), torch.full_like(c, float("-inf"))
+    # The quotient rounded to `work` is within two units in the last place of the answer: of
+    # c - 2, c - 1, c and c + 1 units, the smallest that reaches the edge.
+    below = torch.nextafter(c, down)
+    w = torch.nextafter(c, up)
+    for candidate in (c, below, torch.nextafter(below, down)):
+        w = torch.where(candidate.to(torch.float64) * largest >= edge, candidate, w)
+    return torch.where(edge > 0, w, torch.zeros_like(w))
+
+
 def torch_row(t, bins, row):
     """Writes a tensor's row into `row` (float64, HEADER + bins, on t's device) with torch ops
     only, in passes of at most _CHUNK values, without reading anything back to the host."""
@@ -136,6 +163,7 @@ def torch_row(t, bins, row):
     if n == 0:
         row.zero_()
         row[0:3].fill_(nan)
+        row[10] = nan
         return
     flat = x.reshape(-1)
     chunks = flat.split(_CHUNK) if n > _CHUNK else (flat,)
@@ -179,10 +207,18 @@ def torch_row(t, bins, row):
     spare = bins  # non-finite values land one past the last bin, which is dropped
     hist = torch.zeros(bins + 1, dtype=torch.int64, device=dev)
     m2 = torch.zeros((), dtype=f64, device=dev)
+    nan_t = torch.full((), nan, dtype=f64, device=dev)
+    amax = torch.where(some, torch.maximum(low.abs(), high.abs()), nan_t)
+    e4m3_below, e5m2_below = flush_below(amax, E4M3, work), flush_below(amax, E5M2, work)
+    precision = torch.zeros(4, dtype=torch.int64, device=dev)  # f16 over, f16 under, e4m3, e5m2
     for c in chunks:
         v, finite = single or prepared(c)
         d = (v - mean).masked_fill(~finite, 0.0)
         m2 += (d * d).sum()
+        a = (v if work == f64 else c.to(work)).abs()  # NaN compares false below, Inf is kept out
+        nonzero = a > 0
+        precision += torch.stack([((a > F16_LARGEST) & finite).sum(), (nonzero & (a < F16_SMALLEST)).sum(),
+                                  (nonzero & (a < e4m3_below)).sum(), (nonzero & (a < e5m2_below)).sum()])
         if work == torch.float32 and (not on_cpu or narrow):
             at = (c.to(work) - lo_w) * scale_w
             if not on_cpu:  # the wide plan beside it, chosen per tensor without reading it back
@@ -194,10 +230,13 @@ def torch_row(t, bins, row):
         index = at.to(torch.int64)
         hist.scatter_add_(0, index, torch.ones(1, dtype=torch.int64, device=dev).expand(index.numel()))
     std = torch.where(counts[0] > 1, torch.sqrt(m2 / (finite_count - 1).clamp(min=1)), torch.zeros_like(m2))
-    nan_t = torch.full((), nan, dtype=f64, device=dev)
+    # Values, none of them finite: no spread and no norm to show (0 would read as vanishing).
+    std = torch.where(some, std, nan_t)
+    l2 = torch.where(some, torch.sqrt(squares), nan_t)
     head = torch.stack([
         torch.where(some, low, nan_t), torch.where(some, high, nan_t), torch.where(some, mean, nan_t), std,
-        torch.sqrt(squares), counts[3].to(f64) / n, counts[1].to(f64), (counts[2] - counts[1]).to(f64), lo, hi])
+        l2, counts[3].to(f64) / n, counts[1].to(f64), (counts[2] - counts[1]).to(f64), lo, hi, amax,
+        *precision.to(f64)])
     row[:HEADER].copy_(head)
     row[HEADER:].copy_(hist[:bins])
 
@@ -431,8 +470,10 @@ _public_lock = threading.Lock()
 def tensor_statistics(tensor, bins=64, backend="auto"):
     """What HookScope records for `tensor` (a hooked capture's row, through the same code) as a
     dict: min, max, mean, std (n-1), l2, zeros (the fraction of exact zeros), nan and inf
-    (counts), lo and hi (the histogram's edges), hist (`bins` counts of the finite values) and
-    backend ("native", "torch" or "triton": which one computed it).
+    (counts), lo and hi (the histogram's edges), hist (`bins` counts of the finite values),
+    amax (the largest finite |value|), f16_overflow, f16_underflow, e4m3_underflow and
+    e5m2_underflow (counts of the finite values those formats would lose: docs/export-format.md)
+    and backend ("native", "torch" or "triton": which one computed it).
 
     Min, max and the moments are over the finite values (NaN where there is none). backend
     "auto" picks as a hooked capture does; a named one that cannot take the tensor raises
@@ -454,11 +495,13 @@ def tensor_statistics(tensor, bins=64, backend="auto"):
     _, row, used = taken[0]
     out = {name: row[i] for i, name in FIELDS}
     out.update(nan=int(row[6]), inf=int(row[7]), hist=[int(v) for v in row[HEADER:HEADER + bins]], backend=used)
+    out.update((name, int(row[i])) for i, name in PRECISION)
     return out
 
 
 def entry_text(fields, row, bins):
     """A `stats` entry as JSON text (written by hand: json.dumps costs more than the rest)."""
     head = ",".join('"%s":%s' % (name, number_text(row[i])) for i, name in FIELDS)
+    counts = ",".join('"%s":%d' % (name, int(row[i])) for i, name in PRECISION)
     hist = ",".join(str(int(v)) for v in row[HEADER:HEADER + bins])
-    return '{%s,%s,"nan":%d,"inf":%d,"hist":[%s]}' % (fields, head, int(row[6]), int(row[7]), hist)
+    return '{%s,%s,"nan":%d,"inf":%d,%s,"hist":[%s]}' % (fields, head, int(row[6]), int(row[7]), counts, hist)

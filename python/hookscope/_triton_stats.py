@@ -14,6 +14,8 @@ compiled by HookScope's build. The row's meanings are _stats's (docs/export-form
   per bin per program into int64 counters), the second moment about the mean and the sum of
   the differences (the corrected two-pass algorithm: it takes out what pass 1's mean is off by).
   Its last program folds them, writes mean, std and the counts, and sets the counters back to zero.
+  The same pass counts the finite values float16 would overflow or flush, and those E4M3 and
+  E5M2 would flush after scaling the tensor's amax (pass 1's) to the format's largest value.
 
 Two launches a capture; the scratch they share (partials, counters) is allocated once per
 device and stream and left zeroed by the kernels themselves.
@@ -25,11 +27,11 @@ import torch
 import triton
 import triton.language as tl
 
-HEADER = 10
+HEADER = 15
 BLOCK = 2048          # values a program reads per iteration (at most 118 registers a thread on sm_90, no spills)
 WARPS = 8
 PROGRAMS_PER_SM = 4   # programs per multiprocessor, at most
-PARTIALS = 8          # pass 1's per program: min, max, sum, squares, zeros, nan, inf (one spare); pass 2's two
+PARTIALS = 8          # pass 1's per program: min, max, sum, squares, zeros, nan, inf (one spare); pass 2's six
 
 _INF = tl.constexpr(float("inf"))
 _FLT_MAX = tl.constexpr(3.4028234663852886e38)
@@ -39,6 +41,8 @@ _TINY_SUM = tl.constexpr(2.0 ** -80)
 _CLOSE_SPAN = tl.constexpr(2.0 ** -20)
 _NPART = tl.constexpr(PARTIALS)
 _HEADER = tl.constexpr(HEADER)
+_F16_LARGEST = tl.constexpr(65504.0)
+_F16_SMALLEST = tl.constexpr(2.0 ** -24)
 
 
 @triton.jit
@@ -62,6 +66,24 @@ def _clamped_index(at, top):
     at = tl.where(at > 0, at, 0.0)
     at = tl.minimum(at, top)
     return at.to(tl.int32)
+
+
+@triton.jit
+def _flush_below(amax, largest: tl.constexpr, smallest: tl.constexpr, WORK: tl.constexpr, WIDE: tl.constexpr):
+    """_stats.flush_below: the smallest WORK value w with fl64(w * largest) >= fl64(amax * smallest),
+    found among the quotient rounded to WORK and its neighbours (units in the last place, by
+    their bits: w is positive); 0 for an amax of 0 or NaN."""
+    edge = amax * smallest
+    c = (edge / largest).to(WORK)
+    if WIDE:
+        bits = c.to(tl.int64, bitcast=True)
+    else:
+        bits = c.to(tl.int32, bitcast=True)
+    w = (bits + 1).to(WORK, bitcast=True)
+    for k in tl.static_range(3):
+        candidate = tl.maximum(bits - k, 0).to(WORK, bitcast=True)
+        w = tl.where(candidate.to(tl.float64) * largest >= edge, candidate, w)
+    return tl.where(edge > 0, w, 0.0).to(WORK)
 
 
 @triton.jit
@@ -151,6 +173,7 @@ def stats_pass1(x_ptr, n, row_ptr, part_ptr, count_ptr,
         tl.store(row_ptr + 7, inf_count)
         tl.store(row_ptr + 8, low)
         tl.store(row_ptr + 9, high)
+        tl.store(row_ptr + 10, tl.where(some, tl.maximum(tl.abs(lo64), tl.abs(hi64)), nan))
         tl.atomic_xchg(count_ptr, 0)
 
 
@@ -183,6 +206,13 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
     mean_rest = (mean - mean_w.to(tl.float64)).to(WORK)
     close = span < _CLOSE_SPAN
     top = (bins - 1).to(tl.float32)
+    amax = tl.load(row_ptr + 10)
+    e4m3_below = _flush_below(amax, 448.0, 2.0 ** -9, WORK, WIDE)
+    e5m2_below = _flush_below(amax, 57344.0, 2.0 ** -16, WORK, WIDE)
+    f16_over = tl.zeros((), tl.int64)
+    f16_under = tl.zeros((), tl.int64)
+    e4m3 = tl.zeros((), tl.int64)
+    e5m2 = tl.zeros((), tl.int64)
     # Lanes that hold no finite value are counted in bin 0; the last program takes them out.
     hist = tl.zeros([NUM_BINS], tl.int32)
     m2 = tl.zeros((), tl.float64)
@@ -202,17 +232,36 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
         else:
             index = _clamped_index((v.to(tl.float64) * k - low * k) * scale, top.to(tl.float64))
         hist += tl.histogram(tl.where(ok, index, 0), NUM_BINS)
+        # A block's four counts (16 bits each, packed in one int64) in one reduction.
+        a = tl.abs(v)
+        nonzero = ok & (a > 0)
+        packed = tl.sum((ok & (a > _F16_LARGEST)).to(tl.int64)
+                        + ((nonzero & (a < _F16_SMALLEST)).to(tl.int64) << 16)
+                        + ((nonzero & (a < e4m3_below)).to(tl.int64) << 32)
+                        + ((nonzero & (a < e5m2_below)).to(tl.int64) << 48), axis=0)
+        f16_over += packed & 0xFFFF
+        f16_under += (packed >> 16) & 0xFFFF
+        e4m3 += (packed >> 32) & 0xFFFF
+        e5m2 += (packed >> 48) & 0xFFFF
     slots = tl.arange(0, NUM_BINS)
     tl.atomic_add(hist_ptr + slots, hist.to(tl.int64), mask=slots < bins)
-    tl.store(part_ptr + 2 * pid, m2)
-    tl.store(part_ptr + 2 * pid + 1, residual)
+    mine = part_ptr + pid * _NPART
+    tl.store(mine + 0, m2)
+    tl.store(mine + 1, residual)
+    tl.store(mine + 2, f16_over.to(tl.float64))
+    tl.store(mine + 3, f16_under.to(tl.float64))
+    tl.store(mine + 4, e4m3.to(tl.float64))
+    tl.store(mine + 5, e5m2.to(tl.float64))
     tl.debug_barrier()
     if tl.atomic_add(count_ptr, 1, sem="acq_rel") == programs - 1:
         tl.debug_barrier()
         p = tl.arange(0, PMAX)
         have = p < programs
-        m2 = tl.sum(tl.load(part_ptr + 2 * p, mask=have, other=0.0, volatile=True), axis=0)
-        residual = tl.sum(tl.load(part_ptr + 2 * p + 1, mask=have, other=0.0, volatile=True), axis=0)
+        parts = part_ptr + p * _NPART
+        m2 = tl.sum(tl.load(parts + 0, mask=have, other=0.0, volatile=True), axis=0)
+        residual = tl.sum(tl.load(parts + 1, mask=have, other=0.0, volatile=True), axis=0)
+        for j in tl.static_range(4):
+            tl.store(row_ptr + 11 + j, tl.sum(tl.load(parts + 2 + j, mask=have, other=0.0, volatile=True), axis=0))
         count = n.to(tl.float64) - tl.load(row_ptr + 6) - tl.load(row_ptr + 7)
         # The corrected two-pass algorithm: the mean from pass 1's float32 block sums may be off
         # by a part of a tight spread; the differences' own sum says by how much.
@@ -220,8 +269,10 @@ def stats_pass2(x_ptr, n, bins, row_ptr, part_ptr, hist_ptr, count_ptr,
         shift = tl.where(some, residual / tl.maximum(count, 1.0), 0.0)
         m2 = tl.maximum(m2 - shift * residual, 0.0)
         tl.store(row_ptr + 2, mean + shift)
-        std = tl.sqrt(m2 / tl.maximum(count - 1.0, 1.0))
-        tl.store(row_ptr + 3, tl.where(count > 1, std, 0.0))
+        std = tl.where(count > 1, tl.sqrt(m2 / tl.maximum(count - 1.0, 1.0)), 0.0)
+        # Values, none of them finite: no spread and no norm to show (0 would read as vanishing).
+        tl.store(row_ptr + 3, tl.where(some, std, float("nan")))
+        tl.store(row_ptr + 4, tl.where(some, tl.load(row_ptr + 4), float("nan")))
         lanes = tl.sum(tl.where(have, _blocks(n, p, programs, BLOCK), 0).to(tl.int64), axis=0) * BLOCK
         counts = tl.atomic_xchg(hist_ptr + slots, 0, mask=slots < bins)
         counts = tl.where(slots == 0, counts - (lanes - count.to(tl.int64)), counts)
@@ -311,6 +362,7 @@ class TritonStatistics:
             def empty():
                 row.zero_()
                 row[0:3].fill_(float("nan"))
+                row[10] = float("nan")
             return [("empty", empty)]
         device = x.device
         # A program's counts are int32: no program may see 2^31 values.

@@ -24,7 +24,7 @@ FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
 MODELS = os.environ.get("HOOKSCOPE_MODELS", "resources/models")
 CNN = os.path.join(MODELS, "small_cnn.pt")
 HEADER = ("step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l2norm,zero_frac,"
-          "nan_count,inf_count")
+          "nan_count,inf_count,amax,f16_overflow,f16_underflow,e4m3_underflow,e5m2_underflow")
 
 
 def run(*args):
@@ -611,7 +611,7 @@ class ExportFolder(CliTestCase):
         with open(os.path.join(self.export, "manifest.json")) as f:
             m = json.load(f)
         self.assertEqual(m["format"], "hookscope-capture")
-        self.assertEqual(m["version"], 2)
+        self.assertEqual(m["version"], 3)
         self.assertEqual(m["ranks"], [{"rank": 0}])
         with open(CNN, "rb") as f:
             self.assertEqual(m["model"]["sha256"], hashlib.sha256(f.read()).hexdigest())
@@ -658,6 +658,22 @@ class ExportFolder(CliTestCase):
         self.assertEqual(float(row["min"]), t.min().item())
         self.assertEqual(float(row["max"]), t.max().item())
         self.assertEqual(float(row["zero_frac"]), (t == 0).double().mean().item())
+        # What float16 and fp8 would lose (docs/export-format.md), by the engine's C++ kernel.
+        a = t.abs()
+        amax = a.max().item()
+        nonzero = a[a > 0]
+        self.assertEqual(float(row["amax"]), amax)
+        self.assertEqual(int(row["f16_overflow"]), int((a > 65504).sum()))
+        self.assertEqual(int(row["f16_underflow"]), int((nonzero < 2.0 ** -24).sum()))
+        self.assertEqual(int(row["e4m3_underflow"]), int((nonzero * 448 < amax * 2.0 ** -9).sum()))
+        self.assertEqual(int(row["e5m2_underflow"]), int((nonzero * 57344 < amax * 2.0 ** -16).sum()))
+        # histograms.pt carries them per step beside the histogram.
+        entry = torch.load(os.path.join(self.export, "histograms.pt"), weights_only=True)["rank0/activation/fc1/0/0"]
+        at = entry["steps"].tolist().index(2)
+        self.assertEqual(entry["amax"][at].item(), amax)
+        self.assertEqual([entry[k][at].item() for k in ("f16_overflow", "f16_underflow", "e4m3_underflow",
+                                                         "e5m2_underflow")],
+                         [int(row[k]) for k in ("f16_overflow", "f16_underflow", "e4m3_underflow", "e5m2_underflow")])
 
     def copy_of_export(self, name):
         copy = os.path.join(self.folder, name)

@@ -44,7 +44,7 @@ def test_both_ranks_in_one_export_each_equal_to_its_own_hooks(tmp):
     assert code == 0, err
     assert "attached rank 0 of 2" in err and "attached rank 1 of 2" in err
     m = manifest(recorder.out)
-    assert m["version"] == 2 and m["world_size"] == 2
+    assert m["version"] == 3 and m["world_size"] == 2
     assert [r["rank"] for r in m["ranks"]] == [0, 1]
     assert all(r["steps"] == 5 and r["ended"].startswith("closed by the script") for r in m["ranks"])
     assert m["ranks"][0]["job"] == m["ranks"][1]["job"] != ""

@@ -217,6 +217,19 @@ def test_tensorboard_reads_back_every_histogram_and_scalar_of_an_export(tmp, dat
         if int(row["nan_count"]):
             assert {e.step: e.value for e in events.Scalars("nan_count/" + path)}[step] == int(row["nan_count"])
     assert any(t.startswith("nan_count/") for t in tags["scalars"]) == (data is not None)
+    # What float16 and fp8 would lose, as fractions of a tensor, for each series that ever lost any.
+    precision = ("f16_overflow", "f16_underflow", "e4m3_underflow", "e5m2_underflow")
+    lost = {(name, kind, module, call, index) for (step, kind, module, call, index), row in stats.items()
+            for name in precision if int(row[name]) > 0}
+    assert any(name == "e4m3_underflow" for name, *_ in lost) or data is not None  # a CNN's ReLU outputs have some
+    for (step, kind, module, call, index), row in stats.items():
+        for name in precision:
+            tag = "precision/%s/%s/%s/%d/%d" % (name, kind, module or "(root)", call, index)
+            if (name, kind, module, call, index) in lost:
+                value = {e.step: e.value for e in events.Scalars(tag)}[step]
+                assert near(value, int(row[name]) / int(row["numel"]), 1e-6), (tag, step, value, row[name])
+            else:
+                assert tag not in tags["scalars"]
 
 
 @needs_tensorboard

@@ -57,8 +57,8 @@ def assert_rows_agree(name, ours, kernel, values):
     """Counts and min/max exactly, moments to 1e-6 relative, bins exactly away from their edges."""
     for i, stat in ((0, "min"), (1, "max"), (8, "low"), (9, "high")):
         assert (math.isnan(ours[i]) and math.isnan(kernel[i])) or ours[i] == kernel[i], (name, stat, ours[i], kernel[i])
-    for i, stat in ((5, "zero fraction"), (6, "nan"), (7, "inf")):
-        assert ours[i] == kernel[i], (name, stat, ours[i], kernel[i])
+    for i, stat in ((5, "zero fraction"), (6, "nan"), (7, "inf"), (10, "amax")) + _stats.PRECISION:
+        assert (math.isnan(ours[i]) and math.isnan(kernel[i])) or ours[i] == kernel[i], (name, stat, ours[i], kernel[i])
     scale = kernel[4] / math.sqrt(max(values.numel(), 1))  # a mean near zero is judged on the values' size
     for i, stat in ((2, "mean"), (3, "std"), (4, "l2")):
         a, b = ours[i], kernel[i]
@@ -80,14 +80,22 @@ def assert_rows_agree(name, ours, kernel, values):
 
 
 def reference(values):
-    """What the statistics mean, in plain float64 torch."""
+    """What the statistics mean, in plain float64 torch (docs/export-format.md)."""
     x = values.detach().reshape(-1).double()
     finite = x[torch.isfinite(x)]
     n = finite.numel()
+    none = x.numel() > 0 and n == 0  # values, none of them finite: no spread, no norm
+    a = finite.abs()
+    amax = a.max().item() if n else math.nan
+    nonzero = a[a > 0]
     return {"min": finite.min().item() if n else math.nan, "max": finite.max().item() if n else math.nan,
-            "mean": finite.mean().item() if n else math.nan, "std": finite.std().item() if n > 1 else 0.0,
-            "l2": finite.norm().item(), "zeros": (x == 0).sum().item() / max(x.numel(), 1),
-            "nan": torch.isnan(x).sum().item(), "inf": torch.isinf(x).sum().item(), "count": n}
+            "mean": finite.mean().item() if n else math.nan,
+            "std": math.nan if none else finite.std().item() if n > 1 else 0.0,
+            "l2": math.nan if none else finite.norm().item(), "zeros": (x == 0).sum().item() / max(x.numel(), 1),
+            "nan": torch.isnan(x).sum().item(), "inf": torch.isinf(x).sum().item(), "count": n, "amax": amax,
+            "f16_overflow": (a > 65504).sum().item(), "f16_underflow": (nonzero < 2.0 ** -24).sum().item(),
+            "e4m3_underflow": (nonzero * 448 < amax * 2.0 ** -9).sum().item() if n else 0,
+            "e5m2_underflow": (nonzero * 57344 < amax * 2.0 ** -16).sum().item() if n else 0}
 
 
 def torch_ops_row(t):
@@ -104,6 +112,8 @@ def test_torch_ops_statistics_mean_what_the_export_says(name):
         a, b = row[i], ref[stat]
         assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9 * max(abs(a), abs(b), ref["l2"] / 1e3), \
             (name, stat, a, b)
+    for i, stat in ((10, "amax"),) + _stats.PRECISION:  # exactly
+        assert (math.isnan(row[i]) and math.isnan(ref[stat])) or row[i] == ref[stat], (name, stat, row[i], ref[stat])
     assert sum(row[_stats.HEADER:]) == ref["count"]  # every finite value lands in one bin
 
 

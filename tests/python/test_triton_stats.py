@@ -97,9 +97,11 @@ def same(a, b):
 def test_triton_statistics_mean_what_the_export_says(name):
     t = cases()[name]
     row, ref = triton_row(t), reference(t)
-    for i, stat in ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (6, "nan"), (7, "inf")):
+    for i, stat in ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (6, "nan"), (7, "inf"),
+                    (10, "amax")) + _stats.PRECISION:
         a, b = row[i], ref[stat]
-        if stat in ("min", "max", "zeros", "nan", "inf") or ref["count"] == 0:
+        if stat in ("min", "max", "zeros", "nan", "inf", "amax") + tuple(n for _, n in _stats.PRECISION) \
+                or ref["count"] == 0:
             assert (math.isnan(a) and math.isnan(b)) or a == b, (name, stat, a, b)
         elif math.isinf(b):  # a float64 sum of squares past its range
             assert a == b, (name, stat, a, b)
@@ -163,7 +165,8 @@ def test_tensor_statistics_is_what_a_capture_records():
     for backend in ("triton", "torch") + (("native",) if LIB is not None else ()):
         got = hookscope.tensor_statistics(t, bins=8, backend=backend)
         assert got["backend"] == backend
-        assert set(got) == {"min", "max", "mean", "std", "l2", "zeros", "nan", "inf", "lo", "hi", "hist", "backend"}
+        assert set(got) == {"min", "max", "mean", "std", "l2", "zeros", "nan", "inf", "lo", "hi", "hist", "backend",
+                            "amax", "f16_overflow", "f16_underflow", "e4m3_underflow", "e5m2_underflow"}
         assert (got["min"], got["max"], got["nan"], got["inf"], got["zeros"]) == (-2.0, 3.5, 1, 2, 2 / 8)
         # -2, then 0 and -0.0 at 2 / 5.5 * 8 = 2.9, 1 at 4.4, 3.5 in the last bin.
         assert got["hist"] == [1, 0, 2, 0, 1, 0, 0, 1]

@@ -61,8 +61,17 @@ TEST(TensorStatisticsTest, AllNanStillYieldsACapture) {
   EXPECT_TRUE(std::isnan(s.min));
   EXPECT_TRUE(std::isnan(s.max));
   EXPECT_TRUE(std::isnan(s.mean));
+  // No spread and no norm to show, not 0 (which read as a vanishing gradient).
+  EXPECT_TRUE(std::isnan(s.std));
+  EXPECT_TRUE(std::isnan(s.l2norm));
+  EXPECT_TRUE(std::isnan(s.amax));
+  EXPECT_EQ(s.f16Overflow + s.f16Underflow + s.e4m3Underflow + s.e5m2Underflow, 0);
   EXPECT_EQ(s.histogram.size(), std::size_t(kDefaultHistogramBins));
   EXPECT_EQ(total(s.histogram), 0);
+  // An empty tensor keeps a norm of 0.
+  const auto empty = computeTensorStats(at::zeros({0, 3}));
+  EXPECT_EQ(empty.std, 0.0);
+  EXPECT_EQ(empty.l2norm, 0.0);
 }
 
 TEST(TensorStatisticsTest, IntegerAndBoolTensors) {

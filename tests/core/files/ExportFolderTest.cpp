@@ -46,6 +46,13 @@ protected:
       s.histogram = {1, 2, 3, std::int64_t(89 - 2 * step)};
       s.histLow = s.min;
       s.histHigh = s.max;
+      if (step > 0) {  // step 0 as an older script sends it: not measured
+        s.amax = s.max + 1.0 / 3.0;
+        s.f16Overflow = step;
+        s.f16Underflow = 2;
+        s.e4m3Underflow = 5 + step;
+        s.e5m2Underflow = 3;
+      }
       store.add(step, {"layer1.0.conv1", step % 2, CaptureKind::Activation, 0}, s);
       s.min = std::numeric_limits<double>::quiet_NaN();
       store.add(step, {"", 0, CaptureKind::Gradient, 1}, s);
@@ -100,11 +107,14 @@ TEST_F(ExportFolderTest, RoundTripIsExact) {
       EXPECT_EQ(a.numel, e.numel);
       for (auto [x, y] : {std::pair{a.min, e.min}, {a.max, e.max}, {a.mean, e.mean}, {a.std, e.std},
                           {a.l2norm, e.l2norm}, {a.zeroFraction, e.zeroFraction},
-                          {a.histLow, e.histLow}, {a.histHigh, e.histHigh}}) {
+                          {a.histLow, e.histLow}, {a.histHigh, e.histHigh}, {a.amax, e.amax}}) {
         EXPECT_TRUE(sameDouble(x, y)) << x << " != " << y;
       }
       EXPECT_EQ(a.nanCount, e.nanCount);
       EXPECT_EQ(a.infCount, e.infCount);
+      EXPECT_EQ(a.hasPrecision(), actual[i].step > 0);
+      EXPECT_EQ(std::tie(a.f16Overflow, a.f16Underflow, a.e4m3Underflow, a.e5m2Underflow),
+                std::tie(e.f16Overflow, e.f16Underflow, e.e4m3Underflow, e.e5m2Underflow));
       EXPECT_EQ(a.histogram, e.histogram);
     }
   }
@@ -424,17 +434,19 @@ TEST_F(ExportFolderTest, AVersionOneExportIsReadAndRoundTrips) {
   ASSERT_TRUE(readExport(v1.string(), &data, &error)) << error;
   EXPECT_EQ(data.manifest.version, 1);
   check(data);
-  // Written again it is version 2 and says the same.
+  // Written again it is the current version and says the same; its series were not measured
+  // for low precision, and stay so.
   ExportOptions options;
   options.extraFiles = {{"alerts.csv", alertsCsv(data.alerts)}};
   const std::string again = (m_root / "again").string();
   ASSERT_TRUE(writeExport(again, data.manifest, *data.store, {}, options, &error)) << error;
   ExportData reread;
   ASSERT_TRUE(readExport(again, &reread, &error)) << error;
-  EXPECT_EQ(reread.manifest.version, 2);
+  EXPECT_EQ(reread.manifest.version, ExportManifest::kVersion);
   check(reread);
+  EXPECT_FALSE(reread.store->series(SeriesKey{"fc", 0, CaptureKind::Activation, 0, 0})[1].stats.hasPrecision());
   // A manifest of a later version is refused with what to do.
-  std::ofstream(v1 / "manifest.json") << R"({"format": "hookscope-capture", "version": 3, "model": {}})";
+  std::ofstream(v1 / "manifest.json") << R"({"format": "hookscope-capture", "version": 4, "model": {}})";
   EXPECT_FALSE(readExport(v1.string(), &data, &error));
   EXPECT_NE(error.find("newer HookScope"), std::string::npos) << error;
 }

@@ -164,3 +164,93 @@ TEST(StatsKernelsTest, TinyValuesKeepTheirNormAndSpread) {
   EXPECT_EQ(s.l2norm, 0.0);
   EXPECT_EQ(s.zeroFraction, 1.0);
 }
+
+namespace {
+
+// What docs/export-format.md says, value by value in float64, without the thresholds the
+// kernel derives: a finite non-zero value underflows a format when |v| * largest < amax * smallest.
+template <typename T>
+PrecisionCounts precisionByDefinition(const std::vector<T>& values) {
+  double amax = 0;
+  for (const T v : values) {
+    if (std::isfinite(double(v))) amax = std::max(amax, std::fabs(double(v)));
+  }
+  PrecisionCounts c;
+  for (const T v : values) {
+    const double a = std::fabs(double(v));
+    if (!std::isfinite(a) || a == 0) continue;
+    c.f16Overflow += a > 65504.0;
+    c.f16Underflow += a < 0x1p-24;
+    c.e4m3Underflow += a * 448.0 < amax * 0x1p-9;
+    c.e5m2Underflow += a * 57344.0 < amax * 0x1p-16;
+  }
+  return c;
+}
+
+template <typename T>
+void expectPrecision(const std::vector<T>& values, hookscope::StatsCores cores, const char* what) {
+  hookscope::TensorStats s;
+  hookscope::computeRawStats(values.data(), std::int64_t(values.size()), 64, cores, s);
+  const PrecisionCounts expected = precisionByDefinition(values);
+  EXPECT_EQ(s.f16Overflow, expected.f16Overflow) << what;
+  EXPECT_EQ(s.f16Underflow, expected.f16Underflow) << what;
+  EXPECT_EQ(s.e4m3Underflow, expected.e4m3Underflow) << what;
+  EXPECT_EQ(s.e5m2Underflow, expected.e5m2Underflow) << what;
+}
+
+// Each value at a threshold and one unit in the last place either side of it.
+template <typename T>
+void addAround(std::vector<T>& values, T edge) {
+  const T inf = std::numeric_limits<T>::infinity();
+  for (const T v : {std::nextafter(std::nextafter(edge, T(0)), T(0)), std::nextafter(edge, T(0)), edge,
+                    std::nextafter(edge, inf), std::nextafter(std::nextafter(edge, inf), inf)}) {
+    values.push_back(v);
+    values.push_back(-v);
+  }
+}
+
+} // namespace
+
+// The low-precision counts at and around every threshold, in float32 and float64: values a
+// unit in the last place from an edge decide whether the thresholds are exact.
+TEST(StatsKernelsTest, LowPrecisionCountsAtAndAroundEachThreshold) {
+  for (const double amax : {1000.0, 3.0e38, 1e-3, 7.0, 1e-35}) {
+    std::vector<float> values = {float(amax), 0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
+                                 std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::denorm_min(), 1.0f};
+    addAround(values, 65504.0f);
+    addAround(values, 0x1p-24f);
+    addAround(values, flushBelow<float>(amax, kE4M3));
+    addAround(values, flushBelow<float>(amax, kE5M2));
+    values.erase(std::remove_if(values.begin(), values.end(), [&](float v) { return std::fabs(v) > float(amax); }),
+                 values.end());
+    expectPrecision(values, hookscope::StatsCores::One, "float32");
+    std::vector<double> wide(values.begin(), values.end());
+    addAround(wide, flushBelow<double>(amax, kE4M3));
+    addAround(wide, flushBelow<double>(amax, kE5M2));
+    addAround(wide, 65504.0);
+    expectPrecision(wide, hookscope::StatsCores::One, "float64");
+  }
+  // The thresholds are what their formulas say: 1000 * 2^-9 / 448 lies between two floats.
+  const float w = flushBelow<float>(1000.0, kE4M3);
+  EXPECT_GE(double(w) * 448.0, 1000.0 * 0x1p-9);
+  EXPECT_LT(double(std::nextafter(w, 0.0f)) * 448.0, 1000.0 * 0x1p-9);
+  EXPECT_EQ(flushBelow<float>(0.0, kE4M3), 0.0f);
+  EXPECT_EQ(flushBelow<float>(std::numeric_limits<double>::quiet_NaN(), kE5M2), 0.0f);
+}
+
+// Counted slice by slice and part by part, over the cores or on one: the same counts as the
+// definition, with NaN and Inf blocks and both histogram plans.
+TEST(StatsKernelsTest, LowPrecisionCountsOverPartsAndSlices) {
+  std::mt19937 random(5);
+  std::lognormal_distribution<double> magnitude(-6.0, 6.0);
+  std::vector<float> values(std::size_t(1) << 20);
+  for (auto& v : values) v = float((random() % 2 ? 1 : -1) * magnitude(random));
+  for (std::size_t i = 0; i < values.size(); i += 4099) values[i] = 0.0f;
+  values[77777] = std::numeric_limits<float>::quiet_NaN();
+  expectPrecision(values, hookscope::StatsCores::Idle, "float32 over the cores");
+  expectPrecision(values, hookscope::StatsCores::One, "float32 on one core");
+  std::vector<double> wide(values.begin(), values.end());
+  wide[5] = 1e300;  // a span past float32: another histogram plan, the same counts
+  expectPrecision(wide, hookscope::StatsCores::Idle, "float64");
+}

@@ -202,3 +202,41 @@ TEST(AttachSessionTest, AnEnginesStatisticsAreStoredAndABadEntryEndsTheConnectio
   EXPECT_FALSE(store->pointAt(SeriesKey{"fc", 0, CaptureKind::Activation, 0, 0}, 1, &point) && point.step == 1);
   ::close(fds[0]);
 }
+
+// amax and the low-precision counts: stored as sent, "not measured" when an older package sends
+// none, and a count over the finite values ends the connection.
+TEST(AttachSessionTest, LowPrecisionCountsAreStoredOrRefused) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
+                                     {"protocol", wire::kProtocolVersion},
+                                     {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
+  std::string error;
+  auto store = std::make_shared<CaptureStore>();
+  auto session = AttachSession::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(session) << error;
+  json measured = engineStats(1, {2, 2});
+  measured.update({{"amax", 2.0}, {"f16_overflow", 0}, {"f16_underflow", 1}, {"e4m3_underflow", 2}, {"e5m2_underflow", 1}});
+  json tooMany = measured;
+  tooMany["e4m3_underflow"] = 5;  // 6 values, one NaN and one Inf: 4 are finite
+  ASSERT_TRUE(sendAll(fds[0], frame({{"type", "stats"}, {"step", 0}, {"captures", {measured}}}) +
+                                  frame({{"type", "step"}, {"step", 0}}) +
+                                  frame({{"type", "stats"}, {"step", 1}, {"captures", {engineStats(1, {2, 2})}}}) +
+                                  frame({{"type", "step"}, {"step", 1}}) +
+                                  frame({{"type", "stats"}, {"step", 2}, {"captures", {tooMany}}})));
+  const std::string ended = session->serve([](const AttachedStep&) {});
+  EXPECT_NE(ended.find("e4m3_underflow is missing or over its finite values"), std::string::npos) << ended;
+  SeriesPoint point;
+  const SeriesKey key{"fc", 0, CaptureKind::Activation, 0, 0};
+  ASSERT_TRUE(store->pointAt(key, 0, &point));
+  EXPECT_TRUE(point.stats.hasPrecision());
+  EXPECT_EQ(point.stats.amax, 2.0);
+  EXPECT_EQ(point.stats.f16Underflow, 1);
+  EXPECT_EQ(point.stats.e4m3Underflow, 2);
+  EXPECT_EQ(point.stats.e5m2Underflow, 1);
+  ASSERT_TRUE(store->pointAt(key, 1, &point));
+  EXPECT_EQ(point.step, 1);
+  EXPECT_FALSE(point.stats.hasPrecision());
+  EXPECT_TRUE(std::isnan(point.stats.amax));
+  ::close(fds[0]);
+}
