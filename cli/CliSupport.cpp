@@ -322,8 +322,7 @@ bool parseRuleOptions(const std::vector<std::string>& breakNames, const std::vec
   for (const auto& name : breakNames) {
     const auto rule = parseRuleName(name);
     if (!rule) {
-      *message = "unknown --break rule '" + name + "'; use non_finite, exploding_gradient, "
-                 "vanishing_gradient, dead_units, saturation, update_ratio or loss_plateau";
+      *message = "unknown --break rule '" + name + "'; use one of " + ruleNameList();
       return false;
     }
     breakOn->insert(*rule);

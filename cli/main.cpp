@@ -1,6 +1,7 @@
 #include "Allocator.h"
 #include "CliCommands.h"
 #include "PrintableText.h"
+#include "RuleEngine.h"
 #ifdef HOOKSCOPE_CLI_ENGINE
 #include "TorchError.h"
 #endif
@@ -125,14 +126,14 @@ int main(int argc, char** argv) {
                        "not write: they are named, never deleted)");
   captureCmd->add_option("--break", capture.breakOn,
                          "stop at the end of the step where this rule fires, write the export up to it and "
-                         "exit with code 6 (repeatable): non_finite, exploding_gradient, vanishing_gradient, "
-                         "dead_units, saturation, update_ratio, loss_plateau. Every firing goes to alerts.csv.");
+                         "exit with code 6 (repeatable): " + hookscope::ruleNameList() + ". Every firing goes to alerts.csv.");
 
   captureCmd->add_option("--threshold", capture.thresholds,
                          "RULE=VALUE: change a rule's threshold (repeatable): exploding_gradient (norm, default "
                          "1e3), vanishing_gradient (norm, 1e-8), dead_units (zero fraction, 0.9), saturation "
                          "(fraction at the bounds, 0.9), update_ratio (upper bound, 0.1; the lower is 1e-5 of it), "
-                         "loss_plateau (window in steps, 50)");
+                         "loss_plateau (window in steps, 50), fp16_overflow (fraction past 65504, 0), fp8_underflow "
+                         "(fraction fp8 flushes, 0.01)");
   captureCmd->add_option("--clamp-grad", capture.clampGrad,
                          "PATTERN=V: clamp the gradient flowing back through the outputs of matching modules "
                          "to [-V, V], as a clamping Tensor.register_hook would (repeatable)");

@@ -4,15 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 namespace hookscope {
 
 namespace {
 
-constexpr const char* kRuleNames[kRuleCount] = {"non_finite", "exploding_gradient", "vanishing_gradient",
-                                                "dead_units", "saturation", "update_ratio", "loss_plateau",
-                                                "rank_divergence"};
+constexpr const char* kRuleNames[kRuleCount] = {"non_finite",   "exploding_gradient", "vanishing_gradient",
+                                                "dead_units",   "saturation",         "update_ratio",
+                                                "loss_plateau", "rank_divergence",    "fp16_overflow",
+                                                "fp8_underflow"};
 
 std::string label(const std::string& module) { return module.empty() ? std::string("the root module") : "'" + module + "'"; }
 
@@ -40,6 +42,12 @@ double nearBoundsFraction(const TensorStats& s, double low, double high, double 
 
 const char* ruleName(RuleKind rule) { return kRuleNames[int(rule)]; }
 
+std::string ruleNameList() {
+  std::string list;
+  for (const char* name : kRuleNames) list += std::string(list.empty() ? "" : ", ") + name;
+  return list;
+}
+
 std::optional<RuleKind> parseRuleName(const std::string& name) {
   for (int i = 0; i < kRuleCount; ++i) {
     if (name == kRuleNames[i]) return RuleKind(i);
@@ -57,6 +65,8 @@ double ruleThreshold(const RuleSettings& s, RuleKind rule) {
     case RuleKind::UpdateRatio: return s.updateRatioHigh;
     case RuleKind::LossPlateau: return s.plateauWindow;
     case RuleKind::RankDivergence: return s.divergence;
+    case RuleKind::Fp16Overflow: return s.fp16Overflow;
+    case RuleKind::Fp8Underflow: return s.fp8Underflow;
   }
   return 0;
 }
@@ -71,6 +81,8 @@ const char* ruleThresholdMeaning(RuleKind rule) {
     case RuleKind::UpdateRatio: return "update / weight norm above (below: 1e-5 of it)";
     case RuleKind::LossPlateau: return "steps without a lower loss";
     case RuleKind::RankDivergence: return "relative difference between ranks above";
+    case RuleKind::Fp16Overflow: return "fraction past float16's 65504 above";
+    case RuleKind::Fp8Underflow: return "fraction fp8 would flush to zero above";
   }
   return "";
 }
@@ -93,8 +105,13 @@ bool setRuleThreshold(RuleSettings& s, RuleKind rule, double value, std::string*
       return true;
     case RuleKind::DeadUnits:
     case RuleKind::Saturation:
+    case RuleKind::Fp16Overflow:
+    case RuleKind::Fp8Underflow:
       if (value < 0 || value > 1) return fail("is a fraction in [0, 1]");
-      (rule == RuleKind::DeadUnits ? s.deadFraction : s.saturationFraction) = value;
+      (rule == RuleKind::DeadUnits      ? s.deadFraction
+       : rule == RuleKind::Saturation   ? s.saturationFraction
+       : rule == RuleKind::Fp16Overflow ? s.fp16Overflow
+                                        : s.fp8Underflow) = value;
       return true;
     case RuleKind::UpdateRatio:
       if (value <= 0) return fail("must be positive");
@@ -207,6 +224,27 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
     }
   }
 
+  // fp16_overflow and fp8_underflow: in forward order, then backward order (as non_finite, the
+  // first alert is the first place it shows), then the series no order lists (inputs, parameters).
+  if (on(RuleKind::Fp16Overflow) || on(RuleKind::Fp8Underflow)) {
+    std::set<SeriesKey> ordered;
+    std::vector<SeriesKey> keys;
+    for (const auto* sequence : {&order.forward, &order.backward}) {
+      for (const auto& key : *sequence) {
+        if (ordered.insert(key).second) keys.push_back(key);
+      }
+    }
+    for (const auto& key : store.seriesKeys()) {
+      if (key.rank == m_rank && !ordered.count(key)) keys.push_back(key);
+    }
+    for (const auto& key : keys) {
+      SeriesPoint p;
+      if (key.kind != CaptureKind::Update && at(key, &p) && p.stats.hasPrecision() && p.stats.numel > 0) {
+        checkPrecision(key, p.stats, fire);
+      }
+    }
+  }
+
   if (on(RuleKind::LossPlateau)) {
     const auto loss = store.scalars("loss", m_rank);
     const int window = m_settings.plateauWindow;
@@ -225,6 +263,25 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
   }
   add(fired);
   return fired;
+}
+
+template <typename Fire>
+void RuleEngine::checkPrecision(const SeriesKey& key, const TensorStats& s, Fire&& fire) const {
+  const std::string what = std::string("the ") + captureKindName(key.kind) + " of " + label(key.module);
+  const double numel = double(s.numel);
+  if (on(RuleKind::Fp16Overflow) && s.f16Overflow > 0 && double(s.f16Overflow) / numel > m_settings.fp16Overflow) {
+    fire(key.module, key.kind, RuleKind::Fp16Overflow, double(s.f16Overflow) / numel,
+         std::to_string(s.f16Overflow) + " values (" + number(100 * double(s.f16Overflow) / numel) + "%) of " + what +
+             " overflow float16 (|v| > 65504; the largest is " + number(s.amax) + ")");
+  }
+  // The hybrid recipe of fp8 training: E4M3 forward, E5M2 (more range, less precision) for gradients.
+  const bool backward = key.kind == CaptureKind::Gradient || key.kind == CaptureKind::ParamGrad;
+  const std::int64_t flushed = backward ? s.e5m2Underflow : s.e4m3Underflow;
+  if (on(RuleKind::Fp8Underflow) && flushed > 0 && double(flushed) / numel > m_settings.fp8Underflow) {
+    fire(key.module, key.kind, RuleKind::Fp8Underflow, double(flushed) / numel,
+         number(100 * double(flushed) / numel) + "% of " + what + " would flush to zero in fp8 " +
+             (backward ? "E5M2" : "E4M3") + " with per-tensor scaling (amax " + number(s.amax) + ")");
+  }
 }
 
 void RuleEngine::add(const std::vector<Alert>& fired) {

@@ -14,16 +14,20 @@ namespace hookscope {
 /// The rules that look for bad training, by their file and command-line names.
 enum class RuleKind {
   NonFinite = 0, ExplodingGradient, VanishingGradient, DeadUnits, Saturation, UpdateRatio, LossPlateau,
-  RankDivergence  ///< across the ranks of a job: see RankDivergence.h
+  RankDivergence,  ///< across the ranks of a job: see RankDivergence.h
+  Fp16Overflow,    ///< values float16 cannot hold (docs/export-format.md)
+  Fp8Underflow     ///< values fp8 with per-tensor scaling flushes: E4M3 forward, E5M2 for gradients
 };
-constexpr int kRuleCount = 8;
+constexpr int kRuleCount = 10;
 
 const char* ruleName(RuleKind rule);
 std::optional<RuleKind> parseRuleName(const std::string& name);
+/// Every rule's name, "non_finite, exploding_gradient, ..., fp8_underflow", for help and messages.
+std::string ruleNameList();
 
 /// Thresholds of the rules; each rule can be switched off.
 struct RuleSettings {
-  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true, true};
+  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true, true, true, true};
   double explodingNorm = 1e3;      ///< a gradient norm above this explodes...
   double explodingFactor = 10;     ///< ...and so does one above this times its median
   int explodingWindow = 20;        ///< of the last this many steps (needs 5 or more)
@@ -36,6 +40,8 @@ struct RuleSettings {
   int plateauWindow = 50;          ///< loss not lower than its best of the window before by
   double plateauMinDecrease = 1e-3;///< this relative amount
   double divergence = 1e-6;        ///< ranks' values that DDP keeps equal differing by more (relative)
+  double fp16Overflow = 0;         ///< values above float16's range, as a fraction of a tensor, above this
+  double fp8Underflow = 0.01;      ///< values fp8 flushes after amax scaling, as a fraction, above this
 };
 
 /// The main threshold of a rule (the one --threshold and the window change).
@@ -87,6 +93,9 @@ public:
 
 private:
   bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }
+  /// fp16_overflow and fp8_underflow on one capture.
+  template <typename Fire>
+  void checkPrecision(const SeriesKey& key, const TensorStats& s, Fire&& fire) const;
 
   RuleSettings m_settings;
   int m_rank = 0;

@@ -159,3 +159,106 @@ def test_integers_and_empty_and_all_nan(backend):
     assert math.isnan(nans["amax"]) and all(nans[name] == 0 for name in COUNTS)
     assert math.isnan(nans["std"]) and math.isnan(nans["l2"])  # not 0, which read as vanishing
 
+
+# ------------------------------------------------------------------ the rules, end to end
+
+CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(HERE, "..", "..", "build", "cli", "hookscope-cli"))
+needs_cli = pytest.mark.skipif(not os.path.exists(CLI), reason="hookscope-cli is not built")
+
+GROWING_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class Grow(nn.Module):
+    """Its output is its input times 10 to the number of its calls: with inputs in [1, 2), the
+    5th call (step 4) is the first past float16's 65504."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls += 1
+        return x * torch.pow(10.0, self.calls)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 8)
+        self.grow = Grow()
+        self.fc2 = nn.Linear(8, 2)
+        with torch.no_grad():
+            for fc in (self.fc1, self.fc2):
+                fc.weight.fill_(1.0 / 8)
+                fc.bias.zero_()
+
+    def forward(self, x):
+        return self.fc2(self.grow(self.fc1(x)))
+'''
+
+ATTACHED_SCRIPT = GROWING_MODEL + '''
+import sys
+import hookscope
+
+model = Net()
+hs = hookscope.attach(model)
+try:
+    for step in range(10):
+        loss = model(torch.rand(4, 8) + 1).mean()
+        loss.backward()
+        hs.step(loss)
+except hookscope.Stopped as stopped:
+    print("stopped:", stopped, flush=True)
+    sys.exit(7)
+'''
+
+
+def first_overflow(export):
+    import csv
+    with open(os.path.join(export, "alerts.csv"), newline="") as f:
+        alerts = [a for a in csv.DictReader(f) if a["rule"] == "fp16_overflow"]
+    assert alerts, "fp16_overflow never fired"
+    first = min(int(a["step"]) for a in alerts)
+    return first, {(a["module"], a["kind"]) for a in alerts if int(a["step"]) == first}
+
+
+@needs_cli
+def test_a_model_file_whose_layer_overflows_float16_breaks_at_that_step_and_module(tmp_path):
+    import subprocess
+    import importlib.util
+    source = tmp_path / "growing.py"  # scripting reads the classes' source from their file
+    source.write_text(GROWING_MODEL)
+    spec = importlib.util.spec_from_file_location("growing", source)
+    growing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(growing)
+    path = str(tmp_path / "grow.pt")
+    torch.jit.script(growing.Net()).save(path)
+    out = str(tmp_path / "run")
+    done = subprocess.run([CLI, "capture", path, "--out", out, "--hook", "*", "--input", "4x8:float32:1:2",
+                           "--steps", "8", "--optimizer", "none", "--break", "fp16_overflow"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 6, done.stderr
+    step, where = first_overflow(out)
+    assert step == 4 and ("grow", "activation") in where, (step, where)
+
+
+@needs_cli
+def test_an_attached_script_whose_layer_overflows_float16_is_stopped_at_that_step(tmp_path):
+    import subprocess
+    from test_attach import Recorder
+    recorder = Recorder(str(tmp_path), "--hook", "*", "--break", "fp16_overflow")
+    script = tmp_path / "grow_train.py"
+    script.write_text(ATTACHED_SCRIPT)
+    env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address,
+               PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 7, done.stderr
+    # The first place it shows, in forward order: grow, not the layers it spread to.
+    assert "stopped the run at step 4 on fp16_overflow: 32 values (100%) of the activation of 'grow'" in done.stdout, \
+        done.stdout
+    code, err = recorder.wait()
+    assert code == 6, err
+    step, where = first_overflow(recorder.out)
+    assert step == 4 and ("grow", "activation") in where, (step, where)

@@ -125,4 +125,58 @@ TEST(RuleEngineTest, LossPlateauAndThresholds) {
                  "3,0,fc1,gradient,exploding_gradient,2000,\"big, really\",3,1\n");
 }
 
+TensorStats precisionStats(std::int64_t overflow, std::int64_t e4m3, std::int64_t e5m2) {
+  TensorStats s;
+  s.numel = 1000;
+  s.l2norm = 1;
+  s.amax = overflow ? 7e4 : 3.0;
+  s.f16Overflow = overflow;
+  s.f16Underflow = 0;
+  s.e4m3Underflow = e4m3;
+  s.e5m2Underflow = e5m2;
+  return s;
+}
+
+// fp16_overflow on any value past 65504 (threshold 0), fp8_underflow above 1% by the format of
+// the kind (E4M3 forward, E5M2 for gradients), neither where the source did not measure them.
+TEST(RuleEngineTest, LowPrecisionRulesByKindAndThreshold) {
+  CaptureStore store;
+  store.add(0, {"fc1", 0, CaptureKind::Activation, 0}, precisionStats(1, 5, 0));    // one value overflows
+  store.add(0, {"fc2", 0, CaptureKind::Activation, 0}, precisionStats(0, 20, 0));   // 2% flush in E4M3
+  store.add(0, {"fc2", 0, CaptureKind::Gradient, 0}, precisionStats(0, 900, 5));    // E5M2: 0.5%, no alert
+  store.add(0, {"fc3", 0, CaptureKind::Gradient, 0}, precisionStats(0, 900, 50));   // E5M2: 5%
+  store.add(0, {"fc3.weight", 0, CaptureKind::Update, 0}, precisionStats(3, 900, 900));  // not a tensor of values
+  TensorStats old = precisionStats(0, 0, 0);
+  old.f16Overflow = old.f16Underflow = old.e4m3Underflow = old.e5m2Underflow = -1;  // an older script
+  store.add(0, {"fc4", 0, CaptureKind::Activation, 0}, old);
+  RuleEngine rules;
+  const auto fired = rules.evaluate(store, 0, {});
+  const auto overflow = ofRule(fired, RuleKind::Fp16Overflow);
+  ASSERT_EQ(overflow.size(), 1u);
+  EXPECT_EQ(overflow[0].module, "fc1");
+  EXPECT_EQ(overflow[0].value, 0.001);
+  EXPECT_NE(overflow[0].message.find("1 values (0.1%) of the activation of 'fc1' overflow float16"), std::string::npos)
+      << overflow[0].message;
+  const auto underflow = ofRule(fired, RuleKind::Fp8Underflow);
+  ASSERT_EQ(underflow.size(), 2u);
+  EXPECT_EQ(underflow[0].module, "fc2");
+  EXPECT_EQ(underflow[0].kind, CaptureKind::Activation);
+  EXPECT_NE(underflow[0].message.find("2% of the activation of 'fc2' would flush to zero in fp8 E4M3"), std::string::npos)
+      << underflow[0].message;
+  EXPECT_EQ(underflow[1].module, "fc3");
+  EXPECT_NE(underflow[1].message.find("fp8 E5M2"), std::string::npos) << underflow[1].message;
+  // Thresholds: overflow tolerated up to 1%, fp8 underflow up to 3%: nothing fires.
+  RuleSettings settings;
+  std::string error;
+  ASSERT_TRUE(setRuleThreshold(settings, RuleKind::Fp16Overflow, 0.01, &error)) << error;
+  ASSERT_TRUE(setRuleThreshold(settings, RuleKind::Fp8Underflow, 0.06, &error)) << error;
+  EXPECT_FALSE(setRuleThreshold(settings, RuleKind::Fp8Underflow, 2.0, &error));
+  EXPECT_NE(error.find("fraction in [0, 1]"), std::string::npos) << error;
+  RuleEngine tolerant(settings);
+  EXPECT_TRUE(ofRule(tolerant.evaluate(store, 0, {}), RuleKind::Fp16Overflow).empty());
+  EXPECT_TRUE(ofRule(tolerant.evaluate(store, 0, {}), RuleKind::Fp8Underflow).empty());
+  EXPECT_EQ(parseRuleName("fp8_underflow"), RuleKind::Fp8Underflow);
+  EXPECT_NE(ruleNameList().find("rank_divergence, fp16_overflow, fp8_underflow"), std::string::npos);
+}
+
 } // namespace
