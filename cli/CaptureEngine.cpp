@@ -1,13 +1,13 @@
 // hookscope-cli capture with the model in an engine process (`hookscope-cli serve`), as the
 // window runs it: confined (no file writes at all), and a crash or a step that never ends in it
 // still leaves this process to export the steps before.
-#include "CapturePlan.h"
-#include "CliSupport.h"
+#include "cli/CapturePlan.h"
+#include "cli/CliSupport.h"
 
-#include "AttachJob.h"
-#include "EngineProcess.h"
-#include "ExportFolder.h"
-#include "ModelFileKind.h"
+#include "sessions/AttachJob.h"
+#include "sessions/EngineProcess.h"
+#include "files/ExportFolder.h"
+#include "files/ModelFileKind.h"
 
 #include <signal.h>
 #include <unistd.h>

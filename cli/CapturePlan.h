@@ -2,11 +2,11 @@
 // What `capture` hooks and changes, resolved against a model's modules: shared by the run in an
 // engine process and the run in this process (--save-tensors).
 
-#include "CliCommands.h"
+#include "cli/CliCommands.h"
 
-#include "ExportManifest.h"
-#include "ModelTypes.h"
-#include "RuleEngine.h"
+#include "files/ExportManifest.h"
+#include "common/ModelTypes.h"
+#include "rules/RuleEngine.h"
 
 #include <set>
 #include <string>

@@ -1,20 +1,20 @@
-#include "CliCommands.h"
-#include "CliSupport.h"
-#include "CapturePlan.h"
+#include "cli/CliCommands.h"
+#include "cli/CliSupport.h"
+#include "cli/CapturePlan.h"
 
-#include "ExportFolder.h"
-#include "InputSpec.h"
-#include "ModelTypes.h"
-#include "PrintableText.h"
-#include "RuleEngine.h"
-#include "Sha256.h"
+#include "files/ExportFolder.h"
+#include "common/InputSpec.h"
+#include "common/ModelTypes.h"
+#include "common/PrintableText.h"
+#include "rules/RuleEngine.h"
+#include "files/Sha256.h"
 #ifdef HOOKSCOPE_CLI_ENGINE
 // Only hookscope-engine, the LibTorch side, loads and runs models in its own process.
-#include "Confinement.h"
-#include "Model.h"
-#include "ModelArchiveScan.h"
-#include "OperatorLibraries.h"
-#include "StepRunner.h"
+#include "engine/Confinement.h"
+#include "engine/Model.h"
+#include "engine/ModelArchiveScan.h"
+#include "engine/OperatorLibraries.h"
+#include "engine/StepRunner.h"
 #endif
 
 #include <fnmatch.h>

@@ -1,7 +1,7 @@
-#include "CliSupport.h"
+#include "cli/CliSupport.h"
 
-#include "CliCommands.h"
-#include "PrintableText.h"
+#include "cli/CliCommands.h"
+#include "common/PrintableText.h"
 
 #include <cerrno>
 

@@ -1,10 +1,10 @@
 #pragma once
 // What the commands of hookscope-cli share: messages, stop signals, rule options.
 
-#include "CaptureStore.h"
-#include "ExportManifest.h"
-#include "ExportTarget.h"
-#include "RuleEngine.h"
+#include "store/CaptureStore.h"
+#include "files/ExportManifest.h"
+#include "files/ExportTarget.h"
+#include "rules/RuleEngine.h"
 
 #include <chrono>
 #include <condition_variable>

@@ -4,9 +4,9 @@
 // written by PyTorch's SummaryWriter (add_histogram_raw takes HookScope's statistics as they are),
 // run in Python; this side reads the export and hands the series over as JSON lines.
 
-#include "CliCommands.h"
-#include "CliSupport.h"
-#include "ExportFolder.h"
+#include "cli/CliCommands.h"
+#include "cli/CliSupport.h"
+#include "files/ExportFolder.h"
 
 #include <nlohmann/json.hpp>
 

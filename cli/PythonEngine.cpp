@@ -2,9 +2,9 @@
 // (LibTorch), a torch.export program or a whole-model pickle in the hookscope package's Python
 // engine (python -m hookscope.engine); for a file neither opens, a message that says what it is.
 
-#include "CliCommands.h"
-#include "CliSupport.h"
-#include "ModelFileKind.h"
+#include "cli/CliCommands.h"
+#include "cli/CliSupport.h"
+#include "files/ModelFileKind.h"
 
 #include <cerrno>
 #include <cstdlib>

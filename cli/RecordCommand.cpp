@@ -1,12 +1,12 @@
 // hookscope-cli record: waits for a training script (or every rank of a job), hooks it, writes an export folder.
 
-#include "AttachJob.h"
-#include "AttachListener.h"
-#include "AttachSession.h"
-#include "CliCommands.h"
-#include "CliSupport.h"
-#include "ExportFolder.h"
-#include "ExportTarget.h"
+#include "sessions/AttachJob.h"
+#include "wire/AttachListener.h"
+#include "sessions/AttachSession.h"
+#include "cli/CliCommands.h"
+#include "cli/CliSupport.h"
+#include "files/ExportFolder.h"
+#include "files/ExportTarget.h"
 
 #include <unistd.h>
 

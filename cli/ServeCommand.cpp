@@ -1,14 +1,14 @@
 // hookscope-cli serve: runs a model file for a HookScope window, in a process of its own.
-#include "CliCommands.h"
-#include "CliSupport.h"
+#include "cli/CliCommands.h"
+#include "cli/CliSupport.h"
 
-#include "AttachListener.h"
-#include "Confinement.h"
-#include "EngineProcess.h"
-#include "Model.h"
-#include "ModelArchiveScan.h"
-#include "ModelServer.h"
-#include "Sha256.h"
+#include "wire/AttachListener.h"
+#include "engine/Confinement.h"
+#include "sessions/EngineProcess.h"
+#include "engine/Model.h"
+#include "engine/ModelArchiveScan.h"
+#include "engine/ModelServer.h"
+#include "files/Sha256.h"
 
 #include <poll.h>
 #include <unistd.h>

@@ -1,10 +1,10 @@
 // hookscope-cli show: what an export folder holds, read without LibTorch.
 
-#include "CliCommands.h"
-#include "CliSupport.h"
-#include "CsvFormat.h"
-#include "ExportFolder.h"
-#include "PrintableText.h"
+#include "cli/CliCommands.h"
+#include "cli/CliSupport.h"
+#include "common/CsvFormat.h"
+#include "files/ExportFolder.h"
+#include "common/PrintableText.h"
 
 #include <algorithm>
 #include <iomanip>

@@ -1,9 +1,9 @@
-#include "Allocator.h"
-#include "CliCommands.h"
-#include "PrintableText.h"
-#include "RuleEngine.h"
+#include "common/Allocator.h"
+#include "cli/CliCommands.h"
+#include "common/PrintableText.h"
+#include "rules/RuleEngine.h"
 #ifdef HOOKSCOPE_CLI_ENGINE
-#include "TorchError.h"
+#include "engine/TorchError.h"
 #endif
 
 #include <CLI/CLI.hpp>

@@ -1,8 +1,8 @@
 // libFuzzer target: the bytes a training script sends, after a valid hello (first input byte
 // even) or from the very first byte (odd), through a socket pair into a real AttachSession.
-#include "AttachListener.h"
-#include "AttachSession.h"
-#include "WireFrame.h"
+#include "wire/AttachListener.h"
+#include "sessions/AttachSession.h"
+#include "wire/WireFrame.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // libFuzzer target: a HookScope export folder with one of its files replaced by the input
 // (first byte: which file; the rest: its contents), read back with readExport.
-#include "ExportFolder.h"
+#include "files/ExportFolder.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // libFuzzer target: the input as a synthetic input spec (SHAPE[:DTYPE[:LOW:HIGH]]).
-#include "InputSpec.h"
+#include "common/InputSpec.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // zip's directory, walks a torch.save pickle's opcodes and looks at a safetensors header before
 // any engine sees the file. First byte even: the rest as a pickle for pickleGlobals; odd: the
 // rest as a whole file for identifyModelFile.
-#include "ModelFileKind.h"
+#include "files/ModelFileKind.h"
 
 #include <cstdint>
 #include <cstdio>

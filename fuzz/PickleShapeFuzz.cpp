@@ -1,5 +1,5 @@
 // libFuzzer target: the input as a data file's data.pkl, measured before LibTorch unpickles it.
-#include "PickleShape.h"
+#include "files/PickleShape.h"
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 #include "DiscardGuard.h"
 
 #include "EngineAdapter.h"
-#include "ExportTarget.h"
+#include "files/ExportTarget.h"
 
 #include <QAction>
 #include <QCheckBox>

@@ -1,11 +1,11 @@
 #include "EngineAdapter.h"
 
-#include "ModelFileKind.h"
+#include "files/ModelFileKind.h"
 
-#include "AttachJob.h"
-#include "AttachListener.h"
-#include "EngineProcess.h"
-#include "ExportFolder.h"
+#include "sessions/AttachJob.h"
+#include "wire/AttachListener.h"
+#include "sessions/EngineProcess.h"
+#include "files/ExportFolder.h"
 
 #include <QCoreApplication>
 #include <QDir>

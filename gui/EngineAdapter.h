@@ -1,7 +1,7 @@
 #pragma once
 
 #include "EngineTypes.h"
-#include "ExportManifest.h"
+#include "files/ExportManifest.h"
 
 #include <QObject>
 

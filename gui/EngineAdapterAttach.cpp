@@ -1,9 +1,9 @@
 // EngineAdapter's side for attached scripts: listening, the ranks of a job, their export.
 #include "EngineAdapter.h"
 
-#include "AttachJob.h"
-#include "AttachListener.h"
-#include "ExportFolder.h"
+#include "sessions/AttachJob.h"
+#include "wire/AttachListener.h"
+#include "files/ExportFolder.h"
 
 #include <QMetaObject>
 

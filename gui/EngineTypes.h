@@ -1,12 +1,12 @@
 #pragma once
 // Plain value types that cross from the engine thread to the GUI thread.
 
-#include "CaptureStore.h"
-#include "ExportManifest.h"
-#include "ModelTypes.h"
-#include "RuleEngine.h"
-#include "RunConfig.h"
-#include "StepResult.h"
+#include "store/CaptureStore.h"
+#include "files/ExportManifest.h"
+#include "common/ModelTypes.h"
+#include "rules/RuleEngine.h"
+#include "common/RunConfig.h"
+#include "common/StepResult.h"
 
 #include <QMetaType>
 #include <QString>

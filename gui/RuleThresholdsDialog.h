@@ -1,6 +1,6 @@
 #pragma once
 
-#include "RuleEngine.h"
+#include "rules/RuleEngine.h"
 
 #include <QDialog>
 

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "RunConfig.h"
+#include "common/RunConfig.h"
 
 #include <QWidget>
 

@@ -9,7 +9,8 @@ import os
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = os.path.join("..", "core", "kernels")  # relative: setuptools refuses absolute sources
+CORE = os.path.join("..", "core")  # relative: setuptools refuses absolute sources
+KERNELS = os.path.join(CORE, "kernels")  # its sources include "kernels/...": core/ is the include path
 SOURCES = ["StatsLibrary.cpp", "RawStatistics.cpp", "StatsKernels.cpp", "CorePool.cpp", "TensorStats.cpp"]
 
 extensions = []
@@ -18,6 +19,7 @@ if all(os.path.isfile(os.path.join(HERE, KERNELS, name)) for name in SOURCES):
         "hookscope._hookscope_stats",
         sources=[os.path.join(KERNELS, name) for name in SOURCES],
         language="c++",
+        include_dirs=[os.path.join(HERE, CORE)],
         extra_compile_args=["-std=c++17", "-O3", "-fopenmp-simd", "-fvisibility=hidden", "-pthread"],
         extra_link_args=["-pthread"],
         optional=True,  # a machine without a C++ compiler still gets the package (torch ops)

@@ -1,4 +1,4 @@
-#include "Allocator.h"
+#include "common/Allocator.h"
 
 #include <sys/resource.h>
 

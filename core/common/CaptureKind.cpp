@@ -1,4 +1,4 @@
-#include "CaptureKind.h"
+#include "common/CaptureKind.h"
 
 namespace hookscope {
 

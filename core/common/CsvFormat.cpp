@@ -1,4 +1,4 @@
-#include "CsvFormat.h"
+#include "common/CsvFormat.h"
 
 #include <cmath>
 #include <cstdio>

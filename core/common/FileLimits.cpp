@@ -1,4 +1,4 @@
-#include "FileLimits.h"
+#include "common/FileLimits.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "InputSpec.h"
+#include "common/InputSpec.h"
 
 #include <cmath>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "ModelTypes.h"
+#include "common/ModelTypes.h"
 
 #include <sstream>
 

@@ -1,4 +1,4 @@
-#include "RunConfig.h"
+#include "common/RunConfig.h"
 
 #include <sstream>
 

@@ -2,7 +2,7 @@
 // engine (python -m hookscope.engine) loads with ctypes to confine itself before it opens a model
 // file, as the C++ engine does. No LibTorch: nothing is compiled against the Python's PyTorch.
 
-#include "Confinement.h"
+#include "engine/Confinement.h"
 
 #include <cstdio>
 #include <string>

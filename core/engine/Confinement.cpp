@@ -1,4 +1,4 @@
-#include "Confinement.h"
+#include "engine/Confinement.h"
 
 #include <linux/landlock.h>
 #include <seccomp.h>

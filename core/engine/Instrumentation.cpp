@@ -1,6 +1,6 @@
-#include "Instrumentation.h"
+#include "engine/Instrumentation.h"
 
-#include "TapOperators.h"
+#include "engine/TapOperators.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 

@@ -1,10 +1,10 @@
-#include "Model.h"
+#include "engine/Model.h"
 
-#include "FileLimits.h"
-#include "Instrumentation.h"
-#include "ModelImpl.h"
-#include "OperatorLibraries.h"
-#include "TorchError.h"
+#include "common/FileLimits.h"
+#include "engine/Instrumentation.h"
+#include "engine/ModelImpl.h"
+#include "engine/OperatorLibraries.h"
+#include "engine/TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
 

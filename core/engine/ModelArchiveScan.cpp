@@ -1,7 +1,7 @@
-#include "ModelArchiveScan.h"
+#include "engine/ModelArchiveScan.h"
 
-#include "FileLimits.h"
-#include "OperatorLibraries.h"
+#include "common/FileLimits.h"
+#include "engine/OperatorLibraries.h"
 
 #include <caffe2/serialize/inline_container.h>
 

@@ -1,12 +1,12 @@
-#include "ModelServer.h"
+#include "engine/ModelServer.h"
 
-#include "AttachListener.h"
-#include "ExportManifest.h"
-#include "PrintableText.h"
-#include "StepRunner.h"
-#include "WireFrame.h"
-#include "WireJson.h"
-#include "WireStats.h"
+#include "wire/AttachListener.h"
+#include "files/ExportManifest.h"
+#include "common/PrintableText.h"
+#include "engine/StepRunner.h"
+#include "wire/WireFrame.h"
+#include "wire/WireJson.h"
+#include "wire/WireStats.h"
 
 #include <nlohmann/json.hpp>
 #include <torch/version.h>

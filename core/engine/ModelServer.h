@@ -5,7 +5,7 @@
 // core's kernels and sends them as `stats` messages. The window configures, runs, pauses and
 // steps it, and can always end it by killing the process.
 
-#include "Model.h"
+#include "engine/Model.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "OperatorLibraries.h"
+#include "engine/OperatorLibraries.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/version.h>

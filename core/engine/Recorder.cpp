@@ -1,6 +1,6 @@
-#include "Recorder.h"
+#include "engine/Recorder.h"
 
-#include "TensorStatistics.h"
+#include "engine/TensorStatistics.h"
 
 #include <chrono>
 #include <thread>

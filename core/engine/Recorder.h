@@ -1,11 +1,11 @@
 #pragma once
 // Internal to core: receives what the taps see during a step and stores statistics.
 
-#include "CaptureStore.h"
-#include "Model.h"
-#include "ModelImpl.h"
-#include "RuleEngine.h"
-#include "StatsWorker.h"
+#include "store/CaptureStore.h"
+#include "engine/Model.h"
+#include "engine/ModelImpl.h"
+#include "rules/RuleEngine.h"
+#include "engine/StatsWorker.h"
 
 #include <atomic>
 #include <map>

@@ -1,6 +1,6 @@
-#include "StatsWorker.h"
+#include "engine/StatsWorker.h"
 
-#include "TensorStatistics.h"
+#include "engine/TensorStatistics.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -1,7 +1,7 @@
 #pragma once
 // Internal to core: computes capture statistics on a second thread.
 
-#include "CaptureStore.h"
+#include "store/CaptureStore.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,10 +1,10 @@
-#include "StepRunner.h"
+#include "engine/StepRunner.h"
 
-#include "InputSpec.h"
-#include "ModelImpl.h"
-#include "Recorder.h"
-#include "TorchError.h"
-#include "TorchSaveFile.h"
+#include "common/InputSpec.h"
+#include "engine/ModelImpl.h"
+#include "engine/Recorder.h"
+#include "engine/TorchError.h"
+#include "engine/TorchSaveFile.h"
 
 #include <torch/optim.h>
 #include <torch/serialize.h>

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "CaptureStore.h"
-#include "Model.h"
-#include "RuleEngine.h"
-#include "RunConfig.h"
-#include "StepResult.h"
+#include "store/CaptureStore.h"
+#include "engine/Model.h"
+#include "rules/RuleEngine.h"
+#include "common/RunConfig.h"
+#include "common/StepResult.h"
 
 #include <atomic>
 #include <condition_variable>

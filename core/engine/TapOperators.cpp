@@ -1,6 +1,6 @@
-#include "TapOperators.h"
+#include "engine/TapOperators.h"
 
-#include "Recorder.h"
+#include "engine/Recorder.h"
 
 #include <torch/csrc/jit/runtime/custom_operator.h>
 

@@ -1,4 +1,4 @@
-#include "TensorStatistics.h"
+#include "engine/TensorStatistics.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

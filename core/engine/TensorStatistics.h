@@ -1,6 +1,6 @@
 #pragma once
 
-#include "RawStatistics.h"
+#include "kernels/RawStatistics.h"
 
 namespace at {
 class Tensor;

@@ -1,4 +1,4 @@
-#include "TorchError.h"
+#include "engine/TorchError.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,8 +1,8 @@
-#include "TorchSaveFile.h"
+#include "engine/TorchSaveFile.h"
 
-#include "FileLimits.h"
-#include "PickleShape.h"
-#include "TorchError.h"
+#include "common/FileLimits.h"
+#include "files/PickleShape.h"
+#include "engine/TorchError.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>

@@ -1,8 +1,8 @@
-#include "ExportFolder.h"
+#include "files/ExportFolder.h"
 
-#include "CsvFormat.h"
-#include "FileLimits.h"
-#include "HistogramsFile.h"
+#include "common/CsvFormat.h"
+#include "common/FileLimits.h"
+#include "files/HistogramsFile.h"
 
 
 #include <unistd.h>

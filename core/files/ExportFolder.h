@@ -1,10 +1,10 @@
 #pragma once
 
-#include "CaptureStore.h"
-#include "CsvFormat.h"
-#include "ExportManifest.h"
-#include "RuleEngine.h"
-#include "ExportTarget.h"
+#include "store/CaptureStore.h"
+#include "common/CsvFormat.h"
+#include "files/ExportManifest.h"
+#include "rules/RuleEngine.h"
+#include "files/ExportTarget.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "ExportManifest.h"
+#include "files/ExportManifest.h"
 
 #include <nlohmann/json.hpp>
 

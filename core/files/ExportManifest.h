@@ -1,7 +1,7 @@
 #pragma once
 
-#include "CaptureStore.h"
-#include "RunConfig.h"
+#include "store/CaptureStore.h"
+#include "common/RunConfig.h"
 
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
-#include "ExportTarget.h"
+#include "files/ExportTarget.h"
 
-#include "FileLimits.h"
+#include "common/FileLimits.h"
 
 #include <nlohmann/json.hpp>
 

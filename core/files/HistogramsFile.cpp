@@ -1,8 +1,8 @@
-#include "HistogramsFile.h"
+#include "files/HistogramsFile.h"
 
-#include "FileLimits.h"
-#include "PickleShape.h"
-#include "TorchPickle.h"
+#include "common/FileLimits.h"
+#include "files/PickleShape.h"
+#include "files/TorchPickle.h"
 
 #include <zip.h>
 

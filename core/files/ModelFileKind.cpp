@@ -1,4 +1,4 @@
-#include "ModelFileKind.h"
+#include "files/ModelFileKind.h"
 
 #include <zip.h>
 

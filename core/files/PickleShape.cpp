@@ -1,4 +1,4 @@
-#include "PickleShape.h"
+#include "files/PickleShape.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "TorchPickle.h"
+#include "files/TorchPickle.h"
 
 #include <cstring>
 #include <limits>

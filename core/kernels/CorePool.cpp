@@ -1,4 +1,4 @@
-#include "CorePool.h"
+#include "kernels/CorePool.h"
 
 #include <algorithm>
 #include <chrono>

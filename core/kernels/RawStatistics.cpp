@@ -1,7 +1,7 @@
-#include "RawStatistics.h"
+#include "kernels/RawStatistics.h"
 
-#include "CorePool.h"
-#include "StatsKernels.h"
+#include "kernels/CorePool.h"
+#include "kernels/StatsKernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // engine (TensorStatistics), the viewer's tests and a training script's process
 // (libhookscope_stats, through ctypes) all run the same code.
 
-#include "TensorStats.h"
+#include "kernels/TensorStats.h"
 
 #include <cstdint>
 

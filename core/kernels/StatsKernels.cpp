@@ -1,4 +1,4 @@
-#include "StatsKernels.h"
+#include "kernels/StatsKernels.h"
 
 #include <algorithm>
 #include <cmath>

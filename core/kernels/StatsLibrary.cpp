@@ -2,7 +2,7 @@
 // training script's process (ctypes) to compute a capture's statistics on the CPU. It is the
 // engine's own computeRawStats, with no LibTorch: nothing is compiled against the user's PyTorch.
 
-#include "RawStatistics.h"
+#include "kernels/RawStatistics.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "TensorStats.h"
+#include "kernels/TensorStats.h"
 
 namespace hookscope {
 

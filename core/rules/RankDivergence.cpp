@@ -1,4 +1,4 @@
-#include "RankDivergence.h"
+#include "rules/RankDivergence.h"
 
 #include <algorithm>
 #include <cmath>

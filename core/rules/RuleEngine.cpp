@@ -1,6 +1,6 @@
-#include "RuleEngine.h"
+#include "rules/RuleEngine.h"
 
-#include "CsvFormat.h"
+#include "common/CsvFormat.h"
 
 #include <algorithm>
 #include <cmath>

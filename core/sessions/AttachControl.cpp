@@ -1,8 +1,8 @@
-#include "AttachSession.h"
+#include "sessions/AttachSession.h"
 
-#include "AttachListener.h"
-#include "WireFrame.h"
-#include "WireJson.h"
+#include "wire/AttachListener.h"
+#include "wire/WireFrame.h"
+#include "wire/WireJson.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
-#include "AttachSession.h"
+#include "sessions/AttachSession.h"
 
-#include "WireJson.h"
-#include "WireStats.h"
+#include "wire/WireJson.h"
+#include "wire/WireStats.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "AttachJob.h"
+#include "sessions/AttachJob.h"
 
 #include <algorithm>
 #include <chrono>

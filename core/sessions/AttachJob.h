@@ -3,8 +3,8 @@
 // is part of every series' key), controls that act on every rank at the same step, and the
 // rank_divergence rule across them. No LibTorch here.
 
-#include "AttachSession.h"
-#include "RankDivergence.h"
+#include "sessions/AttachSession.h"
+#include "rules/RankDivergence.h"
 
 #include <condition_variable>
 #include <functional>

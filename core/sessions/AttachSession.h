@@ -3,11 +3,11 @@
 // captures turned into statistics by the same code as a model file's, its steps checked by
 // the rules, and the controls sent back to it. The header needs no LibTorch.
 
-#include "CaptureStore.h"
-#include "ExportManifest.h"
-#include "ModelTypes.h"
-#include "RuleEngine.h"
-#include "WireFrame.h"
+#include "store/CaptureStore.h"
+#include "files/ExportManifest.h"
+#include "common/ModelTypes.h"
+#include "rules/RuleEngine.h"
+#include "wire/WireFrame.h"
 
 #include <nlohmann/json_fwd.hpp>
 

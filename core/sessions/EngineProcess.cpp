@@ -1,6 +1,6 @@
-#include "EngineProcess.h"
+#include "sessions/EngineProcess.h"
 
-#include "AttachListener.h"
+#include "wire/AttachListener.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -3,7 +3,7 @@
 // file, waits for its hello on a private socket, and can always end it. A crash or a hang in
 // the model (or in LibTorch's loader) ends that process, never the window.
 
-#include "AttachSession.h"
+#include "sessions/AttachSession.h"
 
 #include <sys/types.h>
 

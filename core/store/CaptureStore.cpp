@@ -1,4 +1,4 @@
-#include "CaptureStore.h"
+#include "store/CaptureStore.h"
 
 #include <algorithm>
 

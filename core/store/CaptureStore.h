@@ -1,7 +1,7 @@
 #pragma once
 
-#include "CaptureKind.h"
-#include "TensorStats.h"
+#include "common/CaptureKind.h"
+#include "kernels/TensorStats.h"
 
 #include <atomic>
 #include <cstdint>

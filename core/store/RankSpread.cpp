@@ -1,4 +1,4 @@
-#include "RankSpread.h"
+#include "store/RankSpread.h"
 
 #include <algorithm>
 #include <cmath>

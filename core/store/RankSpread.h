@@ -2,7 +2,7 @@
 // How a value spreads across the ranks of a job at each step: median, lowest and highest. What
 // the window draws for "all ranks" when lines per rank would be too many. No LibTorch here.
 
-#include "CaptureStore.h"
+#include "store/CaptureStore.h"
 
 #include <cstdint>
 #include <vector>

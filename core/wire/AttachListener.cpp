@@ -1,4 +1,4 @@
-#include "AttachListener.h"
+#include "wire/AttachListener.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "WireFrame.h"
+#include "wire/WireFrame.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "WireJson.h"
+#include "wire/WireJson.h"
 
 #include <nlohmann/json.hpp>
 

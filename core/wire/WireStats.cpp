@@ -1,6 +1,6 @@
-#include "WireStats.h"
+#include "wire/WireStats.h"
 
-#include "WireJson.h"
+#include "wire/WireJson.h"
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 // computes them itself with core's kernels, sends a step's captures to the window
 // (docs/protocol.md, the `stats` message). No LibTorch here: the fuzzer drives it alone.
 
-#include "CaptureStore.h"
+#include "store/CaptureStore.h"
 
 #include <nlohmann/json_fwd.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 
-#include "CaptureKind.h"
-#include "ModelTypes.h"
+#include "common/CaptureKind.h"
+#include "common/ModelTypes.h"
 
 #include <QAbstractItemModel>
 #include <QString>

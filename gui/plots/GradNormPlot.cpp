@@ -2,7 +2,7 @@
 
 #include "LineBundle.h"
 #include "QCustomPlotInclude.h"
-#include "RankSpread.h"
+#include "store/RankSpread.h"
 
 #include <QMenu>
 #include <QToolTip>

@@ -2,7 +2,7 @@
 
 #include "PlotPage.h"
 
-#include "TensorStats.h"
+#include "kernels/TensorStats.h"
 
 class QCPGraph;
 class QLabel;

@@ -1,7 +1,7 @@
 #include "LossPlot.h"
 
 #include "QCustomPlotInclude.h"
-#include "RankSpread.h"
+#include "store/RankSpread.h"
 
 #include <QComboBox>
 #include <QVBoxLayout>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "CaptureStore.h"
+#include "store/CaptureStore.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #include "Report.h"
 
-#include "ExportFolder.h"
-#include "RuleEngine.h"
+#include "files/ExportFolder.h"
+#include "rules/RuleEngine.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/LossPlot.h"

@@ -5,16 +5,16 @@
 //   hookscope-core-bench stats
 //   hookscope-core-bench memory
 //   hookscope-core-bench limits FIXTURES_DIR
-#include "Allocator.h"
-#include "AttachJob.h"
-#include "EngineProcess.h"
-#include "ExportManifest.h"
-#include "CaptureStore.h"
-#include "Model.h"
-#include "RuleEngine.h"
-#include "StepRunner.h"
-#include "TensorStatistics.h"
-#include "TorchSaveFile.h"
+#include "common/Allocator.h"
+#include "sessions/AttachJob.h"
+#include "sessions/EngineProcess.h"
+#include "files/ExportManifest.h"
+#include "store/CaptureStore.h"
+#include "engine/Model.h"
+#include "rules/RuleEngine.h"
+#include "engine/StepRunner.h"
+#include "engine/TensorStatistics.h"
+#include "engine/TorchSaveFile.h"
 
 #include <sys/resource.h>
 

@@ -3,9 +3,9 @@
 
 #include "TestSupport.h"
 
-#include "CaptureStore.h"
-#include "Model.h"
-#include "StepRunner.h"
+#include "store/CaptureStore.h"
+#include "engine/Model.h"
+#include "engine/StepRunner.h"
 
 #include <memory>
 #include <string>

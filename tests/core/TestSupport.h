@@ -1,6 +1,6 @@
 #pragma once
 
-#include "TensorStats.h"
+#include "kernels/TensorStats.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // keepFreedMemory: a block freed and allocated again, as every training step does, is
 // served from memory the process kept, without the kernel mapping fresh pages.
-#include "Allocator.h"
+#include "common/Allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // Every kind of bad model file gives a message that says what is wrong and what to do.
 #include "TestSession.h"
 
-#include "Model.h"
-#include "OperatorLibraries.h"
+#include "engine/Model.h"
+#include "engine/OperatorLibraries.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
 // HookScope's numbers against what PyTorch's own hooks give on the same model and input.
 #include "TestSupport.h"
 
-#include "CaptureStore.h"
-#include "Model.h"
-#include "StepRunner.h"
+#include "store/CaptureStore.h"
+#include "engine/Model.h"
+#include "engine/StepRunner.h"
 
 #include <nlohmann/json.hpp>
 

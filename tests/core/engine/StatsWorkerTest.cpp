@@ -2,8 +2,8 @@
 // before its statistics are computed.
 #include "TestSupport.h"
 
-#include "StatsWorker.h"
-#include "TensorStatistics.h"
+#include "engine/StatsWorker.h"
+#include "engine/TensorStatistics.h"
 
 #include <ATen/ATen.h>
 

@@ -1,10 +1,10 @@
 // Steps: learning, parity of an SGD step with Python, bad inputs, NaN, pause and stop.
 #include "TestSupport.h"
 
-#include "CaptureStore.h"
-#include "InputSpec.h"
-#include "Model.h"
-#include "StepRunner.h"
+#include "store/CaptureStore.h"
+#include "common/InputSpec.h"
+#include "engine/Model.h"
+#include "engine/StepRunner.h"
 
 #include <nlohmann/json.hpp>
 

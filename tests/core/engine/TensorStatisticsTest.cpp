@@ -1,7 +1,7 @@
 // Statistics against values computed by hand, including NaN, Inf, integers and bools.
 #include "TestSupport.h"
 
-#include "TensorStatistics.h"
+#include "engine/TensorStatistics.h"
 
 #include <ATen/ATen.h>
 

@@ -2,10 +2,10 @@
 // message that says what is wrong, and nothing reads outside a buffer, blocks or explodes.
 #include "TestSupport.h"
 
-#include "ExportFolder.h"
-#include "ModelArchiveScan.h"
-#include "PickleShape.h"
-#include "TorchSaveFile.h"
+#include "files/ExportFolder.h"
+#include "engine/ModelArchiveScan.h"
+#include "files/PickleShape.h"
+#include "engine/TorchSaveFile.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>

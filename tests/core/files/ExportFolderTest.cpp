@@ -1,8 +1,8 @@
 // Export folders: exact round trip, refusal to clobber, and atomicity under write failures.
 #include "TestSupport.h"
 
-#include "ExportFolder.h"
-#include "TorchSaveFile.h"
+#include "files/ExportFolder.h"
+#include "engine/TorchSaveFile.h"
 
 #include <ATen/ATen.h>
 

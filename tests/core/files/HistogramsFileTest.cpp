@@ -1,6 +1,6 @@
 // histograms.pt written and read without LibTorch: round trips, a series filled while the file
 // is written, and what is refused. (PyTorch's own torch.load of it: tests/python/test_cli.py.)
-#include "HistogramsFile.h"
+#include "files/HistogramsFile.h"
 
 #include <gtest/gtest.h>
 

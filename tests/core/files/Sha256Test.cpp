@@ -1,5 +1,5 @@
 // SHA-256 through OpenSSL's EVP: the standard's test vectors, and a file read in chunks.
-#include "Sha256.h"
+#include "files/Sha256.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The statistics loops on raw values: the AVX-512 one-hot histogram must count exactly like
 // the portable one and like the float formula, whatever the data and the number of bins.
-#include "RawStatistics.h"
-#include "StatsKernels.h"
+#include "kernels/RawStatistics.h"
+#include "kernels/StatsKernels.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Rules on real runs: NaN origin, dead units, exploding gradients; plateau on a store.
 #include "TestSession.h"
 
-#include "RuleEngine.h"
+#include "rules/RuleEngine.h"
 
 using namespace hookscope;
 using namespace hookscope::test;

@@ -2,10 +2,10 @@
 // The job tests run a real 2-rank gloo job (tests/python/attach/ddp_script.py) with the venv's
 // PyTorch: a break pauses every rank at the step it fired on, Step moves all by one, Run lets
 // the job finish; a pause lines the ranks up at one step.
-#include "AttachJob.h"
-#include "AttachListener.h"
-#include "RankDivergence.h"
-#include "WireFrame.h"
+#include "sessions/AttachJob.h"
+#include "wire/AttachListener.h"
+#include "rules/RankDivergence.h"
+#include "wire/WireFrame.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
 // An AttachSession served on one thread while another sends it commands, as the window does;
 // the script is played by hand over a socket pair. Run under ThreadSanitizer by tsan.sh.
-#include "AttachListener.h"
-#include "AttachSession.h"
-#include "WireFrame.h"
+#include "wire/AttachListener.h"
+#include "sessions/AttachSession.h"
+#include "wire/WireFrame.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,10 +1,10 @@
 // A model file run out of the window's process (`hookscope-cli serve`, EngineProcess): the
 // numbers equal the in-process engine's, a model that cannot load says why, the confined
 // engine cannot write the user's files, and a step that never ends is ended by killing it.
-#include "AttachJob.h"
-#include "EngineProcess.h"
-#include "ExportManifest.h"
-#include "StepRunner.h"
+#include "sessions/AttachJob.h"
+#include "sessions/EngineProcess.h"
+#include "files/ExportManifest.h"
+#include "engine/StepRunner.h"
 #include "TestSupport.h"
 
 #include <algorithm>

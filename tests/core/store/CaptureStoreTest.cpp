@@ -1,7 +1,7 @@
 // The store: queries, and thinning that keeps first and last steps under the cap.
 #include "TestSupport.h"
 
-#include "CaptureStore.h"
+#include "store/CaptureStore.h"
 
 #include <set>
 #include <thread>

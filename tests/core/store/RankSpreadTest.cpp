@@ -1,5 +1,5 @@
 // The spread of a value across a job's ranks per step: what "all ranks" draws when ranks are many.
-#include "RankSpread.h"
+#include "store/RankSpread.h"
 
 #include <gtest/gtest.h>
 
