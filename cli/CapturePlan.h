@@ -6,7 +6,7 @@
 
 #include "files/ExportManifest.h"
 #include "common/ModelTypes.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 
 #include <set>
 #include <string>

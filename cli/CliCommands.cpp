@@ -6,7 +6,7 @@
 #include "common/InputSpec.h"
 #include "common/ModelTypes.h"
 #include "common/PrintableText.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "files/Sha256.h"
 #ifdef HOOKSCOPE_CLI_ENGINE
 // Only hookscope-engine, the LibTorch side, loads and runs models in its own process.
@@ -361,7 +361,7 @@ int runCapture(const CaptureOptions& options) {
   if (!runner.configure(config, &message)) return error(kData, message);
   runner.keepTensors(keep);
 
-  RuleEngine rules(ruleSettings);
+  RuleEvaluator rules(ruleSettings);
   rules.setModuleTypes(model->moduleTypes());
   std::optional<Alert> breakAlert;
   const bool terminal = ::isatty(STDERR_FILENO);

@@ -4,7 +4,7 @@
 #include "store/CaptureStore.h"
 #include "files/ExportManifest.h"
 #include "files/ExportTarget.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 
 #include <chrono>
 #include <condition_variable>

@@ -1,7 +1,7 @@
 #include "common/Allocator.h"
 #include "cli/CliCommands.h"
 #include "common/PrintableText.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #ifdef HOOKSCOPE_CLI_ENGINE
 #include "engine/TorchError.h"
 #endif

@@ -29,8 +29,19 @@ QString cliMessage(const QByteArray& standardError) {
 }
 
 QString cliProgram() {
-  const QString given = qEnvironmentVariable("HOOKSCOPE_ENGINE");
+  const QString given = qEnvironmentVariable("HOOKSCOPE_CLI");
   if (!given.isEmpty()) return given;
+  // Its name until 0.1: it names hookscope-cli, not an engine. Read for one more release.
+  const QString old = qEnvironmentVariable("HOOKSCOPE_ENGINE");
+  if (!old.isEmpty()) {
+    static const bool warned = [] {
+      qWarning("hookscope: HOOKSCOPE_ENGINE is now HOOKSCOPE_CLI (it names hookscope-cli); the old name "
+               "is read until the next release");
+      return true;
+    }();
+    (void)warned;
+    return old;
+  }
   const QDir here(QCoreApplication::applicationDirPath());
   for (const QString& candidate : {here.filePath(QStringLiteral("hookscope-cli")),
                                    here.filePath(QStringLiteral("../cli/hookscope-cli"))}) {

@@ -4,7 +4,7 @@
 #include "store/CaptureStore.h"
 #include "files/ExportManifest.h"
 #include "common/ModelTypes.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "common/RunConfig.h"
 #include "common/StepResult.h"
 
@@ -53,7 +53,7 @@ Q_DECLARE_METATYPE(hookscope::RunConfig)
 
 /// Registers the types above for queued signals; call once before connecting.
 void registerEngineTypes();
-/// The hookscope-cli the window runs: HOOKSCOPE_ENGINE, else beside this program (installed),
+/// The hookscope-cli the window runs: HOOKSCOPE_CLI (HOOKSCOPE_ENGINE before), else beside this program (installed),
 /// else in the build tree's cli/ folder.
 QString cliProgram();
 /// What hookscope-cli said went wrong, from its standard error: the text after its last

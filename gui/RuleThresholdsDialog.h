@@ -1,6 +1,6 @@
 #pragma once
 
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 
 #include <QDialog>
 

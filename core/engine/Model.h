@@ -39,7 +39,7 @@ public:
   const std::vector<ModuleInfo>& modules() const { return m_modules; }
   /// Index of the module with this dotted path, or -1.
   int findModule(const std::string& path) const;
-  /// Each module's short type name by dotted path, what RuleEngine::setModuleTypes takes.
+  /// Each module's short type name by dotted path, what RuleEvaluator::setModuleTypes takes.
   std::map<std::string, std::string> moduleTypes() const;
   bool instrumented() const;
   /// Number of submodule call sites that carry taps.

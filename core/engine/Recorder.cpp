@@ -1,6 +1,6 @@
 #include "engine/Recorder.h"
 
-#include "engine/TensorStatistics.h"
+#include "engine/TorchStats.h"
 
 #include <chrono>
 #include <thread>

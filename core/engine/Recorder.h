@@ -4,7 +4,7 @@
 #include "store/CaptureStore.h"
 #include "engine/Model.h"
 #include "engine/ModelImpl.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "engine/StatsWorker.h"
 
 #include <atomic>

@@ -1,6 +1,6 @@
 #include "engine/StatsWorker.h"
 
-#include "engine/TensorStatistics.h"
+#include "engine/TorchStats.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -2,7 +2,7 @@
 
 #include "store/CaptureStore.h"
 #include "engine/Model.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "common/RunConfig.h"
 #include "common/StepResult.h"
 

@@ -3,7 +3,7 @@
 #include "store/CaptureStore.h"
 #include "common/CsvFormat.h"
 #include "files/ExportManifest.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "files/ExportTarget.h"
 
 #include <memory>

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to core: the loops that compute a capture's statistics over a range of float32 or
-// float64 values. Plain C++ on raw pointers, no LibTorch: TensorStatistics cuts a tensor
+// float64 values. Plain C++ on raw pointers, no LibTorch: TorchStats cuts a tensor
 // into parts, runs these on the idle cores and merges the parts.
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // training script's process (ctypes) to compute a capture's statistics on the CPU. It is the
 // engine's own computeRawStats, with no LibTorch: nothing is compiled against the user's PyTorch.
 
-#include "kernels/RawStatistics.h"
+#include "kernels/RawStats.h"
 
 #include <cstdint>
 #include <cstring>

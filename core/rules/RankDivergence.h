@@ -2,7 +2,7 @@
 // rank_divergence: values that DistributedDataParallel keeps equal on every rank (parameters
 // after the optimizer step, gradients after the all-reduce) compared across ranks. No LibTorch.
 
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 
 #include <array>
 #include <map>

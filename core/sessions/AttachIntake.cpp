@@ -24,7 +24,7 @@ constexpr std::size_t kMaxNamedGaps = 64;
 
 void AttachSession::setRuleSettings(const RuleSettings& settings) {
   std::lock_guard<std::mutex> lock(m_stateMutex);
-  auto rules = std::make_unique<RuleEngine>(settings);
+  auto rules = std::make_unique<RuleEvaluator>(settings);
   rules->setRank(m_script.rank);
   std::map<std::string, std::string> types;
   for (const auto& m : m_modules) types[m.path] = m.typeName;

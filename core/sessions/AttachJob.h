@@ -160,7 +160,7 @@ private:
   std::map<int, OutputIntervention> m_outputOps;
 
   std::map<std::int64_t, PendingStep> m_pending;
-  RuleEngine m_jobRules;  ///< keeps the rank_divergence alerts, grouped
+  RuleEvaluator m_jobRules;  ///< keeps the rank_divergence alerts, grouped
   std::optional<Alert> m_breakAlert;
   std::int64_t m_settled = -1;
   std::function<void(int, const AttachedStep&)> m_onStep;

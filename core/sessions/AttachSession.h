@@ -6,7 +6,7 @@
 #include "store/CaptureStore.h"
 #include "files/ExportManifest.h"
 #include "common/ModelTypes.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "wire/WireFrame.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -163,7 +163,7 @@ private:
   std::map<int, GradientIntervention> m_gradientOps;
   std::map<int, OutputIntervention> m_outputOps;
   std::vector<InterventionRecord> m_interventionLog;
-  std::unique_ptr<RuleEngine> m_rules;
+  std::unique_ptr<RuleEvaluator> m_rules;
   std::vector<GapRecord> m_gaps;
   std::uint32_t m_breakRules = 0;
   bool m_stopOnBreak = false;

@@ -1,7 +1,7 @@
 #include "Report.h"
 
 #include "files/ExportFolder.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/LossPlot.h"

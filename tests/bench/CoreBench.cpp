@@ -11,9 +11,9 @@
 #include "files/ExportManifest.h"
 #include "store/CaptureStore.h"
 #include "engine/Model.h"
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 #include "engine/StepRunner.h"
-#include "engine/TensorStatistics.h"
+#include "engine/TorchStats.h"
 #include "engine/TorchSaveFile.h"
 
 #include <sys/resource.h>
@@ -290,7 +290,7 @@ int limits(const std::string& fixtures) {
 
   const std::size_t cap = 16u << 20;
   CaptureStore alertStore(cap);
-  RuleEngine rules;
+  RuleEvaluator rules;
   const int steps = 30000, series = 22;
   std::size_t fired = 0;
   for (int step = 0; step < steps; ++step) {

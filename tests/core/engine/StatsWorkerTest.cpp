@@ -3,7 +3,7 @@
 #include "TestSupport.h"
 
 #include "engine/StatsWorker.h"
-#include "engine/TensorStatistics.h"
+#include "engine/TorchStats.h"
 
 #include <ATen/ATen.h>
 

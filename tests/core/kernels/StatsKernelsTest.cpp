@@ -1,6 +1,6 @@
 // The statistics loops on raw values: the AVX-512 one-hot histogram must count exactly like
 // the portable one and like the float formula, whatever the data and the number of bins.
-#include "kernels/RawStatistics.h"
+#include "kernels/RawStats.h"
 #include "kernels/StatsKernels.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ struct Range {
   float scale = 0;
 };
 
-// The bin range as TensorStatistics sets it: [min, max], or a pad around a single value.
+// The bin range as TorchStats sets it: [min, max], or a pad around a single value.
 Range rangeOf(const std::vector<float>& values, int bins) {
   const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
   double low = *lo, high = *hi;
@@ -84,7 +84,7 @@ TEST(StatsKernelsTest, OneHotHistogramCountsLikeThePortableOneAndTheFormula) {
 }
 
 TEST(StatsKernelsTest, HistogramOfPartsAddsUpToTheWhole) {
-  // The parts TensorStatistics hands to the cores: counts add up across any cut.
+  // The parts TorchStats hands to the cores: counts add up across any cut.
   const auto values = datasets(300001)[0].second;
   const Range r = rangeOf(values, 64);
   const auto whole = byKernel(values, r, 64, HistogramKernel::Best);

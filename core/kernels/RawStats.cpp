@@ -1,4 +1,4 @@
-#include "kernels/RawStatistics.h"
+#include "kernels/RawStats.h"
 
 #include "kernels/CorePool.h"
 #include "kernels/StatsKernels.h"

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "kernels/RawStatistics.h"
+#include "kernels/RawStats.h"
 
 namespace at {
 class Tensor;

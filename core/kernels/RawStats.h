@@ -1,6 +1,6 @@
 #pragma once
 // A capture's statistics computed from raw float32 or float64 values: no LibTorch, so the
-// engine (TensorStatistics), the viewer's tests and a training script's process
+// engine (TorchStats), the viewer's tests and a training script's process
 // (libhookscope_stats, through ctypes) all run the same code.
 
 #include "kernels/TensorStats.h"

@@ -1,7 +1,7 @@
 // Statistics against values computed by hand, including NaN, Inf, integers and bools.
 #include "TestSupport.h"
 
-#include "engine/TensorStatistics.h"
+#include "engine/TorchStats.h"
 
 #include <ATen/ATen.h>
 
@@ -20,7 +20,7 @@ std::int64_t total(const std::vector<std::int64_t>& counts) {
   return std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
 }
 
-TEST(TensorStatisticsTest, SmallFloatTensorByHand) {
+TEST(TorchStatsTest, SmallFloatTensorByHand) {
   const auto s = computeTensorStats(at::tensor({1.0f, 2.0f, 3.0f, 4.0f}).reshape({2, 2}), 4);
   EXPECT_EQ(s.shape, (std::vector<std::int64_t>{2, 2}));
   EXPECT_EQ(s.shapeString(), "2x2");
@@ -38,7 +38,7 @@ TEST(TensorStatisticsTest, SmallFloatTensorByHand) {
   EXPECT_EQ(s.edges(), (std::vector<double>{1, 1.75, 2.5, 3.25, 4}));
 }
 
-TEST(TensorStatisticsTest, NonFiniteValuesAreCountedNotFoldedIn) {
+TEST(TorchStatsTest, NonFiniteValuesAreCountedNotFoldedIn) {
   const auto s = computeTensorStats(at::tensor({0.0, kNan, kInf, -kInf, 2.0}), 2);
   EXPECT_EQ(s.dtype, "float64");
   EXPECT_EQ(s.numel, 5);
@@ -54,7 +54,7 @@ TEST(TensorStatisticsTest, NonFiniteValuesAreCountedNotFoldedIn) {
   EXPECT_EQ(total(s.histogram), 2);  // only the finite values
 }
 
-TEST(TensorStatisticsTest, AllNanStillYieldsACapture) {
+TEST(TorchStatsTest, AllNanStillYieldsACapture) {
   const auto s = computeTensorStats(at::full({3, 2}, kNan, at::kFloat));
   EXPECT_EQ(s.numel, 6);
   EXPECT_EQ(s.nanCount, 6);
@@ -74,7 +74,7 @@ TEST(TensorStatisticsTest, AllNanStillYieldsACapture) {
   EXPECT_EQ(empty.l2norm, 0.0);
 }
 
-TEST(TensorStatisticsTest, IntegerAndBoolTensors) {
+TEST(TorchStatsTest, IntegerAndBoolTensors) {
   const auto ints = computeTensorStats(at::tensor({1, 1, 2, 0}, at::kLong), 2);
   EXPECT_EQ(ints.dtype, "int64");
   EXPECT_DOUBLE_EQ(ints.mean, 1);
@@ -88,7 +88,7 @@ TEST(TensorStatisticsTest, IntegerAndBoolTensors) {
   EXPECT_EQ(bools.histogram, (std::vector<std::int64_t>{1, 2}));
 }
 
-TEST(TensorStatisticsTest, NonFiniteValuesInsideLargeTensorsFallBackToTheCarefulScan) {
+TEST(TorchStatsTest, NonFiniteValuesInsideLargeTensorsFallBackToTheCarefulScan) {
   at::manual_seed(4);
   at::Tensor t = at::randn({300000});
   t[1000] = kNan;
@@ -109,7 +109,7 @@ TEST(TensorStatisticsTest, NonFiniteValuesInsideLargeTensorsFallBackToTheCareful
   EXPECT_EQ(big.infCount, 0);
 }
 
-TEST(TensorStatisticsTest, ConstantTensorGetsAUnitWideHistogram) {
+TEST(TorchStatsTest, ConstantTensorGetsAUnitWideHistogram) {
   const auto s = computeTensorStats(at::full({10}, 3.0f), 4);
   EXPECT_DOUBLE_EQ(s.std, 0);
   EXPECT_DOUBLE_EQ(s.histLow, 2.5);
@@ -117,7 +117,7 @@ TEST(TensorStatisticsTest, ConstantTensorGetsAUnitWideHistogram) {
   EXPECT_EQ(total(s.histogram), 10);
 }
 
-TEST(TensorStatisticsTest, LargeNonContiguousTensorMatchesTorch) {
+TEST(TorchStatsTest, LargeNonContiguousTensorMatchesTorch) {
   at::manual_seed(3);
   // Large enough for the parallel path, with an offset that punishes naive variance.
   const at::Tensor base = at::randn({1000, 2000}) * 0.01 + 1000.0;
@@ -156,7 +156,7 @@ std::vector<std::int64_t> referenceHistogram(const at::Tensor& t, const TensorSt
 
 } // namespace
 
-TEST(TensorStatisticsTest, SplittingOverCoresGivesTheSameStatistics) {
+TEST(TorchStatsTest, SplittingOverCoresGivesTheSameStatistics) {
   at::manual_seed(5);
   // ReLU-like (half exact zeros), large enough to be split, with a ragged tail.
   const at::Tensor t = at::relu(at::randn({1 << 21 | 12345}));
@@ -176,7 +176,7 @@ TEST(TensorStatisticsTest, SplittingOverCoresGivesTheSameStatistics) {
   EXPECT_DOUBLE_EQ(split.zeroFraction, (t == 0).sum().item<double>() / double(t.numel()));
 }
 
-TEST(TensorStatisticsTest, HistogramBinsEveryValueLikeTheFloatFormula) {
+TEST(TorchStatsTest, HistogramBinsEveryValueLikeTheFloatFormula) {
   at::manual_seed(6);
   for (const std::int64_t n : {std::int64_t(1000), std::int64_t(40000), std::int64_t(600001)}) {
     at::Tensor t = at::randn({n}) * 3.0 + 1.0;

@@ -51,7 +51,7 @@ bool setRuleThreshold(RuleSettings& settings, RuleKind rule, double value, std::
 /// What the main threshold of a rule means, for help texts.
 const char* ruleThresholdMeaning(RuleKind rule);
 
-/// One firing of a rule; in RuleEngine::alerts(), the firings of one rule on one series,
+/// One firing of a rule; in RuleEvaluator::alerts(), the firings of one rule on one series,
 /// grouped: the first step's value and message, with the last step and the count.
 struct Alert {
   std::int64_t step = 0;  ///< the (first) step it fired at
@@ -72,9 +72,9 @@ struct StepOrder {
 };
 
 /// Evaluates the rules after every step on what was captured, and keeps every firing.
-class RuleEngine {
+class RuleEvaluator {
 public:
-  explicit RuleEngine(RuleSettings settings = {});
+  explicit RuleEvaluator(RuleSettings settings = {});
 
   /// Looks only at the captures and scalars of this rank of a shared store, and names it in alerts.
   void setRank(int rank) { m_rank = rank; }

@@ -1,4 +1,4 @@
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 
 #include "common/CsvFormat.h"
 
@@ -130,9 +130,9 @@ bool setRuleThreshold(RuleSettings& s, RuleKind rule, double value, std::string*
   return false;
 }
 
-RuleEngine::RuleEngine(RuleSettings settings) : m_settings(settings) {}
+RuleEvaluator::RuleEvaluator(RuleSettings settings) : m_settings(settings) {}
 
-std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
+std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
   std::vector<Alert> fired;
   auto fire = [&](const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
     Alert alert{step, module, kind, rule, value, std::move(message)};
@@ -266,7 +266,7 @@ std::vector<Alert> RuleEngine::evaluate(const CaptureStore& store, std::int64_t 
 }
 
 template <typename Fire>
-void RuleEngine::checkPrecision(const SeriesKey& key, const TensorStats& s, Fire&& fire) const {
+void RuleEvaluator::checkPrecision(const SeriesKey& key, const TensorStats& s, Fire&& fire) const {
   const std::string what = std::string("the ") + captureKindName(key.kind) + " of " + label(key.module);
   const double numel = double(s.numel);
   if (on(RuleKind::Fp16Overflow) && s.f16Overflow > 0 && double(s.f16Overflow) / numel > m_settings.fp16Overflow) {
@@ -284,7 +284,7 @@ void RuleEngine::checkPrecision(const SeriesKey& key, const TensorStats& s, Fire
   }
 }
 
-void RuleEngine::add(const std::vector<Alert>& fired) {
+void RuleEvaluator::add(const std::vector<Alert>& fired) {
   for (const auto& alert : fired) {
     const auto key = std::make_tuple(int(alert.rule), alert.module, int(alert.kind), alert.rank);
     const auto group = m_groups.find(key);

@@ -1,7 +1,7 @@
 // Rules on real runs: NaN origin, dead units, exploding gradients; plateau on a store.
 #include "TestSession.h"
 
-#include "rules/RuleEngine.h"
+#include "rules/RuleEvaluator.h"
 
 using namespace hookscope;
 using namespace hookscope::test;
@@ -10,7 +10,7 @@ namespace {
 
 // Every module hooked for activations and gradients; each step is followed by the rules.
 struct RuleRun : Session {
-  RuleEngine rules;
+  RuleEvaluator rules;
 
   RuleRun(const std::string& file, RunConfig config) : Session(file) {
     if (!model) return;
@@ -35,7 +35,7 @@ std::vector<Alert> ofRule(const std::vector<Alert>& alerts, RuleKind rule) {
   return result;
 }
 
-TEST(RuleEngineTest, NonFiniteNamesTheModuleWhereNanFirstAppears) {
+TEST(RuleEvaluatorTest, NonFiniteNamesTheModuleWhereNanFirstAppears) {
   RunConfig config;
   config.inputSpecs = {"8x16"};
   config.optimizer = OptimizerKind::None;
@@ -53,7 +53,7 @@ TEST(RuleEngineTest, NonFiniteNamesTheModuleWhereNanFirstAppears) {
   EXPECT_TRUE(loss);
 }
 
-TEST(RuleEngineTest, DeadUnitsFireOnTheDeadReluOnly) {
+TEST(RuleEvaluatorTest, DeadUnitsFireOnTheDeadReluOnly) {
   RunConfig config;
   config.inputSpecs = {"8x16"};
   RuleRun run(fixture("dead_relu.pt"), config);
@@ -64,7 +64,7 @@ TEST(RuleEngineTest, DeadUnitsFireOnTheDeadReluOnly) {
   EXPECT_DOUBLE_EQ(dead[0].value, 1.0);
 }
 
-TEST(RuleEngineTest, RepeatsOfOneRuleOnOneSeriesAreOneAlertWithFirstLastAndCount) {
+TEST(RuleEvaluatorTest, RepeatsOfOneRuleOnOneSeriesAreOneAlertWithFirstLastAndCount) {
   RunConfig config;
   config.inputSpecs = {"8x16"};
   config.optimizer = OptimizerKind::None;
@@ -88,7 +88,7 @@ TEST(RuleEngineTest, RepeatsOfOneRuleOnOneSeriesAreOneAlertWithFirstLastAndCount
   EXPECT_EQ(run.rules.bytes(), bytes) << "a repeat takes no more memory";
 }
 
-TEST(RuleEngineTest, TooLargeALearningRateExplodesThenGoesNonFinite) {
+TEST(RuleEvaluatorTest, TooLargeALearningRateExplodesThenGoesNonFinite) {
   RunConfig config;
   config.dataFile = fixture("teacher.data.pt");
   config.batchSize = 32;
@@ -107,15 +107,15 @@ TEST(RuleEngineTest, TooLargeALearningRateExplodesThenGoesNonFinite) {
   EXPECT_LE(exploded, nonFinite) << "the explosion shows before the NaN";
 }
 
-TEST(RuleEngineTest, LossPlateauAndThresholds) {
+TEST(RuleEvaluatorTest, LossPlateauAndThresholds) {
   RuleSettings settings;
   settings.plateauWindow = 5;
-  RuleEngine rules(settings);
+  RuleEvaluator rules(settings);
   CaptureStore flat;
   for (int step = 0; step < 12; ++step) flat.addScalar(step, "loss", 1.0);
   EXPECT_EQ(ofRule(rules.evaluate(flat, 11, {}), RuleKind::LossPlateau).size(), 1u);
   CaptureStore falling;
-  RuleEngine fresh(settings);
+  RuleEvaluator fresh(settings);
   for (int step = 0; step < 12; ++step) falling.addScalar(step, "loss", 1.0 / (step + 1));
   EXPECT_TRUE(ofRule(fresh.evaluate(falling, 11, {}), RuleKind::LossPlateau).empty());
   EXPECT_EQ(parseRuleName("exploding_gradient"), RuleKind::ExplodingGradient);
@@ -139,7 +139,7 @@ TensorStats precisionStats(std::int64_t overflow, std::int64_t e4m3, std::int64_
 
 // fp16_overflow on any value past 65504 (threshold 0), fp8_underflow above 1% by the format of
 // the kind (E4M3 forward, E5M2 for gradients), neither where the source did not measure them.
-TEST(RuleEngineTest, LowPrecisionRulesByKindAndThreshold) {
+TEST(RuleEvaluatorTest, LowPrecisionRulesByKindAndThreshold) {
   CaptureStore store;
   store.add(0, {"fc1", 0, CaptureKind::Activation, 0}, precisionStats(1, 5, 0));    // one value overflows
   store.add(0, {"fc2", 0, CaptureKind::Activation, 0}, precisionStats(0, 20, 0));   // 2% flush in E4M3
@@ -149,7 +149,7 @@ TEST(RuleEngineTest, LowPrecisionRulesByKindAndThreshold) {
   TensorStats old = precisionStats(0, 0, 0);
   old.f16Overflow = old.f16Underflow = old.e4m3Underflow = old.e5m2Underflow = -1;  // an older script
   store.add(0, {"fc4", 0, CaptureKind::Activation, 0}, old);
-  RuleEngine rules;
+  RuleEvaluator rules;
   const auto fired = rules.evaluate(store, 0, {});
   const auto overflow = ofRule(fired, RuleKind::Fp16Overflow);
   ASSERT_EQ(overflow.size(), 1u);
@@ -172,7 +172,7 @@ TEST(RuleEngineTest, LowPrecisionRulesByKindAndThreshold) {
   ASSERT_TRUE(setRuleThreshold(settings, RuleKind::Fp8Underflow, 0.06, &error)) << error;
   EXPECT_FALSE(setRuleThreshold(settings, RuleKind::Fp8Underflow, 2.0, &error));
   EXPECT_NE(error.find("fraction in [0, 1]"), std::string::npos) << error;
-  RuleEngine tolerant(settings);
+  RuleEvaluator tolerant(settings);
   EXPECT_TRUE(ofRule(tolerant.evaluate(store, 0, {}), RuleKind::Fp16Overflow).empty());
   EXPECT_TRUE(ofRule(tolerant.evaluate(store, 0, {}), RuleKind::Fp8Underflow).empty());
   EXPECT_EQ(parseRuleName("fp8_underflow"), RuleKind::Fp8Underflow);

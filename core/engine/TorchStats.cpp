@@ -1,4 +1,4 @@
-#include "engine/TensorStatistics.h"
+#include "engine/TorchStats.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
