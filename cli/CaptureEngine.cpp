@@ -112,6 +112,9 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
     const std::int64_t settled = job.settledStep();
     if (settled + 1 >= options.steps || job.breakAlert()) break;
     if (job.waitEnded(0)) {
+      // A break's stop ends the engine at once: it may be over before the check above saw the
+      // break (or the last step), which is then why it ended, not a failure.
+      if (job.breakAlert() || job.settledStep() + 1 >= options.steps) break;
       engine->wait(3000);
       why = "the engine process running the model stopped: it " + engine->exitText();
       const std::string said = engine->failureText();

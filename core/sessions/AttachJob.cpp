@@ -36,8 +36,7 @@ void AttachJob::setOnEnded(std::function<void(int, const std::string&)> onEnded)
   m_onEnded = std::move(onEnded);
 }
 
-void AttachJob::setOnSettled(
-    std::function<void(std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&)> onSettled) {
+void AttachJob::setOnSettled(JobGate::OnSettled onSettled) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_onSettled = std::move(onSettled);
 }
@@ -93,16 +92,10 @@ bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) 
     m_worldSize = script.worldSize;
     m_modules = session->modules();
     m_parameters = session->parameters();
-    if (m_masks.size() != m_modules.size()) m_masks.assign(m_modules.size(), 0);
+    if (m_controls.masks.size() != m_modules.size()) m_controls.masks.assign(m_modules.size(), 0);
   }
   AttachSession* s = session.get();
-  s->setAllHooks(m_masks);
-  s->setBins(m_bins);
-  s->setRuleSettings(m_settings);
-  s->setBreakRules(m_breakMask, m_stopOnBreak);
-  for (const auto& [module, op] : m_gradientOps) s->setGradientIntervention(module, op);
-  for (const auto& [module, op] : m_outputOps) s->setOutputIntervention(module, op);
-  if (m_paused) s->pause();
+  m_controls.applyTo(*s);
   s->setOnEngineEvent([this, rank](const std::string& event, const std::string& message) {
     std::function<void(int, const std::string&, const std::string&)> onEvent;
     {
@@ -113,7 +106,7 @@ bool AttachJob::add(std::unique_ptr<AttachSession> session, std::string* error) 
   });
   s->setGate([this, rank](const AttachedStep& step) { onRankStep(rank, step); },
              [this, rank](std::int64_t step) { onRankPaused(rank, step); });
-  Rank& r = m_ranks[rank];
+  JobRank& r = m_ranks[rank];
   r.session = std::move(session);
   r.thread = std::thread([this, rank, s] {
     const std::string why = s->serve([this, rank](const AttachedStep& step) {
@@ -170,53 +163,53 @@ bool AttachJob::waitEnded(int timeoutMs) const {
 void AttachJob::setAllHooks(const std::vector<std::uint8_t>& masks) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (!m_modules.empty() && masks.size() != m_modules.size()) return;
-  m_masks = masks;  // before the first rank: for it
+  m_controls.masks = masks;  // before the first rank: for it
   for (auto& [rank, r] : m_ranks) r.session->setAllHooks(masks);
 }
 
 void AttachJob::setHooks(int module, std::uint8_t mask) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  if (module < 0 || std::size_t(module) >= m_masks.size()) return;
-  m_masks[std::size_t(module)] = mask;
+  if (module < 0 || std::size_t(module) >= m_controls.masks.size()) return;
+  m_controls.masks[std::size_t(module)] = mask;
   for (auto& [rank, r] : m_ranks) r.session->setHooks(module, mask);
 }
 
 std::vector<std::uint8_t> AttachJob::hooks() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return m_masks;
+  return m_controls.masks;
 }
 
 std::int64_t AttachJob::settledStep() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return m_settled;
+  return m_gate.settled();
 }
 
 void AttachJob::setBins(int bins) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_bins = bins;
+  m_controls.bins = bins;
   for (auto& [rank, r] : m_ranks) r.session->setBins(bins);
 }
 
 void AttachJob::setRuleSettings(const RuleSettings& settings) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_settings = settings;
-  m_jobRules.setSettings(settings);
+  m_controls.settings = settings;
+  m_gate.setRuleSettings(settings);
   for (auto& [rank, r] : m_ranks) r.session->setRuleSettings(settings);
 }
 
 void AttachJob::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_breakMask = mask;
-  m_stopOnBreak = stopOnBreak;
+  m_controls.breakMask = mask;
+  m_controls.stopOnBreak = stopOnBreak;
   for (auto& [rank, r] : m_ranks) r.session->setBreakRules(mask, stopOnBreak);
 }
 
 void AttachJob::setGradientIntervention(int module, GradientIntervention intervention) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (intervention.kind == GradientIntervention::None) {
-    m_gradientOps.erase(module);
+    m_controls.gradientOps.erase(module);
   } else {
-    m_gradientOps[module] = intervention;
+    m_controls.gradientOps[module] = intervention;
   }
   for (auto& [rank, r] : m_ranks) r.session->setGradientIntervention(module, intervention);
 }
@@ -224,16 +217,16 @@ void AttachJob::setGradientIntervention(int module, GradientIntervention interve
 void AttachJob::setOutputIntervention(int module, OutputIntervention intervention) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (intervention.kind == OutputIntervention::None) {
-    m_outputOps.erase(module);
+    m_controls.outputOps.erase(module);
   } else {
-    m_outputOps[module] = intervention;
+    m_controls.outputOps[module] = intervention;
   }
   for (auto& [rank, r] : m_ranks) r.session->setOutputIntervention(module, intervention);
 }
 
 void AttachJob::pause() {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_paused = true;
+  m_controls.paused = true;
   for (auto& [rank, r] : m_ranks) {
     if (r.alive) r.session->pause();
   }
@@ -241,7 +234,7 @@ void AttachJob::pause() {
 
 void AttachJob::resume() {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_paused = false;
+  m_controls.paused = false;
   for (auto& [rank, r] : m_ranks) {
     r.pausedAt = r.pauseAt = -1;
     if (r.alive) r.session->resume();
@@ -250,7 +243,7 @@ void AttachJob::resume() {
 
 void AttachJob::step(int count) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  m_paused = true;  // again after those steps
+  m_controls.paused = true;  // again after those steps
   for (auto& [rank, r] : m_ranks) {
     r.pauseAt = r.pausedAt >= 0 ? r.pausedAt + std::max(1, count) : -1;
     r.pausedAt = -1;
@@ -260,7 +253,7 @@ void AttachJob::step(int count) {
 
 bool AttachJob::paused() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return m_paused;
+  return m_controls.paused;
 }
 
 std::map<int, std::int64_t> AttachJob::pausedSteps() const {
@@ -285,35 +278,36 @@ void AttachJob::close() {
   for (auto& [rank, r] : m_ranks) r.session->close();
 }
 
+void AttachJob::settleLocked() {
+  m_gate.settle(m_ranks, m_controls, m_parameters, m_worldSize, m_onSettled);
+  m_gate.align(m_ranks, m_controls);
+}
+
 void AttachJob::onRankStep(int rank, const AttachedStep& step) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  Rank& r = m_ranks.at(rank);
+  JobRank& r = m_ranks.at(rank);
   r.reported = step.step;
   r.pausedAt = -1;
-  PendingStep& pending = m_pending[step.step];
-  pending.prints[rank] = RankPrints{step.parameterPrints, step.gradientPrints};
-  pending.breaks[rank] = step.breakAlert;
+  m_gate.rankEnded(rank, step);
   settleLocked();
-  alignPausedLocked();
 }
 
 void AttachJob::onRankPaused(int rank, std::int64_t step) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  Rank& r = m_ranks.at(rank);
+  JobRank& r = m_ranks.at(rank);
   r.pausedAt = step;
   r.pauseAt = -1;
-  alignPausedLocked();
+  m_gate.align(m_ranks, m_controls);
 }
 
 void AttachJob::onRankEnded(int rank, const std::string& why) {
   std::function<void(int, const std::string&)> onEnded;
   {
     std::lock_guard<std::mutex> lock(m_mutex);
-    Rank& r = m_ranks.at(rank);
+    JobRank& r = m_ranks.at(rank);
     r.alive = false;
     r.ended = why;
     settleLocked();  // steps that waited for it
-    alignPausedLocked();
     onEnded = m_onEnded;
   }
   if (onEnded) onEnded(rank, why);
@@ -325,77 +319,46 @@ void AttachJob::onRankEnded(int rank, const std::string& why) {
   m_endedCv.notify_all();
 }
 
-void AttachJob::settleLocked() {
-  while (!m_pending.empty()) {
-    const auto first = m_pending.begin();
-    const std::int64_t step = first->first;
-    const bool complete = std::all_of(m_ranks.begin(), m_ranks.end(), [&](const auto& entry) {
-      return !entry.second.alive || entry.second.reported >= step;
-    });
-    if (!complete) return;
-    PendingStep pending = std::move(first->second);
-    m_pending.erase(first);
-
-    std::optional<Alert> breakAlert;
-    std::vector<Alert> fired;
-    for (const auto& [rank, alert] : pending.breaks) {  // the lowest rank's, as ranks ascend
-      if (alert && !breakAlert) breakAlert = alert;
-    }
-    if (m_settings.enabled[std::size_t(RuleKind::RankDivergence)] && pending.prints.size() > 1) {
-      fired = rankDivergence(step, m_parameters, pending.prints, m_settings.divergence);
-      m_jobRules.add(fired);
-      if (!fired.empty() && !breakAlert && (m_breakMask & (1u << unsigned(RuleKind::RankDivergence)))) {
-        breakAlert = fired.front();
-      }
-    }
-    auto answer = AttachSession::StepAnswer::Go;
-    std::string reason;
-    if (breakAlert) {
-      if (!m_breakAlert) m_breakAlert = breakAlert;
-      answer = m_stopOnBreak ? AttachSession::StepAnswer::Stop : AttachSession::StepAnswer::Pause;
-      const bool alone = m_ranks.size() == 1 && m_worldSize <= 1;
-      reason = std::string("HookScope stopped the ") + (alone ? "run" : "job") + " at step " + std::to_string(step) +
-               " on " + ruleName(breakAlert->rule) + (alone ? "" : " (rank " + std::to_string(breakAlert->rank) + ")") +
-               ": " + breakAlert->message;
-      if (answer == AttachSession::StepAnswer::Pause) m_paused = true;
-    }
-    for (auto& [rank, r] : m_ranks) {
-      if (!r.alive || !pending.prints.count(rank)) continue;
-      r.session->release(step, answer, reason);
-      if (answer == AttachSession::StepAnswer::Pause) r.pauseAt = step;
-    }
-    m_settled = std::max(m_settled, step);
-    if (m_onSettled) m_onSettled(step, fired, breakAlert);
-  }
-}
-
-void AttachJob::alignPausedLocked() {
-  if (!m_paused) return;
-  // The step every rank will wait after: the furthest a paused rank waits at, or a running
-  // rank will reach: the step a pause answered, else the end of the step it is in (at the
-  // earliest; if it stops a step sooner, the others are not stepped past it: it is stepped up).
-  std::int64_t target = -1;
-  for (const auto& [rank, r] : m_ranks) {
-    if (!r.alive) continue;
-    target = std::max(target, r.pausedAt >= 0 ? r.pausedAt : r.pauseAt >= 0 ? r.pauseAt : r.reported + 1);
-  }
-  for (auto& [rank, r] : m_ranks) {
-    if (r.alive && r.pausedAt >= 0 && r.pausedAt < target) {
-      r.session->step(int(target - r.pausedAt));
-      r.pauseAt = target;
-      r.pausedAt = -1;
-    }
-  }
-}
-
 std::optional<Alert> AttachJob::breakAlert() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return m_breakAlert;
+  return m_gate.breakAlert();
 }
 
 bool AttachJob::brokeProtocol() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   return std::any_of(m_ranks.begin(), m_ranks.end(), [](const auto& e) { return e.second.session->brokeProtocol(); });
+}
+
+// What the job recorded (JobRecord), for the window and the export.
+
+std::vector<Alert> AttachJob::alerts() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return recordLocked().alerts();
+}
+
+std::vector<GapRecord> AttachJob::gaps() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return recordLocked().gaps();
+}
+
+std::vector<InterventionRecord> AttachJob::interventions() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return recordLocked().interventions();
+}
+
+std::vector<ScriptRecord> AttachJob::scripts() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return recordLocked().scripts();
+}
+
+ExportManifest AttachJob::manifest() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return recordLocked().manifest(*m_store, m_modules, m_controls.masks, m_controls.bins);
+}
+
+ExportManifest AttachJob::modelFileManifest(const std::string& modelFile, const std::string& sha256,
+                                            const std::vector<ConfigRecord>& configHistory) const {
+  return JobRecord::asModelFile(manifest(), modelFile, sha256, configHistory);
 }
 
 } // namespace hookscope

@@ -4,7 +4,9 @@
 // rank_divergence rule across them. No LibTorch here.
 
 #include "sessions/AttachSession.h"
-#include "rules/RankDivergence.h"
+#include "sessions/JobGate.h"
+#include "sessions/JobRank.h"
+#include "sessions/JobRecord.h"
 
 #include <condition_variable>
 #include <functional>
@@ -41,9 +43,7 @@ public:
   /// Called when every live rank has ended `step` and the job has checked it: the job's own
   /// alerts of that step (rank_divergence) and the break that pauses or stops every rank there.
   /// Runs with the job's lock held: it must not call the job.
-  void setOnSettled(
-      std::function<void(std::int64_t step, const std::vector<Alert>& alerts, const std::optional<Alert>& breakAlert)>
-          onSettled);
+  void setOnSettled(JobGate::OnSettled onSettled);
 
   /// Called on a rank's serving thread when an engine process answers a configuration, a step
   /// fails in it or it has paused (AttachSession::setOnEngineEvent).
@@ -113,58 +113,29 @@ public:
   bool brokeProtocol() const;
 
 private:
-  struct Rank {
-    std::unique_ptr<AttachSession> session;
-    std::thread thread;
-    bool alive = true;
-    bool over = false;  ///< ended, and onEnded has returned
-    std::string ended;
-    std::int64_t reported = -1;  ///< the last step it ended
-    std::int64_t pausedAt = -1;  ///< the step it says it waits after (-1: running)
-    /// While running: the step it was told to wait after (a pause answering that step's end, or
-    /// the last of the steps it was let run); -1: it pauses when it reads the job's pause.
-    std::int64_t pauseAt = -1;
-  };
-  /// What the ranks sent at one step's end, until every live rank has sent it.
-  struct PendingStep {
-    std::map<int, RankPrints> prints;
-    std::map<int, std::optional<Alert>> breaks;
-  };
-
   void onRankStep(int rank, const AttachedStep& step);
   void onRankPaused(int rank, std::int64_t step);
   void onRankEnded(int rank, const std::string& why);
-  /// Settles every step that all live ranks have ended (lock held).
+  /// The record of every rank now (lock held).
+  JobRecord recordLocked() const { return JobRecord(m_ranks, m_gate.alerts()); }
+  /// Settles what can be, then lines paused ranks up (lock held).
   void settleLocked();
-  /// Steps ranks paused behind the furthest up to it (lock held).
-  void alignPausedLocked();
 
   std::shared_ptr<CaptureStore> m_store;
   mutable std::mutex m_mutex;
   mutable std::condition_variable m_endedCv;
-  std::map<int, Rank> m_ranks;
+  JobRanks m_ranks;
   std::string m_job;
   int m_worldSize = 0;
   std::vector<ModuleInfo> m_modules;
   std::vector<std::string> m_parameters;
   std::function<void(int, const std::string&, const std::string&)> m_onEngineEvent;
 
-  std::vector<std::uint8_t> m_masks;
-  int m_bins = 64;
-  RuleSettings m_settings;
-  std::uint32_t m_breakMask = 0;
-  bool m_stopOnBreak = false;
-  bool m_paused = false;
+  JobControls m_controls;
   bool m_closed = false;
-  std::map<int, GradientIntervention> m_gradientOps;
-  std::map<int, OutputIntervention> m_outputOps;
-
-  std::map<std::int64_t, PendingStep> m_pending;
-  RuleEvaluator m_jobRules;  ///< keeps the rank_divergence alerts, grouped
-  std::optional<Alert> m_breakAlert;
-  std::int64_t m_settled = -1;
+  JobGate m_gate;
   std::function<void(int, const AttachedStep&)> m_onStep;
-  std::function<void(std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&)> m_onSettled;
+  JobGate::OnSettled m_onSettled;
   std::function<void(int, const std::string&)> m_onEnded;
 };
 

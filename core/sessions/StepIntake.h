@@ -1,0 +1,55 @@
+#pragma once
+// What an attached process reports, read off the wire: each step's statistics into the store
+// (in the order they came, for the rules), then the step's end with its scalars, shapes,
+// dropped captures and parameter prints. Each message is checked before the store sees it.
+
+#include "files/ExportManifest.h"
+#include "sessions/AttachedStep.h"
+#include "sessions/ScriptHello.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace hookscope {
+
+class StepIntake {
+public:
+  /// For the process that said `hello` (its tree, parameters and rank), into `store`.
+  StepIntake(const ScriptHello& hello, std::shared_ptr<CaptureStore> store);
+
+  /// The clock of the first step starts: the process is being served from now.
+  void begin() { m_lastStepEnd = std::chrono::steady_clock::now(); }
+  /// A `stats` message of the step in progress; false with what is wrong.
+  bool readStats(const nlohmann::json& message, std::string* error);
+  /// The `step` message that ends it: `done` and `gap` (the dropped captures it names) filled,
+  /// its scalars stored. False with what is wrong.
+  bool readStep(const nlohmann::json& message, AttachedStep* done, GapRecord* gap, std::string* error);
+  /// The order the step's captures came in, for the rules.
+  const StepOrder& order() const { return m_order; }
+  /// Closes the step `done` ended (its time since the last one) and begins the next.
+  void finishStep(AttachedStep* done);
+  /// Steps ended so far.
+  std::int64_t stepsDone() const { return m_step; }
+
+private:
+  /// The series a stats entry or a gap names: its module (by index into the hello's) or its
+  /// parameter, call and index, and the process's rank.
+  bool seriesKey(const nlohmann::json& message, CaptureKind kind, std::int64_t call, std::int64_t index,
+                 const char* what, SeriesKey* key, std::string* error) const;
+  void readDropped(const nlohmann::json& dropped, AttachedStep* done, GapRecord* gap);
+  void readPrints(const nlohmann::json& fingerprint, AttachedStep* done) const;
+  void readShapes(const nlohmann::json& shapes, AttachedStep* done) const;
+
+  const ScriptHello& m_hello;
+  std::shared_ptr<CaptureStore> m_store;
+  std::int64_t m_step = 0;
+  StepOrder m_order;
+  int m_captures = 0;
+  std::chrono::steady_clock::time_point m_lastStepEnd = std::chrono::steady_clock::now();
+};
+
+} // namespace hookscope
