@@ -253,6 +253,107 @@ std::string forwardFailure(const std::string& inputs, const std::string& reason)
 
 void StepRunner::setForwardOnly(bool forwardOnly) { m_forwardOnly = forwardOnly; }
 
+namespace {
+
+// The loss a step computes: auto picks it by the targets, or without them by the output.
+LossKind lossKindFor(LossKind wanted, const at::Tensor& out, const at::Tensor& target) {
+  if (wanted != LossKind::Auto) return wanted;
+  // Without targets: a loss with a floor, so a default run trains instead of diverging as
+  // the mean of the output does. Classes for an [N, C] output, else regression to fixed values.
+  const bool classes = out.is_floating_point() && out.dim() == 2 && out.size(1) >= 2;
+  return target.defined() ? (target.is_floating_point() ? LossKind::Mse : LossKind::CrossEntropy)
+         : classes        ? LossKind::CrossEntropy
+                          : LossKind::Mse;
+}
+
+} // namespace
+
+// The loss of `out` against the batch's targets (or fixed random ones); false with why.
+bool StepRunner::computeLoss(const at::Tensor& out, at::Tensor target, at::Tensor* lossValue, std::string* why) {
+  auto& impl = *m_impl;
+  const LossKind loss = lossKindFor(impl.config.loss, out, target);
+  try {
+    if ((loss == LossKind::CrossEntropy || loss == LossKind::Mse) && !target.defined()) {
+      // No targets in the data: make fixed random ones so the loss is still meaningful.
+      if (!impl.syntheticTarget.defined()) {
+        auto generator = at::make_generator<at::CPUGeneratorImpl>(impl.config.seed + 1);
+        if (loss == LossKind::CrossEntropy) {
+          if (out.dim() < 2) {
+            *why = "cross_entropy needs an output of shape [N, classes]";
+            return false;
+          }
+          impl.syntheticTarget =
+              at::randint(0, out.size(1), {out.size(0)}, generator, at::TensorOptions().dtype(at::kLong));
+        } else {
+          impl.syntheticTarget = at::randn(out.sizes(), generator, out.options().requires_grad(false));
+        }
+      }
+      target = impl.syntheticTarget;
+    }
+    const at::Tensor prediction = out.is_floating_point() ? out : out.to(at::kFloat);
+    switch (loss) {
+      case LossKind::CrossEntropy:
+        *lossValue = at::cross_entropy_loss(prediction, target.to(at::kLong));
+        break;
+      case LossKind::Mse:
+        *lossValue = at::mse_loss(prediction, target.to(prediction.scalar_type()));
+        break;
+      case LossKind::Sum: *lossValue = prediction.sum(); break;
+      default: *lossValue = prediction.mean(); break;
+    }
+  } catch (const std::exception& e) {
+    *why = std::string("cannot compute the ") + lossKindName(loss) + " loss on output " + describeTensors({out}) +
+           ": " + summarizeTorchError(e);
+    return false;
+  }
+  return true;
+}
+
+// Backward, the parameters' captures, and the optimizer's step with its updates' captures.
+bool StepRunner::backward(at::Tensor& lossValue, StepResult* r, std::string* why) {
+  auto& impl = *m_impl;
+  Recorder& recorder = *impl.recorder;
+  auto start = Clock::now();
+  try {
+    lossValue.backward();
+  } catch (const std::exception& e) {
+    *why = "backward failed: " + summarizeTorchError(e);
+    return false;
+  }
+  r->backwardMs = msSince(start);
+  recorder.captureParameters();
+  if (impl.optimizer) {
+    start = Clock::now();
+    recorder.snapshotForUpdate();
+    impl.optimizer->step();
+    recorder.captureUpdates();
+    r->optimizerMs = msSince(start);
+  }
+  return true;
+}
+
+// Every way a step ends well: its captures all stored before it counts as done.
+void StepRunner::endStep(StepResult& r, Clock::time_point stepStart, bool scalars) {
+  auto& impl = *m_impl;
+  Recorder& recorder = *impl.recorder;
+  recorder.finishStep();
+  r.captureMs = recorder.captureSeconds() * 1e3;
+  r.capturesCopied = recorder.capturesCopied();
+  r.capturesShared = recorder.capturesShared();
+  r.totalMs = msSince(stepStart);
+  if (scalars) {
+    m_store->addScalar(r.step, "loss", r.loss);
+    m_store->addScalar(r.step, "lr", impl.optimizer ? impl.config.lr : 0.0);
+    m_store->addScalar(r.step, "step_ms", r.totalMs);
+    m_store->addScalar(r.step, "forward_ms", r.forwardMs);
+    m_store->addScalar(r.step, "backward_ms", r.backwardMs);
+    m_store->addScalar(r.step, "optimizer_ms", r.optimizerMs);
+    m_store->addScalar(r.step, "capture_ms", r.captureMs);
+  }
+  recorder.setShapeProbe(false);
+  ++impl.step;
+}
+
 bool StepRunner::step(StepResult* result, std::string* error) {
   auto& impl = *m_impl;
   auto fail = [&](const std::string& message) {
@@ -262,7 +363,6 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   if (!impl.configured) return fail("the runner has no inputs yet: configure it first");
   const std::size_t batchIndex = std::size_t(impl.step) % impl.batches.size();
   const auto& inputs = impl.batches[batchIndex];
-  const at::Tensor& dataTarget = impl.targets[batchIndex];
   StepResult r;
   r.step = impl.step;
   const auto stepStart = Clock::now();
@@ -285,7 +385,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
     for (auto& p : impl.parameters) p.mutable_grad() = at::Tensor();
   }
 
-  auto start = Clock::now();
+  const auto start = Clock::now();
   c10::IValue output;
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   try {
@@ -295,93 +395,19 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   }
   recorder.onRootCall(args, output);
   r.forwardMs = msSince(start);
-  // Every way a step ends well: its captures all stored before it counts as done.
-  auto endStep = [&](bool scalars) {
-    recorder.finishStep();
-    r.captureMs = recorder.captureSeconds() * 1e3;
-    r.capturesCopied = recorder.capturesCopied();
-    r.capturesShared = recorder.capturesShared();
-    r.totalMs = msSince(stepStart);
-    if (scalars) {
-      m_store->addScalar(r.step, "loss", r.loss);
-      m_store->addScalar(r.step, "lr", impl.optimizer ? impl.config.lr : 0.0);
-      m_store->addScalar(r.step, "step_ms", r.totalMs);
-      m_store->addScalar(r.step, "forward_ms", r.forwardMs);
-      m_store->addScalar(r.step, "backward_ms", r.backwardMs);
-      m_store->addScalar(r.step, "optimizer_ms", r.optimizerMs);
-      m_store->addScalar(r.step, "capture_ms", r.captureMs);
-    }
-    recorder.setShapeProbe(false);
-    ++impl.step;
-    if (result) *result = r;
-    return true;
-  };
-  if (m_forwardOnly) return endStep(/*scalars=*/false);  // inspect: the forward and its shapes, no loss
-
-  at::Tensor out = firstTensor(output);
-  if (!out.defined()) return fail("the model's output holds no tensor, so no loss can be computed");
-  LossKind loss = impl.config.loss;
-  at::Tensor target = dataTarget;
-  if (loss == LossKind::Auto) {
-    // Without targets: a loss with a floor, so a default run trains instead of diverging as
-    // the mean of the output does. Classes for an [N, C] output, else regression to fixed values.
-    const bool classes = out.is_floating_point() && out.dim() == 2 && out.size(1) >= 2;
-    loss = target.defined() ? (target.is_floating_point() ? LossKind::Mse : LossKind::CrossEntropy)
-           : classes        ? LossKind::CrossEntropy
-                            : LossKind::Mse;
+  if (!m_forwardOnly) {  // inspect: the forward and its shapes, no loss
+    const at::Tensor out = firstTensor(output);
+    if (!out.defined()) return fail("the model's output holds no tensor, so no loss can be computed");
+    at::Tensor lossValue;
+    std::string why;
+    if (!computeLoss(out, impl.targets[batchIndex], &lossValue, &why)) return fail(why);
+    r.loss = lossValue.item<double>();
+    r.lossFinite = std::isfinite(r.loss);
+    if (!impl.config.noGrad && lossValue.requires_grad() && !backward(lossValue, &r, &why)) return fail(why);
   }
-  at::Tensor lossValue;
-  try {
-    if ((loss == LossKind::CrossEntropy || loss == LossKind::Mse) && !target.defined()) {
-      // No targets in the data: make fixed random ones so the loss is still meaningful.
-      if (!impl.syntheticTarget.defined()) {
-        auto generator = at::make_generator<at::CPUGeneratorImpl>(impl.config.seed + 1);
-        if (loss == LossKind::CrossEntropy) {
-          if (out.dim() < 2) return fail("cross_entropy needs an output of shape [N, classes]");
-          impl.syntheticTarget =
-              at::randint(0, out.size(1), {out.size(0)}, generator, at::TensorOptions().dtype(at::kLong));
-        } else {
-          impl.syntheticTarget = at::randn(out.sizes(), generator, out.options().requires_grad(false));
-        }
-      }
-      target = impl.syntheticTarget;
-    }
-    const at::Tensor prediction = out.is_floating_point() ? out : out.to(at::kFloat);
-    switch (loss) {
-      case LossKind::CrossEntropy:
-        lossValue = at::cross_entropy_loss(prediction, target.to(at::kLong));
-        break;
-      case LossKind::Mse:
-        lossValue = at::mse_loss(prediction, target.to(prediction.scalar_type()));
-        break;
-      case LossKind::Sum: lossValue = prediction.sum(); break;
-      default: lossValue = prediction.mean(); break;
-    }
-  } catch (const std::exception& e) {
-    return fail(std::string("cannot compute the ") + lossKindName(loss) + " loss on output " +
-                describeTensors({out}) + ": " + summarizeTorchError(e));
-  }
-  r.loss = lossValue.item<double>();
-  r.lossFinite = std::isfinite(r.loss);
-
-  if (!impl.config.noGrad && lossValue.requires_grad()) {
-    start = Clock::now();
-    try {
-      lossValue.backward();
-    } catch (const std::exception& e) {
-      return fail("backward failed: " + summarizeTorchError(e));
-    }
-    r.backwardMs = msSince(start);
-    recorder.captureParameters();
-    if (impl.optimizer) {
-      start = Clock::now();
-      recorder.snapshotForUpdate();
-      impl.optimizer->step();
-      recorder.captureUpdates();
-      r.optimizerMs = msSince(start);
-    }
-  }
-  return endStep(/*scalars=*/true);
+  endStep(r, stepStart, /*scalars=*/!m_forwardOnly);
+  if (result) *result = r;
+  return true;
 }
 
 StepRunner::RunEnd StepRunner::run(std::int64_t steps,

@@ -7,12 +7,17 @@
 #include "common/StepResult.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+namespace at {
+class Tensor;
+}
 
 namespace hookscope {
 
@@ -64,6 +69,13 @@ public:
   std::shared_ptr<CaptureStore> store() const { return m_store; }
 
 private:
+  /// The loss of `out` against the batch's targets (or fixed random ones); false with why.
+  bool computeLoss(const at::Tensor& out, at::Tensor target, at::Tensor* lossValue, std::string* why);
+  /// Backward, the parameters' captures, and the optimizer's step with its updates' captures.
+  bool backward(at::Tensor& lossValue, StepResult* r, std::string* why);
+  /// Every way a step ends well: its captures all stored before it counts as done.
+  void endStep(StepResult& r, std::chrono::steady_clock::time_point stepStart, bool scalars);
+
   Model& m_model;
   std::shared_ptr<CaptureStore> m_store;
   std::unique_ptr<StepRunnerImpl> m_impl;

@@ -327,78 +327,148 @@ int takeRank(std::vector<std::string>& f, bool v1) {
 
 } // namespace
 
-bool readExport(const std::string& dir, ExportData* data, std::string* error) {
-  auto fail = [&](const std::string& message) {
-    if (error) *error = message;
-    return false;
-  };
+namespace {
+
+// What an export folder must be before any of it is read: a folder with a manifest, whose files
+// are plain files of a sane size. "" when it is, else what is wrong.
+std::string checkExportFolder(const std::string& dir) {
   const fs::path folder(dir);
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return fail(dir + " is not a folder: open a HookScope export folder.");
+  if (!fs::is_directory(folder, ec)) return dir + " is not a folder: open a HookScope export folder.";
   if (!fs::exists(fs::symlink_status(folder / "manifest.json", ec))) {
-    return fail(dir + " has no manifest.json, so it is not a HookScope export folder.");
+    return dir + " has no manifest.json, so it is not a HookScope export folder.";
   }
   // Only regular files are opened: a FIFO would block, a link could lead to /dev/zero.
   for (const auto& name : exportFileNames()) {
     const fs::path path = folder / name;
     if (!fs::exists(fs::symlink_status(path, ec))) continue;
     if (std::string problem = checkRegularFile(path.string(), name); !problem.empty()) {
-      return fail(dir + ": " + problem + ". The export is damaged; export it again from its source.");
+      return dir + ": " + problem + ". The export is damaged; export it again from its source.";
     }
   }
   if (fs::file_size(folder / "manifest.json", ec) > kManifestMaxBytes) {
-    return fail(dir + "/manifest.json is larger than any manifest HookScope writes (16 MiB): the export is damaged.");
+    return dir + "/manifest.json is larger than any manifest HookScope writes (16 MiB): the export is damaged.";
   }
+  return "";
+}
+
+// One row of stats.csv (its rank already taken out); false when it is not one.
+bool statsRow(std::vector<std::string>& f, bool precision, SeriesKey* key, SeriesPoint* p) {
+  const auto kind = parseCaptureKind(f[3]);
+  if (!kind) return false;
+  p->step = std::stoll(f[0]);
+  p->stats.shape = parseShape(f[5]);
+  p->stats.dtype = f[6];
+  p->stats.numel = std::stoll(f[7]);
+  p->stats.min = parseDouble(f[8]);
+  p->stats.max = parseDouble(f[9]);
+  p->stats.mean = parseDouble(f[10]);
+  p->stats.std = parseDouble(f[11]);
+  p->stats.l2norm = parseDouble(f[12]);
+  p->stats.zeroFraction = parseDouble(f[13]);
+  p->stats.nanCount = std::stoll(f[14]);
+  p->stats.infCount = std::stoll(f[15]);
+  if (precision && !f[16].empty()) {
+    p->stats.amax = parseDouble(f[16]);
+    p->stats.f16Overflow = std::stoll(f[17]);
+    p->stats.f16Underflow = std::stoll(f[18]);
+    p->stats.e4m3Underflow = std::stoll(f[19]);
+    p->stats.e5m2Underflow = std::stoll(f[20]);
+    const std::int64_t finite = p->stats.numel - p->stats.nanCount - p->stats.infCount;
+    for (const std::int64_t count : {p->stats.f16Overflow, p->stats.f16Underflow, p->stats.e4m3Underflow,
+                                     p->stats.e5m2Underflow}) {
+      if (count < 0 || count > finite) return false;
+    }
+  }
+  *key = SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4]), key->rank};
+  return true;
+}
+
+// stats.csv of any version into `series`; "" when it was read, else what is wrong.
+std::string readStatsCsv(const fs::path& folder, const std::string& dir,
+                         std::map<SeriesKey, std::vector<SeriesPoint>>* series) {
+  std::ifstream in(folder / "stats.csv");
+  if (!in) return dir + " has no stats.csv: the export is incomplete.";
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  const bool v1 = line == kStatsCsvHeaderV1;
+  const bool precision = line == kStatsCsvHeader;  // version 3
+  if (!v1 && !precision && line != kStatsCsvHeaderV2) return dir + "/stats.csv does not start with the expected header.";
+  const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
+    if (f.size() != (v1 ? 16u : precision ? 22u : 17u)) return false;
+    SeriesKey key;
+    key.rank = takeRank(f, v1);
+    SeriesPoint p;
+    if (key.rank < 0 || !statsRow(f, precision, &key, &p)) return false;
+    (*series)[key].push_back(std::move(p));
+    return true;
+  });
+  return problem.empty() ? "" : dir + "/stats.csv " + problem;
+}
+
+std::string readScalarsCsv(const fs::path& folder, const std::string& dir, CaptureStore* store) {
+  std::ifstream in(folder / "scalars.csv");
+  std::string line;
+  std::getline(in, line);
+  const bool v1 = line.rfind("step,name,value", 0) == 0;
+  while (std::getline(in, line)) {
+    auto f = splitCsvLine(line);
+    if (f.size() != (v1 ? 3u : 4u)) continue;
+    try {
+      const int rank = takeRank(f, v1);
+      store->addScalar(std::stoll(f[0]), f[1], parseDouble(f[2]), rank);
+    } catch (const std::exception&) {
+      return dir + "/scalars.csv has a bad line: " + line;
+    }
+  }
+  return "";
+}
+
+std::string readAlertsCsv(const fs::path& folder, const std::string& dir, std::vector<Alert>* alerts) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(folder / "alerts.csv", ec))) return "";
+  std::ifstream in(folder / "alerts.csv");
+  std::string line;
+  std::getline(in, line);
+  const bool v1 = line.rfind("step,module,", 0) == 0;
+  const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
+    if (f.size() != (v1 ? 8u : 9u)) return false;
+    const int rank = takeRank(f, v1);
+    const auto kind = parseCaptureKind(f[2]);
+    const auto rule = parseRuleName(f[3]);
+    if (!kind || !rule) return false;
+    Alert a;
+    a.rank = rank;
+    a.step = std::stoll(f[0]);
+    a.module = f[1];
+    a.kind = *kind;
+    a.rule = *rule;
+    a.value = parseDouble(f[4]);
+    a.message = f[5];
+    a.lastStep = std::stoll(f[6]);
+    a.count = std::stoll(f[7]);
+    alerts->push_back(std::move(a));
+    return true;
+  });
+  return problem.empty() ? "" : dir + "/alerts.csv " + problem;
+}
+
+} // namespace
+
+bool readExport(const std::string& dir, ExportData* data, std::string* error) {
+  auto fail = [&](const std::string& message) {
+    if (error) *error = message;
+    return false;
+  };
+  if (std::string problem = checkExportFolder(dir); !problem.empty()) return fail(problem);
+  const fs::path folder(dir);
+  std::error_code ec;
   ExportData result;
   if (!ExportManifest::fromJson(readText(folder / "manifest.json"), &result.manifest, error)) return false;
   result.store = std::make_shared<CaptureStore>(std::numeric_limits<std::size_t>::max());
   std::map<SeriesKey, std::vector<SeriesPoint>> series;
-  {
-    std::ifstream in(folder / "stats.csv");
-    if (!in) return fail(dir + " has no stats.csv: the export is incomplete.");
-    std::string line;
-    std::getline(in, line);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const bool v1 = line == kStatsCsvHeaderV1;
-    const bool precision = line == kStatsCsvHeader;  // version 3
-    if (!v1 && !precision && line != kStatsCsvHeaderV2) {
-      return fail(dir + "/stats.csv does not start with the expected header.");
-    }
-    const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
-      if (f.size() != (v1 ? 16u : precision ? 22u : 17u)) return false;
-      const int rank = takeRank(f, v1);
-      const auto kind = parseCaptureKind(f[3]);
-      if (!kind || rank < 0) return false;
-      SeriesPoint p;
-      p.step = std::stoll(f[0]);
-      p.stats.shape = parseShape(f[5]);
-      p.stats.dtype = f[6];
-      p.stats.numel = std::stoll(f[7]);
-      p.stats.min = parseDouble(f[8]);
-      p.stats.max = parseDouble(f[9]);
-      p.stats.mean = parseDouble(f[10]);
-      p.stats.std = parseDouble(f[11]);
-      p.stats.l2norm = parseDouble(f[12]);
-      p.stats.zeroFraction = parseDouble(f[13]);
-      p.stats.nanCount = std::stoll(f[14]);
-      p.stats.infCount = std::stoll(f[15]);
-      if (precision && !f[16].empty()) {
-        p.stats.amax = parseDouble(f[16]);
-        p.stats.f16Overflow = std::stoll(f[17]);
-        p.stats.f16Underflow = std::stoll(f[18]);
-        p.stats.e4m3Underflow = std::stoll(f[19]);
-        p.stats.e5m2Underflow = std::stoll(f[20]);
-        const std::int64_t finite = p.stats.numel - p.stats.nanCount - p.stats.infCount;
-        for (const std::int64_t count : {p.stats.f16Overflow, p.stats.f16Underflow, p.stats.e4m3Underflow,
-                                         p.stats.e5m2Underflow}) {
-          if (count < 0 || count > finite) return false;
-        }
-      }
-      series[SeriesKey{f[1], std::stoi(f[2]), *kind, std::stoi(f[4]), rank}].push_back(std::move(p));
-      return true;
-    });
-    if (!problem.empty()) return fail(dir + "/stats.csv " + problem);
-  }
+  if (std::string problem = readStatsCsv(folder, dir, &series); !problem.empty()) return fail(problem);
   if (fs::exists(fs::symlink_status(folder / "histograms.pt", ec))) {
     if (std::string problem = readHistograms((folder / "histograms.pt").string(), series); !problem.empty()) {
       return fail(dir + "/histograms.pt cannot be read: " + problem + ".");
@@ -407,48 +477,8 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   for (auto& [key, points] : series) {
     for (auto& p : points) result.store->add(p.step, key, std::move(p.stats));
   }
-  {
-    std::ifstream in(folder / "scalars.csv");
-    std::string line;
-    std::getline(in, line);
-    const bool v1 = line.rfind("step,name,value", 0) == 0;
-    while (std::getline(in, line)) {
-      auto f = splitCsvLine(line);
-      if (f.size() != (v1 ? 3u : 4u)) continue;
-      try {
-        const int rank = takeRank(f, v1);
-        result.store->addScalar(std::stoll(f[0]), f[1], parseDouble(f[2]), rank);
-      } catch (const std::exception&) {
-        return fail(dir + "/scalars.csv has a bad line: " + line);
-      }
-    }
-  }
-  if (fs::exists(fs::symlink_status(folder / "alerts.csv", ec))) {
-    std::ifstream in(folder / "alerts.csv");
-    std::string line;
-    std::getline(in, line);
-    const bool v1 = line.rfind("step,module,", 0) == 0;
-    const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
-      if (f.size() != (v1 ? 8u : 9u)) return false;
-      const int rank = takeRank(f, v1);
-      const auto kind = parseCaptureKind(f[2]);
-      const auto rule = parseRuleName(f[3]);
-      if (!kind || !rule) return false;
-      Alert a;
-      a.rank = rank;
-      a.step = std::stoll(f[0]);
-      a.module = f[1];
-      a.kind = *kind;
-      a.rule = *rule;
-      a.value = parseDouble(f[4]);
-      a.message = f[5];
-      a.lastStep = std::stoll(f[6]);
-      a.count = std::stoll(f[7]);
-      result.alerts.push_back(std::move(a));
-      return true;
-    });
-    if (!problem.empty()) return fail(dir + "/alerts.csv " + problem);
-  }
+  if (std::string problem = readScalarsCsv(folder, dir, result.store.get()); !problem.empty()) return fail(problem);
+  if (std::string problem = readAlertsCsv(folder, dir, &result.alerts); !problem.empty()) return fail(problem);
   result.hasTensors = fs::exists(folder / "tensors.pt", ec);
   *data = std::move(result);
   return true;

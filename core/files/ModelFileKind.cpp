@@ -135,6 +135,50 @@ bool pickleGlobals(const std::string& p, std::vector<std::string>* globals) {
   return false;  // no STOP
 }
 
+namespace {
+
+// A safetensors file: an 8-byte little-endian header length, then its JSON header.
+bool isSafeTensors(std::ifstream& in) {
+  char head[8] = {};
+  in.read(head, 8);
+  if (in.gcount() != 8 || (head[0] == 'P' && head[1] == 'K')) return false;
+  std::uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= std::uint64_t(std::uint8_t(head[i])) << (8 * i);
+  char first = 0;
+  in.get(first);
+  return in && first == '{' && length > 1 && length < (std::uint64_t(100) << 20);
+}
+
+// A torch.save pickle: a whole model when it names anything beyond weights, else a checkpoint.
+bool identifyPickle(zip_t* z, zip_int64_t pickle, std::uint64_t pickleSize, const std::string& path,
+                    ModelFileInfo* info, std::string* error) {
+  if (pickleSize > (std::uint64_t(256) << 20)) {
+    *error = path + ": its pickle claims " + std::to_string(pickleSize) + " bytes, more than a model's pickle holds";
+    return false;
+  }
+  std::string text(std::size_t(pickleSize), '\0');
+  std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z, zip_uint64_t(pickle), 0), zip_fclose);
+  if (!f || zip_fread(f.get(), text.data(), pickleSize) != zip_int64_t(pickleSize)) {
+    *error = "cannot read the pickle in " + path + " (a damaged archive?)";
+    return false;
+  }
+  std::vector<std::string> globals;
+  const bool walked = pickleGlobals(text, &globals);
+  bool runsCode = !walked;
+  for (const auto& g : globals) {
+    if (!weightsOnlyGlobal(g)) {
+      runsCode = true;
+      if (std::find(info->globals.begin(), info->globals.end(), g) == info->globals.end()) info->globals.push_back(g);
+    }
+  }
+  info->kind = runsCode ? ModelFileKind::WholeModel : ModelFileKind::Checkpoint;
+  info->description = runsCode ? path + " is a pickle of Python objects (torch.save(model)): opening it runs code"
+                               : path + " is a checkpoint: weights (a state_dict) without code or a graph";
+  return true;
+}
+
+} // namespace
+
 bool identifyModelFile(const std::string& path, ModelFileInfo* info, std::string* error) {
   *info = ModelFileInfo();
   std::ifstream in(path, std::ios::binary);
@@ -142,18 +186,10 @@ bool identifyModelFile(const std::string& path, ModelFileInfo* info, std::string
     *error = "cannot read " + path + " (" + std::strerror(errno) + ")";
     return false;
   }
-  char head[8] = {};
-  in.read(head, 8);
-  if (in.gcount() == 8 && !(head[0] == 'P' && head[1] == 'K')) {
-    std::uint64_t length = 0;
-    for (int i = 0; i < 8; ++i) length |= std::uint64_t(std::uint8_t(head[i])) << (8 * i);
-    char first = 0;
-    in.get(first);
-    if (in && first == '{' && length > 1 && length < (std::uint64_t(100) << 20)) {
-      info->kind = ModelFileKind::SafeTensors;
-      info->description = path + " is a safetensors file: weights without code or a graph";
-      return true;
-    }
+  if (isSafeTensors(in)) {
+    info->kind = ModelFileKind::SafeTensors;
+    info->description = path + " is a safetensors file: weights without code or a graph";
+    return true;
   }
   int code = 0;
   std::unique_ptr<zip_t, int (*)(zip_t*)> z(zip_open(path.c_str(), ZIP_RDONLY, &code), zip_close);
@@ -176,12 +212,10 @@ bool identifyModelFile(const std::string& path, ModelFileInfo* info, std::string
     if (info->kind == ModelFileKind::Unknown && (inner == "constants.pkl" || inner.rfind("code/", 0) == 0)) {
       info->kind = ModelFileKind::TorchScript;
     }
-    if (inner == "data.pkl") {
-      zip_stat_t st;
-      if (zip_stat_index(z.get(), zip_uint64_t(i), 0, &st) == 0) {
-        pickle = i;
-        pickleSize = st.size;
-      }
+    zip_stat_t st;
+    if (inner == "data.pkl" && zip_stat_index(z.get(), zip_uint64_t(i), 0, &st) == 0) {
+      pickle = i;
+      pickleSize = st.size;
     }
   }
   if (info->kind == ModelFileKind::TorchScript) {
@@ -197,29 +231,7 @@ bool identifyModelFile(const std::string& path, ModelFileInfo* info, std::string
                                "torch.jit.save, torch.export.save and torch.save";
     return true;
   }
-  if (pickleSize > (std::uint64_t(256) << 20)) {
-    *error = path + ": its pickle claims " + std::to_string(pickleSize) + " bytes, more than a model's pickle holds";
-    return false;
-  }
-  std::string text(std::size_t(pickleSize), '\0');
-  std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z.get(), zip_uint64_t(pickle), 0), zip_fclose);
-  if (!f || zip_fread(f.get(), text.data(), pickleSize) != zip_int64_t(pickleSize)) {
-    *error = "cannot read the pickle in " + path + " (a damaged archive?)";
-    return false;
-  }
-  std::vector<std::string> globals;
-  const bool walked = pickleGlobals(text, &globals);
-  bool runsCode = !walked;
-  for (const auto& g : globals) {
-    if (!weightsOnlyGlobal(g)) {
-      runsCode = true;
-      if (std::find(info->globals.begin(), info->globals.end(), g) == info->globals.end()) info->globals.push_back(g);
-    }
-  }
-  info->kind = runsCode ? ModelFileKind::WholeModel : ModelFileKind::Checkpoint;
-  info->description = runsCode ? path + " is a pickle of Python objects (torch.save(model)): opening it runs code"
-                           : path + " is a checkpoint: weights (a state_dict) without code or a graph";
-  return true;
+  return identifyPickle(z.get(), pickle, pickleSize, path, info, error);
 }
 
 } // namespace hookscope

@@ -41,6 +41,58 @@ void forEachPart(std::int64_t n, std::int64_t parts, Fn&& fn) {
   for (int c = 0; c < int(parts); ++c) part(c);
 }
 
+// The first pass's parts as one (in a fixed order, so the sums do not depend on the cores).
+kernels::Partial mergePartials(const std::vector<kernels::Partial>& partials) {
+  kernels::Partial total;
+  for (const auto& p : partials) {
+    total.min = std::min(total.min, p.min);
+    total.max = std::max(total.max, p.max);
+    total.shiftedSum += p.shiftedSum;
+    total.shiftedSumSq += p.shiftedSumSq;
+    total.sumSq += p.sumSq;
+    total.finite += p.finite;
+    total.zeros += p.zeros;
+    total.nans += p.nans;
+    total.infs += p.infs;
+  }
+  return total;
+}
+
+// The second pass: the histogram between s's edges and the low-precision counts, read in slices
+// that stay in the cache.
+template <typename T>
+void histogramPass(const T* data, std::int64_t n, std::int64_t parts, bool allFinite, TensorStats& s) {
+  const auto bins = std::int64_t(s.histogram.size());
+  // A tiny float range whose scale overflows float32, or a float64 span past its range, is
+  // binned by the wide plan: never a NaN or out-of-range position (docs/export-format.md).
+  const kernels::BinPlan plan = kernels::binPlan(s.histLow, s.histHigh, bins, std::is_same_v<T, float>);
+  const T e4m3Below = kernels::flushBelow<T>(s.amax, kernels::kE4M3);
+  const T e5m2Below = kernels::flushBelow<T>(s.amax, kernels::kE5M2);
+  std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
+  std::vector<kernels::PrecisionCounts> precision{std::size_t(parts)};
+  forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
+    std::int64_t* partCounts = counts[std::size_t(c)].data();
+    for (std::int64_t first = b; first < e; first += kSlice) {
+      const std::int64_t last = std::min(e, first + kSlice);
+      if (plan.own) {
+        kernels::histogramValues(data, first, last, s.histLow, plan.scale, bins, allFinite, partCounts);
+      } else {
+        kernels::histogramWide(data, first, last, s.histLow, plan.scale, plan.k, bins, partCounts);
+      }
+      kernels::countPrecision(data, first, last, e4m3Below, e5m2Below, precision[std::size_t(c)]);
+    }
+  });
+  for (const auto& part : counts) {
+    for (std::int64_t i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];
+  }
+  for (const auto& part : precision) {
+    s.f16Overflow += part.f16Overflow;
+    s.f16Underflow += part.f16Underflow;
+    s.e4m3Underflow += part.e4m3Underflow;
+    s.e5m2Underflow += part.e5m2Underflow;
+  }
+}
+
 } // namespace
 
 template <typename T>
@@ -58,18 +110,7 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
   forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
     kernels::scanValues(data, b, e, shift, partials[std::size_t(c)]);
   });
-  kernels::Partial total;
-  for (const auto& p : partials) {
-    total.min = std::min(total.min, p.min);
-    total.max = std::max(total.max, p.max);
-    total.shiftedSum += p.shiftedSum;
-    total.shiftedSumSq += p.shiftedSumSq;
-    total.sumSq += p.sumSq;
-    total.finite += p.finite;
-    total.zeros += p.zeros;
-    total.nans += p.nans;
-    total.infs += p.infs;
-  }
+  const kernels::Partial total = mergePartials(partials);
   s.nanCount = total.nans;
   s.infCount = total.infs;
   s.zeroFraction = n ? double(total.zeros) / double(n) : 0.0;
@@ -104,37 +145,8 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
     s.histLow -= pad;
     s.histHigh += pad;
   }
-  // A tiny float range whose scale overflows float32, or a float64 span past its range, is
-  // binned by the wide plan: never a NaN or out-of-range position (docs/export-format.md).
-  const kernels::BinPlan plan = kernels::binPlan(s.histLow, s.histHigh, bins, std::is_same_v<T, float>);
-  const bool allFinite = total.finite == n;
-  const T e4m3Below = kernels::flushBelow<T>(s.amax, kernels::kE4M3);
-  const T e5m2Below = kernels::flushBelow<T>(s.amax, kernels::kE5M2);
-  std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
-  std::vector<kernels::PrecisionCounts> precision{std::size_t(parts)};
-  forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
-    std::int64_t* partCounts = counts[std::size_t(c)].data();
-    for (std::int64_t first = b; first < e; first += kSlice) {
-      const std::int64_t last = std::min(e, first + kSlice);
-      if (plan.own) {
-        kernels::histogramValues(data, first, last, s.histLow, plan.scale, bins, allFinite, partCounts);
-      } else {
-        kernels::histogramWide(data, first, last, s.histLow, plan.scale, plan.k, bins, partCounts);
-      }
-      kernels::countPrecision(data, first, last, e4m3Below, e5m2Below, precision[std::size_t(c)]);
-    }
-  });
-  for (const auto& part : counts) {
-    for (int i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];
-  }
-  for (const auto& part : precision) {
-    s.f16Overflow += part.f16Overflow;
-    s.f16Underflow += part.f16Underflow;
-    s.e4m3Underflow += part.e4m3Underflow;
-    s.e5m2Underflow += part.e5m2Underflow;
-  }
+  histogramPass(data, n, parts, total.finite == n, s);
 }
-
 
 template void computeRawStats<float>(const float*, std::int64_t, int, StatsCores, TensorStats&);
 template void computeRawStats<double>(const double*, std::int64_t, int, StatsCores, TensorStats&);

@@ -132,19 +132,30 @@ bool setRuleThreshold(RuleSettings& s, RuleKind rule, double value, std::string*
 
 RuleEvaluator::RuleEvaluator(RuleSettings settings) : m_settings(settings) {}
 
-std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
+namespace {
+
+// One step's check: the rules on what the step captured, each firing kept in `fired`.
+class StepCheck {
+public:
+  StepCheck(const RuleSettings& settings, int rank, const std::map<std::string, std::string>& types,
+            const CaptureStore& store, std::int64_t step)
+      : m_settings(settings), m_rank(rank), m_types(types), m_store(store), m_step(step) {}
+
   std::vector<Alert> fired;
-  auto fire = [&](const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
-    Alert alert{step, module, kind, rule, value, std::move(message)};
+
+  bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }
+  /// The series' point at this step, if it has one.
+  bool at(const SeriesKey& key, SeriesPoint* point) const {
+    return m_store.pointAt(key, m_step, point) && point->step == m_step;
+  }
+  void fire(const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
+    Alert alert{m_step, module, kind, rule, value, std::move(message)};
     alert.rank = m_rank;
     fired.push_back(std::move(alert));
-  };
-  auto at = [&](const SeriesKey& key, SeriesPoint* point) {
-    return store.pointAt(key, step, point) && point->step == step;
-  };
+  }
 
   // non_finite: the first place it appears, not everywhere it spread to.
-  if (on(RuleKind::NonFinite)) {
+  void nonFinite(const StepOrder& order) {
     for (const auto* sequence : {&order.forward, &order.backward}) {
       for (const auto& key : *sequence) {
         SeriesPoint p;
@@ -156,77 +167,77 @@ std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64
         }
       }
     }
-    const auto loss = store.scalars("loss", m_rank);
-    if (!loss.empty() && loss.back().step == step && !std::isfinite(loss.back().value)) {
+    const auto loss = m_store.scalars("loss", m_rank);
+    if (!loss.empty() && loss.back().step == m_step && !std::isfinite(loss.back().value)) {
       fire("", CaptureKind::Activation, RuleKind::NonFinite, loss.back().value, "the loss is " + number(loss.back().value));
     }
   }
 
-  for (const auto& key : store.seriesKeys()) {
-    SeriesPoint p;
-    if (key.rank != m_rank || !at(key, &p)) continue;
-    const TensorStats& s = p.stats;
-    if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) {
-      if (on(RuleKind::ExplodingGradient)) {
-        std::vector<double> history;
-        // Only the window's steps: reading the whole history at every step made a run's rules
-        // quadratic in its steps (the recorder of a long job spent its time here).
-        for (const auto& h : store.values(key, &TensorStats::l2norm, step - m_settings.explodingWindow)) {
-          if (h.step < step && h.step >= step - m_settings.explodingWindow && std::isfinite(h.value)) history.push_back(h.value);
-        }
-        double median = 0;
-        if (history.size() >= 5) {
-          std::nth_element(history.begin(), history.begin() + long(history.size() / 2), history.end());
-          median = history[history.size() / 2];
-        }
-        if (s.l2norm > m_settings.explodingNorm) {
-          fire(key.module, key.kind, RuleKind::ExplodingGradient, s.l2norm,
-               "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", above " + number(m_settings.explodingNorm));
-        } else if (median > 0 && s.l2norm > m_settings.explodingFactor * median) {
-          fire(key.module, key.kind, RuleKind::ExplodingGradient, s.l2norm,
-               "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", " + number(s.l2norm / median) +
-                   " times its median of the last steps");
-        }
-      }
-      if (on(RuleKind::VanishingGradient) && s.numel > 0 && s.l2norm < m_settings.vanishingNorm) {
-        fire(key.module, key.kind, RuleKind::VanishingGradient, s.l2norm,
-             "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", below " + number(m_settings.vanishingNorm));
-      }
+  void gradient(const SeriesKey& key, const TensorStats& s) {
+    if (on(RuleKind::ExplodingGradient)) exploding(key, s);
+    if (on(RuleKind::VanishingGradient) && s.numel > 0 && s.l2norm < m_settings.vanishingNorm) {
+      fire(key.module, key.kind, RuleKind::VanishingGradient, s.l2norm,
+           "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", below " + number(m_settings.vanishingNorm));
     }
-    if (key.kind == CaptureKind::Activation) {
-      if (on(RuleKind::DeadUnits) && s.numel > 0 && s.zeroFraction > m_settings.deadFraction) {
-        fire(key.module, key.kind, RuleKind::DeadUnits, s.zeroFraction,
-             number(100 * s.zeroFraction) + "% of the outputs of " + label(key.module) + " are exactly zero");
-      }
-      const auto type = m_types.find(key.module);
-      if (on(RuleKind::Saturation) && type != m_types.end()) {
-        double low = 0, high = 0;
-        if (type->second == "Sigmoid") {
-          high = 1;
-        } else if (type->second == "Tanh" || type->second == "Hardtanh") {
-          low = -1;
-          high = 1;
-        }
-        if (high > low) {
-          const double fraction = nearBoundsFraction(s, low, high, m_settings.saturationEpsilon);
-          if (fraction > m_settings.saturationFraction) {
-            fire(key.module, key.kind, RuleKind::Saturation, fraction,
-                 number(100 * fraction) + "% of the outputs of " + label(key.module) + " (" + type->second + ") sit at its bounds");
-          }
-        }
-      }
+  }
+
+  void exploding(const SeriesKey& key, const TensorStats& s) {
+    std::vector<double> history;
+    // Only the window's steps: reading the whole history at every step made a run's rules
+    // quadratic in its steps (the recorder of a long job spent its time here).
+    const int window = m_settings.explodingWindow;
+    for (const auto& h : m_store.values(key, &TensorStats::l2norm, m_step - window)) {
+      if (h.step < m_step && h.step >= m_step - window && std::isfinite(h.value)) history.push_back(h.value);
     }
-    if (key.kind == CaptureKind::Update && on(RuleKind::UpdateRatio) && std::isfinite(s.l2norm) &&
+    double median = 0;
+    if (history.size() >= 5) {
+      std::nth_element(history.begin(), history.begin() + long(history.size() / 2), history.end());
+      median = history[history.size() / 2];
+    }
+    if (s.l2norm > m_settings.explodingNorm) {
+      fire(key.module, key.kind, RuleKind::ExplodingGradient, s.l2norm,
+           "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", above " + number(m_settings.explodingNorm));
+    } else if (median > 0 && s.l2norm > m_settings.explodingFactor * median) {
+      fire(key.module, key.kind, RuleKind::ExplodingGradient, s.l2norm,
+           "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", " + number(s.l2norm / median) +
+               " times its median of the last steps");
+    }
+  }
+
+  void activation(const SeriesKey& key, const TensorStats& s) {
+    if (on(RuleKind::DeadUnits) && s.numel > 0 && s.zeroFraction > m_settings.deadFraction) {
+      fire(key.module, key.kind, RuleKind::DeadUnits, s.zeroFraction,
+           number(100 * s.zeroFraction) + "% of the outputs of " + label(key.module) + " are exactly zero");
+    }
+    const auto type = m_types.find(key.module);
+    if (!on(RuleKind::Saturation) || type == m_types.end()) return;
+    double low = 0, high = 0;
+    if (type->second == "Sigmoid") {
+      high = 1;
+    } else if (type->second == "Tanh" || type->second == "Hardtanh") {
+      low = -1;
+      high = 1;
+    }
+    if (high <= low) return;
+    const double fraction = nearBoundsFraction(s, low, high, m_settings.saturationEpsilon);
+    if (fraction > m_settings.saturationFraction) {
+      fire(key.module, key.kind, RuleKind::Saturation, fraction,
+           number(100 * fraction) + "% of the outputs of " + label(key.module) + " (" + type->second + ") sit at its bounds");
+    }
+  }
+
+  void update(const SeriesKey& key, const TensorStats& s) {
+    if (on(RuleKind::UpdateRatio) && std::isfinite(s.l2norm) &&
         (s.l2norm < m_settings.updateRatioLow || s.l2norm > m_settings.updateRatioHigh)) {
       fire(key.module, key.kind, RuleKind::UpdateRatio, s.l2norm,
-           "update of " + key.module + " is " + number(s.l2norm) + " of its norm, outside [" + number(m_settings.updateRatioLow) +
-               ", " + number(m_settings.updateRatioHigh) + "]");
+           "update of " + key.module + " is " + number(s.l2norm) + " of its norm, outside [" +
+               number(m_settings.updateRatioLow) + ", " + number(m_settings.updateRatioHigh) + "]");
     }
   }
 
   // fp16_overflow and fp8_underflow: in forward order, then backward order (as non_finite, the
   // first alert is the first place it shows), then the series no order lists (inputs, parameters).
-  if (on(RuleKind::Fp16Overflow) || on(RuleKind::Fp8Underflow)) {
+  void precision(const StepOrder& order) {
     std::set<SeriesKey> ordered;
     std::vector<SeriesKey> keys;
     for (const auto* sequence : {&order.forward, &order.backward}) {
@@ -234,54 +245,76 @@ std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64
         if (ordered.insert(key).second) keys.push_back(key);
       }
     }
-    for (const auto& key : store.seriesKeys()) {
+    for (const auto& key : m_store.seriesKeys()) {
       if (key.rank == m_rank && !ordered.count(key)) keys.push_back(key);
     }
     for (const auto& key : keys) {
       SeriesPoint p;
       if (key.kind != CaptureKind::Update && at(key, &p) && p.stats.hasPrecision() && p.stats.numel > 0) {
-        checkPrecision(key, p.stats, fire);
+        precisionOf(key, p.stats);
       }
     }
   }
 
-  if (on(RuleKind::LossPlateau)) {
-    const auto loss = store.scalars("loss", m_rank);
+  void precisionOf(const SeriesKey& key, const TensorStats& s) {
+    const std::string what = std::string("the ") + captureKindName(key.kind) + " of " + label(key.module);
+    const double numel = double(s.numel);
+    if (on(RuleKind::Fp16Overflow) && s.f16Overflow > 0 && double(s.f16Overflow) / numel > m_settings.fp16Overflow) {
+      fire(key.module, key.kind, RuleKind::Fp16Overflow, double(s.f16Overflow) / numel,
+           std::to_string(s.f16Overflow) + " values (" + number(100 * double(s.f16Overflow) / numel) + "%) of " + what +
+               " overflow float16 (|v| > 65504; the largest is " + number(s.amax) + ")");
+    }
+    // The hybrid recipe of fp8 training: E4M3 forward, E5M2 (more range, less precision) for gradients.
+    const bool backward = key.kind == CaptureKind::Gradient || key.kind == CaptureKind::ParamGrad;
+    const std::int64_t flushed = backward ? s.e5m2Underflow : s.e4m3Underflow;
+    if (on(RuleKind::Fp8Underflow) && flushed > 0 && double(flushed) / numel > m_settings.fp8Underflow) {
+      fire(key.module, key.kind, RuleKind::Fp8Underflow, double(flushed) / numel,
+           number(100 * double(flushed) / numel) + "% of " + what + " would flush to zero in fp8 " +
+               (backward ? "E5M2" : "E4M3") + " with per-tensor scaling (amax " + number(s.amax) + ")");
+    }
+  }
+
+  void lossPlateau() {
+    const auto loss = m_store.scalars("loss", m_rank);
     const int window = m_settings.plateauWindow;
-    if (int(loss.size()) > 2 * window && loss.back().step == step) {
-      double before = INFINITY, recent = INFINITY;
-      const std::size_t n = loss.size();
-      for (std::size_t i = n - 2 * std::size_t(window); i < n - std::size_t(window); ++i) before = std::min(before, loss[i].value);
-      for (std::size_t i = n - std::size_t(window); i < n; ++i) recent = std::min(recent, loss[i].value);
-      if (std::isfinite(before) && std::isfinite(recent) &&
-          recent > before - m_settings.plateauMinDecrease * std::max(std::fabs(before), 1e-12)) {
-        fire("", CaptureKind::Activation, RuleKind::LossPlateau, recent,
-             "the loss has not decreased in " + std::to_string(window) + " steps (best " + number(recent) +
-                 " against " + number(before) + " before)");
-      }
+    if (int(loss.size()) <= 2 * window || loss.back().step != m_step) return;
+    double before = INFINITY, recent = INFINITY;
+    const std::size_t n = loss.size();
+    for (std::size_t i = n - 2 * std::size_t(window); i < n - std::size_t(window); ++i) before = std::min(before, loss[i].value);
+    for (std::size_t i = n - std::size_t(window); i < n; ++i) recent = std::min(recent, loss[i].value);
+    if (std::isfinite(before) && std::isfinite(recent) &&
+        recent > before - m_settings.plateauMinDecrease * std::max(std::fabs(before), 1e-12)) {
+      fire("", CaptureKind::Activation, RuleKind::LossPlateau, recent,
+           "the loss has not decreased in " + std::to_string(window) + " steps (best " + number(recent) + " against " +
+               number(before) + " before)");
     }
   }
-  add(fired);
-  return fired;
-}
 
-template <typename Fire>
-void RuleEvaluator::checkPrecision(const SeriesKey& key, const TensorStats& s, Fire&& fire) const {
-  const std::string what = std::string("the ") + captureKindName(key.kind) + " of " + label(key.module);
-  const double numel = double(s.numel);
-  if (on(RuleKind::Fp16Overflow) && s.f16Overflow > 0 && double(s.f16Overflow) / numel > m_settings.fp16Overflow) {
-    fire(key.module, key.kind, RuleKind::Fp16Overflow, double(s.f16Overflow) / numel,
-         std::to_string(s.f16Overflow) + " values (" + number(100 * double(s.f16Overflow) / numel) + "%) of " + what +
-             " overflow float16 (|v| > 65504; the largest is " + number(s.amax) + ")");
+private:
+  const RuleSettings& m_settings;
+  const int m_rank;
+  const std::map<std::string, std::string>& m_types;
+  const CaptureStore& m_store;
+  const std::int64_t m_step;
+};
+
+} // namespace
+
+std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
+  StepCheck check(m_settings, m_rank, m_types, store, step);
+  if (on(RuleKind::NonFinite)) check.nonFinite(order);
+  for (const auto& key : store.seriesKeys()) {
+    SeriesPoint p;
+    if (key.rank != m_rank || !check.at(key, &p)) continue;
+    const TensorStats& s = p.stats;
+    if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) check.gradient(key, s);
+    if (key.kind == CaptureKind::Activation) check.activation(key, s);
+    if (key.kind == CaptureKind::Update) check.update(key, s);
   }
-  // The hybrid recipe of fp8 training: E4M3 forward, E5M2 (more range, less precision) for gradients.
-  const bool backward = key.kind == CaptureKind::Gradient || key.kind == CaptureKind::ParamGrad;
-  const std::int64_t flushed = backward ? s.e5m2Underflow : s.e4m3Underflow;
-  if (on(RuleKind::Fp8Underflow) && flushed > 0 && double(flushed) / numel > m_settings.fp8Underflow) {
-    fire(key.module, key.kind, RuleKind::Fp8Underflow, double(flushed) / numel,
-         number(100 * double(flushed) / numel) + "% of " + what + " would flush to zero in fp8 " +
-             (backward ? "E5M2" : "E4M3") + " with per-tensor scaling (amax " + number(s.amax) + ")");
-  }
+  if (on(RuleKind::Fp16Overflow) || on(RuleKind::Fp8Underflow)) check.precision(order);
+  if (on(RuleKind::LossPlateau)) check.lossPlateau();
+  add(check.fired);
+  return check.fired;
 }
 
 void RuleEvaluator::add(const std::vector<Alert>& fired) {

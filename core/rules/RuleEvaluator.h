@@ -93,9 +93,6 @@ public:
 
 private:
   bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }
-  /// fp16_overflow and fp8_underflow on one capture.
-  template <typename Fire>
-  void checkPrecision(const SeriesKey& key, const TensorStats& s, Fire&& fire) const;
 
   RuleSettings m_settings;
   int m_rank = 0;

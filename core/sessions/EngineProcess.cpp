@@ -56,33 +56,8 @@ std::string signalName(int signo) {
 
 } // namespace
 
-std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
-                                                    const std::function<bool()>& cancelled, int timeoutMs,
-                                                    std::string* error, bool* needsTrust) {
-  if (needsTrust) *needsTrust = false;
-  // An engine that ended before its hello: why, and whether it only asks for trust.
-  auto ended = [&](EngineProcess& e) {
-    e.awaitErrors(2000);  // all it wrote before it ended, not what the reader had taken in so far
-    if (needsTrust && e.exitCode() == kEngineNeedsTrust) {
-      *needsTrust = true;
-      *error = e.findings();
-      return;
-    }
-    *error = e.couldNotOpen(options.model);
-  };
-  const std::string folder = privateSocketFolder(error);
-  if (folder.empty()) return nullptr;
-  struct RemoveFolder {
-    std::string path;
-    ~RemoveFolder() {
-      std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);
-    }
-  } removeFolder{folder};
-  const std::string address = "unix:" + folder + "/engine.sock";
-  auto listener = AttachListener::open(address, error);
-  if (!listener) return nullptr;
-
+std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& options, const std::string& address,
+                                                     std::string* error) {
   std::vector<std::string> args = {options.program, "serve", options.model, "--address", address};
   if (options.trust) args.push_back("--trust");
   if (!options.confine) args.push_back("--no-confine");
@@ -118,19 +93,93 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   }
   ::close(errPipe[1]);
   engine->m_echo = options.echoErrors;
-  {
-    std::error_code ec;
-    const auto folder = std::filesystem::temp_directory_path(ec);
-    engine->m_logPath = (ec ? std::filesystem::path("/tmp") : folder) / ("hookscope-engine-" + std::to_string(engine->m_pid) + ".log");
-  }
+  std::error_code ec;
+  const auto temp = std::filesystem::temp_directory_path(ec);
+  engine->m_logPath = (ec ? std::filesystem::path("/tmp") : temp) / ("hookscope-engine-" + std::to_string(engine->m_pid) + ".log");
   engine->m_errFd = errPipe[0];
   engine->m_errThread = std::thread([raw = engine.get()] { raw->drainErrors(); });
+  return engine;
+}
 
+EngineProcess::Connection EngineProcess::awaitConnection(AttachListener& listener, const std::string& folder,
+                                                         const std::function<bool()>& cancelled, int timeoutMs) {
   const auto started = std::chrono::steady_clock::now();
   auto timeLeft = [&]() -> int {
     if (timeoutMs < 0) return 200;
     const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     return int(std::max<std::int64_t>(0, timeoutMs - spent.count()));
+  };
+  // The engine connects at once, then loads the model (which may take long, or never end),
+  // then says hello.
+  Connection c;
+  auto fail = [&](bool ended, std::string why) {
+    if (c.fd >= 0) ::close(c.fd);
+    c.fd = -1;
+    c.ended = ended;
+    c.why = std::move(why);
+    return c;
+  };
+  while (true) {
+    if (cancelled && cancelled()) return fail(false, "Opening the model was cancelled.");
+    if (wait(0)) {
+      wait(-1);
+      return fail(true, std::string());
+    }
+    const int left = timeLeft();
+    if (left == 0) {
+      return fail(false, "The model did not open within " + std::to_string(timeoutMs / 1000) +
+                             " s, so HookScope stopped the engine: its loading code may never end (a __setstate__ "
+                             "that loops). If the model is just large, raise the time limit (in the window Run > Step "
+                             "time limit, for hookscope-cli capture --step-timeout).");
+    }
+    if (c.fd < 0) {
+      c.fd = listener.accept(std::min(left, 200));
+      if (c.fd >= 0 && !peerIsSameUser(c.fd)) {
+        ::close(c.fd);
+        c.fd = -1;
+      }
+      if (c.fd >= 0) {
+        // Both ends are connected: the socket's name is no longer needed, so a viewer killed
+        // while its engine loads a model (which may take long) leaves no folder behind.
+        std::error_code ignored;
+        std::filesystem::remove_all(folder, ignored);
+      }
+      continue;
+    }
+    pollfd p{c.fd, POLLIN, 0};
+    if (::poll(&p, 1, std::min(left, 200)) > 0) return c;  // the hello (or the engine hung up)
+  }
+}
+
+std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
+                                                    const std::function<bool()>& cancelled, int timeoutMs,
+                                                    std::string* error, bool* needsTrust) {
+  if (needsTrust) *needsTrust = false;
+  const std::string folder = privateSocketFolder(error);
+  if (folder.empty()) return nullptr;
+  struct RemoveFolder {
+    std::string path;
+    ~RemoveFolder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } removeFolder{folder};
+  const std::string address = "unix:" + folder + "/engine.sock";
+  auto listener = AttachListener::open(address, error);
+  if (!listener) return nullptr;
+  auto engine = launch(options, address, error);
+  if (!engine) return nullptr;
+
+  // An engine that ended before its hello: why, and whether it only asks for trust.
+  auto ended = [&]() -> std::unique_ptr<EngineProcess> {
+    engine->awaitErrors(2000);  // all it wrote before it ended, not what the reader had taken in so far
+    if (needsTrust && engine->exitCode() == kEngineNeedsTrust) {
+      *needsTrust = true;
+      *error = engine->findings();
+    } else {
+      *error = engine->couldNotOpen(options.model);
+    }
+    return nullptr;
   };
   auto giveUp = [&](const std::string& why) -> std::unique_ptr<EngineProcess> {
     engine->kill();
@@ -140,50 +189,13 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
     if (!printed.empty()) *error += "\nThe engine said:\n" + printed;
     return nullptr;
   };
-  // The engine connects at once, then loads the model (which may take long, or never end),
-  // then says hello.
-  int fd = -1;
-  while (true) {
-    if (cancelled && cancelled()) return giveUp("Opening the model was cancelled.");
-    if (engine->wait(0)) {
-      engine->wait(-1);
-      ended(*engine);
-      if (fd >= 0) ::close(fd);
-      return nullptr;
-    }
-    const int left = timeLeft();
-    if (left == 0) {
-      if (fd >= 0) ::close(fd);
-      return giveUp("The model did not open within " + std::to_string(timeoutMs / 1000) +
-                    " s, so HookScope stopped the engine: its loading code may never end (a __setstate__ "
-                    "that loops). If the model is just large, raise the time limit (in the window Run > Step time "
-                    "limit, for hookscope-cli capture --step-timeout).");
-    }
-    if (fd < 0) {
-      fd = listener->accept(std::min(left, 200));
-      if (fd >= 0 && !peerIsSameUser(fd)) {
-        ::close(fd);
-        fd = -1;
-      }
-      if (fd >= 0) {
-        // Both ends are connected: the socket's name is no longer needed, so a viewer killed
-        // while its engine loads a model (which may take long) leaves no folder behind.
-        std::error_code ignored;
-        std::filesystem::remove_all(folder, ignored);
-      }
-      continue;
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, std::min(left, 200)) > 0) break;  // the hello (or the engine hung up)
-  }
+  const Connection connection = engine->awaitConnection(*listener, folder, cancelled, timeoutMs);
+  if (connection.fd < 0) return connection.ended ? ended() : giveUp(connection.why);
   std::string message;
-  auto session = AttachSession::accept(fd, "", true, std::move(store), &message, 10000);
+  auto session = AttachSession::accept(connection.fd, "", true, std::move(store), &message, 10000);
   if (!session) {
     // Most often the engine ended before its hello: it could not load the model, and said why.
-    if (engine->wait(2000)) {
-      ended(*engine);
-      return nullptr;
-    }
+    if (engine->wait(2000)) return ended();
     return giveUp("The engine's hello was refused: " + message);
   }
   if (!session->engine()) return giveUp("The program at " + options.program + " is not a HookScope engine.");

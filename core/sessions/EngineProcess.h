@@ -18,6 +18,8 @@
 
 namespace hookscope {
 
+class AttachListener;
+
 /// The line of a process's error output that says what went wrong: a sanitizer's "ERROR:", an
 /// uncaught exception's what(), HookScope's own "hookscope-cli:" line, else the first line that
 /// is not part of a stack trace or a banner.
@@ -87,7 +89,21 @@ public:
   std::string failureText() const;
 
 private:
+  /// The engine's connection, its hello ready to read; or why there is none: the engine ended
+  /// (`ended`) or was given up on (`why`).
+  struct Connection {
+    int fd = -1;
+    bool ended = false;
+    std::string why;
+  };
+
   EngineProcess() = default;
+  /// Starts `hookscope-cli serve` in a process of its own, its standard error read by a thread.
+  static std::unique_ptr<EngineProcess> launch(const EngineOptions& options, const std::string& address,
+                                               std::string* error);
+  /// Waits for the engine to connect to `listener` and say hello, within `timeoutMs` (-1: no limit).
+  Connection awaitConnection(AttachListener& listener, const std::string& folder,
+                             const std::function<bool()>& cancelled, int timeoutMs);
   void drainErrors();
 
   pid_t m_pid = -1;
