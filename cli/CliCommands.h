@@ -1,9 +1,18 @@
 #pragma once
+// hookscope-cli's subcommands: each is declared (its options and help) next to what runs it, in
+// its own file (InspectCommand.cpp, CaptureCommand.cpp, RecordCommand.cpp, ...); main.cpp adds
+// them all and runs the one chosen.
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+class Validator;
+}
 
 namespace hookscope::cli {
 
@@ -106,6 +115,28 @@ struct PythonEngineOptions {
   bool trust = false;
   bool confine = true;
 };
+/// What several subcommands take: operator libraries, and the Python that runs .pt2 and pickles.
+struct SharedOptions {
+  std::vector<std::string> libraries;  ///< --load-library
+  PythonEngineOptions python;          ///< --python, --python-path
+};
+
+/// One subcommand, declared on the command line; `run` runs it once it is chosen.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// Each declares its subcommand on `app`; the options shared with others go to `shared`.
+Command addInspectCommand(CLI::App& app, SharedOptions& shared);
+Command addCaptureCommand(CLI::App& app, SharedOptions& shared);
+Command addRecordCommand(CLI::App& app);
+Command addServeCommand(CLI::App& app, SharedOptions& shared);
+Command addTensorBoardCommand(CLI::App& app);
+Command addReportCommand(CLI::App& app);
+Command addCheckpointCommand(CLI::App& app, SharedOptions& shared);
+Command addShowCommand(CLI::App& app);
+
 /// serve and inspect: a TorchScript file goes to hookscope-engine (execEngine), a .pt2 or a
 /// whole-model pickle to `python -m hookscope.engine`; any other file ends with what it is.
 /// Returns only on failure, with the exit code of the message it printed.
@@ -121,8 +152,6 @@ std::string defaultPython();
 /// PYTHONPATH with the hookscope package's folder first.
 std::string packagePythonPath();
 
-/// Loads operator libraries given with --load-library; false after reporting the first failure.
-bool loadLibraries(const std::vector<std::string>& paths);
 
 /// This program's own path (/proc/self/exe); empty when it cannot be read.
 std::filesystem::path programPath();
@@ -138,23 +167,15 @@ void keepCommandLine(int argc, char** argv);
 /// same arguments. Returns only when that cannot start, with the exit code of the message.
 int execEngine();
 
-int runInspect(const InspectOptions& options);
-int runCapture(const CaptureOptions& options);
-int runShow(const std::string& dir);
-/// Waits for one training script, hooks it and writes its export when it leaves.
-int runRecord(const RecordOptions& options);
-
-/// Writes an export's histograms and scalars as TensorBoard event files, through the
-/// hookscope package's writer (python -m hookscope.tensorboard_export) in the chosen Python.
-int runExportTensorBoard(const TensorBoardOptions& options);
-/// Writes a self-contained HTML report of an export, drawn by hookscope-report (the window's plot
-/// code, offscreen) beside this program.
-int runReport(const ReportOptions& options);
-
-/// Runs a model file for a HookScope window: connects to it, confines itself, loads the model,
-/// and steps it as the window says (core/engine/ModelServer.h).
-int runServe(const ServeOptions& options, const std::vector<std::string>& libraries);
 /// fnmatch-style glob on a module path; "*" also matches the root's empty path.
 bool matchesPattern(const std::string& pattern, const std::string& path);
+/// Checks input specs up front, so that a typo is a usage error, not a failed run.
+bool validateSpecs(const std::vector<std::string>& specs, std::string* message);
+/// The help text of --load-library, --python and --python-path, shared by the commands that take them.
+extern const char* const kLibraryHelp;
+extern const char* const kPythonHelp;
+extern const char* const kPythonPathHelp;
+/// Checks a folder name: `--out ""` is a usage error (exit 2), not a folder that cannot be written (5).
+const CLI::Validator& nonEmptyFolder();
 
 } // namespace hookscope::cli

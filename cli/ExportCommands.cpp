@@ -8,6 +8,7 @@
 #include "cli/CliSupport.h"
 #include "files/ExportFolder.h"
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -110,8 +111,8 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
   return lines;
 }
 
-}  // namespace
-
+/// Writes an export's histograms and scalars as TensorBoard event files, through the
+/// hookscope package's writer (python -m hookscope.tensorboard_export) in the chosen Python.
 int runExportTensorBoard(const TensorBoardOptions& options) {
   ExportData data;
   std::string message;
@@ -173,6 +174,8 @@ int runExportTensorBoard(const TensorBoardOptions& options) {
                             " while writing " + options.logdir + "; nothing was written there");
 }
 
+/// Writes a self-contained HTML report of an export, drawn by hookscope-report (the window's plot
+/// code, offscreen) beside this program.
 int runReport(const ReportOptions& options) {
   // The report is drawn by the window's plot code, which this side (no Qt) does not link:
   // hookscope-report, installed beside it, or in the build tree's gui/ folder.
@@ -195,6 +198,39 @@ int runReport(const ReportOptions& options) {
   }
   if (options.force) words.push_back("--force");
   return error(kMissingTool, "cannot start " + program + ": " + std::strerror(execWords(words)));
+}
+
+}  // namespace
+
+Command addTensorBoardCommand(CLI::App& app) {
+  auto tensorboard = std::make_shared<TensorBoardOptions>();
+  auto* command = app.add_subcommand(
+      "export-tensorboard",
+      "Write an export's histograms (every series, every step) and scalars (loss, lr, the script's scalars, each "
+      "gradient's norm, NaN/Inf counts) as TensorBoard event files, with PyTorch's SummaryWriter; ranks become runs.");
+  command->add_option("run", tensorboard->run, "export folder")->required();
+  command->add_option("logdir", tensorboard->logdir, "TensorBoard log folder to write: new or empty")
+      ->required()->check(nonEmptyFolder());
+  command->add_option("--python", tensorboard->python,
+                      "Python with torch and tensorboard (default: HOOKSCOPE_PYTHON, else the one HookScope "
+                      "was built with)");
+
+  return {command, [tensorboard] { return runExportTensorBoard(*tensorboard); }};
+}
+
+Command addReportCommand(CLI::App& app) {
+  auto report = std::make_shared<ReportOptions>();
+  auto* command = app.add_subcommand(
+      "report", "Write a self-contained HTML report of an export (images embedded, no network): the loss and scalars, "
+                "every hooked layer's gradient norm, a histogram-over-time heatmap per layer, the alerts and the run's "
+                "configuration, drawn by the window's plot code without a display.");
+  command->add_option("run", report->run, "export folder")->required();
+  command->add_option("--out", report->out, "the HTML file to write")->required()->check(nonEmptyFolder());
+  command->add_option("--layer", report->layers,
+                      "a layer to draw a heatmap of (repeatable; default: every hooked layer, up to 16)");
+  command->add_flag("--force", report->force, "replace an existing file");
+
+  return {command, [report] { return runReport(*report); }};
 }
 
 }  // namespace hookscope::cli

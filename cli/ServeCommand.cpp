@@ -1,72 +1,46 @@
-// hookscope-cli serve: runs a model file for a HookScope window, in a process of its own.
+// hookscope-cli serve: runs a model file for a HookScope window, in a process of its own (the
+// window starts it): TorchScript in hookscope-engine (InProcessCommands.cpp), a .pt2 or a pickle
+// in the Python engine.
 #include "cli/CliCommands.h"
-#include "cli/CliSupport.h"
+#ifdef HOOKSCOPE_CLI_ENGINE
+#include "cli/InProcessCommands.h"
+#endif
 
-#include "wire/AttachListener.h"
-#include "engine/Confinement.h"
-#include "sessions/EngineProcess.h"
-#include "engine/Model.h"
-#include "engine/ModelArchiveScan.h"
-#include "engine/ModelServer.h"
-#include "files/Sha256.h"
+#include <CLI/CLI.hpp>
 
-#include <poll.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <thread>
+#include <memory>
 
 namespace hookscope::cli {
 
-int runServe(const ServeOptions& options, const std::vector<std::string>& libraries) {
-  std::string message;
-  std::string text = options.address;
-  if (text.empty()) {
-    const char* env = std::getenv("HOOKSCOPE_ADDRESS");
-    text = env && *env ? env : defaultAttachAddress();
-  }
-  AttachAddress address;
-  const int fd = connectAttachAddress(text, &address, &message);
-  if (fd < 0) return error(kUsage, message);
-  if (address.tcp && address.token.empty()) {
-    const char* token = std::getenv("HOOKSCOPE_TOKEN");
-    if (token) address.token = token;
-  }
-  // From here on, nothing in the model file can write a file, start a program or reach the
-  // network; the connection above stays.
-  hookscope::ServeOptions serve;
-  serve.token = address.token;
-  if (options.confine) {
-    Confinement done;
-    if (!confineProcess(&done, &message)) {
-      return error(kModelLoad, message + "; run with --no-confine only for a model you trust");
-    }
-    serve.confinement = done.describe();
-  }
-  // The window goes away (closed, killed): so does the engine, even inside a step that never ends.
-  std::thread([fd] {
-    pollfd p{fd, POLLRDHUP, 0};
-    while (::poll(&p, 1, -1) < 0) {
-    }
-    ::_exit(0);
-  }).detach();
+Command addServeCommand(CLI::App& app, SharedOptions& shared) {
+  auto serve = std::make_shared<ServeOptions>();
+  auto* command = app.add_subcommand(
+      "serve", "Run a model file for a HookScope window, which starts this itself when it opens a model: the model "
+               "runs in this process, confined (no file writes, programs or network), and the window shows what it "
+               "captures and says when to step.");
+  command->add_option("model", serve->model, "model file: TorchScript, torch.export (.pt2), torch.save(model)")
+      ->required();
+  command->add_option("--python", shared.python.python, kPythonHelp);
+  command->add_option("--python-path", shared.python.pythonPath, kPythonPathHelp);
+  command->add_option("--address", serve->address,
+                      "the window's address (default: HOOKSCOPE_ADDRESS, else unix:$XDG_RUNTIME_DIR/hookscope.sock)");
+  command->add_option("--load-library", shared.libraries, kLibraryHelp);
+  command->add_flag("--trust", serve->trust, "load a model whose TorchScript code reaches outside the process");
+  command->add_flag("!--no-confine", serve->confine,
+                    "do not confine the process (Landlock, seccomp): only for a model you trust, on a kernel that "
+                    "refuses them");
 
-  if (!loadLibraries(libraries)) return kModelLoad;
-  std::vector<ArchiveFinding> findings;
-  if (!options.trust && std::filesystem::is_regular_file(options.model) &&
-      scanModelArchive(options.model, &findings, &message) && !findings.empty()) {
-    static_assert(kNeedsTrust == kEngineNeedsTrust, "the window reads serve's exit code for a trust question");
-    return refuseUntrusted(options.model, describeFindings(findings));
-  }
-  auto model = Model::load(options.model, &message);
-  if (!model) return error(kModelLoad, confinedRefusal(message, options.confine));
-  serve.sha256 = sha256File(options.model);
-  bool clean = false;
-  const std::string ended = serveModel(*model, fd, serve, &clean);
-  if (!clean) return error(kData, ended);
-  ::close(fd);
-  return kOk;
+  return {command, [serve, &shared] {
+#ifdef HOOKSCOPE_CLI_ENGINE
+    return runServe(*serve, shared.libraries);
+#else
+    PythonEngineOptions python = shared.python;
+    python.address = serve->address;
+    python.trust = serve->trust;
+    python.confine = serve->confine;
+    return execEngineFor("serve", serve->model, python);
+#endif
+  }};
 }
 
 } // namespace hookscope::cli
