@@ -1,5 +1,5 @@
 #include "common/Allocator.h"
-#include "MainWindow.h"
+#include "window/MainWindow.h"
 
 #include <QApplication>
 #include <QCommandLineParser>

@@ -3,10 +3,10 @@
 // Usage (needs a display, e.g. under xvfb-run):
 //   hookscope-screenshot OUT.png [STEPS]
 //   hookscope-screenshot --attach PYTHON SCRIPT OUT.png [STEPS]
-#include "EngineAdapter.h"
-#include "MainWindow.h"
-#include "PlotsPanel.h"
-#include "RunControls.h"
+#include "session/SessionHost.h"
+#include "window/MainWindow.h"
+#include "panels/PlotsPanel.h"
+#include "panels/RunControls.h"
 #include "models/ModuleTreeModel.h"
 
 #include <QApplication>

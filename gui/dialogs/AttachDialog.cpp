@@ -1,4 +1,4 @@
-#include "AttachDialog.h"
+#include "dialogs/AttachDialog.h"
 
 #include <QApplication>
 #include <QClipboard>

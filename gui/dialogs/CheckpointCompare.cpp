@@ -1,8 +1,9 @@
-#include "CheckpointCompare.h"
+#include "dialogs/CheckpointCompare.h"
 
-#include "EngineTypes.h"
+#include "session/CliProcess.h"
 
 #include <QDialogButtonBox>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
@@ -11,6 +12,22 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+
+CheckpointCompare* CheckpointCompare::open(QWidget* parent, const QString& first, const QString& second) {
+  QString a = first, b = second;
+  if (a.isEmpty() || b.isEmpty()) {
+    const QString filter = tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.ckpt);;All files (*)");
+    a = QFileDialog::getOpenFileName(parent, tr("Compare checkpoints: the first (before)"), QString(), filter);
+    if (a.isEmpty()) return nullptr;
+    b = QFileDialog::getOpenFileName(parent, tr("Compare checkpoints: the second (after)"), QFileInfo(a).absolutePath(), filter);
+    if (b.isEmpty()) return nullptr;
+  }
+  auto* dialog = new CheckpointCompare(parent);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->compare(a, b);
+  dialog->show();
+  return dialog;
+}
 
 CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Compare checkpoints"));

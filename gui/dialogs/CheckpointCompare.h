@@ -15,6 +15,9 @@ class CheckpointCompare : public QDialog {
 
 public:
   explicit CheckpointCompare(QWidget* parent = nullptr);
+  /// Asks for the two files (unless both are given) and shows a dialog comparing them, deleted when
+  /// closed; null when the user cancelled.
+  static CheckpointCompare* open(QWidget* parent, const QString& first = QString(), const QString& second = QString());
   /// Compares `first` with `second`; finished() when the table is filled or failed() says why.
   void compare(const QString& first, const QString& second);
   QTableWidget* table() const { return m_table; }

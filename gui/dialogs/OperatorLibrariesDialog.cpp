@@ -1,4 +1,4 @@
-#include "OperatorLibrariesDialog.h"
+#include "dialogs/OperatorLibrariesDialog.h"
 
 
 #include <QDialogButtonBox>

@@ -1,4 +1,4 @@
-#include "PythonSettings.h"
+#include "dialogs/PythonSettings.h"
 
 #include <QFileDialog>
 #include <QFileInfo>

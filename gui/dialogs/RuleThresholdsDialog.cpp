@@ -1,4 +1,4 @@
-#include "RuleThresholdsDialog.h"
+#include "dialogs/RuleThresholdsDialog.h"
 
 #include <QDialogButtonBox>
 #include <QFormLayout>

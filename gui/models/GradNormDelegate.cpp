@@ -1,4 +1,4 @@
-#include "GradNormDelegate.h"
+#include "models/GradNormDelegate.h"
 
 #include "models/ModuleTreeModel.h"
 

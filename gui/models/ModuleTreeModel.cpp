@@ -1,4 +1,4 @@
-#include "ModuleTreeModel.h"
+#include "models/ModuleTreeModel.h"
 
 #include <QBrush>
 #include <QColor>
@@ -136,11 +136,16 @@ QString ModuleTreeModel::intervention(int module) const {
   return module >= 0 && std::size_t(module) < m_interventions.size() ? m_interventions[std::size_t(module)] : QString();
 }
 
-void ModuleTreeModel::setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes) {
-  for (const auto& [path, shape] : shapes) {
-    for (std::size_t m = 0; m < m_modules.size(); ++m) {
-      if (m_modules[m].path == path) m_shapes[m] = shape;
-    }
+void ModuleTreeModel::setOutputShapes(const std::vector<hookscope::ModuleCallShape>& calls) {
+  std::map<std::string, QString> shapes;
+  for (const auto& call : calls) {
+    if (call.call != 0) continue;
+    shapes[call.module] = QString::fromStdString(call.shapes.empty() ? std::string("—") : call.shapes.front()) +
+                          (call.shapes.size() > 1 ? QStringLiteral(" …") : QString());
+  }
+  for (std::size_t m = 0; m < m_modules.size(); ++m) {
+    const auto shape = shapes.find(m_modules[m].path);
+    if (shape != shapes.end()) m_shapes[m] = shape->second;
   }
   emitColumnChanged(OutputShape, OutputShape);
 }

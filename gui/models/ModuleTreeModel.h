@@ -25,6 +25,8 @@ public:
   void clear();
   const std::vector<hookscope::ModuleInfo>& modules() const { return m_modules; }
   std::uint8_t hooks(int module) const;
+  /// Every module's mask, in module order.
+  const std::vector<std::uint8_t>& allHooks() const { return m_hooks; }
 
   /// Sets one kind on a module and its whole subtree.
   void setHookRecursive(int module, hookscope::CaptureKind kind, bool on);
@@ -37,8 +39,9 @@ public:
   /// "" for none).
   void setIntervention(int module, const QString& gradient, const QString& output);
   QString intervention(int module) const;
-  /// Output shapes per module (first call), as "8x16x14x14".
-  void setOutputShapes(const std::vector<std::pair<std::string, QString>>& shapes);
+  /// Each module's output shape at its first call, as "8x16x14x14" ("8x16 …" when it returns
+  /// more than one tensor, "—" when none).
+  void setOutputShapes(const std::vector<hookscope::ModuleCallShape>& calls);
   /// Latest gradient norm per module (NaN: none) and whether its tensors held NaN/Inf.
   void setLiveValues(const std::vector<double>& gradNorms, const std::vector<bool>& nonFinite);
 

@@ -1,4 +1,4 @@
-#include "PathElideDelegate.h"
+#include "models/PathElideDelegate.h"
 
 #include <QFontMetrics>
 

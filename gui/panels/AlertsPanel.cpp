@@ -1,6 +1,6 @@
-#include "AlertsPanel.h"
+#include "panels/AlertsPanel.h"
 
-#include "PathElideDelegate.h"
+#include "models/PathElideDelegate.h"
 
 #include <QHeaderView>
 #include <QTableWidget>

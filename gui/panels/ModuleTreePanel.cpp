@@ -1,7 +1,6 @@
-#include "ModuleTreePanel.h"
+#include "panels/ModuleTreePanel.h"
 
-#include "EngineAdapter.h"
-#include "GradNormDelegate.h"
+#include "models/GradNormDelegate.h"
 #include "models/ModuleTreeModel.h"
 
 #include <QHBoxLayout>
@@ -24,8 +23,7 @@ namespace {
 constexpr int kNameWidth = 112;  // the least the name column gets by default: "layer3.0.conv2" at depth 1
 } // namespace
 
-ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, QWidget* parent)
-    : QWidget(parent), m_tree(tree), m_engine(engine) {
+ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidget(parent), m_tree(tree) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   auto* filterRow = new QHBoxLayout();
@@ -83,8 +81,8 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, Q
     const int module = currentModule();
     if (module >= 0) Q_EMIT currentModuleChanged(module);
   });
-  connect(m_tree, &ModuleTreeModel::hooksChanged, this, [this](const QVector<QPair<int, quint8>>& changes) {
-    for (const auto& [module, mask] : changes) m_engine->setHooks(module, mask);
+  connect(m_tree, &ModuleTreeModel::hooksChanged, this, [this] {
+    Q_EMIT hooksChanged(m_tree->allHooks());  // one message per rank, whatever a tick changed
     const int selected = currentModule();
     if (selected >= 0) Q_EMIT currentHooksChanged(m_tree->hooks(selected));
   });
@@ -92,7 +90,7 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, Q
   layout->addWidget(m_view, 1);
 }
 
-void ModuleTreePanel::showModel(const ModelSummary& summary) {
+void ModuleTreePanel::showModel(const SessionSummary& summary) {
   m_reviewOnly = summary.reviewOnly;
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
@@ -167,14 +165,14 @@ void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step,
 
 void ModuleTreePanel::setGradientIntervention(int module, GradientIntervention intervention) {
   if (m_reviewOnly) return;
-  m_engine->setGradientIntervention(module, intervention);
+  Q_EMIT gradientInterventionChanged(module, intervention);
   m_interventions[module].first = intervention;
   markInterventions(module);
 }
 
 void ModuleTreePanel::setOutputIntervention(int module, OutputIntervention intervention) {
   if (m_reviewOnly || module <= 0) return;
-  m_engine->setOutputIntervention(module, intervention);
+  Q_EMIT outputInterventionChanged(module, intervention);
   m_interventions[module].second = intervention;
   markInterventions(module);
 }

@@ -1,13 +1,12 @@
 #pragma once
 
-#include "EngineTypes.h"
+#include "session/SessionTypes.h"
 
 #include <QWidget>
 
 #include <map>
 #include <utility>
 
-class EngineAdapter;
 class ModuleTreeModel;
 class QLineEdit;
 class QSortFilterProxyModel;
@@ -15,18 +14,18 @@ class QTreeView;
 
 /// The module tree with its hook tick boxes, the filter above it, "Hook all of type…", and the
 /// tree's context menu of interventions (clamp, scale or zero a gradient; ablate an output).
-/// Hooks and interventions go to the engine as they change.
+/// What the user changes goes out as signals: every module's hooks at once, each intervention.
 class ModuleTreePanel : public QWidget {
   Q_OBJECT
 
 public:
-  ModuleTreePanel(ModuleTreeModel* tree, EngineAdapter* engine, QWidget* parent = nullptr);
+  explicit ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent = nullptr);
   QTreeView* view() const { return m_view; }
   /// The width at which every column shows without scrolling.
   int neededWidth() const;
 
   /// Shows a newly opened model's tree (or an export's, read-only, with its interventions).
-  void showModel(const ModelSummary& summary);
+  void showModel(const SessionSummary& summary);
   /// The module selected (an index into the model's modules), or -1.
   int currentModule() const;
   /// Selects the layer with this dotted path and scrolls to it.
@@ -42,6 +41,11 @@ Q_SIGNALS:
   void currentModuleChanged(int module);
   /// The selected module's hooks changed (kindBit bits).
   void currentHooksChanged(quint8 mask);
+  /// Ticks changed: every module's mask (one tick on a parent changes its whole subtree).
+  void hooksChanged(const std::vector<std::uint8_t>& masks);
+  /// The user set (or cleared) an intervention on a module.
+  void gradientInterventionChanged(int module, hookscope::GradientIntervention intervention);
+  void outputInterventionChanged(int module, hookscope::OutputIntervention intervention);
 
 private:
   void hookAllOfType();
@@ -51,7 +55,6 @@ private:
   void markRecordedInterventions(const std::vector<hookscope::InterventionRecord>& records);
 
   ModuleTreeModel* m_tree;
-  EngineAdapter* m_engine;
   QSortFilterProxyModel* m_filter;
   QLineEdit* m_filterEdit;
   QTreeView* m_view;

@@ -1,4 +1,4 @@
-#include "PlotsPanel.h"
+#include "panels/PlotsPanel.h"
 
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
@@ -7,6 +7,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
@@ -121,6 +122,17 @@ void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
   m_follow->setChecked(true);
   for (PlotPage* page : pages()) page->resetView();
   refresh();
+}
+
+QStringList PlotsPanel::saveAll(const QString& dir) const {
+  QStringList failed;
+  for (PlotPage* page : pages()) {
+    const QString base = QDir(dir).filePath(page->title().toLower().replace(' ', '_'));
+    const bool ok = page->savePng(base + QStringLiteral(".png")) && page->savePdf(base + QStringLiteral(".pdf")) &&
+                    page->saveCsv(base + QStringLiteral(".csv"));
+    if (!ok) failed << page->title();
+  }
+  return failed;
 }
 
 void PlotsPanel::setRank(int rank) {

@@ -63,6 +63,8 @@ public:
   GradNormPlot* gradNorms() const { return m_gradNorms; }
   LossPlot* loss() const { return m_loss; }
   QList<PlotPage*> pages() const;
+  /// Writes each page as PNG, PDF and CSV into `dir`; the titles of those that could not be written.
+  QStringList saveAll(const QString& dir) const;
 
 Q_SIGNALS:
   void moduleClicked(const QString& path);

@@ -1,13 +1,15 @@
-#include "RunControls.h"
+#include "panels/RunControls.h"
 
-#include "ScientificSpinBox.h"
+#include "widgets/ScientificSpinBox.h"
 
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QSettings>
 #include <QSpinBox>
 #include <QToolButton>
 
@@ -124,6 +126,33 @@ void RunControls::setConfig(const RunConfig& config) {
 qint64 RunControls::steps() const { return m_steps->value(); }
 QString RunControls::inputSpecs() const { return m_inputs->text(); }
 void RunControls::setInputSpecs(const QString& specs) { m_inputs->setText(specs); }
+namespace {
+QString inputsKey(const QString& path) {
+  return QStringLiteral("inputs/") +
+         QString::fromLatin1(QFileInfo(path).absoluteFilePath().toUtf8().toBase64(QByteArray::Base64UrlEncoding));
+}
+}  // namespace
+
+void RunControls::rememberInputs(const QString& modelPath) const {
+  if (!inputSpecs().isEmpty()) QSettings().setValue(inputsKey(modelPath), inputSpecs());
+}
+
+void RunControls::recallInputs(const QString& modelPath, const QString& example) {
+  const QString remembered = QSettings().value(inputsKey(modelPath)).toString();
+  setInputSpecs(!remembered.isEmpty() ? remembered : example);
+}
+
+void RunControls::showAttached(const QString& scriptName, int worldSize) {
+  setEditable(false);
+  setNote(worldSize > 1
+              ? tr("<b>%1 is attached</b> with the ranks of its torch.distributed job (%2 ranks): their own data, loss "
+                   "and optimizer are used, not these. Pause, Step and breakpoints act on every rank at the same step.")
+                    .arg(scriptName.toHtmlEscaped())
+                    .arg(worldSize)
+              : tr("<b>%1 is attached</b>: its own data, loss and optimizer are used, not these.")
+                    .arg(scriptName.toHtmlEscaped()));
+}
+
 void RunControls::setSteps(int steps) { m_steps->setValue(steps); }
 qint64 RunControls::memoryCapBytes() const { return qint64(m_memoryCap->value()) << 20; }
 

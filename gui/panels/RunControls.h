@@ -23,12 +23,18 @@ public:
   qint64 steps() const;
   QString inputSpecs() const;
   void setInputSpecs(const QString& specs);
+  /// The inputs typed for a model file are kept in the settings and shown again when it is
+  /// reopened; a file never run shows its example input.
+  void rememberInputs(const QString& modelPath) const;
+  void recallInputs(const QString& modelPath, const QString& example);
   /// Shows a configuration in the widgets (inputs or data file, loss, optimizer, mode...).
   void setConfig(const hookscope::RunConfig& config);
   void setSteps(int steps);
   void setEditable(bool editable);
   /// A line above the controls (e.g. why they are disabled); hidden when empty.
   void setNote(const QString& note);
+  /// Read-only, with a note: an attached script's own data, loss and optimizer are used.
+  void showAttached(const QString& scriptName, int worldSize);
   qint64 memoryCapBytes() const;
 
 Q_SIGNALS:

@@ -1,4 +1,4 @@
-#include "StatusLine.h"
+#include "panels/StatusLine.h"
 
 #include <QLabel>
 #include <QProgressBar>
@@ -44,7 +44,7 @@ void StatusLine::countStep() {
 }
 
 void StatusLine::show(const State& state) {
-  const ModelSummary& summary = *state.summary;
+  const SessionSummary& summary = *state.summary;
   m_model->setToolTip(QString());
   if (summary.attached && summary.worldSize > 1) {
     const int live = int(state.ranksAttached->size() - state.ranksEnded->size());

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "EngineTypes.h"
+#include "session/SessionTypes.h"
 
 #include <QElapsedTimer>
 #include <QMap>
@@ -21,7 +21,7 @@ class StatusLine : public QObject {
 public:
   /// What the window knows, as the line shows it.
   struct State {
-    const ModelSummary* summary = nullptr;
+    const SessionSummary* summary = nullptr;
     const QSet<int>* ranksAttached = nullptr;
     const QMap<int, QString>* ranksEnded = nullptr;
     QString listenAddress;

@@ -1,7 +1,7 @@
-#include "GradNormPlot.h"
+#include "plots/GradNormPlot.h"
 
-#include "LineBundle.h"
-#include "QCustomPlotInclude.h"
+#include "plots/LineBundle.h"
+#include "plots/QCustomPlotInclude.h"
 #include "store/RankSpread.h"
 
 #include <QMenu>
@@ -139,8 +139,7 @@ void GradNormPlot::placeLegend() {
   m_plot->legend->setVisible(show);
 }
 
-void GradNormPlot::updateLines(const ViewState& state) {
-  const RankMode mode = rankModeOf(state);
+std::vector<SeriesKey> GradNormPlot::linesOf(const ViewState& state, RankMode mode) {
   std::vector<SeriesKey> keys;
   for (const auto& key : state.store->seriesKeys()) {
     if (key.kind != CaptureKind::Gradient) continue;
@@ -154,56 +153,68 @@ void GradNormPlot::updateLines(const ViewState& state) {
     }
     keys.push_back(key);
   }
+  return keys;
+}
+
+void GradNormPlot::rebuildGraphs() {
+  m_plot->clearGraphs();
+  m_legendModules.clear();
+  // Line colors follow the layer: a layer's ranks share its color, a shade apart.
+  std::vector<SeriesKey> layers;
+  for (const auto& key : m_keys) {
+    if (layers.empty() || !sameTensor(layers.back(), key)) layers.push_back(key);
+  }
+  // With many layers a legend would cover the plot (and its layout alone costs more than
+  // drawing): show it only while it stays readable.
+  m_layerCount = layers.size();
+  for (std::size_t i = 0; i < layers.size() && layers.size() <= kMaxLegendEntries; ++i) {
+    QCPGraph* entry = m_plot->addGraph();
+    // The tail of a long path names the layer; hovering its line gives the whole path.
+    QString label = layerLabel(layers[i]);
+    if (label.size() > 24) label = QStringLiteral("…") + label.right(23);
+    entry->setName(label);
+    entry->setPen(QPen(lineColor(int(i)), 1.5));
+    entry->setVisible(false);
+    m_legendModules.push_back(layers[i].module);
+  }
+  // The band: the highlighted layer's lowest and highest rank, filled between.
+  m_bandLow = m_plot->addGraph();
+  m_bandHigh = m_plot->addGraph();
+  for (QCPGraph* edge : {m_bandLow, m_bandHigh}) {
+    edge->removeFromLegend();
+    edge->setVisible(false);
+    edge->setSelectable(QCP::stNone);
+  }
+  m_bandHigh->setChannelFillGraph(m_bandLow);
+}
+
+void GradNormPlot::reloadLines() {
+  m_lines->reset(int(m_keys.size()));
+  m_bands.assign(m_mode == RankMode::Median ? m_keys.size() : 0, Band());
+  int layer = -1;
+  int shade = 0;
+  for (std::size_t i = 0; i < m_keys.size(); ++i) {
+    if (i == 0 || !sameTensor(m_keys[i - 1], m_keys[i])) {
+      ++layer;
+      shade = 0;
+    }
+    m_lines->setColor(int(i), lineColor(layer).darker(100 + 30 * shade++));
+  }
+}
+
+void GradNormPlot::updateLines(const ViewState& state) {
+  const RankMode mode = rankModeOf(state);
+  const std::vector<SeriesKey> keys = linesOf(state, mode);
   const int rankCount = int(std::max<std::size_t>(1, state.ranks.size()));
-  const bool reload = m_follower.mustReload(state.store.get()) || keys != m_keys || mode != m_mode ||
-                      rankCount != m_rankCount;
-  if (keys != m_keys || mode != m_mode || rankCount != m_rankCount) {
-    m_plot->clearGraphs();
-    m_legendModules.clear();
+  const bool changed = keys != m_keys || mode != m_mode || rankCount != m_rankCount;
+  const bool reload = m_follower.mustReload(state.store.get()) || changed;
+  if (changed) {
     m_keys = keys;
     m_mode = mode;
     m_rankCount = rankCount;
-    // Line colors follow the layer: a layer's ranks share its color, a shade apart.
-    std::vector<SeriesKey> layers;
-    for (const auto& key : m_keys) {
-      if (layers.empty() || !sameTensor(layers.back(), key)) layers.push_back(key);
-    }
-    // With many layers a legend would cover the plot (and its layout alone costs more than
-    // drawing): show it only while it stays readable.
-    m_layerCount = layers.size();
-    for (std::size_t i = 0; i < layers.size() && layers.size() <= kMaxLegendEntries; ++i) {
-      QCPGraph* entry = m_plot->addGraph();
-      // The tail of a long path names the layer; hovering its line gives the whole path.
-      QString label = layerLabel(layers[i]);
-      if (label.size() > 24) label = QStringLiteral("…") + label.right(23);
-      entry->setName(label);
-      entry->setPen(QPen(lineColor(int(i)), 1.5));
-      entry->setVisible(false);
-      m_legendModules.push_back(layers[i].module);
-    }
-    // The band: the highlighted layer's lowest and highest rank, filled between.
-    m_bandLow = m_plot->addGraph();
-    m_bandHigh = m_plot->addGraph();
-    for (QCPGraph* edge : {m_bandLow, m_bandHigh}) {
-      edge->removeFromLegend();
-      edge->setVisible(false);
-      edge->setSelectable(QCP::stNone);
-    }
-    m_bandHigh->setChannelFillGraph(m_bandLow);
+    rebuildGraphs();
   }
-  if (reload) {
-    m_lines->reset(int(m_keys.size()));
-    m_bands.assign(m_mode == RankMode::Median ? m_keys.size() : 0, Band());
-    int layer = -1;
-    int shade = 0;
-    for (std::size_t i = 0; i < m_keys.size(); ++i) {
-      if (i == 0 || !sameTensor(m_keys[i - 1], m_keys[i])) {
-        ++layer;
-        shade = 0;
-      }
-      m_lines->setColor(int(i), lineColor(layer).darker(100 + 30 * shade++));
-    }
-  }
+  if (reload) reloadLines();
   if (m_mode == RankMode::Median) {
     updateSpread(state);
     return;

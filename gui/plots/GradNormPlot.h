@@ -1,7 +1,7 @@
 #pragma once
 
-#include "PlotPage.h"
-#include "StoreFollower.h"
+#include "plots/PlotPage.h"
+#include "plots/StoreFollower.h"
 
 #include <QVector>
 
@@ -52,6 +52,12 @@ private:
   void highlight(const std::string& module);
   /// Brings the lines up to the store: appends new steps, or reloads after a thinning.
   void updateLines(const ViewState& state);
+  /// The series drawn: every layer's gradient of the rank shown, of every rank, or one per layer.
+  static std::vector<hookscope::SeriesKey> linesOf(const ViewState& state, RankMode mode);
+  /// The legend's entries (one per layer, while few) and the band's two edges, for m_keys.
+  void rebuildGraphs();
+  /// Every line read again from the store, in its layer's colour (a rank a shade apart).
+  void reloadLines();
   void emitClicked(int series);
   /// Median mode: brings the median lines and bands up to the store.
   void updateSpread(const ViewState& state);

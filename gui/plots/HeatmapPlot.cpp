@@ -1,6 +1,6 @@
-#include "HeatmapPlot.h"
+#include "plots/HeatmapPlot.h"
 
-#include "QCustomPlotInclude.h"
+#include "plots/QCustomPlotInclude.h"
 
 #include <algorithm>
 #include <cmath>

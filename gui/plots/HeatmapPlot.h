@@ -1,7 +1,7 @@
 #pragma once
 
-#include "PlotPage.h"
-#include "StoreFollower.h"
+#include "plots/PlotPage.h"
+#include "plots/StoreFollower.h"
 
 class QCPColorMap;
 class QCPColorScale;

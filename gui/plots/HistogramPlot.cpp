@@ -1,6 +1,6 @@
-#include "HistogramPlot.h"
+#include "plots/HistogramPlot.h"
 
-#include "QCustomPlotInclude.h"
+#include "plots/QCustomPlotInclude.h"
 
 #include <QHBoxLayout>
 #include <QLabel>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "PlotPage.h"
+#include "plots/PlotPage.h"
 
 #include "kernels/TensorStats.h"
 

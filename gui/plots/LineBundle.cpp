@@ -1,4 +1,4 @@
-#include "LineBundle.h"
+#include "plots/LineBundle.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "QCustomPlotInclude.h"
+#include "plots/QCustomPlotInclude.h"
 
 #include <QImage>
 #include <QVector>

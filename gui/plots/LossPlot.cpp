@@ -1,6 +1,6 @@
-#include "LossPlot.h"
+#include "plots/LossPlot.h"
 
-#include "QCustomPlotInclude.h"
+#include "plots/QCustomPlotInclude.h"
 #include "store/RankSpread.h"
 
 #include <QComboBox>

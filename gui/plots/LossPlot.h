@@ -1,6 +1,6 @@
 #pragma once
 
-#include "PlotPage.h"
+#include "plots/PlotPage.h"
 
 class QComboBox;
 class QCPGraph;

@@ -1,10 +1,10 @@
-#include "PlotPage.h"
+#include "plots/PlotPage.h"
 
-#include "ReadableLogTicker.h"
+#include "plots/ReadableLogTicker.h"
 
 #include <QResizeEvent>
 
-#include "QCustomPlotInclude.h"
+#include "plots/QCustomPlotInclude.h"
 
 #include <QEvent>
 #include <QFileDialog>

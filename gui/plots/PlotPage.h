@@ -1,6 +1,6 @@
 #pragma once
 
-#include "ViewState.h"
+#include "plots/ViewState.h"
 
 #include <QString>
 #include <QWidget>

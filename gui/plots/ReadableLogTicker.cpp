@@ -1,4 +1,4 @@
-#include "ReadableLogTicker.h"
+#include "plots/ReadableLogTicker.h"
 
 #include <cmath>
 #include <initializer_list>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "QCustomPlotInclude.h"
+#include "plots/QCustomPlotInclude.h"
 
 /// A logarithmic axis ticker that labels at least two ticks inside any range it shows: powers
 /// of ten when the range spans decades, then 1-2-5 within a decade, then every mantissa 1..9,

@@ -1,4 +1,4 @@
-#include "Report.h"
+#include "report/Report.h"
 
 #include "files/ExportFolder.h"
 #include "rules/RuleEvaluator.h"
@@ -154,35 +154,9 @@ bool layerSeries(const CaptureStore& store, const std::string& module, int rank,
   return false;
 }
 
-}  // namespace
-
-ReportResult writeReport(const ReportRequest& request, ReportContents* contents, QString* error) {
-  ExportData data;
-  std::string message;
-  if (!readExport(request.run.toStdString(), &data, &message)) {
-    *error = QString::fromStdString(message);
-    return ReportResult::BadInput;
-  }
-  if (QFileInfo::exists(request.out) && !request.force) {
-    *error = QStringLiteral("%1 exists; use --force to replace it, or name another file").arg(request.out);
-    return ReportResult::CannotWrite;
-  }
-  *contents = ReportContents();
-  const auto& store = data.store;
-  ViewState state;
-  state.store = store;
-  state.ranks = store->ranks();
-  state.rank = -1;
-  state.latestStep = store->latestStep();
-  state.step = state.latestStep;
-  const int rank = state.shownRank();
-
-  const QString title = QStringLiteral("HookScope report: %1").arg(QFileInfo(request.run).fileName());
-  QString body;
-  body += QStringLiteral("<h1>%1</h1>\n").arg(esc(title));
-  body += summary(data, request.run);
-
-  // Loss and the other scalars over steps: the loss first, then the script's, the timings last.
+/// Loss and the other scalars over steps: the loss first, then the script's, the timings last.
+QString scalarsSection(const ViewState& state, ReportContents* contents) {
+  const auto& store = state.store;
   auto names = store->scalarNames();
   auto weight = [](const std::string& name) {
     if (name == "loss") return 0;
@@ -190,7 +164,7 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
     return name.size() > 3 && name.compare(name.size() - 3, 3, "_ms") == 0 ? 3 : 2;
   };
   std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) { return weight(a) < weight(b); });
-  body += QStringLiteral("<h2>Loss and scalars</h2>\n");
+  QString body = QStringLiteral("<h2>Loss and scalars</h2>\n");
   if (names.empty()) body += QStringLiteral("<p>No scalars were recorded.</p>\n");
   for (const auto& name : names) {
     LossPlot page;
@@ -207,50 +181,63 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
     if (!bad.empty()) body += nonFiniteNote(bad, points, QStringLiteral("the points are not drawn"));
     ++contents->images;
   }
+  return body;
+}
 
-  // Gradient norms of every hooked layer.
-  body += QStringLiteral("<h2>Gradient norms</h2>\n");
+/// Gradient norms of every hooked layer, with the legend naming each line.
+QString gradNormSection(const ViewState& state, ReportContents* contents) {
+  QString body = QStringLiteral("<h2>Gradient norms</h2>\n");
   std::set<std::int64_t> steps, bad;  // steps with gradients, and those holding NaN or Inf
-  for (const auto& key : store->seriesKeys()) {
+  for (const auto& key : state.store->seriesKeys()) {
     if (key.kind != CaptureKind::Gradient) continue;
-    for (const auto& p : store->series(key)) {
+    for (const auto& p : state.store->series(key)) {
       steps.insert(p.step);
       if (!std::isfinite(p.stats.l2norm) || p.stats.hasNonFinite()) bad.insert(p.step);
     }
   }
-  if (!steps.empty()) {
-    GradNormPlot page;
-    body += image(&page, state, QStringLiteral("gradient norms"));  // draws, then the legend names what it drew
-    body += QStringLiteral("<p class=\"note\">The L2 norm of each hooked layer's output gradient per step, log scale:</p>\n");
-    body += gradNormLegend(page);
-    if (!bad.empty()) {
-      body += nonFiniteNote({bad.begin(), bad.end()}, steps.size(), QStringLiteral("a norm there is of the finite values, and a gradient with none has no point"));
-    }
-    ++contents->images;
-  } else {
-    body += QStringLiteral("<p>No gradients were captured (hook Grad, or <code>--kinds gradient</code>).</p>\n");
+  if (steps.empty()) {
+    return body + QStringLiteral("<p>No gradients were captured (hook Grad, or <code>--kinds gradient</code>).</p>\n");
   }
+  GradNormPlot page;
+  body += image(&page, state, QStringLiteral("gradient norms"));  // draws, then the legend names what it drew
+  body += QStringLiteral("<p class=\"note\">The L2 norm of each hooked layer's output gradient per step, log scale:</p>\n");
+  body += gradNormLegend(page);
+  if (!bad.empty()) {
+    body += nonFiniteNote({bad.begin(), bad.end()}, steps.size(), QStringLiteral("a norm there is of the finite values, and a gradient with none has no point"));
+  }
+  ++contents->images;
+  return body;
+}
 
-  // A histogram-over-time heatmap per layer: those named, else every hooked one (tree order).
+/// The layers to draw as heatmaps: those named, else every hooked one (tree order).
+std::vector<std::string> heatmapLayers(const ReportRequest& request, const ExportData& data) {
   std::vector<std::string> layers;
   if (!request.layers.isEmpty()) {
     for (const auto& l : request.layers) layers.push_back(l == QStringLiteral("(root)") ? std::string() : l.toStdString());
-  } else {
-    std::set<std::string> seen;
-    for (const auto& h : data.manifest.hooked) {
-      if (seen.insert(h.module).second) layers.push_back(h.module);
-    }
-    for (const auto& key : store->seriesKeys()) {  // an export without `hooked` (version 1)
-      if (!isParameterKind(key.kind) && seen.insert(key.module).second) layers.push_back(key.module);
-    }
+    return layers;
   }
-  body += QStringLiteral("<h2>Histograms over steps</h2>\n");
+  std::set<std::string> seen;
+  for (const auto& h : data.manifest.hooked) {
+    if (seen.insert(h.module).second) layers.push_back(h.module);
+  }
+  for (const auto& key : data.store->seriesKeys()) {  // an export without `hooked` (version 1)
+    if (!isParameterKind(key.kind) && seen.insert(key.module).second) layers.push_back(key.module);
+  }
+  return layers;
+}
+
+/// A histogram-over-time heatmap per layer; false, with *error, when a named layer has none.
+bool heatmapSection(const ReportRequest& request, const ExportData& data, ViewState state, ReportContents* contents,
+                    QString* body, QString* error) {
+  const CaptureStore& store = *data.store;
+  const int rank = state.shownRank();
+  *body += QStringLiteral("<h2>Histograms over steps</h2>\n");
   QStringList missing;
   int drawn = 0;
-  for (const auto& module : layers) {
+  for (const auto& module : heatmapLayers(request, data)) {
     const QString name = module.empty() ? QStringLiteral("(root)") : QString::fromStdString(module);
     SeriesKey key;
-    if (!layerSeries(*store, module, rank, &key)) {
+    if (!layerSeries(store, module, rank, &key)) {
       if (!request.layers.isEmpty()) missing << name;
       continue;
     }
@@ -261,15 +248,15 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
     state.selected = key;
     state.hasSelection = true;
     HeatmapPlot page;
-    body += QStringLiteral("<h3>%1 <small>%2, call 0, tensor 0</small></h3>\n")
-                .arg(esc(name), esc(std::string(captureKindName(key.kind)))) +
-            image(&page, state, name);
+    *body += QStringLiteral("<h3>%1 <small>%2, call 0, tensor 0</small></h3>\n")
+                 .arg(esc(name), esc(std::string(captureKindName(key.kind)))) +
+             image(&page, state, name);
     std::vector<std::int64_t> bad;
-    const auto points = store->series(key);
+    const auto points = store.series(key);
     for (const auto& p : points) {
       if (p.stats.hasNonFinite()) bad.push_back(p.step);
     }
-    if (!bad.empty()) body += nonFiniteNote(bad, points.size(), QStringLiteral("its columns count the finite values"));
+    if (!bad.empty()) *body += nonFiniteNote(bad, points.size(), QStringLiteral("its columns count the finite values"));
     contents->heatmapLayers << name;
     ++contents->images;
     ++drawn;
@@ -277,30 +264,61 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   if (!missing.isEmpty()) {
     *error = QStringLiteral("%1 in this export has no captures to draw (a layer's path, as `hookscope-cli show` lists them)")
                  .arg(missing.join(QStringLiteral(", ")));
+    return false;
+  }
+  if (drawn == 0) *body += QStringLiteral("<p>No layer has activations, gradients or inputs captured.</p>\n");
+  if (contents->layersLeftOut) {
+    *body += QStringLiteral("<p class=\"note\">%1 more hooked layers are not drawn; name the ones to draw with "
+                            "<code>--layer PATH</code> (repeatable).</p>\n")
+                 .arg(contents->layersLeftOut);
+  }
+  return true;
+}
+
+/// The whole page: its title, style and body.
+QString page(const QString& title, const QString& body) {
+  return QStringLiteral("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>%1</title>\n"
+                        "<style>body{font-family:sans-serif;max-width:%2px;margin:1.5em auto;padding:0 1em;color:#222}"
+                        "h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin:1.2em 0 .3em;"
+                        "font-size:1em}small{color:#666;font-weight:normal}table{border-collapse:collapse;margin:.5em 0}"
+                        "th,td{text-align:left;vertical-align:top;padding:3px 10px 3px 0;border-bottom:1px solid #eee}"
+                        "table.facts th{white-space:nowrap;color:#555}img{display:block;border:1px solid #ddd}"
+                        ".note{color:#555}.warn{color:#a40000}.swatch{display:inline-block;width:24px;height:4px;vertical-align:middle}</style></head>\n<body>\n%3</body></html>\n")
+      .arg(esc(title))
+      .arg(kWidth + 40)
+      .arg(body);
+}
+
+}  // namespace
+
+ReportResult writeReport(const ReportRequest& request, ReportContents* contents, QString* error) {
+  ExportData data;
+  std::string message;
+  if (!readExport(request.run.toStdString(), &data, &message)) {
+    *error = QString::fromStdString(message);
     return ReportResult::BadInput;
   }
-  if (drawn == 0) body += QStringLiteral("<p>No layer has activations, gradients or inputs captured.</p>\n");
-  if (contents->layersLeftOut) {
-    body += QStringLiteral("<p class=\"note\">%1 more hooked layers are not drawn; name the ones to draw with "
-                           "<code>--layer PATH</code> (repeatable).</p>\n")
-                .arg(contents->layersLeftOut);
+  if (QFileInfo::exists(request.out) && !request.force) {
+    *error = QStringLiteral("%1 exists; use --force to replace it, or name another file").arg(request.out);
+    return ReportResult::CannotWrite;
   }
+  *contents = ReportContents();
+  ViewState state;
+  state.store = data.store;
+  state.ranks = data.store->ranks();
+  state.rank = -1;
+  state.latestStep = data.store->latestStep();
+  state.step = state.latestStep;
 
+  const QString title = QStringLiteral("HookScope report: %1").arg(QFileInfo(request.run).fileName());
+  QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run);
+  body += scalarsSection(state, contents);
+  body += gradNormSection(state, contents);
+  if (!heatmapSection(request, data, state, contents, &body, error)) return ReportResult::BadInput;
   body += QStringLiteral("<h2>Alerts</h2>\n") + alertsTable(data.alerts, state.ranks.size() > 1);
 
-  const QString html =
-      QStringLiteral("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>%1</title>\n"
-                     "<style>body{font-family:sans-serif;max-width:%2px;margin:1.5em auto;padding:0 1em;color:#222}"
-                     "h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin:1.2em 0 .3em;"
-                     "font-size:1em}small{color:#666;font-weight:normal}table{border-collapse:collapse;margin:.5em 0}"
-                     "th,td{text-align:left;vertical-align:top;padding:3px 10px 3px 0;border-bottom:1px solid #eee}"
-                     "table.facts th{white-space:nowrap;color:#555}img{display:block;border:1px solid #ddd}"
-                     ".note{color:#555}.warn{color:#a40000}.swatch{display:inline-block;width:24px;height:4px;vertical-align:middle}</style></head>\n<body>\n%3</body></html>\n")
-          .arg(esc(title))
-          .arg(kWidth + 40)
-          .arg(body);
   QSaveFile file(request.out);
-  if (!file.open(QIODevice::WriteOnly) || file.write(html.toUtf8()) < 0 || !file.commit()) {
+  if (!file.open(QIODevice::WriteOnly) || file.write(page(title, body).toUtf8()) < 0 || !file.commit()) {
     *error = QStringLiteral("cannot write %1 (%2)").arg(request.out, file.errorString());
     return ReportResult::CannotWrite;
   }

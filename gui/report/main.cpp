@@ -1,6 +1,6 @@
 // hookscope-report: the program behind `hookscope-cli report` (which keeps no Qt itself). Draws
 // with the window's plot code on Qt's offscreen platform: no display needed.
-#include "Report.h"
+#include "report/Report.h"
 
 #include <QApplication>
 #include <QCommandLineParser>

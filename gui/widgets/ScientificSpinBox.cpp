@@ -1,4 +1,4 @@
-#include "ScientificSpinBox.h"
+#include "widgets/ScientificSpinBox.h"
 
 #include <QLocale>
 #include <QRegularExpression>

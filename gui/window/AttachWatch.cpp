@@ -1,19 +1,19 @@
-#include "AttachWatch.h"
+#include "window/AttachWatch.h"
 
-#include "AttachDialog.h"
-#include "EngineAdapter.h"
-#include "PlotsPanel.h"
+#include "dialogs/AttachDialog.h"
+#include "session/SessionHost.h"
+#include "panels/PlotsPanel.h"
 
 #include <algorithm>
 
-AttachWatch::AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* window)
-    : QObject(window), m_engine(engine), m_plots(plots), m_dialog(new AttachDialog(window)) {
+AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* window)
+    : QObject(window), m_sessions(sessions), m_plots(plots), m_dialog(new AttachDialog(window)) {
   connect(m_dialog, &AttachDialog::cancelled, this, [this] {
     stopWaiting();
     Q_EMIT status(tr("Stopped waiting for a training script"), 5000);
     Q_EMIT changed();
   });
-  connect(m_engine, &EngineAdapter::listening, this, [this](const QString& address) {
+  connect(m_sessions, &SessionHost::listening, this, [this](const QString& address) {
     m_address = address;
     m_dialog->setAddress(address);
     if (m_interactive) {
@@ -24,21 +24,21 @@ AttachWatch::AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* wind
     Q_EMIT changed();
     Q_EMIT listening(address);
   });
-  connect(m_engine, &EngineAdapter::listenFailed, this, [this](const QString& message) {
+  connect(m_sessions, &SessionHost::listenFailed, this, [this](const QString& message) {
     Q_EMIT problem(tr("Cannot attach"), message);
   });
-  connect(m_engine, &EngineAdapter::attachRefused, this, [this](const QString& message) {
+  connect(m_sessions, &SessionHost::attachRefused, this, [this](const QString& message) {
     m_lastRefusal = message;
     Q_EMIT status(tr("Refused a connection: %1").arg(message), 10000);
   });
-  connect(m_engine, &EngineAdapter::rankAttached, this, [this](int rank, const QString& who) {
+  connect(m_sessions, &SessionHost::rankAttached, this, [this](int rank, const QString& who) {
     m_attached.insert(rank);
     m_ended.remove(rank);
     m_plots->setRankNote(rank, QString());
     Q_EMIT status(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_worldSize).arg(who), 8000);
     Q_EMIT changed();
   });
-  connect(m_engine, &EngineAdapter::rankEnded, this, [this](int rank, const QString& why) {
+  connect(m_sessions, &SessionHost::rankEnded, this, [this](int rank, const QString& why) {
     m_ended.insert(rank, why);
     m_plots->setRankNote(rank, why.contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
     // A rank that dies mid-run is news; the last ones leaving are said by scriptDetached.
@@ -47,7 +47,7 @@ AttachWatch::AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* wind
     }
     Q_EMIT changed();
   });
-  connect(m_engine, &EngineAdapter::scriptDetached, this, [this](const QString& reason) {
+  connect(m_sessions, &SessionHost::scriptDetached, this, [this](const QString& reason) {
     m_address.clear();
     m_scriptEnded = reason;
     Q_EMIT changed();
@@ -71,7 +71,7 @@ void AttachWatch::stopWaiting() {
   if (m_address.isEmpty()) return;
   m_address.clear();
   m_dialog->hide();
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->stopListening(); });
+  m_sessions->stopListening();
 }
 
 int AttachWatch::lowestLiveRank(int fallback) const {

@@ -6,7 +6,7 @@
 #include <QString>
 
 class AttachDialog;
-class EngineAdapter;
+class SessionHost;
 class PlotsPanel;
 class QWidget;
 
@@ -18,7 +18,7 @@ class AttachWatch : public QObject {
 
 public:
   /// The dialog opens over `window`; ranks that leave are marked in `plots`' rank chooser.
-  AttachWatch(EngineAdapter* engine, PlotsPanel* plots, QWidget* window);
+  AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* window);
   /// Tests: the dialog is not shown.
   void setInteractive(bool interactive) { m_interactive = interactive; }
   /// A model, an export or a script was opened: a job of `worldSize` ranks (1 alone), none yet
@@ -46,7 +46,7 @@ Q_SIGNALS:
   void scriptDetached(const QString& reason);
 
 private:
-  EngineAdapter* m_engine;
+  SessionHost* m_sessions;
   PlotsPanel* m_plots;
   AttachDialog* m_dialog;
   bool m_interactive = true;

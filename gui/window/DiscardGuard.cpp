@@ -1,6 +1,6 @@
-#include "DiscardGuard.h"
+#include "window/DiscardGuard.h"
 
-#include "EngineAdapter.h"
+#include "session/SessionHost.h"
 #include "files/ExportTarget.h"
 
 #include <QAction>
@@ -18,8 +18,8 @@ const char* const kLastExportKey = "paths/lastExport";
 const char* const kAnswerKey = "prompts/unexportedCaptures";
 } // namespace
 
-DiscardGuard::DiscardGuard(EngineAdapter* engine, QWidget* window)
-    : QObject(window), m_engine(engine), m_window(window), m_askAction(new QAction(tr("&Ask before discarding captures"), this)) {
+DiscardGuard::DiscardGuard(SessionHost* sessions, QWidget* window)
+    : QObject(window), m_sessions(sessions), m_window(window), m_askAction(new QAction(tr("&Ask before discarding captures"), this)) {
   m_askAction->setCheckable(true);
   m_askAction->setChecked(!QSettings().contains(QLatin1String(kAnswerKey)));
   m_askAction->setToolTip(tr("Ask Export / Discard / Cancel before a reset, an open or quitting drops captures not exported"));
@@ -28,7 +28,7 @@ DiscardGuard::DiscardGuard(EngineAdapter* engine, QWidget* window)
     if (ask) settings.remove(QLatin1String(kAnswerKey));
     else if (!settings.contains(QLatin1String(kAnswerKey))) settings.setValue(QLatin1String(kAnswerKey), QStringLiteral("discard"));
   });
-  connect(m_engine, &EngineAdapter::exportFinished, this, &DiscardGuard::onExportFinished);
+  connect(m_sessions, &SessionHost::exportFinished, this, &DiscardGuard::onExportFinished);
 }
 
 QString DiscardGuard::lastExportFolder() { return QSettings().value(QLatin1String(kLastExportKey)).toString(); }
@@ -38,7 +38,7 @@ void DiscardGuard::setAnswer(Choice choice, const QString& exportDir) {
   m_answerDir = exportDir;
 }
 
-void DiscardGuard::setCaptures(const ModelSummary& summary) {
+void DiscardGuard::setCaptures(const SessionSummary& summary) {
   m_captures = summary;
   m_exportedStore = nullptr;
 }
@@ -120,9 +120,7 @@ void DiscardGuard::exportTo(const QString& dir, bool overwrite, const QString& i
   Q_EMIT status(tr("Exporting captures to %1…").arg(dir), 0);
   m_exportingVersion = m_captures.store ? m_captures.store->version() : 0;
   m_exportingDir = dir;
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir, overwrite, interrupted] {
-    engine->exportCaptures(dir, overwrite, interrupted);
-  });
+  m_sessions->exportCaptures(dir, overwrite, interrupted);
 }
 
 void DiscardGuard::onExportFinished(const QString& dir, const QString& error) {

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "EngineTypes.h"
+#include "session/SessionTypes.h"
 
 #include <QObject>
 #include <QString>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <functional>
 
-class EngineAdapter;
+class SessionHost;
 class QAction;
 class QWidget;
 
@@ -22,8 +22,8 @@ public:
   /// How the question is answered.
   enum class Choice { Ask, Export, Discard, Cancel };
 
-  /// Dialogs open over `window`; exports are written by `engine`.
-  DiscardGuard(EngineAdapter* engine, QWidget* window);
+  /// Dialogs open over `window`; exports are written by `sessions`.
+  DiscardGuard(SessionHost* sessions, QWidget* window);
   /// Tests: no dialogs; the question takes setAnswer's answer, a folder to replace is refused.
   void setInteractive(bool interactive) { m_interactive = interactive; }
   /// Tests: the answer given without a dialog, and the folder an Export answer writes to.
@@ -32,7 +32,7 @@ public:
   int questions() const { return m_questions; }
 
   /// The captures now shown (a model opened, a script attached, an export reopened).
-  void setCaptures(const ModelSummary& summary);
+  void setCaptures(const SessionSummary& summary);
   /// Whether the captures hold steps that no export has saved.
   bool hasUnexported() const;
   /// Before `what` discards captures no export saved. True to go on now; an Export answer
@@ -60,11 +60,11 @@ Q_SIGNALS:
 private:
   void onExportFinished(const QString& dir, const QString& error);
 
-  EngineAdapter* m_engine;
+  SessionHost* m_sessions;
   QWidget* m_window;
   QAction* m_askAction;
   bool m_interactive = true;
-  ModelSummary m_captures;
+  SessionSummary m_captures;
   std::function<void()> m_afterExport;
   QString m_exportingDir;                 ///< the export this guard asked for, until it ends
   std::uint64_t m_exportingVersion = 0;  ///< the store's version when the last export was asked for

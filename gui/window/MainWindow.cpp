@@ -1,77 +1,61 @@
-#include "MainWindow.h"
+#include "window/MainWindow.h"
 
-#include "AlertsPanel.h"
-#include "AttachDialog.h"
-#include "AttachWatch.h"
-#include "DiscardGuard.h"
-#include "PythonSettings.h"
-#include "TensorBoardExport.h"
-#include "CheckpointCompare.h"
-#include "EngineAdapter.h"
-#include "ModuleTreePanel.h"
-#include "OperatorLibrariesDialog.h"
-#include "PlotsPanel.h"
-#include "RecentFiles.h"
-#include "RuleThresholdsDialog.h"
-#include "RunControls.h"
-#include "StatusLine.h"
-#include "WindowShortcuts.h"
+#include "dialogs/CheckpointCompare.h"
+#include "dialogs/OperatorLibrariesDialog.h"
+#include "dialogs/RuleThresholdsDialog.h"
 #include "models/ModuleTreeModel.h"
-#include "plots/PlotPage.h"
+#include "panels/AlertsPanel.h"
+#include "panels/ModuleTreePanel.h"
+#include "panels/PlotsPanel.h"
+#include "panels/RunControls.h"
+#include "panels/StatusLine.h"
+#include "session/SessionHost.h"
+#include "window/AttachWatch.h"
+#include "window/RecentFiles.h"
+#include "window/TensorBoardExport.h"
+#include "window/WindowMenus.h"
 
-#include <QAction>
 #include <QCloseEvent>
-#include <QDir>
-#include <QSplitter>
-#include <QTabWidget>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QDialog>
 #include <QInputDialog>
-#include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
-#include <QScreen>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
+#include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTimer>
-#include <QToolBar>
 #include <QTreeView>
 
 using namespace hookscope;
 
 namespace {
 constexpr int kRedrawMs = 33;  // at most about 30 redraws per second
-
-QString settingsKeyFor(const QString& path) {
-  return QStringLiteral("inputs/") + QString::fromLatin1(QFileInfo(path).absoluteFilePath().toUtf8().toBase64(QByteArray::Base64UrlEncoding));
-}
 } // namespace
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new EngineAdapter) {
-  registerEngineTypes();
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new SessionHost(this)) {
   setWindowTitle(QStringLiteral("HookScope"));
   setAcceptDrops(true);
-  m_engine->moveToThread(&m_engineThread);
-  connect(&m_engineThread, &QThread::finished, m_engine, &QObject::deleteLater);
-  m_engineThread.setObjectName(QStringLiteral("HookScope engine"));
-  m_engineThread.start();
-
   m_plots = new PlotsPanel(this);
   m_tree = new ModuleTreeModel(this);
   m_controls = new RunControls(this);
-  m_guard = new DiscardGuard(m_engine, this);
-  connect(m_guard, &DiscardGuard::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
+  m_guard = new DiscardGuard(m_sessions, this);
+  const auto status = [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); };
+  connect(m_guard, &DiscardGuard::status, this, status);
   connect(m_guard, &DiscardGuard::problem, this, &MainWindow::showMessage);
   connect(m_guard, &DiscardGuard::exportDone, this, &MainWindow::exportDone);
-  m_tensorBoard = new TensorBoardExport(m_engine, this);
-  connect(m_tensorBoard, &TensorBoardExport::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
+  m_tensorBoard = new TensorBoardExport(m_sessions, this);
+  connect(m_tensorBoard, &TensorBoardExport::status, this, status);
   connect(m_tensorBoard, &TensorBoardExport::problem, this, &MainWindow::showMessage);
   buildLayout();
-  buildActions();
-  m_attach = new AttachWatch(m_engine, m_plots, this);
-  connect(m_attach, &AttachWatch::status, this, [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); });
+  m_menus = new WindowMenus(this);
+  connect(m_menus, &WindowMenus::breakOnToggled, this, &MainWindow::setBreakOn);
+  connect(m_menus->recentFiles(), &RecentFiles::chosen, this, &MainWindow::openPath);
+  m_attach = new AttachWatch(m_sessions, m_plots, this);
+  connect(m_attach, &AttachWatch::status, this, status);
   connect(m_attach, &AttachWatch::problem, this, &MainWindow::showMessage);
   connect(m_attach, &AttachWatch::changed, this, [this] {
     updateActions();
@@ -88,53 +72,46 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_engine(new Engi
 
   m_status = new StatusLine(statusBar());
 
-  connectEngine();
+  connectSessions();
   restoreSettings();
   updateActions();
   updateStatus();
 }
 
-MainWindow::~MainWindow() {
-  m_engine->requestStop();
-  m_engineThread.quit();
-  m_engineThread.wait();
-}
+MainWindow::~MainWindow() = default;  // SessionHost, a child, ends the session and its thread
 
-void MainWindow::connectEngine() {
-  connect(m_engine, &EngineAdapter::modelLoaded, this, &MainWindow::onModelLoaded);
-  connect(m_engine, &EngineAdapter::modelLoading, this, [this](const QString& path) {
-    m_loading = true;
+void MainWindow::connectSessions() {
+  connect(m_sessions, &SessionHost::sessionOpened, this, &MainWindow::onSessionOpened);
+  connect(m_sessions, &SessionHost::opening, this, [this](const QString& path) {
     m_status->setBusy(true);
     statusBar()->showMessage(tr("Opening %1 in an engine process… Stop (Shift+F5) cancels.").arg(QFileInfo(path).fileName()));
-    updateActions();
   });
-  connect(m_engine, &EngineAdapter::notice, this, [this](const QString& message) {
+  connect(m_sessions, &SessionHost::notice, this, [this](const QString& message) {
     statusBar()->showMessage(message, 15000);
-    m_stoppingShown = m_running;  // "Stopping after the step in progress…" is over when the run is
+    m_stoppingShown = isRunning();  // "Stopping after the step in progress…" is over when the run is
   });
-  connect(m_engine, &EngineAdapter::engineStopped, this, [this](const QString& message) {
-    m_engineStopped = true;
+  connect(m_sessions, &SessionHost::engineStopped, this, [this](const QString& message) {
     updateActions();
     updateStatus();
     showMessage(tr("Engine stopped"), message);
   });
-  connect(m_engine, &EngineAdapter::loadFailed, this, [this](const QString& message) {
-    endLoading();
+  connect(m_sessions, &SessionHost::openFailed, this, [this](const QString& message) {
+    statusBar()->clearMessage();
     showMessage(tr("Cannot open"), message);
   });
-  connect(m_engine, &EngineAdapter::trustNeeded, this, &MainWindow::askTrust);
-  connect(m_engine, &EngineAdapter::libraryFailed, this, [this](const QString& message) {
+  connect(m_sessions, &SessionHost::trustNeeded, this, &MainWindow::askTrust);
+  connect(m_sessions, &SessionHost::libraryFailed, this, [this](const QString& message) {
     showMessage(tr("Operator library not loaded"), message);
   });
-  connect(m_engine, &EngineAdapter::stepFinished, this, &MainWindow::onStepFinished);
-  connect(m_engine, &EngineAdapter::jobStepSettled, this, &MainWindow::onJobStepSettled);
-  connect(m_engine, &EngineAdapter::runStateChanged, this, &MainWindow::onRunState);
-  connect(m_engine, &EngineAdapter::failed, this, [this](const QString& message) {
+  connect(m_sessions, &SessionHost::stepFinished, this, &MainWindow::onStepFinished);
+  connect(m_sessions, &SessionHost::jobStepSettled, this, &MainWindow::onJobStepSettled);
+  connect(m_sessions, &SessionHost::runStateChanged, this, &MainWindow::onRunState);
+  connect(m_sessions, &SessionHost::failed, this, [this](const QString& message) {
     updateStatus();
     showMessage(tr("Step failed"), message);
   });
   connect(m_controls, &RunControls::memoryCapChanged, this, [this](qint64 bytes) {
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine, bytes] { engine->setMemoryCap(bytes); });
+    m_sessions->setMemoryCap(bytes);
     scheduleRedraw();
   });
   connect(m_plots, &PlotsPanel::moduleClicked, this, &MainWindow::selectModule);
@@ -143,12 +120,10 @@ void MainWindow::connectEngine() {
 
 void MainWindow::restoreSettings() {
   QSettings settings;
-  m_engine->setStepTimeLimit(settings.value(QStringLiteral("engine/stepTimeLimit"), 120).toInt());
-  // Before any model is opened: the engine takes queued calls in order.
+  m_sessions->setStepTimeLimit(settings.value(QStringLiteral("engine/stepTimeLimit"), 120).toInt());
+  // Before any model is opened: the session thread takes calls in order.
   const QStringList libraries = settings.value(QStringLiteral("engine/operatorLibraries")).toStringList();
-  if (!libraries.isEmpty()) {
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine, libraries] { engine->loadOperatorLibraries(libraries); });
-  }
+  if (!libraries.isEmpty()) m_sessions->setOperatorLibraries(libraries);
   // A size saved on another screen is kept only while it fits this one and is not shrunk to a
   // corner of it (a 1600x1000 size came back as 949x551 on a smaller screen).
   const QRect screenArea = screen() ? screen()->availableGeometry() : QRect(0, 0, 1400, 900);
@@ -172,7 +147,7 @@ void MainWindow::askTrust(const QString& path, const QString& findings) {
   const QString text = tr("%1 holds code that runs when it is opened or stepped and reaches outside HookScope:\n\n%2\n"
                           "Open it only if you trust where it came from.")
                            .arg(QFileInfo(path).fileName(), findings);
-  endLoading();  // the engine that checked the code has ended: nothing opens while the user decides
+  statusBar()->clearMessage();  // the engine that checked the code has ended: nothing opens while the user decides
   if (!m_interactive) {
     showMessage(tr("Untrusted model"), text);
     return;
@@ -186,17 +161,20 @@ void MainWindow::askTrust(const QString& path, const QString& findings) {
     statusBar()->showMessage(tr("Not opened: %1").arg(path), 8000);
     return;
   }
-  m_pendingOpen = path;
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path, /*trusted=*/true); });
+  m_sessions->openModel(path, /*trusted=*/true);
 }
 
 void MainWindow::buildLayout() {
-  m_treePanel = new ModuleTreePanel(m_tree, m_engine, this);
+  m_treePanel = new ModuleTreePanel(m_tree, this);
   connect(m_treePanel, &ModuleTreePanel::currentModuleChanged, this, [this](int module) {
     m_plots->setSelectedHooks(m_tree->hooks(module));
     m_plots->setSelectedModule(m_tree->modules()[std::size_t(module)].path);
   });
   connect(m_treePanel, &ModuleTreePanel::currentHooksChanged, m_plots, &PlotsPanel::setSelectedHooks);
+  connect(m_treePanel, &ModuleTreePanel::hooksChanged, m_sessions, &SessionHost::setHooks);
+  connect(m_treePanel, &ModuleTreePanel::gradientInterventionChanged, m_sessions,
+          &SessionHost::setGradientIntervention);
+  connect(m_treePanel, &ModuleTreePanel::outputInterventionChanged, m_sessions, &SessionHost::setOutputIntervention);
   // Splitters rather than docks: their sizes can be set, so the tree's columns all show.
   m_alerts = new AlertsPanel(this);
   connect(m_alerts, &AlertsPanel::alertActivated, this, [this](qint64 step, const QString& module, int rank, CaptureKind kind) {
@@ -222,94 +200,20 @@ void MainWindow::buildLayout() {
   setCentralWidget(m_splitter);
 }
 
-void MainWindow::buildActions() {
-  QMenu* file = menuBar()->addMenu(tr("&File"));
-  m_openAction = file->addAction(tr("&Open model…"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open TorchScript model"), QFileInfo(m_summary.path).absolutePath(),
-                                                      tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
-    if (!path.isEmpty()) openPath(path);
-  });
-  m_openAction->setShortcut(QKeySequence::Open);
-  file->addAction(tr("Open &capture…"), this, [this] {
-    if (m_running || m_loading) {  // said before the folder is chosen, not after
-      showMessage(tr("Cannot open"), tr("Stop the run (Shift+F5) before opening a capture; its captures stay."));
-      return;
-    }
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"),
-                                                          DiscardGuard::lastExportFolder());
-    if (!dir.isEmpty()) openCapture(dir);
-  })->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
-  m_recent = new RecentFiles(file->addMenu(tr("Open &recent")), this);
-  connect(m_recent, &RecentFiles::chosen, this, &MainWindow::openPath);
-  m_attachAction = file->addAction(tr("&Attach to a training script…"), this, [this] { attachScript(); });
-  m_attachAction->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
-  m_attachAction->setToolTip(tr("Wait for a PyTorch script that calls hookscope.attach(model) (Ctrl+Shift+A)"));
-  file->addSeparator();
-  m_exportAction = file->addAction(tr("&Export captures…"), m_guard, &DiscardGuard::exportWithDialog);
-  m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
-  file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), this, &MainWindow::exportAllPlots);
-  file->addAction(tr("&Compare checkpoints…"), this, [this] { compareCheckpoints(); })
-      ->setToolTip(tr("Per tensor, what changed from one checkpoint to another, and what went NaN"));
-  m_tensorBoardAction = file->addAction(tr("Export as &TensorBoard log…"), m_tensorBoard, &TensorBoardExport::exportWithDialog);
-  m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));
-  file->addSeparator();
-  file->addAction(tr("&Quit"), this, &QWidget::close)->setShortcut(QKeySequence::Quit);
+void MainWindow::chooseModel() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open TorchScript model"), QFileInfo(m_summary.path).absolutePath(),
+                                                    tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
+  if (!path.isEmpty()) openPath(path);
+}
 
-  QMenu* runMenu = menuBar()->addMenu(tr("&Run"));
-  m_runAction = runMenu->addAction(tr("&Run"), this, &MainWindow::run);
-  m_runAction->setShortcut(QKeySequence(Qt::Key_F5));
-  m_pauseAction = runMenu->addAction(tr("&Pause"), this, &MainWindow::pause);
-  m_pauseAction->setShortcut(QKeySequence(Qt::Key_F6));
-  m_stepAction = runMenu->addAction(tr("&Step"), this, &MainWindow::stepOnce);
-  m_stepAction->setShortcut(QKeySequence(Qt::Key_F10));
-  m_stopAction = runMenu->addAction(tr("S&top"), this, &MainWindow::stop);
-  m_stopAction->setShortcut(QKeySequence(tr("Shift+F5")));
-  runMenu->addSeparator();
-  m_resetAction = runMenu->addAction(tr("Reset &weights (reload file)"), this, &MainWindow::resetWeights);
-  runMenu->addSeparator();
-  QMenu* breakMenu = runMenu->addMenu(tr("&Break on"));
-  for (int i = 0; i < kRuleCount; ++i) {
-    QAction* action = breakMenu->addAction(QString::fromLatin1(ruleName(RuleKind(i))));
-    action->setCheckable(true);
-    action->setChecked(m_engine->breakRules() & (1u << unsigned(i)));
-    action->setToolTip(tr("Pause the run after the step where this rule fires"));
-    connect(action, &QAction::toggled, this, [this, i](bool on) { setBreakOn(RuleKind(i), on); });
-    m_breakActions.append(action);
+void MainWindow::chooseCapture() {
+  if (isRunning() || runState().loading) {  // said before the folder is chosen, not after
+    showMessage(tr("Cannot open"), tr("Stop the run (Shift+F5) before opening a capture; its captures stay."));
+    return;
   }
-  runMenu->addAction(tr("Rule &thresholds…"), this, &MainWindow::editRuleThresholds);
-  runMenu->addAction(tr("Step time &limit…"), this, &MainWindow::editStepTimeLimit)
-      ->setToolTip(tr("How long a step may take before HookScope stops the engine process running the model"));
-
-  QMenu* view = menuBar()->addMenu(tr("&View"));
-  view->addAction(tr("&Follow latest step"), this, [this] { m_plots->setFollowLatest(true); })->setShortcut(QKeySequence(tr("End")));
-  view->addAction(tr("&Previous step"), this, [this] { m_plots->stepBy(-1); })->setShortcut(QKeySequence(Qt::Key_BracketLeft));
-  view->addAction(tr("&Next step"), this, [this] { m_plots->stepBy(1); })->setShortcut(QKeySequence(Qt::Key_BracketRight));
-  view->addAction(tr("Back &ten steps"), this, [this] { m_plots->stepBy(-10); })->setShortcut(QKeySequence(tr("Ctrl+[")));
-  view->addAction(tr("Forward t&en steps"), this, [this] { m_plots->stepBy(10); })->setShortcut(QKeySequence(tr("Ctrl+]")));
-
-  QMenu* settingsMenu = menuBar()->addMenu(tr("&Settings"));
-  settingsMenu->addAction(tr("&Operator libraries…"), this, &MainWindow::editOperatorLibraries);
-  m_python = new PythonSettings(settingsMenu, this);
-  settingsMenu->addAction(m_guard->askAction());
-
-  QToolBar* toolbar = addToolBar(tr("Run"));
-  toolbar->setObjectName(QStringLiteral("runToolbar"));
-  toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-  toolbar->addAction(m_openAction);
-  m_attachAction->setIcon(style()->standardIcon(QStyle::SP_DriveNetIcon));
-  m_attachAction->setIconText(tr("Attach"));
-  toolbar->addAction(m_attachAction);
-  toolbar->addSeparator();
-  m_runAction->setIcon(style()->standardIcon(QStyle::SP_MediaPlay));
-  m_pauseAction->setIcon(style()->standardIcon(QStyle::SP_MediaPause));
-  m_stepAction->setIcon(style()->standardIcon(QStyle::SP_MediaSkipForward));
-  m_stopAction->setIcon(style()->standardIcon(QStyle::SP_MediaStop));
-  m_resetAction->setIcon(style()->standardIcon(QStyle::SP_BrowserReload));
-  for (QAction* action : {m_runAction, m_pauseAction, m_stepAction, m_stopAction, m_resetAction}) {
-    toolbar->addAction(action);
-    if (!action->shortcut().isEmpty()) action->setToolTip(action->text().remove('&') + " (" + action->shortcut().toString() + ")");
-  }
-  new WindowShortcuts(this);  // after the menus: it reads their shortcuts
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open HookScope export folder"),
+                                                        DiscardGuard::lastExportFolder());
+  if (!dir.isEmpty()) openCapture(dir);
 }
 
 void MainWindow::openPath(const QString& path) {
@@ -320,8 +224,7 @@ void MainWindow::openPath(const QString& path) {
   if (!m_guard->confirm(tr("Opening %1").arg(QFileInfo(path).fileName()), [this, path] { openPath(path); })) return;
   rememberInputs();
   m_attach->stopWaiting();  // a file chosen instead of a script
-  m_pendingOpen = path;
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, path] { engine->loadModel(path); });
+  m_sessions->openModel(path);
 }
 
 void MainWindow::attachScript(const QString& address) {
@@ -330,24 +233,19 @@ void MainWindow::attachScript(const QString& address) {
     return;
   }
   if (!m_guard->confirm(tr("Attaching a script"), [this, address] { attachScript(address); })) return;
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, address] { engine->listen(address); });
+  m_sessions->listen(address);
 }
 
 void MainWindow::openCapture(const QString& dir) {
   if (!m_guard->confirm(tr("Opening %1").arg(QFileInfo(dir).fileName()), [this, dir] { openCapture(dir); })) return;
   rememberInputs();
-  m_pendingOpen = dir;
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir] { engine->openCapture(dir); });
+  m_sessions->openCapture(dir);
 }
 
 void MainWindow::setBreakOn(RuleKind rule, bool on) {
   const quint32 bit = 1u << unsigned(rule);
-  m_engine->setBreakRules(on ? (m_engine->breakRules() | bit) : (m_engine->breakRules() & ~bit));
-  QAction* action = m_breakActions.value(int(rule));
-  if (action && action->isChecked() != on) {
-    QSignalBlocker block(action);
-    action->setChecked(on);
-  }
+  m_sessions->setBreakRules(on ? (m_sessions->breakRules() | bit) : (m_sessions->breakRules() & ~bit));
+  m_menus->showBreakOn(rule, on);
 }
 
 void MainWindow::setGradientIntervention(int module, GradientIntervention intervention) {
@@ -364,14 +262,14 @@ void MainWindow::editOperatorLibraries() {
   if (dialog.exec() != QDialog::Accepted) return;
   const QStringList paths = dialog.paths();
   QSettings().setValue(key, paths);
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, paths] { engine->loadOperatorLibraries(paths); });
+  m_sessions->setOperatorLibraries(paths);
 }
 
 void MainWindow::editRuleThresholds() {
   RuleThresholdsDialog dialog(m_ruleSettings, this);
   if (dialog.exec() != QDialog::Accepted) return;
   m_ruleSettings = dialog.settings();
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, settings = m_ruleSettings] { engine->setRuleSettings(settings); });
+  m_sessions->setRuleSettings(m_ruleSettings);
 }
 
 void MainWindow::selectModule(const QString& path) { m_treePanel->selectModule(path); }
@@ -381,55 +279,43 @@ void MainWindow::jumpTo(qint64 step, const QString& module) {
   m_plots->scrubTo(step);
 }
 
-void MainWindow::onModelLoaded(const ModelSummary& summary) {
+void MainWindow::onSessionOpened(const SessionSummary& summary, const RunState& state) {
   m_summary = summary;
-  m_loading = false;
-  m_engineStopped = false;
+  onRunState(state);
   m_guard->setCaptures(summary);
   m_alerts->clear();
   m_alerts->setRanksShown(summary.worldSize > 1);
-  m_pendingOpen.clear();
-  m_stepsSeen = 0;
   m_lastStep = -1;
   m_status->restartRate(/*clear=*/true);
   m_attach->reset(summary.worldSize, summary.attached);
   m_alerts->addAlerts(summary.alerts);
   m_plots->setStore(summary.store);
   m_treePanel->showModel(summary);
-  if (summary.attached) {
-    m_running = true;  // an attached script is running from the start (runStateChanged follows)
-    m_paused = false;
-    m_status->restartRate();
-    m_controls->setEditable(false);
-    m_controls->setNote(
-        summary.worldSize > 1
-            ? tr("<b>%1 is attached</b> with the ranks of its torch.distributed job (%2 ranks): their own data, loss "
-                 "and optimizer are used, not these. Pause, Step and breakpoints act on every rank at the same step.")
-                  .arg(summary.fileName.toHtmlEscaped())
-                  .arg(summary.worldSize)
-            : tr("<b>%1 is attached</b>: its own data, loss and optimizer are used, not these.")
-                  .arg(summary.fileName.toHtmlEscaped()));
-    // Short enough for a 1024 px status bar; the label under it names the script, pid and device.
-    statusBar()->showMessage(tr("Attached %1: tick Act, Grad or In to hook layers from its next step").arg(summary.fileName), 10000);
-  } else if (!summary.reviewOnly) {
-    // Short enough for a 1024 px status bar; the model's name there says how it is confined.
-    statusBar()->showMessage(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
-                                                           : tr("Opened %1 in a confined engine process").arg(summary.fileName),
-                             8000);
-    QSettings settings;
-    const QString remembered = settings.value(settingsKeyFor(summary.path)).toString();
-    m_controls->setInputSpecs(!remembered.isEmpty() ? remembered : summary.exampleInput);
-    m_recent->add(summary.path);
-  }
-  if (!summary.attached) {
-    m_controls->setEditable(!summary.reviewOnly);
-    m_controls->setNote(QString());
-  }
+  describeOpened(summary);
   setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
   updateActions();
   updateStatus();
   scheduleRedraw();  // the tree's numbers of a reopened export
   Q_EMIT modelOpened(summary.path);
+}
+
+void MainWindow::describeOpened(const SessionSummary& summary) {
+  if (summary.attached) {
+    m_status->restartRate();
+    m_controls->showAttached(summary.fileName, summary.worldSize);
+    // Short enough for a 1024 px status bar; the label under it names the script, pid and device.
+    statusBar()->showMessage(tr("Attached %1: tick Act, Grad or In to hook layers from its next step").arg(summary.fileName), 10000);
+    return;
+  }
+  m_controls->setEditable(!summary.reviewOnly);
+  m_controls->setNote(QString());
+  if (summary.reviewOnly) return;
+  // Short enough for a 1024 px status bar; the model's name there says how it is confined.
+  statusBar()->showMessage(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
+                                                         : tr("Opened %1 in a confined engine process").arg(summary.fileName),
+                           8000);
+  m_controls->recallInputs(summary.path, summary.exampleInput);
+  m_menus->recentFiles()->add(summary.path);
 }
 
 hookscope::RunConfig MainWindow::currentConfig() {
@@ -446,37 +332,39 @@ bool MainWindow::checkInputsGiven(const hookscope::RunConfig& config) {
 }
 
 void MainWindow::rememberInputs() {
-  if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_summary.attached || m_controls->inputSpecs().isEmpty()) return;
-  QSettings().setValue(settingsKeyFor(m_summary.path), m_controls->inputSpecs());
+  if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_summary.attached) return;
+  m_controls->rememberInputs(m_summary.path);
 }
 
 void MainWindow::run() {
+  const RunState state = runState();
   if (m_summary.reviewOnly || m_summary.path.isEmpty()) return;
-  if (m_running && !m_paused) return;
-  if (!m_running && m_summary.attached) return;
+  if (state.running() && !state.paused()) return;
+  if (!state.running() && m_summary.attached) return;
   // A run (or a resumed one) shows its newest steps, also after the user scrubbed back.
   m_plots->setFollowLatest(true);
-  if (m_running && m_summary.attached) {  // the script's own loop goes on
-    m_engine->setPaused(false);
+  if (state.running() && m_summary.attached) {  // the script's own loop goes on
+    m_sessions->setPaused(false);
     return;
   }
   const RunConfig config = currentConfig();
   if (!checkInputsGiven(config)) return;
-  if (m_running) {  // resumed: what the Run tab says now applies from the next step
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->resume(config); });
+  if (state.running()) {  // resumed: what the Run tab says now applies from the next step
+    m_sessions->resume(config);
     return;
   }
-  const qint64 steps = m_controls->steps();
   m_status->restartRate();
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, config, steps] { engine->run(config, steps); });
+  m_sessions->run(config, m_controls->steps());
 }
 
 void MainWindow::pause() {
-  if (m_running && !m_paused) m_engine->setPaused(true);
+  const RunState state = runState();
+  if (state.running() && !state.paused()) m_sessions->setPaused(true);
 }
 
 void MainWindow::stepOnce() {
-  if (m_summary.reviewOnly || m_summary.path.isEmpty() || (m_running && !m_paused)) return;
+  const RunState state = runState();
+  if (m_summary.reviewOnly || m_summary.path.isEmpty() || (state.running() && !state.paused())) return;
   const RunConfig config = currentConfig();
   if (!m_summary.attached && !checkInputsGiven(config)) return;
   m_plots->setFollowLatest(true);  // show the step about to run, also after a break
@@ -485,15 +373,15 @@ void MainWindow::stepOnce() {
     m_breakShown = false;
   }
   m_status->setBusy(true);  // a single step of a large model can take a while
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, config] { engine->stepOnce(config); });
+  m_sessions->stepOnce(config);
 }
 
 void MainWindow::stop() {
-  if (m_loading) {
-    QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->cancelLoad(); });
+  if (runState().loading) {
+    m_sessions->cancelOpen();
     return;
   }
-  m_engine->requestStop();
+  m_sessions->requestStop();
 }
 
 void MainWindow::editStepTimeLimit() {
@@ -502,34 +390,25 @@ void MainWindow::editStepTimeLimit() {
       this, tr("Step time limit"),
       tr("A model runs in an engine process of its own. When one step (or opening the model) takes longer than "
          "this, HookScope stops that process and says so; the captures stay.\n\nSeconds (0: no limit):"),
-      m_engine->stepTimeLimit(), 0, 7 * 24 * 3600, 10, &ok);
+      m_sessions->stepTimeLimit(), 0, 7 * 24 * 3600, 10, &ok);
   if (!ok) return;
   QSettings().setValue(QStringLiteral("engine/stepTimeLimit"), seconds);
-  m_engine->setStepTimeLimit(seconds);
+  m_sessions->setStepTimeLimit(seconds);
 }
 
 void MainWindow::resetWeights() {
-  if (m_summary.reviewOnly || m_summary.attached || m_summary.path.isEmpty() || m_running) return;
+  if (m_summary.reviewOnly || m_summary.attached || m_summary.path.isEmpty() || isRunning()) return;
   if (!m_guard->confirm(tr("Resetting the weights"), [this] { resetWeights(); })) return;
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine] { engine->resetWeights(); });
+  m_sessions->resetWeights();
 }
 
 void MainWindow::onStepFinished(const StepSummary& summary) {
-  ++m_stepsSeen;
   // In a job every rank reports each step: the rate counts the lowest rank still attached.
   if (summary.rank == m_attach->lowestLiveRank(summary.rank)) m_status->countStep();
   m_lastStep = std::max<qint64>(m_lastStep, summary.finishedStep);
   m_plots->setFinishedStep(m_lastStep);
-  if (!summary.shapes.empty()) {
-    std::vector<std::pair<std::string, QString>> shapes;
-    for (const auto& call : summary.shapes) {
-      if (call.call != 0) continue;
-      shapes.emplace_back(call.module, QString::fromStdString(call.shapes.empty() ? std::string("—") : call.shapes.front()) +
-                                           (call.shapes.size() > 1 ? QStringLiteral(" …") : QString()));
-    }
-    m_tree->setOutputShapes(shapes);
-  }
-  if (!m_running) m_status->setBusy(false);
+  if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);
+  if (!isRunning()) m_status->setBusy(false);
   m_alerts->addAlerts(summary.alerts);
   if (summary.breakAlert) {
     showBreak(*summary.breakAlert);
@@ -559,12 +438,9 @@ void MainWindow::onJobStepSettled(const StepSummary& summary) {
 }
 
 void MainWindow::showBreak(const hookscope::Alert& alert) {
-  // Stopped on a breakpoint: show where, at that step (on the rank where it fired). The run is
-  // paused from here, whether or not the engine's word of it (runStateChanged) came yet.
-  if (m_running && !m_paused) {
-    m_paused = true;
-    updateActions();
-  }
+  // Stopped on a breakpoint: show where, at that step (on the rank where it fired). The session
+  // counts the run paused before it says where it broke.
+  updateActions();
   if (m_summary.worldSize > 1) m_plots->setRank(alert.rank);
   m_plots->refresh();
   jumpTo(alert.step, QString::fromStdString(alert.module));
@@ -580,18 +456,25 @@ void MainWindow::showBreak(const hookscope::Alert& alert) {
   Q_EMIT breakHit(QString::fromStdString(alert.module), alert.step);
 }
 
-void MainWindow::onRunState(bool running, bool paused) {
+void MainWindow::onRunState(const RunState& state) {
+  RunState counted = m_state;
+  counted.stepsDone = state.stepsDone;
+  if (counted == state) {  // one more step: shown with the plots' next frame, as the step it is
+    m_state = state;
+    scheduleRedraw();
+    return;
+  }
   // An attached script reports its state after every step: the rate restarts only when a run
   // starts or resumes.
-  const bool resumed = running && !paused && !(m_running && !m_paused);
-  m_running = running;
-  m_paused = paused;
-  if (!paused && m_breakShown) {  // "Paused at step 7 on …" is over once the run goes on or stops
+  const bool resumed = state.running() && !state.paused() && !(m_state.running() && !m_state.paused());
+  if (!state.loading && m_state.loading) m_status->setBusy(false);
+  m_state = state;
+  if (!state.paused() && m_breakShown) {  // "Paused at step 7 on …" is over once the run goes on or stops
     statusBar()->clearMessage();
     m_breakShown = false;
   }
-  if (!running && m_stoppingShown) {
-    statusBar()->showMessage(tr("Stopped after step %1.").arg(m_engine->stepsDone() - 1), 5000);
+  if (!state.running() && m_stoppingShown) {
+    statusBar()->showMessage(tr("Stopped after step %1.").arg(state.stepsDone - 1), 5000);
     m_stoppingShown = false;
   }
   if (resumed) m_status->restartRate();
@@ -610,47 +493,21 @@ void MainWindow::redraw() {
   updateStatus();
 }
 
-void MainWindow::updateActions() {
-  // An attached script runs its own loop: it can be resumed, paused, stepped and detached,
-  // never started again or reset from here.
-  const bool attached = m_summary.attached;
-  const bool model = !m_summary.path.isEmpty() && !m_summary.reviewOnly && (!attached || m_running);
-  m_runAction->setEnabled(model && (!m_running || m_paused));
-  m_runAction->setText(m_running && m_paused ? tr("&Resume") : tr("&Run"));
-  // Paused: Resume (F5) is the one way on; Pause stays Pause.
-  m_pauseAction->setEnabled(model && m_running && !m_paused);
-  m_stepAction->setEnabled(model && (attached ? m_paused : (!m_running || m_paused)));
-  m_stopAction->setEnabled(m_running || m_loading);
-  m_stopAction->setText(attached ? tr("De&tach") : tr("S&top"));
-  m_stopAction->setToolTip(attached ? tr("Detach (Shift+F5): the script's hooks go and it trains on without HookScope")
-                                    : tr("Stop (Shift+F5)"));
-  m_resetAction->setEnabled(model && !attached && !m_running);
-  m_exportAction->setEnabled(!m_summary.path.isEmpty());
-  m_tensorBoardAction->setEnabled(!m_summary.path.isEmpty());
-  m_openAction->setEnabled(!m_running && !m_loading);
-  m_attachAction->setEnabled(!m_running);
-}
+void MainWindow::updateActions() { m_menus->update(m_summary, runState()); }
 
 void MainWindow::updateStatus() {
+  const RunState& run = m_state;
   StatusLine::State state;
   state.summary = &m_summary;
   state.ranksAttached = &m_attach->ranksAttached();
   state.ranksEnded = &m_attach->ranksEnded();
   state.listenAddress = m_attach->listeningAddress();
   state.lastStep = m_lastStep;
-  state.running = m_running;
-  state.paused = m_paused;
-  state.engineStopped = m_engineStopped;
+  state.running = run.running();
+  state.paused = run.paused();
+  state.engineStopped = run.engineStopped;
   state.scriptEnded = m_attach->scriptEnded();
   m_status->show(state);
-}
-
-void MainWindow::endLoading() {
-  m_loading = false;
-  statusBar()->clearMessage();
-  updateActions();
-  updateStatus();
-  m_pendingOpen.clear();
 }
 
 void MainWindow::showMessage(const QString& title, const QString& text) {
@@ -692,31 +549,13 @@ void MainWindow::exportCapturesTo(const QString& dir, bool overwrite, const QStr
 CheckpointCompare* MainWindow::lastCompare() const { return m_lastCompare; }
 
 void MainWindow::compareCheckpoints(const QString& first, const QString& second) {
-  QString a = first, b = second;
-  if (a.isEmpty()) {
-    const QString filter = tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.ckpt);;All files (*)");
-    a = QFileDialog::getOpenFileName(this, tr("Compare checkpoints: the first (before)"), QString(), filter);
-    if (a.isEmpty()) return;
-    b = QFileDialog::getOpenFileName(this, tr("Compare checkpoints: the second (after)"), QFileInfo(a).absolutePath(), filter);
-    if (b.isEmpty()) return;
-  }
-  auto* dialog = new CheckpointCompare(this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  dialog->compare(a, b);
-  dialog->show();
-  m_lastCompare = dialog;
+  if (auto* dialog = CheckpointCompare::open(this, first, second)) m_lastCompare = dialog;
 }
 
 void MainWindow::exportAllPlots() {
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Export plots into folder"));
   if (dir.isEmpty()) return;
-  QStringList failed;
-  for (PlotPage* page : m_plots->pages()) {
-    const QString base = QDir(dir).filePath(page->title().toLower().replace(' ', '_'));
-    const bool ok = page->savePng(base + QStringLiteral(".png")) && page->savePdf(base + QStringLiteral(".pdf")) &&
-                    page->saveCsv(base + QStringLiteral(".csv"));
-    if (!ok) failed << page->title();
-  }
+  const QStringList failed = m_plots->saveAll(dir);
   if (failed.isEmpty()) {
     statusBar()->showMessage(tr("Plots exported to %1").arg(dir), 8000);
   } else {
@@ -734,7 +573,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   settings.setValue(QStringLiteral("window/state"), saveState());
   settings.setValue(QStringLiteral("window/splitter"), m_splitter->saveState());
-  m_engine->requestStop();
+  m_sessions->requestStop();
   event->accept();
 }
 
@@ -746,7 +585,7 @@ void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
 
 void MainWindow::dropEvent(QDropEvent* event) {
   const QString path = event->mimeData()->urls().front().toLocalFile();
-  if (m_running) {
+  if (isRunning()) {
     showMessage(tr("Cannot open"), tr("Stop the run before opening another model."));
     return;
   }

@@ -1,42 +1,35 @@
 #pragma once
 
-#include "DiscardGuard.h"
-#include "EngineTypes.h"
+#include "session/RunState.h"
+#include "session/SessionTypes.h"
+#include "window/DiscardGuard.h"
 
 #include <QMainWindow>
-#include <QPointer>
 #include <QMap>
+#include <QPointer>
 #include <QSet>
-#include <QThread>
-
-#include <functional>
-#include <map>
 
 class AlertsPanel;
 class AttachDialog;
 class AttachWatch;
-class DiscardGuard;
-class TensorBoardExport;
 class CheckpointCompare;
-class PythonSettings;
-class EngineAdapter;
 class ModuleTreeModel;
 class ModuleTreePanel;
 class PlotsPanel;
-class QAction;
 class QSplitter;
 class QTabWidget;
 class QTimer;
 class QTreeView;
-class RecentFiles;
 class RunControls;
+class SessionHost;
 class StatusLine;
+class TensorBoardExport;
+class WindowMenus;
 
 /// HookScope's window: the module tree with hook checkboxes, run controls, live plots, laid
-/// out and wired together; its parts live in their own classes (ModuleTreePanel, PlotsPanel,
-/// RunControls, AlertsPanel, DiscardGuard, RecentFiles, WindowShortcuts). The engine runs on
-/// its own thread; this window only sends it commands and redraws on a coalescing timer, never
-/// once per capture.
+/// out and wired together; its parts live in their own classes (panels/, dialogs/, window/).
+/// What is open lives in a Session on SessionHost's thread: the window sends it commands, reads
+/// its RunState, and redraws on a coalescing timer, never once per capture.
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -67,9 +60,10 @@ public:
   QTreeView* treeView() const;
   PlotsPanel* plots() const { return m_plots; }
   RunControls* runControls() const { return m_controls; }
-  EngineAdapter* engine() const { return m_engine; }
+  SessionHost* sessions() const { return m_sessions; }
   AlertsPanel* alerts() const { return m_alerts; }
   TensorBoardExport* tensorBoardExport() const { return m_tensorBoard; }
+  DiscardGuard* discardGuard() const { return m_guard; }
   /// File > Compare checkpoints; with both given (tests), no file dialogs.
   void compareCheckpoints(const QString& first = QString(), const QString& second = QString());
   /// The last comparison opened (tests).
@@ -84,14 +78,19 @@ public:
   void selectModule(const QString& path);
   /// Selects a layer in the tree and shows `step` in every plot.
   void jumpTo(qint64 step, const QString& module);
+  const SessionSummary& summary() const { return m_summary; }
   QString modelPath() const { return m_summary.path; }
   std::shared_ptr<hookscope::CaptureStore> store() const { return m_summary.store; }
   bool reviewOnly() const { return m_summary.reviewOnly; }
-  bool isRunning() const { return m_running; }
-  qint64 stepsSeen() const { return m_stepsSeen; }
+  /// The open session's run state as the window last received it (SessionHost emits it whole
+  /// on every change, in order with what happened; sessions()->state() is the live value).
+  const RunState& runState() const { return m_state; }
+  bool isRunning() const { return runState().running(); }
+  /// Steps the open session has finished.
+  qint64 stepsSeen() const { return runState().stepsDone; }
 
   /// Whether a training script (or a rank of its job) is attached now.
-  bool scriptAttached() const { return m_summary.attached && m_running; }
+  bool scriptAttached() const { return m_summary.attached && isRunning(); }
   /// The attached job's ranks that joined, and why each that left did.
   const QSet<int>& ranksAttached() const;
   const QMap<int, QString>& ranksEnded() const;
@@ -109,7 +108,14 @@ public Q_SLOTS:
   void stop();
   /// Asks how long a step (or opening a model) may take before its engine process is stopped.
   void editStepTimeLimit();
+  void editRuleThresholds();
+  void editOperatorLibraries();
   void resetWeights();
+  /// File > Open model and Open capture: a file dialog, then open.
+  void chooseModel();
+  void chooseCapture();
+  /// File > Export plots: every plot as PNG, PDF and CSV into a folder.
+  void exportAllPlots();
   /// Exports the captures into `dir`; `overwrite` replaces an earlier HookScope export there;
   /// `interrupted` names the signal that ended the session early, for the manifest.
   void exportCapturesTo(const QString& dir, bool overwrite, const QString& interrupted = QString());
@@ -131,74 +137,53 @@ protected:
   void dropEvent(QDropEvent* event) override;
 
 private:
-  void buildActions();
   void buildLayout();
-  /// The engine's signals to the window's parts.
-  void connectEngine();
+  /// SessionHost's signals to the window's parts.
+  void connectSessions();
   /// The window's size and splitters, the step time limit and operator libraries as last left.
   void restoreSettings();
   /// A model holds code that reaches outside HookScope: opens it only if the user says so.
   void askTrust(const QString& path, const QString& findings);
-  void onModelLoaded(const ModelSummary& summary);
+  void onSessionOpened(const SessionSummary& summary, const RunState& state);
+  /// How the Run tab reads for what was opened.
+  void describeOpened(const SessionSummary& summary);
   void onStepFinished(const StepSummary& summary);
   /// Every rank of the attached job ended a step the job checked: its alerts and break.
   void onJobStepSettled(const StepSummary& summary);
   /// Shows where an armed rule paused the run (selects the layer and the step).
   void showBreak(const hookscope::Alert& alert);
-  void onRunState(bool running, bool paused);
+  void onRunState(const RunState& state);
   void showMessage(const QString& title, const QString& text);
-  /// A model that was opening is not (it opened elsewhere, failed, or waits for the user's trust).
-  void endLoading();
   void scheduleRedraw();
   void redraw();
   void updateActions();
   void updateStatus();
-  void editRuleThresholds();
-  void editOperatorLibraries();
-  void exportAllPlots();
   hookscope::RunConfig currentConfig();
   /// False, with a message saying where to type them, when the run has no inputs.
   bool checkInputsGiven(const hookscope::RunConfig& config);
   void rememberInputs();
 
-  QThread m_engineThread;
-  EngineAdapter* m_engine;
-  ModelSummary m_summary;
+  SessionHost* m_sessions;
+  SessionSummary m_summary;
   ModuleTreeModel* m_tree;
-  ModuleTreePanel* m_treePanel;
+  ModuleTreePanel* m_treePanel = nullptr;
   DiscardGuard* m_guard;
-  RecentFiles* m_recent = nullptr;
   hookscope::RuleSettings m_ruleSettings;
   RunControls* m_controls;
   PlotsPanel* m_plots;
-  QSplitter* m_splitter;
-  QTabWidget* m_sideTabs;
-  AlertsPanel* m_alerts;
-  QList<QAction*> m_breakActions;
+  QSplitter* m_splitter = nullptr;
+  QTabWidget* m_sideTabs = nullptr;
+  AlertsPanel* m_alerts = nullptr;
   QTimer* m_redrawTimer;
   StatusLine* m_status;
-  QAction* m_attachAction = nullptr;
   AttachWatch* m_attach = nullptr;
-  QAction* m_openAction = nullptr;
-  QAction* m_runAction = nullptr;
-  QAction* m_pauseAction = nullptr;
-  QAction* m_stepAction = nullptr;
-  QAction* m_stopAction = nullptr;
-  QAction* m_resetAction = nullptr;
-  QAction* m_exportAction = nullptr;
-  QAction* m_tensorBoardAction = nullptr;
   TensorBoardExport* m_tensorBoard = nullptr;
-  PythonSettings* m_python = nullptr;
+  WindowMenus* m_menus = nullptr;
   QPointer<CheckpointCompare> m_lastCompare;
+  RunState m_state;               ///< SessionHost's RunState as last received (runState())
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
-  bool m_running = false;
-  bool m_loading = false;         ///< an engine process is opening a model
-  bool m_engineStopped = false;   ///< the open model's engine process ended by itself
-  bool m_paused = false;
   bool m_interactive = true;
   QString m_lastMessage;
-  qint64 m_stepsSeen = 0;
-  qint64 m_lastStep = -1;
-  QString m_pendingOpen;
+  qint64 m_lastStep = -1;  ///< the newest step whose captures are all in, for the plots and the status line
 };

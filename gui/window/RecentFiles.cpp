@@ -1,4 +1,4 @@
-#include "RecentFiles.h"
+#include "window/RecentFiles.h"
 
 #include <QFileInfo>
 #include <QMenu>

@@ -1,7 +1,7 @@
-#include "TensorBoardExport.h"
+#include "window/TensorBoardExport.h"
 
-#include "EngineAdapter.h"
-#include "EngineTypes.h"
+#include "session/SessionHost.h"
+#include "session/CliProcess.h"
 
 #include <QDir>
 #include <QFileDialog>
@@ -14,9 +14,9 @@ namespace {
 const char* const kLastLogKey = "paths/lastTensorBoardLog";
 }
 
-TensorBoardExport::TensorBoardExport(EngineAdapter* engine, QWidget* window)
-    : QObject(window), m_engine(engine), m_window(window) {
-  connect(m_engine, &EngineAdapter::exportFinished, this, &TensorBoardExport::onCapturesExported);
+TensorBoardExport::TensorBoardExport(SessionHost* sessions, QWidget* window)
+    : QObject(window), m_sessions(sessions), m_window(window) {
+  connect(m_sessions, &SessionHost::exportFinished, this, &TensorBoardExport::onCapturesExported);
 }
 
 TensorBoardExport::~TensorBoardExport() {
@@ -68,7 +68,7 @@ void TensorBoardExport::exportTo(const QString& logdir) {
   m_logdir = QFileInfo(logdir).absoluteFilePath();
   m_exportDir = m_scratch->filePath(QStringLiteral("captures"));
   Q_EMIT status(tr("Writing the TensorBoard log %1…").arg(m_logdir), 0);
-  QMetaObject::invokeMethod(m_engine, [engine = m_engine, dir = m_exportDir] { engine->exportCaptures(dir, false); });
+  m_sessions->exportCaptures(m_exportDir, false);
 }
 
 void TensorBoardExport::onCapturesExported(const QString& dir, const QString& error) {

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-class EngineAdapter;
+class SessionHost;
 class QProcess;
 class QTemporaryDir;
 class QWidget;
@@ -18,7 +18,7 @@ class TensorBoardExport : public QObject {
   Q_OBJECT
 
 public:
-  TensorBoardExport(EngineAdapter* engine, QWidget* window);
+  TensorBoardExport(SessionHost* sessions, QWidget* window);
   ~TensorBoardExport() override;
 
   /// Asks for a new log folder, then writes it.
@@ -37,7 +37,7 @@ private:
   void onCapturesExported(const QString& dir, const QString& error);
   void end(const QString& error);
 
-  EngineAdapter* m_engine;
+  SessionHost* m_sessions;
   QWidget* m_window;
   std::unique_ptr<QTemporaryDir> m_scratch;
   QString m_exportDir;  ///< the captures' export inside m_scratch, while it is written

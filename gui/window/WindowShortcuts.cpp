@@ -1,4 +1,4 @@
-#include "WindowShortcuts.h"
+#include "window/WindowShortcuts.h"
 
 #include <QAbstractSpinBox>
 #include <QAction>

@@ -1,6 +1,6 @@
 // Time the GUI thread spends redrawing every plot with 100 hooked layers and 2,000 steps of
 // history (offscreen). Prints figures; asserts nothing.
-#include "PlotsPanel.h"
+#include "panels/PlotsPanel.h"
 #include "plots/PlotPage.h"
 #include "plots/QCustomPlotInclude.h"
 

@@ -2,13 +2,15 @@
 // script's tree appears, a ticked layer is captured, a breakpoint pauses the script, Step
 // advances it by exactly one step, Detach lets it train on, and the captures export.
 #include "WindowTestSupport.h"
-#include "MainWindow.h"
-#include "PlotsPanel.h"
-#include "AlertsPanel.h"
+#include "window/MainWindow.h"
+#include "panels/PlotsPanel.h"
+#include "panels/AlertsPanel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HistogramPlot.h"
 #include "plots/LossPlot.h"
 #include "models/ModuleTreeModel.h"
+#include "wire/AttachListener.h"
+#include "wire/WireFrame.h"
 
 #include <QFile>
 #include <QComboBox>
@@ -21,7 +23,12 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 using hookscope::CaptureKind;
 using namespace hookscope::test;
@@ -65,6 +72,50 @@ void exportFromWindow(MainWindow& window, const QString& dir, QJsonObject* manif
   QVERIFY(file.open(QIODevice::ReadOnly));
   *manifest = QJsonDocument::fromJson(file.readAll()).object();
 }
+
+/// A rank of a job played by hand over a socket: its hello, then the frames HookScope sends it.
+class FakeRank {
+public:
+  FakeRank(const QString& address, int rank, int worldSize, int modules) {
+    std::string error;
+    hookscope::AttachAddress parsed;
+    m_fd = hookscope::connectAttachAddress(address.toStdString(), &parsed, &error);
+    nlohmann::json list = nlohmann::json::array({{{"path", ""}, {"type", "Net"}}});
+    for (int m = 1; m < modules; ++m) list.push_back({{"path", "layer" + std::to_string(m)}, {"type", "Linear"}});
+    const nlohmann::json hello = {{"type", "hello"},   {"protocol", hookscope::wire::kProtocolVersion},
+                                  {"name", "fake.py"}, {"pid", 4242 + rank},
+                                  {"modules", list},   {"dist", {{"rank", rank}, {"world_size", worldSize}, {"job", "fake"}}}};
+    if (m_fd >= 0) hookscope::sendAll(m_fd, hookscope::wire::encodeFrame(hookscope::wire::kJsonFrame, hello.dump()));
+  }
+  ~FakeRank() {
+    if (m_fd >= 0) ::close(m_fd);
+  }
+  bool connected() const { return m_fd >= 0; }
+  /// Reads for `ms` milliseconds; the messages that came, by type.
+  std::map<std::string, std::vector<nlohmann::json>> readFor(int ms) {
+    std::map<std::string, std::vector<nlohmann::json>> out;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    char buffer[1 << 16];
+    while (std::chrono::steady_clock::now() < end) {
+      QCoreApplication::processEvents();
+      pollfd p{m_fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const ssize_t n = ::read(m_fd, buffer, sizeof buffer);
+      if (n <= 0) break;
+      m_reader.feed(buffer, std::size_t(n));
+      hookscope::wire::Frame frame;
+      while (m_reader.next(&frame)) {
+        const auto message = nlohmann::json::parse(frame.payload);
+        out[message.value("type", "")].push_back(message);
+      }
+    }
+    return out;
+  }
+
+private:
+  int m_fd = -1;
+  hookscope::wire::FrameReader m_reader;
+};
 
 } // namespace
 
@@ -293,6 +344,32 @@ private Q_SLOTS:
     QCOMPARE(int(window.store()->scalars("loss", 1).size()), 3);  // steps 0-2 of the rank that died
     QVERIFY(window.store()->scalars("loss", 0).size() >= 3);     // and rank 0's, all kept
     QVERIFY(job.waitForFinished(kTimeout));
+  }
+
+  // One tick on the root of a 1,000-module model is one `hooks` message to each rank, naming
+  // every module (it was one message per module changed, each listing every hooked module).
+  void tickingTheRootOfAThousandModulesSendsOneHooksMessagePerRank() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    QString address;
+    listenIn(window, dir, &address);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    FakeRank rank0(address, 0, 2, 1000), rank1(address, 1, 2, 1000);
+    QVERIFY(rank0.connected() && rank1.connected());
+    QVERIFY(opened.wait(kTimeout));
+    QTRY_COMPARE_WITH_TIMEOUT(window.ranksAttached().size(), 2, kTimeout);
+    QCOMPARE(window.treeModel()->modules().size(), std::size_t(1000));
+    QCOMPARE(rank0.readFor(300)["welcome"].size(), std::size_t(1));
+    QCOMPARE(rank1.readFor(300)["welcome"].size(), std::size_t(1));
+    ModuleTreeModel* tree = window.treeModel();
+    QVERIFY(tree->setData(tree->indexOfModule(0, ModuleTreeModel::Act), Qt::Checked, Qt::CheckStateRole));
+    for (FakeRank* rank : {&rank0, &rank1}) {
+      const auto got = rank->readFor(1500);
+      const auto hooks = got.find("hooks");
+      QVERIFY(hooks != got.end());
+      QCOMPARE(hooks->second.size(), std::size_t(1));
+      QCOMPARE(hooks->second.front()["hooks"].size(), std::size_t(1000));
+    }
   }
 
   void noSecondListenerOnATakenAddress() {

@@ -1,10 +1,10 @@
 // The window runs no model in its own process: a model file runs in an engine process
 // (`hookscope-cli serve`). A crash of that process, a step that never ends, and a model that
 // tries to write a file each end in a message, with the window and its captures intact.
-#include "CheckpointCompare.h"
-#include "EngineAdapter.h"
-#include "MainWindow.h"
-#include "RunControls.h"
+#include "dialogs/CheckpointCompare.h"
+#include "session/SessionHost.h"
+#include "window/MainWindow.h"
+#include "panels/RunControls.h"
 #include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 
@@ -65,15 +65,15 @@ private Q_SLOTS:
 
   void aCrashedEngineLeavesTheWindowItsCapturesAndAWayOn() {
     auto window = openModel(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
-    QVERIFY2(window->engine()->enginePid() > 0, "the model runs in a process of its own");
-    QVERIFY(window->engine()->enginePid() != QCoreApplication::applicationPid());
+    QVERIFY2(window->sessions()->state().enginePid > 0, "the model runs in a process of its own");
+    QVERIFY(window->sessions()->state().enginePid != QCoreApplication::applicationPid());
     tickRoot(*window);
     window->runControls()->setSteps(0);  // until stopped
     window->run();
     QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= 3, kTimeout);
     QSignalSpy messages(window.get(), &MainWindow::messageShown);
     // What a bug inside LibTorch does to the process running it.
-    ::kill(pid_t(window->engine()->enginePid()), SIGSEGV);
+    ::kill(pid_t(window->sessions()->state().enginePid), SIGSEGV);
     QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
     const QString message = window->lastMessage();
     QVERIFY2(message.contains(QStringLiteral("SIGSEGV")) && message.contains(QStringLiteral("captures so far are kept")),
@@ -96,7 +96,7 @@ private Q_SLOTS:
     window->setDiscardAnswer(MainWindow::DiscardChoice::Discard);
     window->resetWeights();
     QTRY_COMPARE_WITH_TIMEOUT(opened.size(), 1, kTimeout);
-    QVERIFY(window->engine()->enginePid() > 0);
+    QVERIFY(window->sessions()->state().enginePid > 0);
     window->runControls()->setSteps(2);
     const qint64 seen = window->stepsSeen();
     window->run();
@@ -106,8 +106,8 @@ private Q_SLOTS:
 
   void aStepOverTheTimeLimitStopsTheEngineAndTheWindowGoesOn() {
     auto window = openModel(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/forward_forever.pt"));
-    QVERIFY(window->engine()->enginePid() > 0);
-    window->engine()->setStepTimeLimit(2);
+    QVERIFY(window->sessions()->state().enginePid > 0);
+    window->sessions()->setStepTimeLimit(2);
     window->runControls()->setInputSpecs(QStringLiteral("2x4"));
     window->runControls()->setSteps(5);
     QSignalSpy messages(window.get(), &MainWindow::messageShown);
@@ -119,23 +119,23 @@ private Q_SLOTS:
              qPrintable(window->lastMessage()));
     QVERIFY2(clock.elapsed() < 10000, "stopped near the limit");
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
-    QCOMPARE(window->engine()->stepsDone(), 0);
+    QCOMPARE(window->sessions()->state().stepsDone, 0);
   }
 
   void anOpenThatNeverEndsIsStoppedAtTheLimitOrByStop() {
     auto window = std::make_unique<MainWindow>();
     window->setInteractive(false);
     window->show();
-    window->engine()->setStepTimeLimit(2);
+    window->sessions()->setStepTimeLimit(2);
     QSignalSpy messages(window.get(), &MainWindow::messageShown);
     const QString path = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_forever.pt");
-    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), path] { engine->loadModel(path, true); });
+    window->sessions()->openModel(path, true);
     QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
     QVERIFY2(window->lastMessage().contains(QStringLiteral("did not open within 2 s")), qPrintable(window->lastMessage()));
     // No limit: Stop cancels the open.
-    window->engine()->setStepTimeLimit(0);
+    window->sessions()->setStepTimeLimit(0);
     messages.clear();
-    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), path] { engine->loadModel(path, true); });
+    window->sessions()->openModel(path, true);
     QTRY_VERIFY_WITH_TIMEOUT(window->statusBar()->currentMessage().contains(QStringLiteral("Stop (Shift+F5) cancels")),
                              kTimeout);
     QTest::qWait(1000);
@@ -148,7 +148,7 @@ private Q_SLOTS:
 
   void stopTwiceEndsAStepThatNeverEnds() {
     auto window = openModel(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/forward_forever.pt"));
-    window->engine()->setStepTimeLimit(0);  // no limit: only the user can end it
+    window->sessions()->setStepTimeLimit(0);  // no limit: only the user can end it
     window->runControls()->setInputSpecs(QStringLiteral("2x4"));
     window->runControls()->setSteps(0);
     window->run();
@@ -170,7 +170,7 @@ private Q_SLOTS:
     window->setInteractive(false);
     window->show();
     const QStringList libraries{QStringLiteral(HOOKSCOPE_TEST_OPS)};
-    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), libraries] { engine->loadOperatorLibraries(libraries); });
+    window->sessions()->setOperatorLibraries(libraries);
     QSignalSpy opened(window.get(), &MainWindow::modelOpened);
     window->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/custom_op.pt"));
     QVERIFY2(opened.wait(kTimeout), qPrintable(window->lastMessage()));  // no "untrusted" question
@@ -258,7 +258,7 @@ private Q_SLOTS:
     QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
     // Trusted ("Open anyway"): it opens, confined, and runs.
     QSignalSpy opened(window.get(), &MainWindow::modelOpened);
-    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), pickle] { engine->loadModel(pickle, true); });
+    window->sessions()->openModel(pickle, true);
     QVERIFY2(opened.wait(kTimeout), qPrintable(window->lastMessage()));
     QCOMPARE(window->treeModel()->data(window->treeModel()->indexOfModule(1).siblingAtColumn(ModuleTreeModel::Type)).toString(),
              QStringLiteral("Linear"));
@@ -355,7 +355,7 @@ private Q_SLOTS:
     QSignalSpy messages(window.get(), &MainWindow::messageShown);
     // The user said "Open anyway".
     const QString path = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_from_file.pt");
-    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), path] { engine->loadModel(path, true); });
+    window->sessions()->openModel(path, true);
     QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
     QVERIFY2(window->lastMessage().contains(QStringLiteral("Permission denied")), qPrintable(window->lastMessage()));
     QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));  // still open

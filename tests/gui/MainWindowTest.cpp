@@ -1,10 +1,10 @@
 // The window, driven as a user would: open, tick, run, scrub, untick, export, reopen.
-#include "AlertsPanel.h"
-#include "EngineAdapter.h"
-#include "MainWindow.h"
-#include "TensorBoardExport.h"
-#include "PlotsPanel.h"
-#include "RunControls.h"
+#include "panels/AlertsPanel.h"
+#include "session/SessionHost.h"
+#include "window/MainWindow.h"
+#include "window/TensorBoardExport.h"
+#include "panels/PlotsPanel.h"
+#include "panels/RunControls.h"
 #include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
@@ -239,7 +239,7 @@ private Q_SLOTS:
     QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= 3, kTimeout);
     // Steps 0 .. done-1 have come in. The engine process starts step n once step n-2 has come
     // in, so it may be in step done+1 at most when the change reaches it.
-    const qint64 done = window->engine()->stepsDone();
+    const qint64 done = window->sessions()->state().stepsDone;
     tick(tree, "fc1", ModuleTreeModel::Act, false);
     const qint64 seen = window->stepsSeen();
     QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= seen + 3, kTimeout);
@@ -277,8 +277,8 @@ private Q_SLOTS:
     const qint64 step = hit.front().at(1).toLongLong();
     QTest::qWait(300);  // a run that had not paused would go on meanwhile
     QVERIFY(window->isRunning());
-    QVERIFY(window->engine()->isPaused());
-    QCOMPARE(window->engine()->stepsDone(), step + 1);
+    QVERIFY(window->sessions()->state().paused());
+    QCOMPARE(window->sessions()->state().stepsDone, step + 1);
     QCOMPARE(window->plots()->shownStep(), step);
     QCOMPARE(QString::fromStdString(window->plots()->selectedModule()), hit.front().at(0).toString());
     QVERIFY(window->alerts()->count() >= 1);
@@ -290,12 +290,12 @@ private Q_SLOTS:
     QVERIFY(window->statusBar()->currentMessage().contains(QStringLiteral("Paused at step")));
     // Step runs one step and the view follows to it.
     window->stepOnce();
-    QTRY_COMPARE_WITH_TIMEOUT(window->engine()->stepsDone(), step + 2, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(window->sessions()->state().stepsDone, step + 2, kTimeout);
     QTest::qWait(100);
     QCOMPARE(window->plots()->shownStep(), step + 1);
     window->stop();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
-    QCOMPARE(window->engine()->stepsDone(), step + 2);
+    QCOMPARE(window->sessions()->state().stepsDone, step + 2);
     QVERIFY2(!window->statusBar()->currentMessage().contains(QStringLiteral("Paused")), qPrintable(window->statusBar()->currentMessage()));
   }
 
@@ -536,7 +536,7 @@ private Q_SLOTS:
     messages.clear();
     // ... and trusted, says why its classes cannot be found and how to save the model instead.
     const QString eager = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/eager_zip.pt");
-    QMetaObject::invokeMethod(window->engine(), [engine = window->engine(), eager] { engine->loadModel(eager, true); });
+    window->sessions()->openModel(eager, true);
     QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
     QVERIFY2(window->lastMessage().contains(QStringLiteral("torch.export.save")), qPrintable(window->lastMessage()));
     QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL));

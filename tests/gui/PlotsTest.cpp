@@ -1,6 +1,6 @@
 // The plot pages on stores filled by hand: axes that hold every drawn point, gaps that stay
 // gaps, a heatmap without holes, a legend that keeps to a corner, and the step slider's keys.
-#include "PlotsPanel.h"
+#include "panels/PlotsPanel.h"
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"

@@ -2,8 +2,8 @@
 // What the window's tests share: finding a module and an action, opening a model in a window
 // that shows messages instead of dialogs, and running steps to their end.
 
-#include "MainWindow.h"
-#include "RunControls.h"
+#include "window/MainWindow.h"
+#include "panels/RunControls.h"
 #include "models/ModuleTreeModel.h"
 
 #include <QAction>

@@ -4,14 +4,14 @@
 // paused applies from the next step, the learning rate takes any positive number, a run
 // follows its newest steps, the status bar says what is true now, a review looks read-only,
 // and "Hook all of type" proposes the common layers first.
-#include "AlertsPanel.h"
-#include "EngineAdapter.h"
-#include "MainWindow.h"
-#include "PathElideDelegate.h"
-#include "PlotsPanel.h"
-#include "RunControls.h"
-#include "ScientificSpinBox.h"
-#include "StatusLine.h"
+#include "panels/AlertsPanel.h"
+#include "session/SessionHost.h"
+#include "window/MainWindow.h"
+#include "models/PathElideDelegate.h"
+#include "panels/PlotsPanel.h"
+#include "panels/RunControls.h"
+#include "widgets/ScientificSpinBox.h"
+#include "panels/StatusLine.h"
 #include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
@@ -60,10 +60,8 @@ hookscope::RuleSettings everyGradientExplodes() {
   return settings;
 }
 
-void setRules(MainWindow& window, const hookscope::RuleSettings& settings) {
-  EngineAdapter* engine = window.engine();
-  QMetaObject::invokeMethod(engine, [engine, settings] { engine->setRuleSettings(settings); }, Qt::BlockingQueuedConnection);
-}
+// Queued to the session thread before anything the test does next.
+void setRules(MainWindow& window, const hookscope::RuleSettings& settings) { window.sessions()->setRuleSettings(settings); }
 
 QJsonObject readManifest(const QString& dir) {
   QFile file(dir + QStringLiteral("/manifest.json"));
@@ -197,7 +195,7 @@ private Q_SLOTS:
     window->run();
     QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() >= 3, kTimeout);
     window->pause();
-    QTRY_VERIFY_WITH_TIMEOUT(window->engine()->isPaused(), kTimeout);
+    QTRY_VERIFY_WITH_TIMEOUT(window->sessions()->state().paused(), kTimeout);
     QTest::qWait(300);
     auto config = window->runControls()->config();
     const double before = config.lr;

@@ -1,0 +1,121 @@
+#include "session/ReviewSession.h"
+
+#include <QFileInfo>
+
+#include <algorithm>
+#include <map>
+
+using namespace hookscope;
+
+namespace {
+
+// Without the model, the tree is rebuilt from the dotted paths of the modules it names.
+class TreeOfPaths {
+public:
+  TreeOfPaths(SessionSummary* summary, const std::string& rootName) : m_summary(summary), m_rootName(rootName) {
+    add("");
+  }
+
+  /// The module of `path`, made with its ancestors when new.
+  int add(const std::string& path) {
+    auto found = m_index.find(path);
+    if (found != m_index.end()) return found->second;
+    ModuleInfo info;
+    info.path = path;
+    int parent = -1;
+    if (!path.empty()) {
+      const auto dot = path.rfind('.');
+      parent = add(dot == std::string::npos ? std::string() : path.substr(0, dot));
+      info.name = dot == std::string::npos ? path : path.substr(dot + 1);
+      info.depth = m_summary->modules[std::size_t(parent)].depth + 1;
+    } else {
+      info.name = m_rootName;
+    }
+    info.parent = parent;
+    const int at = int(m_summary->modules.size());
+    m_summary->modules.push_back(info);
+    m_summary->hooks.push_back(0);
+    if (parent >= 0) m_summary->modules[std::size_t(parent)].children.push_back(at);
+    m_index[path] = at;
+    return at;
+  }
+  /// The module of `path`, or -1.
+  int find(const std::string& path) const {
+    const auto found = m_index.find(path);
+    return found == m_index.end() ? -1 : found->second;
+  }
+
+private:
+  SessionSummary* m_summary;
+  std::string m_rootName;
+  std::map<std::string, int> m_index;
+};
+
+// A checkpoint's tree: the tensors are the modules' parameters, counted from their series; a
+// module that holds none (the root, a container) has nothing hooked.
+void countCheckpointParameters(SessionSummary& summary, const TreeOfPaths& tree, const CaptureStore& store) {
+  for (const auto& key : store.seriesKeys()) {
+    const auto points = store.series(key);
+    const int owner = tree.find(ownerModule(key));
+    if (key.kind != CaptureKind::Param || points.empty() || owner < 0) continue;
+    auto& info = summary.modules[std::size_t(owner)];
+    info.ownParams += points.front().stats.numel;
+    info.typeName = "weights";
+  }
+  for (std::size_t i = summary.modules.size(); i-- > 0;) {
+    auto& info = summary.modules[i];
+    info.totalParams += info.ownParams;
+    if (info.parent >= 0) summary.modules[std::size_t(info.parent)].totalParams += info.totalParams;
+    if (info.ownParams == 0) summary.hooks[i] = 0;
+  }
+}
+
+} // namespace
+
+std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QString& checkpoint, QString* error) {
+  ExportData data;
+  std::string problem;
+  if (!readExport(dir.toStdString(), &data, &problem)) {
+    *error = QString::fromStdString(problem);
+    return nullptr;
+  }
+  SessionSummary summary;
+  summary.path = checkpoint.isEmpty() ? dir : checkpoint;
+  summary.fileName = checkpoint.isEmpty() ? QString::fromStdString(data.manifest.modelFile) + QStringLiteral(" (capture)")
+                                          : QFileInfo(checkpoint).fileName() + QStringLiteral(" (checkpoint, read-only)");
+  summary.reviewOnly = true;
+  summary.store = data.store;
+  TreeOfPaths tree(&summary, data.manifest.modelFile);
+  for (const auto& hooked : data.manifest.hooked) {
+    const int at = tree.add(hooked.module);
+    std::uint8_t mask = 0;
+    for (const auto& kind : hooked.kinds) {
+      if (auto k = parseCaptureKind(kind)) mask |= kindBit(*k);
+    }
+    summary.hooks[std::size_t(at)] = mask;
+  }
+  for (const auto& record : data.manifest.interventions) tree.add(record.module);
+  if (!checkpoint.isEmpty()) countCheckpointParameters(summary, tree, *data.store);
+  summary.alerts = data.alerts;
+  summary.interventions = data.manifest.interventions;
+  summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));
+  return std::unique_ptr<ReviewSession>(new ReviewSession(std::move(summary), std::move(data)));
+}
+
+ReviewSession::ReviewSession(SessionSummary summary, ExportData data)
+    : Session(std::move(summary)), m_manifest(std::move(data.manifest)), m_alerts(std::move(data.alerts)) {}
+
+QString ReviewSession::exportTo(const QString& dir, bool overwrite, const QString& interrupted) {
+  // An export reopened: written again as it was.
+  ExportManifest manifest = m_manifest;
+  manifest.thinning = m_summary.store->thinning();
+  manifest.memoryCapBytes = m_summary.store->capBytes();
+  manifest.hookscopeVersion = HOOKSCOPE_VERSION;
+  manifest.interrupted = interrupted.toStdString();
+  ExportOptions options;
+  options.overwrite = overwrite;
+  options.extraFiles = {{"alerts.csv", alertsCsv(m_alerts)}};
+  std::string error;
+  writeExport(dir.toStdString(), manifest, *m_summary.store, {}, options, &error);
+  return QString::fromStdString(error);
+}

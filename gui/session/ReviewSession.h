@@ -1,0 +1,27 @@
+#pragma once
+// A run reopened from its export folder, or a checkpoint's weights captured once: read-only.
+// Nothing runs; its captures can be looked at and exported again as they were.
+
+#include "session/Session.h"
+
+#include "files/ExportFolder.h"
+
+#include <memory>
+
+class ReviewSession : public Session {
+  Q_OBJECT
+
+public:
+  /// Reads the export in `dir`; with `checkpoint`, the export holds that checkpoint's weights (one
+  /// step of param series) and is shown as the checkpoint: its path, name, parameter counts.
+  /// Null with why (`error`) when the export cannot be read.
+  static std::unique_ptr<ReviewSession> open(const QString& dir, const QString& checkpoint, QString* error);
+
+  QString exportTo(const QString& dir, bool overwrite, const QString& interrupted) override;
+
+private:
+  ReviewSession(SessionSummary summary, hookscope::ExportData data);
+
+  hookscope::ExportManifest m_manifest;
+  std::vector<hookscope::Alert> m_alerts;
+};

@@ -1,0 +1,401 @@
+#include "session/SessionHost.h"
+
+#include "files/ModelFileKind.h"
+#include "session/AttachedJobSession.h"
+#include "session/CliProcess.h"
+#include "session/ModelFileSession.h"
+#include "session/ReviewSession.h"
+#include "session/ScriptListener.h"
+#include "sessions/AttachJob.h"
+#include "sessions/EngineProcess.h"
+
+#include <QFileInfo>
+#include <QMetaObject>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <algorithm>
+
+using namespace hookscope;
+
+SessionHost::SessionHost(QObject* parent) : QObject(parent), m_context(new QObject) {
+  registerSessionTypes();
+  m_context->moveToThread(&m_thread);
+  connect(&m_thread, &QThread::finished, m_context, &QObject::deleteLater);
+  m_thread.setObjectName(QStringLiteral("HookScope sessions"));
+  m_thread.start();
+}
+
+SessionHost::~SessionHost() {
+  m_closing = true;
+  QMetaObject::invokeMethod(m_context, [this] {
+    m_loadCancel = true;
+    if (m_loadThread.joinable()) m_loadThread.join();
+    if (m_listener) m_listener->stop(/*endJob=*/true);
+    std::unique_ptr<Session> ended;
+    {
+      std::lock_guard<std::mutex> lock(m_sessionMutex);
+      ended = std::move(m_session);
+    }
+    if (ended) ended->disconnect(this);
+    ended.reset();       // scripts detach and train on; an engine process ends
+    m_listener.reset();  // its thread ends once the job it waited on has
+  }, Qt::BlockingQueuedConnection);
+  m_thread.quit();
+  m_thread.wait();
+}
+
+void SessionHost::post(std::function<void()> work) {
+  QMetaObject::invokeMethod(m_context, std::move(work), Qt::QueuedConnection);
+}
+
+RunState SessionHost::state() const {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  return m_state;
+}
+
+void SessionHost::updateState(Session* from, const RunState& state) {
+  RunState merged;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (from != m_current) return;  // a session that is being replaced
+    merged = state;
+    merged.loading = m_state.loading;
+    if (merged == m_state) return;
+    m_state = merged;
+  }
+  Q_EMIT runStateChanged(merged);
+}
+
+void SessionHost::setLoading(bool loading) {
+  RunState now;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (m_state.loading == loading) return;
+    m_state.loading = loading;
+    now = m_state;
+  }
+  Q_EMIT runStateChanged(now);
+}
+
+void SessionHost::replace(std::unique_ptr<Session> session) {
+  Session* raw = session.get();
+  // Direct: a session reports from its own or a rank's thread; the window gets them queued.
+  const auto direct = Qt::DirectConnection;
+  connect(raw, &Session::stateChanged, this, [this, raw](const RunState& s) { updateState(raw, s); }, direct);
+  connect(raw, &Session::stepFinished, this, &SessionHost::stepFinished, direct);
+  connect(raw, &Session::jobStepSettled, this, &SessionHost::jobStepSettled, direct);
+  connect(raw, &Session::notice, this, &SessionHost::notice, direct);
+  connect(raw, &Session::failed, this, &SessionHost::failed, direct);
+  connect(raw, &Session::engineStopped, this, &SessionHost::engineStopped, direct);
+  connect(raw, &Session::rankAttached, this, &SessionHost::rankAttached, direct);
+  connect(raw, &Session::rankEnded, this, &SessionHost::rankEnded, direct);
+  raw->setMemoryCap(m_capBytes);
+  raw->setRuleSettings(m_ruleSettings);
+  raw->setBreakRules(m_breakRules.load());
+  raw->setStepTimeLimit(m_stepTimeLimit.load());
+  std::unique_ptr<Session> ended;
+  {
+    std::lock_guard<std::mutex> lock(m_sessionMutex);
+    ended = std::move(m_session);
+    m_session = std::move(session);
+  }
+  if (ended) ended->disconnect(this);
+  ended.reset();  // its job ends here: an engine process stops, scripts detach
+  RunState opened;
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    m_current = raw;
+    m_state = raw->state();
+    m_state.loading = false;
+    opened = m_state;
+  }
+  // With the state it opened in: the window never sees the new session in the state of the one
+  // before (an attached script running while the window still thinks nothing runs).
+  Q_EMIT sessionOpened(raw->summary(), opened);
+}
+
+void SessionHost::openModel(const QString& path, bool trusted) {
+  post([this, path, trusted] {
+    if (state().running()) {
+      Q_EMIT openFailed(QStringLiteral("Stop the run before opening another model."));
+      return;
+    }
+    // One open at a time: a newer one replaces one still opening.
+    m_loadCancel = true;
+    if (m_loadThread.joinable()) m_loadThread.join();
+    m_loadCancel = false;
+    EngineOptions options;
+    options.program = cliProgram().toStdString();
+    options.model = path.toStdString();
+    options.trust = trusted;
+    for (const QString& library : m_libraries) options.libraries.push_back(library.toStdString());
+    const int limit = m_stepTimeLimit.load();
+    const auto capBytes = m_capBytes;
+    setLoading(true);
+    Q_EMIT opening(path);
+    ModelFileInfo info;
+    std::string identifyError;
+    const bool checkpoint = identifyModelFile(options.model, &info, &identifyError) &&
+                            (info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors);
+    m_loadThread = std::thread([this, options, limit, capBytes, path, checkpoint] {
+      if (checkpoint) {
+        openCheckpoint(path, limit);
+        return;
+      }
+      std::string message;
+      bool needsTrust = false;
+      auto store = std::make_shared<CaptureStore>(capBytes);
+      // The engine checks the model's code before it loads it (it knows the operator libraries).
+      std::shared_ptr<EngineProcess> engine =
+          EngineProcess::start(options, store, [this] { return m_loadCancel.load(); }, limit > 0 ? limit * 1000 : -1,
+                               &message, &needsTrust);
+      if (!engine) {
+        setLoading(false);  // the open session stays as it was
+        if (needsTrust) {
+          Q_EMIT trustNeeded(path, QString::fromStdString(message));
+        } else {
+          Q_EMIT openFailed(QString::fromStdString(message));
+        }
+        return;
+      }
+      post([this, engine, path] { adoptEngine(engine, path); });
+    });
+  });
+}
+
+void SessionHost::cancelOpen() { m_loadCancel = true; }
+
+void SessionHost::adoptEngine(std::shared_ptr<EngineProcess> engine, const QString& path) {
+  if (state().running()) {
+    setLoading(false);
+    Q_EMIT openFailed(QStringLiteral("Stop the run before opening another model."));
+    return;  // the new engine ends with `engine`
+  }
+  ModelFileSession::Settings settings;
+  settings.breakRules = m_breakRules.load();
+  settings.rules = m_ruleSettings;
+  settings.stepTimeLimit = m_stepTimeLimit.load();
+  // Reset weights opens the same file again: what was ticked stays ticked.
+  if (auto* previous = dynamic_cast<ModelFileSession*>(m_session.get()); previous && previous->summary().path == path) {
+    settings.hooks = previous->hooks();
+  }
+  QString error;
+  auto session = ModelFileSession::open(std::move(engine), path, settings, &error);
+  if (!session) {
+    setLoading(false);
+    Q_EMIT openFailed(error);
+    return;
+  }
+  replace(std::move(session));
+}
+
+void SessionHost::openCheckpoint(const QString& path, int limitSeconds) {
+  // A checkpoint has no code: its tensors' statistics and histograms are captured once, by
+  // `hookscope-cli capture` (weights_only, in the confined Python engine), and shown read-only.
+  auto scratch = std::make_shared<QTemporaryDir>();
+  const QString out = scratch->filePath(QStringLiteral("weights"));
+  QProcess capture;
+  capture.start(cliProgram(), {QStringLiteral("capture"), path, QStringLiteral("--out"), out, QStringLiteral("--steps"),
+                               QStringLiteral("1"), QStringLiteral("--kinds"), QStringLiteral("param"),
+                               QStringLiteral("--hook"), QStringLiteral("*")});
+  const bool ended = capture.waitForFinished(limitSeconds > 0 ? limitSeconds * 1000 : -1);
+  if (!ended || capture.exitStatus() != QProcess::NormalExit || capture.exitCode() != 0) {
+    if (!ended) capture.kill();
+    QString why = cliMessage(capture.readAllStandardError());
+    if (why.isEmpty()) why = capture.errorString();
+    setLoading(false);
+    Q_EMIT openFailed(QStringLiteral("%1 could not be read as a checkpoint: %2").arg(QFileInfo(path).fileName(), why));
+    return;
+  }
+  // The scratch folder goes once the review has read it (this thread does not wait: the session
+  // thread may be waiting for it).
+  post([this, out, path, scratch] { openReview(out, path); });
+}
+
+void SessionHost::openCapture(const QString& dir) {
+  post([this, dir] { openReview(dir, QString()); });
+}
+
+void SessionHost::openReview(const QString& dir, const QString& checkpoint) {
+  if (state().running()) {
+    setLoading(false);
+    Q_EMIT openFailed(QStringLiteral("Stop the run before opening a capture."));
+    return;
+  }
+  QString error;
+  auto session = ReviewSession::open(dir, checkpoint, &error);
+  if (!session) {
+    setLoading(false);
+    Q_EMIT openFailed(error);
+    return;
+  }
+  replace(std::move(session));
+}
+
+void SessionHost::resetWeights() {
+  post([this] {
+    if (!dynamic_cast<ModelFileSession*>(m_session.get())) return;
+    const QString path = m_session->summary().path;
+    openModel(path, /*trusted=*/true);  // the user opened it already
+  });
+}
+
+void SessionHost::listen(const QString& address) {
+  post([this, address] { startListening(address); });
+}
+
+void SessionHost::startListening(const QString& address) {
+  if (m_listener && m_listener->waiting()) {
+    Q_EMIT listening(m_listener->address());
+    return;
+  }
+  if (state().running()) {
+    Q_EMIT listenFailed(dynamic_cast<AttachedJobSession*>(m_session.get())
+                            ? QStringLiteral("A script is attached: Stop (detach) it before attaching another.")
+                            : QStringLiteral("Stop the run before attaching a training script."));
+    return;
+  }
+  m_listener.reset();  // the previous script's, finished
+  auto listener = std::make_unique<ScriptListener>();
+  const auto direct = Qt::DirectConnection;
+  connect(listener.get(), &ScriptListener::refused, this, &SessionHost::attachRefused, direct);
+  connect(listener.get(), &ScriptListener::rankAttached, this, &SessionHost::rankAttached, direct);
+  connect(listener.get(), &ScriptListener::jobOver, this, [this](const QString& reason) {
+    {
+      // On the listener's thread: the attached session (if it is still the open one) has ended.
+      std::lock_guard<std::mutex> lock(m_sessionMutex);
+      if (auto* attached = dynamic_cast<AttachedJobSession*>(m_session.get())) attached->markEnded();
+    }
+    Q_EMIT scriptDetached(reason);
+  }, direct);
+  auto onFirst = [this](std::shared_ptr<AttachJob> job, std::shared_ptr<CaptureStore> store, const ScriptRecord& script,
+                        const std::vector<ModuleInfo>& modules, const std::vector<std::uint8_t>& hooks) {
+    // The first script replaces the open session before its rank is served (not while the host
+    // ends: its thread is busy ending, and the job ends with the listener).
+    if (m_closing) return;
+    QMetaObject::invokeMethod(m_context, [&] {
+      replace(std::make_unique<AttachedJobSession>(job, store, script, modules, hooks));
+    }, Qt::BlockingQueuedConnection);
+  };
+  QString error;
+  if (!listener->start(address, m_capBytes, m_breakRules.load(), onFirst, &error)) {
+    Q_EMIT listenFailed(error);
+    return;
+  }
+  m_listener = std::move(listener);
+  Q_EMIT listening(m_listener->address());
+}
+
+void SessionHost::stopListening() {
+  post([this] {
+    if (m_listener) m_listener->stop();  // its thread ends by itself; a script attached stays
+  });
+}
+
+void SessionHost::setHooks(const std::vector<std::uint8_t>& masks) {
+  post([this, masks] {
+    if (m_session) m_session->setHooks(masks);
+  });
+}
+
+void SessionHost::setGradientIntervention(int module, GradientIntervention intervention) {
+  post([this, module, intervention] {
+    if (m_session) m_session->setGradientIntervention(module, intervention);
+  });
+}
+
+void SessionHost::setOutputIntervention(int module, OutputIntervention intervention) {
+  post([this, module, intervention] {
+    if (m_session) m_session->setOutputIntervention(module, intervention);
+  });
+}
+
+void SessionHost::run(const RunConfig& config, qint64 steps) {
+  post([this, config, steps] {
+    if (m_session) {
+      m_session->run(config, steps);
+    } else {
+      Q_EMIT failed(QStringLiteral("Open a model first (File > Open)."));
+    }
+  });
+}
+
+void SessionHost::stepOnce(const RunConfig& config) {
+  post([this, config] {
+    if (m_session) m_session->stepOnce(config);
+  });
+}
+
+void SessionHost::resume(const RunConfig& config) {
+  post([this, config] {
+    if (m_session) m_session->resume(config);
+  });
+}
+
+void SessionHost::setPaused(bool paused) {
+  post([this, paused] {
+    if (m_session) m_session->setPaused(paused);
+  });
+}
+
+void SessionHost::requestStop() {
+  post([this] {
+    if (m_session) m_session->requestStop();
+  });
+}
+
+void SessionHost::setMemoryCap(qint64 bytes) {
+  post([this, bytes] {
+    m_capBytes = std::size_t(std::max<qint64>(bytes, 1 << 20));
+    if (m_session) m_session->setMemoryCap(m_capBytes);
+  });
+}
+
+void SessionHost::setRuleSettings(const RuleSettings& settings) {
+  post([this, settings] {
+    m_ruleSettings = settings;
+    if (m_session) m_session->setRuleSettings(settings);
+  });
+}
+
+void SessionHost::setBreakRules(quint32 mask) {
+  m_breakRules = mask;
+  post([this, mask] {
+    if (m_session) m_session->setBreakRules(mask);
+  });
+}
+
+void SessionHost::setStepTimeLimit(int seconds) {
+  m_stepTimeLimit = seconds;
+  post([this, seconds] {
+    if (m_session) m_session->setStepTimeLimit(seconds);
+  });
+}
+
+void SessionHost::setOperatorLibraries(const QStringList& paths) {
+  post([this, paths] {
+    m_libraries.clear();
+    for (const QString& path : paths) {
+      // The window links no LibTorch: each engine process loads the library before it checks and
+      // loads its model, and says so when it cannot. Here only what can be told without loading it.
+      const QFileInfo file(path);
+      if (!file.isFile() || !file.isReadable()) {
+        Q_EMIT libraryFailed(tr("%1: %2. Choose it again in Settings > Operator libraries.")
+                                 .arg(path, file.exists() ? tr("not a readable file") : tr("no such file")));
+        continue;
+      }
+      m_libraries << path;
+    }
+  });
+}
+
+void SessionHost::exportCaptures(const QString& dir, bool overwrite, const QString& interrupted) {
+  post([this, dir, overwrite, interrupted] {
+    if (!m_session || !m_session->summary().store) {
+      Q_EMIT exportFinished(dir, QStringLiteral("Nothing to export: open a model and run some steps."));
+      return;
+    }
+    Q_EMIT exportFinished(dir, m_session->exportTo(dir, overwrite, interrupted));
+  });
+}

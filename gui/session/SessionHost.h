@@ -1,0 +1,155 @@
+#pragma once
+// The one way from the window to what it shows: SessionHost owns the session thread and the
+// Session open on it (one at a time), takes every command as a call queued to that thread in
+// order (none waits), and reports through its signals. No model runs in the window's process: a
+// model file runs in an engine process (`hookscope-cli serve`), which speaks the attach wire
+// like a training script, so a crash or a hang in the model never takes the window.
+
+#include "session/RunState.h"
+#include "session/SessionTypes.h"
+
+#include <QObject>
+#include <QStringList>
+#include <QThread>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace hookscope {
+class EngineProcess;
+}
+
+class ScriptListener;
+class Session;
+
+class SessionHost : public QObject {
+  Q_OBJECT
+
+public:
+  explicit SessionHost(QObject* parent = nullptr);
+  /// Ends the open session (an engine process stops, scripts detach and train on) and the thread.
+  ~SessionHost() override;
+
+  // Queued to the session thread, in the order called.
+  /// Opens a model file in a new engine process: opening now, then sessionOpened or openFailed
+  /// (the open session stays until the new one is open). Unless `trusted`, its code is read
+  /// first: a model whose code reaches outside the process is not opened, and trustNeeded says
+  /// what was found. A checkpoint opens read-only, its weights captured once.
+  void openModel(const QString& path, bool trusted = false);
+  /// Gives up opening a model (the engine process that was opening it ends).
+  void cancelOpen();
+  /// Reopens an export folder, read-only.
+  void openCapture(const QString& dir);
+  /// Opens the model file of the open session again: fresh weights, the same hooks.
+  void resetWeights();
+  /// Waits for one training script at `address` ("" for HookScope's default), or every rank of
+  /// one torch.distributed job: listening() with the address to give it, or listenFailed(). The
+  /// first to attach replaces the open session; the other ranks of its job join it (rankAttached).
+  void listen(const QString& address);
+  /// Stops waiting for a script (one attached stays).
+  void stopListening();
+  /// Every module's hook mask at once: one message to each rank of the open session.
+  void setHooks(const std::vector<std::uint8_t>& masks);
+  /// What flows back through a module's output, from its next call (logged with the step).
+  void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
+  /// Replaces a module's output from its next call (logged like the above).
+  void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
+  /// Runs `steps` steps with this configuration (<= 0: until stopped); an attached script's loop goes on.
+  void run(const hookscope::RunConfig& config, qint64 steps);
+  /// Runs exactly one step (also while paused).
+  void stepOnce(const hookscope::RunConfig& config);
+  /// Resumes a paused run with `config` from its next step (the configuration history records it).
+  void resume(const hookscope::RunConfig& config);
+  void setPaused(bool paused);
+  /// Ends the run after the step in progress; again while it has not ended, at once (the engine
+  /// process stops; the captures stay). An attached script is detached.
+  void requestStop();
+  void setMemoryCap(qint64 bytes);
+  /// Rule thresholds, for this session and the ones opened after it.
+  void setRuleSettings(const hookscope::RuleSettings& settings);
+  /// The rules that pause a run when they fire (bit i: RuleKind i).
+  void setBreakRules(quint32 mask);
+  /// How long a step (or opening a model) may take before the engine process is stopped and that
+  /// is reported (<= 0: no limit).
+  void setStepTimeLimit(int seconds);
+  /// The operator libraries each engine process loads before a model (a missing one is reported
+  /// by libraryFailed()).
+  void setOperatorLibraries(const QStringList& paths);
+  /// Writes the captures into `dir`; `interrupted`: the signal that ended the session early.
+  void exportCaptures(const QString& dir, bool overwrite, const QString& interrupted = QString());
+
+  // Any thread, at once.
+  RunState state() const;
+  quint32 breakRules() const { return m_breakRules.load(); }
+  int stepTimeLimit() const { return m_stepTimeLimit.load(); }
+
+Q_SIGNALS:
+  /// Something is open, in `state` (the state changes after it come as runStateChanged).
+  void sessionOpened(const SessionSummary& summary, const RunState& state);
+  /// An engine process is opening this model file (cancelOpen() gives up).
+  void opening(const QString& path);
+  void openFailed(const QString& message);
+  /// The model's code reaches outside the process (`findings`, one per line): open it only
+  /// when the user says so, with openModel(path, true).
+  void trustNeeded(const QString& path, const QString& findings);
+  void libraryFailed(const QString& message);
+  void runStateChanged(const RunState& state);
+  void stepFinished(const StepSummary& summary);
+  /// Every live rank of the attached job has ended this step: the job's alerts and its break.
+  void jobStepSettled(const StepSummary& summary);
+  /// Something the user should read in the status bar.
+  void notice(const QString& message);
+  /// A step or run failed; the session stays usable.
+  void failed(const QString& message);
+  /// The engine process running the model ended by itself: why. The captures stay.
+  void engineStopped(const QString& message);
+  void exportFinished(const QString& dir, const QString& error);
+  /// Listening for a script at this address (the full form, token included).
+  void listening(const QString& address);
+  /// Cannot listen (the address is taken, not private, or a run is on): why.
+  void listenFailed(const QString& message);
+  /// A connection was refused (not a HookScope script, wrong token): why.
+  void attachRefused(const QString& message);
+  /// The attached script left (closed, disconnected, or detached), or every rank of its job did.
+  void scriptDetached(const QString& reason);
+  void rankAttached(int rank, const QString& who);
+  void rankEnded(int rank, const QString& why);
+
+private:
+  /// Queues `work` to the session thread.
+  void post(std::function<void()> work);
+  /// Session thread: `session` becomes the open one; the one before ends.
+  void replace(std::unique_ptr<Session> session);
+  /// The open session's state, with the host's own (loading), to the window.
+  void updateState(Session* from, const RunState& state);
+  void setLoading(bool loading);
+  /// Session thread: the engine process that opened `path` becomes the open session.
+  void adoptEngine(std::shared_ptr<hookscope::EngineProcess> engine, const QString& path);
+  /// Load thread: a checkpoint's tensors captured once by hookscope-cli and shown read-only.
+  void openCheckpoint(const QString& path, int limitSeconds);
+  /// Session thread: an export (of `checkpoint`, when given) opened read-only.
+  void openReview(const QString& dir, const QString& checkpoint);
+  /// Session thread: starts waiting for a script.
+  void startListening(const QString& address);
+
+  QThread m_thread;
+  QObject* m_context;  ///< lives on m_thread: what queued work runs on
+  mutable std::mutex m_sessionMutex;  ///< guards swapping m_session against the listener's end
+  std::unique_ptr<Session> m_session;
+  mutable std::mutex m_stateMutex;
+  Session* m_current = nullptr;  ///< whose state is the window's (state lock)
+  RunState m_state;
+  std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
+  std::atomic<int> m_stepTimeLimit{120};
+  // The session thread's own.
+  std::size_t m_capBytes = hookscope::CaptureStore::kDefaultCapBytes;
+  hookscope::RuleSettings m_ruleSettings;
+  QStringList m_libraries;
+  std::thread m_loadThread;
+  std::atomic<bool> m_loadCancel{false};
+  std::unique_ptr<ScriptListener> m_listener;
+  std::atomic<bool> m_closing{false};  ///< the host is ending: a script attaching now is not opened
+};

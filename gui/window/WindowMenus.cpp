@@ -1,0 +1,142 @@
+#include "window/WindowMenus.h"
+
+#include "dialogs/PythonSettings.h"
+#include "panels/PlotsPanel.h"
+#include "session/SessionHost.h"
+#include "window/DiscardGuard.h"
+#include "window/MainWindow.h"
+#include "window/RecentFiles.h"
+#include "window/TensorBoardExport.h"
+#include "window/WindowShortcuts.h"
+
+#include <QAction>
+#include <QMenuBar>
+#include <QStyle>
+#include <QToolBar>
+
+using namespace hookscope;
+
+WindowMenus::WindowMenus(MainWindow* window) : QObject(window), m_window(window) {
+  buildFile();
+  buildRun(window->sessions()->breakRules());
+  buildView();
+  QMenu* settings = window->menuBar()->addMenu(tr("&Settings"));
+  settings->addAction(tr("&Operator libraries…"), window, &MainWindow::editOperatorLibraries);
+  m_python = new PythonSettings(settings, window);
+  settings->addAction(window->discardGuard()->askAction());
+  buildToolbar();
+  new WindowShortcuts(window);  // after the menus: it reads their shortcuts
+}
+
+void WindowMenus::buildFile() {
+  MainWindow* w = m_window;
+  QMenu* file = w->menuBar()->addMenu(tr("&File"));
+  m_openAction = file->addAction(tr("&Open model…"), w, &MainWindow::chooseModel);
+  m_openAction->setShortcut(QKeySequence::Open);
+  file->addAction(tr("Open &capture…"), w, &MainWindow::chooseCapture)->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
+  m_recent = new RecentFiles(file->addMenu(tr("Open &recent")), this);
+  m_attachAction = file->addAction(tr("&Attach to a training script…"), w, [w] { w->attachScript(); });
+  m_attachAction->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
+  m_attachAction->setToolTip(tr("Wait for a PyTorch script that calls hookscope.attach(model) (Ctrl+Shift+A)"));
+  file->addSeparator();
+  m_exportAction = file->addAction(tr("&Export captures…"), w->discardGuard(), &DiscardGuard::exportWithDialog);
+  m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
+  file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), w, &MainWindow::exportAllPlots);
+  file->addAction(tr("&Compare checkpoints…"), w, [w] { w->compareCheckpoints(); })
+      ->setToolTip(tr("Per tensor, what changed from one checkpoint to another, and what went NaN"));
+  m_tensorBoardAction =
+      file->addAction(tr("Export as &TensorBoard log…"), w->tensorBoardExport(), &TensorBoardExport::exportWithDialog);
+  m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));
+  file->addSeparator();
+  file->addAction(tr("&Quit"), w, &QWidget::close)->setShortcut(QKeySequence::Quit);
+}
+
+void WindowMenus::buildRun(quint32 breakRules) {
+  MainWindow* w = m_window;
+  QMenu* run = w->menuBar()->addMenu(tr("&Run"));
+  m_runAction = run->addAction(tr("&Run"), w, &MainWindow::run);
+  m_runAction->setShortcut(QKeySequence(Qt::Key_F5));
+  m_pauseAction = run->addAction(tr("&Pause"), w, &MainWindow::pause);
+  m_pauseAction->setShortcut(QKeySequence(Qt::Key_F6));
+  m_stepAction = run->addAction(tr("&Step"), w, &MainWindow::stepOnce);
+  m_stepAction->setShortcut(QKeySequence(Qt::Key_F10));
+  m_stopAction = run->addAction(tr("S&top"), w, &MainWindow::stop);
+  m_stopAction->setShortcut(QKeySequence(tr("Shift+F5")));
+  run->addSeparator();
+  m_resetAction = run->addAction(tr("Reset &weights (reload file)"), w, &MainWindow::resetWeights);
+  run->addSeparator();
+  QMenu* breakMenu = run->addMenu(tr("&Break on"));
+  for (int i = 0; i < kRuleCount; ++i) {
+    QAction* action = breakMenu->addAction(QString::fromLatin1(ruleName(RuleKind(i))));
+    action->setCheckable(true);
+    action->setChecked(breakRules & (1u << unsigned(i)));
+    action->setToolTip(tr("Pause the run after the step where this rule fires"));
+    connect(action, &QAction::toggled, this, [this, i](bool on) { Q_EMIT breakOnToggled(RuleKind(i), on); });
+    m_breakActions.append(action);
+  }
+  run->addAction(tr("Rule &thresholds…"), w, &MainWindow::editRuleThresholds);
+  run->addAction(tr("Step time &limit…"), w, &MainWindow::editStepTimeLimit)
+      ->setToolTip(tr("How long a step may take before HookScope stops the engine process running the model"));
+}
+
+void WindowMenus::buildView() {
+  PlotsPanel* plots = m_window->plots();
+  QMenu* view = m_window->menuBar()->addMenu(tr("&View"));
+  view->addAction(tr("&Follow latest step"), plots, [plots] { plots->setFollowLatest(true); })
+      ->setShortcut(QKeySequence(tr("End")));
+  view->addAction(tr("&Previous step"), plots, [plots] { plots->stepBy(-1); })->setShortcut(QKeySequence(Qt::Key_BracketLeft));
+  view->addAction(tr("&Next step"), plots, [plots] { plots->stepBy(1); })->setShortcut(QKeySequence(Qt::Key_BracketRight));
+  view->addAction(tr("Back &ten steps"), plots, [plots] { plots->stepBy(-10); })->setShortcut(QKeySequence(tr("Ctrl+[")));
+  view->addAction(tr("Forward t&en steps"), plots, [plots] { plots->stepBy(10); })->setShortcut(QKeySequence(tr("Ctrl+]")));
+}
+
+void WindowMenus::buildToolbar() {
+  QToolBar* toolbar = m_window->addToolBar(tr("Run"));
+  toolbar->setObjectName(QStringLiteral("runToolbar"));
+  toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  toolbar->addAction(m_openAction);
+  QStyle* style = m_window->style();
+  m_attachAction->setIcon(style->standardIcon(QStyle::SP_DriveNetIcon));
+  m_attachAction->setIconText(tr("Attach"));
+  toolbar->addAction(m_attachAction);
+  toolbar->addSeparator();
+  m_runAction->setIcon(style->standardIcon(QStyle::SP_MediaPlay));
+  m_pauseAction->setIcon(style->standardIcon(QStyle::SP_MediaPause));
+  m_stepAction->setIcon(style->standardIcon(QStyle::SP_MediaSkipForward));
+  m_stopAction->setIcon(style->standardIcon(QStyle::SP_MediaStop));
+  m_resetAction->setIcon(style->standardIcon(QStyle::SP_BrowserReload));
+  for (QAction* action : {m_runAction, m_pauseAction, m_stepAction, m_stopAction, m_resetAction}) {
+    toolbar->addAction(action);
+    if (!action->shortcut().isEmpty()) action->setToolTip(action->text().remove('&') + " (" + action->shortcut().toString() + ")");
+  }
+}
+
+void WindowMenus::showBreakOn(RuleKind rule, bool on) {
+  QAction* action = m_breakActions.value(int(rule));
+  if (action && action->isChecked() != on) {
+    QSignalBlocker block(action);
+    action->setChecked(on);
+  }
+}
+
+void WindowMenus::update(const SessionSummary& summary, const RunState& state) {
+  // An attached script runs its own loop: it can be resumed, paused, stepped and detached,
+  // never started again or reset from here.
+  const bool attached = summary.attached;
+  const bool running = state.running(), paused = state.paused();
+  const bool model = !summary.path.isEmpty() && !summary.reviewOnly && (!attached || running);
+  m_runAction->setEnabled(model && (!running || paused));
+  m_runAction->setText(running && paused ? tr("&Resume") : tr("&Run"));
+  // Paused: Resume (F5) is the one way on; Pause stays Pause.
+  m_pauseAction->setEnabled(model && running && !paused);
+  m_stepAction->setEnabled(model && (attached ? paused : (!running || paused)));
+  m_stopAction->setEnabled(running || state.loading);
+  m_stopAction->setText(attached ? tr("De&tach") : tr("S&top"));
+  m_stopAction->setToolTip(attached ? tr("Detach (Shift+F5): the script's hooks go and it trains on without HookScope")
+                                    : tr("Stop (Shift+F5)"));
+  m_resetAction->setEnabled(model && !attached && !running);
+  m_exportAction->setEnabled(!summary.path.isEmpty());
+  m_tensorBoardAction->setEnabled(!summary.path.isEmpty());
+  m_openAction->setEnabled(!running && !state.loading);
+  m_attachAction->setEnabled(!running);
+}
