@@ -20,6 +20,7 @@ run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8
 run "$build/tests/bench/hookscope-core-bench" stats
+run "$root/tests/bench/stats_kernel_compare.sh" e915526 "$rounds"
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
 run "$build/tests/bench/hookscope-core-bench" memory
 run "$build/tests/bench/hookscope-core-bench" limits "$fixtures"

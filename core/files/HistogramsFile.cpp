@@ -291,8 +291,8 @@ bool writeHistogramsFile(const std::string& path, const std::vector<HistogramSha
     pickle::putTensor(pickled, "DoubleStorage", std::to_string(key++), shape.rows, shape.bins + 1, 2);
     pickle::putText(pickled, "amax");
     pickle::putTensor(pickled, "DoubleStorage", std::to_string(key++), shape.rows, 1, 1);
-    for (const char* name : kPrecisionCountNames) {
-      pickle::putText(pickled, name);
+    for (const auto& count : kPrecisionCounts) {  // beside each series' histograms, by their names
+      pickle::putText(pickled, count.name);
       pickle::putTensor(pickled, "LongStorage", std::to_string(key++), shape.rows, 1, 1);
     }
     pickled += 'u';

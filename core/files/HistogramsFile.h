@@ -4,6 +4,8 @@
 // so that torch.load(path, weights_only=True) reads it, and read back with every bound checked
 // (each storage against the real size of its record, not the pickle's claim).
 
+#include "kernels/TensorStats.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -14,10 +16,6 @@
 
 namespace hookscope {
 
-/// The low-precision counts beside each series' histograms, by their names in the file.
-constexpr std::array<const char*, 4> kPrecisionCountNames = {"f16_overflow", "f16_underflow", "e4m3_underflow",
-                                                              "e5m2_underflow"};
-
 /// One series' histograms over steps: row i is step steps[i].
 struct HistogramTable {
   std::vector<std::int64_t> steps;
@@ -25,7 +23,7 @@ struct HistogramTable {
   std::vector<std::int64_t> counts;  ///< steps.size() x bins, row-major
   std::vector<double> edges;         ///< steps.size() x (bins + 1), row-major
   /// Per step (written; the reader takes them from stats.csv): amax (NaN where not measured) and
-  /// the counts of kPrecisionCountNames (-1 where not measured). Empty: not measured at all.
+  /// the counts of kPrecisionCounts (-1 where not measured). Empty: not measured at all.
   std::vector<double> amax;
   std::array<std::vector<std::int64_t>, 4> precision;
 };
@@ -33,7 +31,7 @@ struct HistogramTable {
 using HistogramTables = std::vector<std::pair<std::string, HistogramTable>>;
 
 /// Writes {name: {"steps": int64[S], "counts": int64[S, bins], "edges": float64[S, bins + 1],
-/// "amax": float64[S], "f16_overflow": int64[S], ... (kPrecisionCountNames)}} to `path` in
+/// "amax": float64[S], "f16_overflow": int64[S], ... (kPrecisionCounts)}} to `path` in
 /// torch.save's zip format; false with a message when the file cannot be written.
 bool writeHistogramsFile(const std::string& path, const HistogramTables& tables, std::string* error);
 

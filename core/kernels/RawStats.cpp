@@ -18,11 +18,6 @@ namespace {
 // helper costs more than it saves.
 constexpr std::int64_t kParallelMin = std::int64_t(1) << 18;
 
-// The histogram's pass reads values in slices this long (128 KiB of float32): the
-// low-precision counts read each slice again while it is still in the cache, so the values
-// come from memory once. A whole number of the pair histogram's blocks.
-constexpr std::int64_t kSlice = std::int64_t(1) << 15;
-
 // How many parts [0, n) is cut into: one per core for large tensors. It depends only on n
 // and the machine, so results do not depend on whether the cores were free.
 std::int64_t partCount(std::int64_t n, StatsCores cores) {
@@ -66,30 +61,34 @@ void histogramPass(const T* data, std::int64_t n, std::int64_t parts, bool allFi
   // A tiny float range whose scale overflows float32, or a float64 span past its range, is
   // binned by the wide plan: never a NaN or out-of-range position (docs/export-format.md).
   const kernels::BinPlan plan = kernels::binPlan(s.histLow, s.histHigh, bins, std::is_same_v<T, float>);
-  const T e4m3Below = kernels::flushBelow<T>(s.amax, kernels::kE4M3);
-  const T e5m2Below = kernels::flushBelow<T>(s.amax, kernels::kE5M2);
   std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
-  std::vector<kernels::PrecisionCounts> precision{std::size_t(parts)};
+  kernels::PrecisionScan<T> scan;
+  scan.e4m3Below = kernels::flushBelow<T>(s.amax, kernels::kE4M3);
+  scan.e5m2Below = kernels::flushBelow<T>(s.amax, kernels::kE5M2);
+  scan.amax = s.amax;
+  std::vector<kernels::PrecisionScan<T>> scans(std::size_t(parts), scan);
   forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
     std::int64_t* partCounts = counts[std::size_t(c)].data();
-    for (std::int64_t first = b; first < e; first += kSlice) {
-      const std::int64_t last = std::min(e, first + kSlice);
-      if (plan.own) {
-        kernels::histogramValues(data, first, last, s.histLow, plan.scale, bins, allFinite, partCounts);
-      } else {
-        kernels::histogramWide(data, first, last, s.histLow, plan.scale, plan.k, bins, partCounts);
-      }
-      kernels::countPrecision(data, first, last, e4m3Below, e5m2Below, precision[std::size_t(c)]);
+    kernels::PrecisionScan<T>& partScan = scans[std::size_t(c)];
+    if (plan.own) {
+      kernels::histogramValues(data, b, e, s.histLow, plan.scale, bins, allFinite, partCounts,
+                               kernels::HistogramKernel::Best, &partScan);
+      return;
+    }
+    for (std::int64_t first = b; first < e; first += kernels::kCountSlice) {  // counted while in the cache
+      const std::int64_t last = std::min(e, first + kernels::kCountSlice);
+      kernels::histogramWide(data, first, last, s.histLow, plan.scale, plan.k, bins, partCounts);
+      kernels::countPrecision(data, first, last, partScan);
     }
   });
   for (const auto& part : counts) {
     for (std::int64_t i = 0; i < bins; ++i) s.histogram[std::size_t(i)] += part[std::size_t(i)];
   }
-  for (const auto& part : precision) {
-    s.f16Overflow += part.f16Overflow;
-    s.f16Underflow += part.f16Underflow;
-    s.e4m3Underflow += part.e4m3Underflow;
-    s.e5m2Underflow += part.e5m2Underflow;
+  for (const auto& part : scans) {
+    s.f16Overflow += part.counts.f16Overflow;
+    s.f16Underflow += part.counts.f16Underflow;
+    s.e4m3Underflow += part.counts.e4m3Underflow;
+    s.e5m2Underflow += part.counts.e5m2Underflow;
   }
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/StatsKernels.h"
 
+#include "kernels/SimdClones.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,14 +26,6 @@ namespace hookscope::kernels {
 
 namespace {
 
-// The float32 loops get AVX-512 (x86-64-v4) and AVX2 with FMA (x86-64-v3) versions, chosen at
-// run time by what the CPU has, beside the baseline x86-64 one (LibTorch's own kernels
-// dispatch the same way).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define HOOKSCOPE_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define HOOKSCOPE_SIMD_CLONES
-#endif
 
 // The careful scan: non-finite values are selected away and counted. Branch-free, with
 // reductions that may be reassociated (omp simd, built with -fopenmp-simd).
@@ -299,6 +293,7 @@ constexpr std::int64_t kOneHotMaxBins = 64;
 struct OneHotConstants {
   __m512 low, scale, top;
   __m512i one, thirtyTwo;
+  __m512i absMask, underFrom, underSpan, overFrom, overSpan;  // the low-precision test (PrecisionTest)
 };
 
 // The partial sums of one word stream: bit i of `ones` is the 1s digit of lane i's count.
@@ -313,9 +308,14 @@ HOOKSCOPE_AVX512 inline void carrySave(__m512i& high, __m512i& low, __m512i a, _
 }
 
 // The one-hot words of 16 values: the shift by idx - 32 gives 0 for idx < 32, as the one by
-// idx does for idx >= 32 (AVX-512 variable shifts give 0 past the word).
-HOOKSCOPE_AVX512 inline void oneHot(const float* p, const OneHotConstants& c, __m512i& below32, __m512i& from32) {
+// idx does for idx >= 32 (AVX-512 variable shifts give 0 past the word). The lanes whose value
+// the low-precision counts must see are added to `hits`.
+HOOKSCOPE_AVX512 inline void oneHot(const float* p, const OneHotConstants& c, __m512i& below32, __m512i& from32,
+                                    __mmask16& hits) {
   const __m512 v = _mm512_loadu_ps(p);
+  const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), c.absMask);
+  hits |= _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, c.underFrom), c.underSpan) |
+          _mm512_cmplt_epu32_mask(_mm512_sub_epi32(a, c.overFrom), c.overSpan);
   const __m512 at = _mm512_min_ps(_mm512_mul_ps(_mm512_sub_ps(v, c.low), c.scale), c.top);
   const __m512i idx = _mm512_cvttps_epi32(at);
   below32 = _mm512_sllv_epi32(c.one, idx);
@@ -324,14 +324,14 @@ HOOKSCOPE_AVX512 inline void oneHot(const float* p, const OneHotConstants& c, __
 
 // Adds 64 values (four vectors per stream) into ones and twos; their fours carry comes out.
 HOOKSCOPE_AVX512 inline void addSixtyFour(const float* p, const OneHotConstants& c, BitSums& lo, BitSums& hi,
-                                          __m512i& foursLo, __m512i& foursHi) {
+                                          __m512i& foursLo, __m512i& foursHi, __mmask16& hits) {
   __m512i lo0, hi0, lo1, hi1, twosALo, twosAHi, twosBLo, twosBHi;
-  oneHot(p, c, lo0, hi0);
-  oneHot(p + 16, c, lo1, hi1);
+  oneHot(p, c, lo0, hi0, hits);
+  oneHot(p + 16, c, lo1, hi1, hits);
   carrySave(twosALo, lo.ones, lo.ones, lo0, lo1);
   carrySave(twosAHi, hi.ones, hi.ones, hi0, hi1);
-  oneHot(p + 32, c, lo0, hi0);
-  oneHot(p + 48, c, lo1, hi1);
+  oneHot(p + 32, c, lo0, hi0, hits);
+  oneHot(p + 48, c, lo1, hi1, hits);
   carrySave(twosBLo, lo.ones, lo.ones, lo0, lo1);
   carrySave(twosBHi, hi.ones, hi.ones, hi0, hi1);
   carrySave(foursLo, lo.twos, lo.twos, twosALo, twosBLo);
@@ -347,13 +347,24 @@ void addSetBits(const __m512i& words, int firstBin, std::int64_t weight, std::in
   }
 }
 
+// With `scan`, each value is also tested for the low-precision counts as it is binned, and only
+// a step of 256 values with something to count is counted (read again from the L1 cache).
 HOOKSCOPE_AVX512 void histogramOneHot(const float* data, std::int64_t begin, std::int64_t end, float low, float scale,
-                                      std::int64_t bins, std::int64_t* counts) {
+                                      std::int64_t bins, std::int64_t* counts, PrecisionScan<float>* scan) {
   constexpr std::int64_t kStep = 256;
   constexpr int kPlanes = 8;
   constexpr int kStepsPerFlush = (1 << kPlanes) - 1;
-  const OneHotConstants c{_mm512_set1_ps(low), _mm512_set1_ps(scale), _mm512_set1_ps(float(bins - 1)),
-                          _mm512_set1_epi32(1), _mm512_set1_epi32(32)};
+  const PrecisionTest test = scan ? precisionTest(*scan) : PrecisionTest{};  // spans of 0: no lane hits
+  const OneHotConstants c{_mm512_set1_ps(low),
+                          _mm512_set1_ps(scale),
+                          _mm512_set1_ps(float(bins - 1)),
+                          _mm512_set1_epi32(1),
+                          _mm512_set1_epi32(32),
+                          _mm512_set1_epi32(int(test.absMask)),
+                          _mm512_set1_epi32(int(test.underFrom)),
+                          _mm512_set1_epi32(int(test.underSpan)),
+                          _mm512_set1_epi32(int(test.overFrom)),
+                          _mm512_set1_epi32(int(test.overSpan))};
   const __m512i zero = _mm512_setzero_si512();
   BitSums lo{zero, zero, zero, zero}, hi{zero, zero, zero, zero};
   __m512i planes[2][kPlanes];
@@ -373,12 +384,13 @@ HOOKSCOPE_AVX512 void histogramOneHot(const float* data, std::int64_t begin, std
   for (; first + kStep <= end; first += kStep) {
     const float* p = data + first;
     __m512i foursALo, foursAHi, foursBLo, foursBHi, eightsALo, eightsAHi, eightsBLo, eightsBHi, sixteensLo, sixteensHi;
-    addSixtyFour(p, c, lo, hi, foursALo, foursAHi);
-    addSixtyFour(p + 64, c, lo, hi, foursBLo, foursBHi);
+    __mmask16 hits = 0;
+    addSixtyFour(p, c, lo, hi, foursALo, foursAHi, hits);
+    addSixtyFour(p + 64, c, lo, hi, foursBLo, foursBHi, hits);
     carrySave(eightsALo, lo.fours, lo.fours, foursALo, foursBLo);
     carrySave(eightsAHi, hi.fours, hi.fours, foursAHi, foursBHi);
-    addSixtyFour(p + 128, c, lo, hi, foursALo, foursAHi);
-    addSixtyFour(p + 192, c, lo, hi, foursBLo, foursBHi);
+    addSixtyFour(p + 128, c, lo, hi, foursALo, foursAHi, hits);
+    addSixtyFour(p + 192, c, lo, hi, foursBLo, foursBHi, hits);
     carrySave(eightsBLo, lo.fours, lo.fours, foursALo, foursBLo);
     carrySave(eightsBHi, hi.fours, hi.fours, foursAHi, foursBHi);
     carrySave(sixteensLo, lo.eights, lo.eights, eightsALo, eightsBLo);
@@ -392,6 +404,7 @@ HOOKSCOPE_AVX512 void histogramOneHot(const float* data, std::int64_t begin, std
       carryLo = nextLo;
       carryHi = nextHi;
     }
+    if (hits) countBlock(data, first, first + kStep, *scan);
     if (++steps == kStepsPerFlush) {
       flushPlanes();
       steps = 0;
@@ -403,7 +416,10 @@ HOOKSCOPE_AVX512 void histogramOneHot(const float* data, std::int64_t begin, std
     addSetBits(*digits[0][k], 0, std::int64_t(1) << k, counts);
     addSetBits(*digits[1][k], 32, std::int64_t(1) << k, counts);
   }
-  if (first < end) histogramLanes(data, first, end, low, scale, bins, counts);
+  if (first < end) {
+    histogramLanes(data, first, end, low, scale, bins, counts);
+    if (scan) countPrecision(data, first, end, *scan);
+  }
 }
 
 #endif
@@ -447,68 +463,6 @@ void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double l
 }
 
 template <typename T>
-T flushBelow(double amax, Fp8Format format) {
-  const double edge = amax * format.smallestSubnormal;
-  if (!(edge > 0)) return T(0);
-  const auto reaches = [&](T w) { return double(w) * format.largest >= edge; };
-  // The quotient rounded to T is within two units in the last place of the answer.
-  T w = T(edge / format.largest);
-  while (w > T(0) && reaches(std::nextafter(w, T(0)))) w = std::nextafter(w, T(0));
-  while (!reaches(w)) w = std::nextafter(w, std::numeric_limits<T>::infinity());
-  return w;
-}
-
-namespace {
-
-// Comparisons of |v| only, branch-free (`&`, not `&&`, and 32-bit sums: each made the loop
-// several times slower); NaN compares false everywhere.
-template <typename T>
-[[gnu::always_inline]] inline void countPrecisionLoop(const T* data, std::int64_t begin, std::int64_t end,
-                                                      T e4m3Below, T e5m2Below, PrecisionCounts& counts) {
-  constexpr T f16Largest = T(65504), f16Subnormal = T(0x1p-24), inf = std::numeric_limits<T>::infinity();
-  constexpr std::int64_t kRun = std::int64_t(1) << 30;  // values whose sums fit 32 bits
-  for (std::int64_t first = begin; first < end; first += kRun) {
-    const std::int64_t last = std::min(end, first + kRun);
-    std::int32_t over = 0, under = 0, e4m3 = 0, e5m2 = 0;
-#pragma omp simd reduction(+ : over, under, e4m3, e5m2)
-    for (std::int64_t i = first; i < last; ++i) {
-      const T a = std::fabs(data[i]);
-      const bool nonzero = a > T(0);
-      over += (a > f16Largest) & (a < inf);
-      under += nonzero & (a < f16Subnormal);
-      e4m3 += nonzero & (a < e4m3Below);
-      e5m2 += nonzero & (a < e5m2Below);
-    }
-    counts.f16Overflow += over;
-    counts.f16Underflow += under;
-    counts.e4m3Underflow += e4m3;
-    counts.e5m2Underflow += e5m2;
-  }
-}
-
-HOOKSCOPE_SIMD_CLONES void countPrecisionFloat(const float* data, std::int64_t begin, std::int64_t end, float e4m3Below,
-                                               float e5m2Below, PrecisionCounts& counts) {
-  countPrecisionLoop(data, begin, end, e4m3Below, e5m2Below, counts);
-}
-
-HOOKSCOPE_SIMD_CLONES void countPrecisionDouble(const double* data, std::int64_t begin, std::int64_t end,
-                                                double e4m3Below, double e5m2Below, PrecisionCounts& counts) {
-  countPrecisionLoop(data, begin, end, e4m3Below, e5m2Below, counts);
-}
-
-} // namespace
-
-template <typename T>
-void countPrecision(const T* data, std::int64_t begin, std::int64_t end, T e4m3Below, T e5m2Below,
-                    PrecisionCounts& counts) {
-  if constexpr (std::is_same_v<T, float>) {
-    countPrecisionFloat(data, begin, end, e4m3Below, e5m2Below, counts);
-  } else {
-    countPrecisionDouble(data, begin, end, e4m3Below, e5m2Below, counts);
-  }
-}
-
-template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
   if constexpr (std::is_same_v<T, float>) {
     scanRangeFast(data, begin, end, shift, p);
@@ -520,26 +474,32 @@ void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shif
 template <typename T>
 void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
                     std::int64_t bins, bool allFinite, std::int64_t* counts,
-                    [[maybe_unused]] HistogramKernel kernel) {
+                    [[maybe_unused]] HistogramKernel kernel, PrecisionScan<T>* scan) {
   if constexpr (std::is_same_v<T, float>) {
 #if HOOKSCOPE_ONE_HOT_KERNEL
     if (kernel == HistogramKernel::Best && allFinite && bins <= kOneHotMaxBins && hasOneHotKernel()) {
-      histogramOneHot(data, begin, end, float(low), float(scale), bins, counts);
+      histogramOneHot(data, begin, end, float(low), float(scale), bins, counts, scan);
       return;
     }
 #endif
-    if (bins <= kPairMaxBins && end - begin >= 8 * kPairBlock) {
-      histogramPairs(data, begin, end, float(low), float(scale), bins, allFinite, counts);
-      return;
-    }
   }
-  histogramLanes(data, begin, end, T(low), T(scale), bins, counts);
+  // Slice by slice, each counted again while it is in the cache.
+  const std::int64_t slice = scan ? kCountSlice : end - begin;
+  for (std::int64_t first = begin; first < end; first += slice) {
+    const std::int64_t last = std::min(end, first + slice);
+    if constexpr (std::is_same_v<T, float>) {
+      if (bins <= kPairMaxBins && last - first >= 8 * kPairBlock) {
+        histogramPairs(data, first, last, float(low), float(scale), bins, allFinite, counts);
+      } else {
+        histogramLanes(data, first, last, T(low), T(scale), bins, counts);
+      }
+    } else {
+      histogramLanes(data, first, last, T(low), T(scale), bins, counts);
+    }
+    if (scan) countPrecision(data, first, last, *scan);
+  }
 }
 
-template float flushBelow<float>(double, Fp8Format);
-template double flushBelow<double>(double, Fp8Format);
-template void countPrecision<float>(const float*, std::int64_t, std::int64_t, float, float, PrecisionCounts&);
-template void countPrecision<double>(const double*, std::int64_t, std::int64_t, double, double, PrecisionCounts&);
 template void scanValues<float>(const float*, std::int64_t, std::int64_t, double, Partial&);
 template void scanValues<double>(const double*, std::int64_t, std::int64_t, double, Partial&);
 template void histogramWide<float>(const float*, std::int64_t, std::int64_t, double, double, double, std::int64_t,
@@ -547,8 +507,8 @@ template void histogramWide<float>(const float*, std::int64_t, std::int64_t, dou
 template void histogramWide<double>(const double*, std::int64_t, std::int64_t, double, double, double, std::int64_t,
                                     std::int64_t*);
 template void histogramValues<float>(const float*, std::int64_t, std::int64_t, double, double, std::int64_t, bool,
-                                     std::int64_t*, HistogramKernel);
+                                     std::int64_t*, HistogramKernel, PrecisionScan<float>*);
 template void histogramValues<double>(const double*, std::int64_t, std::int64_t, double, double, std::int64_t, bool,
-                                      std::int64_t*, HistogramKernel);
+                                      std::int64_t*, HistogramKernel, PrecisionScan<double>*);
 
 } // namespace hookscope::kernels

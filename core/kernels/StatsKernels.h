@@ -3,6 +3,8 @@
 // float64 values. Plain C++ on raw pointers, no LibTorch: TorchStats cuts a tensor
 // into parts, runs these on the idle cores and merges the parts.
 
+#include "kernels/PrecisionKernels.h"
+
 #include <cstdint>
 #include <limits>
 
@@ -48,34 +50,6 @@ template <typename T>
 void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double low, double scale, double k,
                    std::int64_t bins, std::int64_t* counts);
 
-/// The finite values a low-precision format would lose (counted in the histogram's pass).
-struct PrecisionCounts {
-  std::int64_t f16Overflow = 0;    // |v| > 65504
-  std::int64_t f16Underflow = 0;   // 0 < |v| < 2^-24
-  std::int64_t e4m3Underflow = 0;  // 0 < |v| < e4m3Below
-  std::int64_t e5m2Underflow = 0;  // 0 < |v| < e5m2Below
-};
-
-/// The largest value of an fp8 format and its smallest subnormal, for flushBelow.
-struct Fp8Format {
-  double largest;
-  double smallestSubnormal;
-};
-constexpr Fp8Format kE4M3{448.0, 0x1p-9};
-constexpr Fp8Format kE5M2{57344.0, 0x1p-16};
-
-/// Where a format's underflow begins once a tensor is scaled so that its amax becomes the
-/// format's largest value: the smallest T w with fl64(w * largest) >= fl64(amax * smallestSubnormal),
-/// so that a value counts when |v| < w, i.e. when |v| * largest < amax * smallestSubnormal in
-/// float64 (exactly so for float32 values). 0 (nothing counts) for an amax of 0 or NaN.
-template <typename T>
-T flushBelow(double amax, Fp8Format format);
-
-/// Adds the range's values to the low-precision counts (NaN and Inf count nowhere).
-template <typename T>
-void countPrecision(const T* data, std::int64_t begin, std::int64_t end, T e4m3Below, T e5m2Below,
-                    PrecisionCounts& counts);
-
 /// Which histogram loop to use: Portable is the one any CPU runs, for tests to compare with.
 enum class HistogramKernel { Best, Portable };
 
@@ -86,9 +60,11 @@ bool hasOneHotKernel();
 /// Adds the range's finite values to counts[0, bins): bin = min((v - low) * scale, bins - 1)
 /// in the values' precision, clamped at 0. allFinite promises the range has no NaN or Inf
 /// and no value below low.
+/// With `scan`, also adds the range's low-precision counts to it: the one-hot kernel tests each
+/// value as it bins it, the others count each slice of kCountSlice values after binning it.
 template <typename T>
 void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
                      std::int64_t bins, bool allFinite, std::int64_t* counts,
-                     HistogramKernel kernel = HistogramKernel::Best);
+                     HistogramKernel kernel = HistogramKernel::Best, PrecisionScan<T>* scan = nullptr);
 
 } // namespace hookscope::kernels

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -46,5 +48,31 @@ struct TensorStats {
   /// True when the low-precision counts were measured.
   bool hasPrecision() const { return f16Overflow >= 0; }
 };
+
+/// One of the low-precision counts: its name in exports and on the wire, a short label for a
+/// narrow column, and what it counts.
+struct PrecisionCount {
+  const char* name;
+  const char* label;
+  const char* meaning;
+  std::int64_t TensorStats::*field;
+};
+
+/// The low-precision counts, in the order of the export's columns.
+inline constexpr std::array<PrecisionCount, 4> kPrecisionCounts = {{
+    {"f16_overflow", "f16 over", "finite values past float16's largest, 65504", &TensorStats::f16Overflow},
+    {"f16_underflow", "f16 flush", "non-zero values float16 flushes to zero (below 2^-24)", &TensorStats::f16Underflow},
+    {"e4m3_underflow", "E4M3 flush", "non-zero values fp8 E4M3 flushes to zero after per-tensor amax scaling",
+     &TensorStats::e4m3Underflow},
+    {"e5m2_underflow", "E5M2 flush", "non-zero values fp8 E5M2 flushes to zero after per-tensor amax scaling",
+     &TensorStats::e5m2Underflow},
+}};
+
+/// The fraction of a tensor's values that a count holds; NaN when it was not measured or the
+/// tensor is empty.
+inline double precisionFraction(const TensorStats& s, const PrecisionCount& count) {
+  const std::int64_t n = s.*count.field;
+  return n < 0 || s.numel <= 0 ? std::nan("") : double(n) / double(s.numel);
+}
 
 } // namespace hookscope

@@ -254,3 +254,40 @@ TEST(StatsKernelsTest, LowPrecisionCountsOverPartsAndSlices) {
   wide[5] = 1e300;  // a span past float32: another histogram plan, the same counts
   expectPrecision(wide, hookscope::StatsCores::Idle, "float64");
 }
+
+// Where almost every block has nothing to count (the kernel passes over those after one test a
+// value): a lone value to count at the first and last place of a block, in the tail, after a
+// run of blocks full of tiny values; and a lone overflow among values no threshold reaches.
+TEST(StatsKernelsTest, LowPrecisionCountsOfRareValuesAmongOrdinaryOnes) {
+  std::mt19937 random(11);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (const std::size_t n : {std::size_t(1000), std::size_t(70001), std::size_t(1) << 19}) {
+    std::vector<float> values(n);
+    for (auto& v : values) {
+      do v = float(normal(random));
+      while (std::fabs(v) < 1e-3f);  // nothing any format flushes, at first
+    }
+    const float tiny = 1e-30f;
+    for (const std::size_t at : {std::size_t(0), std::size_t(255), std::size_t(256), std::size_t(511), n / 2, n - 1}) {
+      if (at < n) values[at] = at % 2 ? -tiny : tiny;
+    }
+    for (std::size_t i = n / 4; i < n / 4 + 600 && i < n; ++i) values[i] = 1e-9f;  // a dense run
+    // Every value finite: the one-hot histogram (on a CPU with AVX-512) tests as it bins.
+    expectPrecision(values, hookscope::StatsCores::One, "float32, all finite");
+    values[n / 3] = std::numeric_limits<float>::quiet_NaN();
+    values[n / 3 + 1] = -std::numeric_limits<float>::infinity();
+    expectPrecision(values, hookscope::StatsCores::One, "float32, amax below 65504");
+    expectPrecision(values, hookscope::StatsCores::Idle, "float32 over the cores");
+    std::vector<double> wide(values.begin(), values.end());
+    wide[n / 2] = 1e-300;
+    expectPrecision(wide, hookscope::StatsCores::One, "float64");
+    // Values from 0.5 to 2 and one at 70000: no value under any threshold (E4M3's is 0.3), so
+    // only the overflow's test finds its block.
+    std::uniform_real_distribution<double> magnitude(0.5, 2.0);
+    for (auto& v : values) v = float((random() % 2 ? 1 : -1) * magnitude(random));
+    values[n / 5 + 100] = 70000.0f;
+    expectPrecision(values, hookscope::StatsCores::One, "float32, one overflow");
+    std::vector<double> wideOver(values.begin(), values.end());
+    expectPrecision(wideOver, hookscope::StatsCores::One, "float64, one overflow");
+  }
+}
