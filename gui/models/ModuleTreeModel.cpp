@@ -1,5 +1,7 @@
 #include "models/ModuleTreeModel.h"
 
+#include "kernels/TensorStats.h"
+
 #include <QBrush>
 #include <QColor>
 #include <QLocale>
@@ -29,6 +31,7 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
   m_gradNorms.assign(m_modules.size(), std::nan(""));
   m_gradFractions.assign(m_modules.size(), 0.0);
   m_nonFinite.assign(m_modules.size(), false);
+  m_precision.assign(m_modules.size(), std::nan(""));
   m_reviewOnly = reviewOnly;
   endResetModel();
 }
@@ -178,6 +181,15 @@ void ModuleTreeModel::setLiveValues(const std::vector<double>& gradNorms, const 
   emitColumnChanged(Name, GradNorm);
 }
 
+void ModuleTreeModel::setPrecision(int count, const std::vector<double>& fractions) {
+  if (fractions.size() != m_modules.size()) return;
+  const bool header = count != m_precisionCount;
+  m_precisionCount = count;
+  m_precision = fractions;
+  if (header) Q_EMIT headerDataChanged(Qt::Horizontal, Precision, Precision);
+  emitColumnChanged(Precision, Precision);
+}
+
 QModelIndex ModuleTreeModel::indexOfModule(int module, int column) const {
   if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
   return createIndex(m_row[std::size_t(module)], column, quintptr(module));
@@ -241,22 +253,9 @@ int ModuleTreeModel::moduleOf(const std::string& path) const {
 
 int ModuleTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
 
-QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
-  if (!index.isValid()) return {};
-  const int m = int(index.internalId());
+QVariant ModuleTreeModel::toolTip(int m, int column) const {
   const auto& info = m_modules[std::size_t(m)];
-  const int column = index.column();
-  if (role == ModuleIndexRole) return m;
-  if (role == PathRole) return QString::fromStdString(info.path);
-  if (role == GradNormFractionRole) return m_gradFractions[std::size_t(m)];
-  if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
-  if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
-    return checkState(m, kindOfColumn(column));
-  }
-  if (role == Qt::ForegroundRole && column == Name && m_nonFinite[std::size_t(m)]) {
-    return QBrush(QColor(200, 30, 30));
-  }
-  if (role == Qt::ToolTipRole && column == Params && info.totalParams) {
+  if (column == Params && info.totalParams) {
     QString tip = QStringLiteral("%1 parameters").arg(QLocale().toString(qlonglong(info.totalParams)));
     // Tied parameters in this subtree, each counted once.
     QStringList tied;
@@ -272,32 +271,53 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     if (!tied.isEmpty()) tip += QStringLiteral(", tied ones counted once:\n") + tied.join(QLatin1Char('\n'));
     return tip;
   }
-  if (role == Qt::ToolTipRole && column == GradNorm && !std::isnan(m_gradNorms[std::size_t(m)])) {
+  if (column == GradNorm && !std::isnan(m_gradNorms[std::size_t(m)])) {
     return QStringLiteral("L2 norm of the output gradient: %1").arg(m_gradNorms[std::size_t(m)], 0, 'g', 8);
   }
   // A type or shape cut to fit its column is whole in its tooltip.
-  if (role == Qt::ToolTipRole && column == Type) {
+  if (column == Type) {
     return QString::fromStdString(info.qualifiedType.empty() ? info.typeName : info.qualifiedType);
   }
-  if (role == Qt::ToolTipRole && column == OutputShape && !m_shapes[std::size_t(m)].isEmpty()) {
+  if (column == OutputShape && !m_shapes[std::size_t(m)].isEmpty()) {
     return tr("Output shape at the first step: %1").arg(m_shapes[std::size_t(m)]);
   }
-  if (role == Qt::ToolTipRole) {
-    QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
-    if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
-    if (!m_interventions[std::size_t(m)].isEmpty()) {
-      tip += m_reviewOnly ? QStringLiteral("\nIntervention: %1").arg(m_interventions[std::size_t(m)])
-                          : QStringLiteral("\nIntervention: %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
-    }
-    for (const auto& p : info.params) {
-      QString shape;
-      for (auto s : p.shape) shape += (shape.isEmpty() ? "" : "x") + QString::number(s);
-      if (!p.sharedWith.empty()) shape += QStringLiteral(" shared with %1").arg(QString::fromStdString(p.sharedWith));
-      tip += QStringLiteral("\n%1  %2").arg(QString::fromStdString(p.name), shape.trimmed());
-    }
-    return tip;
+  if (column == Precision && m_precisionCount >= 0 && !std::isnan(m_precision[std::size_t(m)])) {
+    return QStringLiteral("%1% of its values at this step: %2").arg(100 * m_precision[std::size_t(m)], 0, 'g', 6)
+        .arg(QString::fromLatin1(hookscope::kPrecisionCounts[std::size_t(m_precisionCount)].meaning));
   }
-  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm)) {
+  // Elsewhere: the module's path, what is wrong with it or done to it, its own parameters.
+  QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
+  if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
+  if (!m_interventions[std::size_t(m)].isEmpty()) {
+    tip += m_reviewOnly ? QStringLiteral("\nIntervention: %1").arg(m_interventions[std::size_t(m)])
+                        : QStringLiteral("\nIntervention: %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);
+  }
+  for (const auto& p : info.params) {
+    QString shape;
+    for (auto s : p.shape) shape += (shape.isEmpty() ? "" : "x") + QString::number(s);
+    if (!p.sharedWith.empty()) shape += QStringLiteral(" shared with %1").arg(QString::fromStdString(p.sharedWith));
+    tip += QStringLiteral("\n%1  %2").arg(QString::fromStdString(p.name), shape.trimmed());
+  }
+  return tip;
+}
+
+QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid()) return {};
+  const int m = int(index.internalId());
+  const auto& info = m_modules[std::size_t(m)];
+  const int column = index.column();
+  if (role == ModuleIndexRole) return m;
+  if (role == PathRole) return QString::fromStdString(info.path);
+  if (role == GradNormFractionRole) return m_gradFractions[std::size_t(m)];
+  if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
+  if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
+    return checkState(m, kindOfColumn(column));
+  }
+  if (role == Qt::ForegroundRole && column == Name && m_nonFinite[std::size_t(m)]) {
+    return QBrush(QColor(200, 30, 30));
+  }
+  if (role == Qt::ToolTipRole) return toolTip(m, column);
+  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm || column == Precision)) {
     return int(Qt::AlignRight | Qt::AlignVCenter);
   }
   if (role != Qt::DisplayRole) return {};
@@ -313,6 +333,10 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     case GradNorm: {
       const double n = m_gradNorms[std::size_t(m)];
       return std::isnan(n) ? QString() : compactNumber(n);
+    }
+    case Precision: {
+      const double f = m_precision[std::size_t(m)];
+      return std::isnan(f) ? QString() : f == 0 ? QStringLiteral("0") : QString::number(100 * f, 'g', 2) + QLatin1Char('%');
     }
     default: return {};
   }
@@ -341,7 +365,16 @@ Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const {
 
 QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
-  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm"};
+  if (section == Precision && m_precisionCount >= 0) {
+    const auto& count = hookscope::kPrecisionCounts[std::size_t(m_precisionCount)];
+    if (role == Qt::DisplayRole) return QString::fromLatin1(count.label);
+    if (role == Qt::ToolTipRole) {
+      return tr("Share of %1, the largest among the module's captured outputs, inputs and output gradients at the "
+                "step shown (View > Value column)")
+          .arg(QString::fromLatin1(count.meaning));
+    }
+  }
+  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm", "Precision"};
   static const char* tips[] = {"Module name (hover for path and parameters)",
                                "Module class",
                                "Output shape: of the first output at the first step",
@@ -349,7 +382,8 @@ QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, i
                                "Capture activations (outputs)",
                                "Capture gradients with respect to the outputs",
                                "Capture inputs",
-                               "L2 norm of the gradient at the module's output, latest step"};
+                               "L2 norm of the gradient at the module's output, latest step",
+                               "A low-precision count: choose it in View > Value column"};
   if (section < 0 || section >= ColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromLatin1(names[section]);
   if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);

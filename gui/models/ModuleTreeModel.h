@@ -14,7 +14,7 @@ class ModuleTreeModel : public QAbstractItemModel {
   Q_OBJECT
 
 public:
-  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, ColumnCount };
+  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, Precision, ColumnCount };
   enum Role { ModuleIndexRole = Qt::UserRole + 1, PathRole, GradNormFractionRole, NonFiniteRole };
 
   explicit ModuleTreeModel(QObject* parent = nullptr);
@@ -44,6 +44,10 @@ public:
   void setOutputShapes(const std::vector<hookscope::ModuleCallShape>& calls);
   /// Latest gradient norm per module (NaN: none) and whether its tensors held NaN/Inf.
   void setLiveValues(const std::vector<double>& gradNorms, const std::vector<bool>& nonFinite);
+  /// The Precision column: which low-precision count it shows (an index into
+  /// hookscope::kPrecisionCounts, -1: none) and each module's fraction of it (NaN: none).
+  void setPrecision(int count, const std::vector<double>& fractions);
+  int precisionCount() const { return m_precisionCount; }
 
   QModelIndex indexOfModule(int module, int column = Name) const;
   int moduleAt(const QModelIndex& index) const;
@@ -69,6 +73,8 @@ Q_SIGNALS:
 
 private:
   static hookscope::CaptureKind kindOfColumn(int column);
+  /// What hovering a module's cell in `column` says.
+  QVariant toolTip(int m, int column) const;
   Qt::CheckState checkState(int module, hookscope::CaptureKind kind) const;
   void applyHook(int module, hookscope::CaptureKind kind, bool on, QVector<QPair<int, quint8>>& changes);
   void notifyChanged(const QVector<QPair<int, quint8>>& changes);
@@ -82,5 +88,7 @@ private:
   std::vector<double> m_gradNorms;
   std::vector<double> m_gradFractions;
   std::vector<bool> m_nonFinite;
+  std::vector<double> m_precision;
+  int m_precisionCount = -1;
   bool m_reviewOnly = false;
 };

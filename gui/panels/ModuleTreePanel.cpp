@@ -3,11 +3,15 @@
 #include "models/GradNormDelegate.h"
 #include "models/ModuleTreeModel.h"
 
+#include "kernels/TensorStats.h"
+
+#include <QActionGroup>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMenu>
+#include <QSettings>
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QToolButton>
@@ -72,9 +76,11 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
   // The tick boxes and the gradient norm next to the name, so they show at any width; type,
   // shape and parameter count after them.
   int visual = 1;
-  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In, ModuleTreeModel::GradNorm, ModuleTreeModel::Params}) {
+  for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In, ModuleTreeModel::GradNorm,
+                ModuleTreeModel::Precision, ModuleTreeModel::Params}) {
     header->moveSection(header->visualIndex(c), visual++);
   }
+  m_view->setColumnHidden(ModuleTreeModel::Precision, true);  // until a count is chosen for it
   m_view->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_view, &QWidget::customContextMenuRequested, this, &ModuleTreePanel::showMenu);
   connect(m_view->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] {
@@ -133,6 +139,38 @@ int ModuleTreePanel::neededWidth() const {
   return columns + 2 * m_view->frameWidth() + scrollBar + 8;  // + the panel's margins
 }
 
+QMenu* ModuleTreePanel::precisionMenu() {
+  auto* menu = new QMenu(tr("&Value column"), this);
+  auto* group = new QActionGroup(menu);
+  const int chosen = QSettings().value(QStringLiteral("view/precisionColumn"), -1).toInt();
+  for (int i = -1; i < int(kPrecisionCounts.size()); ++i) {
+    QAction* action = menu->addAction(i < 0 ? tr("&Grad norm") : QString::fromLatin1(kPrecisionCounts[std::size_t(i)].label));
+    action->setCheckable(true);
+    action->setChecked(i == chosen);
+    action->setToolTip(i < 0 ? tr("The L2 norm of each layer's output gradient")
+                             : tr("Share of %1").arg(QString::fromLatin1(kPrecisionCounts[std::size_t(i)].meaning)));
+    group->addAction(action);
+    connect(action, &QAction::triggered, this, [this, i] { setPrecisionColumn(i); });
+  }
+  setPrecisionColumn(chosen < int(kPrecisionCounts.size()) ? chosen : -1);
+  return menu;
+}
+
+void ModuleTreePanel::setPrecisionColumn(int count) {
+  if (count >= int(kPrecisionCounts.size())) count = -1;
+  QSettings().setValue(QStringLiteral("view/precisionColumn"), count);
+  m_tree->setPrecision(count, std::vector<double>(m_tree->modules().size(), std::nan("")));
+  // In the gradient norm's place: at 1024 px the tree has no room for both beside the plots.
+  m_view->setColumnHidden(ModuleTreeModel::GradNorm, count >= 0);
+  m_view->setColumnHidden(ModuleTreeModel::Precision, count < 0);
+  if (count >= 0) {
+    const QFontMetrics metrics(m_view->header()->font());
+    const QString label = QString::fromLatin1(kPrecisionCounts[std::size_t(count)].label);
+    m_view->setColumnWidth(ModuleTreeModel::Precision, metrics.horizontalAdvance(label) + 12);
+  }
+  Q_EMIT precisionColumnChanged(count);
+}
+
 int ModuleTreePanel::currentModule() const { return m_tree->moduleAt(m_filter->mapToSource(m_view->currentIndex())); }
 
 void ModuleTreePanel::selectModule(const QString& path) {
@@ -149,6 +187,8 @@ void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step,
   for (std::size_t m = 0; m < modules.size(); ++m) byPath[modules[m].path] = int(m);
   std::vector<double> norms(modules.size(), std::nan(""));
   std::vector<bool> nonFinite(modules.size(), false);
+  const int count = m_tree->precisionCount();
+  std::vector<double> precision(modules.size(), std::nan(""));
   for (const auto& key : store.seriesKeys()) {
     const auto found = byPath.find(ownerModule(key));
     if (found == byPath.end()) continue;
@@ -159,8 +199,17 @@ void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step,
     if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0 && key.rank == rank) {
       norms[std::size_t(found->second)] = point.stats.l2norm;
     }
+    // The Precision column: the largest share among the module's own tensors, on that rank.
+    const bool ownTensor = key.kind == CaptureKind::Activation || key.kind == CaptureKind::Input ||
+                           key.kind == CaptureKind::Gradient;
+    if (count >= 0 && ownTensor && key.rank == rank) {
+      const double f = precisionFraction(point.stats, kPrecisionCounts[std::size_t(count)]);
+      double& shown = precision[std::size_t(found->second)];
+      if (!std::isnan(f) && !(shown >= f)) shown = f;
+    }
   }
   m_tree->setLiveValues(norms, nonFinite);
+  if (count >= 0) m_tree->setPrecision(count, precision);
 }
 
 void ModuleTreePanel::setGradientIntervention(int module, GradientIntervention intervention) {

@@ -9,6 +9,7 @@
 
 class ModuleTreeModel;
 class QLineEdit;
+class QMenu;
 class QSortFilterProxyModel;
 class QTreeView;
 
@@ -35,6 +36,12 @@ public:
   void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
   /// Not for the root, whose output is the model's.
   void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
+  /// View > Value column: the gradient norm, or one of the low-precision counts in its place;
+  /// the choice is kept in the settings and applied at once.
+  QMenu* precisionMenu();
+  /// Shows `count` (an index into hookscope::kPrecisionCounts) in the gradient norm's place;
+  /// -1: the gradient norm.
+  void setPrecisionColumn(int count);
 
 Q_SIGNALS:
   /// Another module is selected.
@@ -46,6 +53,8 @@ Q_SIGNALS:
   /// The user set (or cleared) an intervention on a module.
   void gradientInterventionChanged(int module, hookscope::GradientIntervention intervention);
   void outputInterventionChanged(int module, hookscope::OutputIntervention intervention);
+  /// Another count for the Precision column: its numbers come with the next showValuesAt.
+  void precisionColumnChanged(int count);
 
 private:
   void hookAllOfType();

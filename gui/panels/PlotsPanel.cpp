@@ -4,6 +4,7 @@
 #include "plots/HeatmapPlot.h"
 #include "plots/HistogramPlot.h"
 #include "plots/LossPlot.h"
+#include "plots/PrecisionPlot.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -13,22 +14,26 @@
 #include <QLabel>
 #include <QSlider>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
 
 using namespace hookscope;
 
-PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
-  m_histogram = new HistogramPlot(this);
-  m_heatmap = new HeatmapPlot(this);
-  m_gradNorms = new GradNormPlot(this);
-  m_loss = new LossPlot(this);
-  connect(m_gradNorms, &GradNormPlot::moduleClicked, this, &PlotsPanel::moduleClicked);
-
+QSplitter* PlotsPanel::buildGrid() {
   auto* top = new QSplitter(Qt::Horizontal);
   top->addWidget(m_histogram);
-  top->addWidget(m_heatmap);
+  // Tabs under the plots, so that the headings stay in line with the histogram's.
+  m_overSteps = new QTabWidget(this);
+  m_overSteps->setTabPosition(QTabWidget::South);
+  m_overSteps->setDocumentMode(true);
+  m_overSteps->addTab(m_heatmap, tr("Values"));
+  m_overSteps->addTab(m_precision, tr("Precision"));
+  m_overSteps->setTabToolTip(0, tr("The selected series' values over steps: its histograms as colour (Ctrl+Shift+D)"));
+  m_overSteps->setTabToolTip(1, tr("What float16 would overflow or flush, and fp8 (E4M3, E5M2, scaled to the "
+                                   "tensor's largest value) would flush, as % of the selected series' values (Ctrl+Shift+P)"));
+  top->addWidget(m_overSteps);
   auto* bottom = new QSplitter(Qt::Horizontal);
   bottom->addWidget(m_gradNorms);
   bottom->addWidget(m_loss);
@@ -37,6 +42,18 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   auto* grid = new QSplitter(Qt::Vertical);
   grid->addWidget(top);
   grid->addWidget(bottom);
+  return grid;
+}
+
+PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
+  m_histogram = new HistogramPlot(this);
+  m_heatmap = new HeatmapPlot(this);
+  m_gradNorms = new GradNormPlot(this);
+  m_loss = new LossPlot(this);
+  m_precision = new PrecisionPlot(this);
+  connect(m_gradNorms, &GradNormPlot::moduleClicked, this, &PlotsPanel::moduleClicked);
+
+  QSplitter* grid = buildGrid();
 
   m_series = new QComboBox(this);
   // Sized to a short label, not the longest one, so that the bar fits a 1024 px screen.
@@ -109,7 +126,10 @@ bool PlotsPanel::eventFilter(QObject* watched, QEvent* event) {
   return QWidget::eventFilter(watched, event);
 }
 
-QList<PlotPage*> PlotsPanel::pages() const { return {m_histogram, m_heatmap, m_gradNorms, m_loss}; }
+QList<PlotPage*> PlotsPanel::pages() const { return {m_histogram, m_heatmap, m_precision, m_gradNorms, m_loss}; }
+
+void PlotsPanel::showPrecision(bool precision) { m_overSteps->setCurrentWidget(precision ? static_cast<QWidget*>(m_precision) : m_heatmap); }
+bool PlotsPanel::showsPrecision() const { return m_overSteps->currentWidget() == m_precision; }
 
 void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
   m_state = ViewState();

@@ -11,10 +11,13 @@ class HeatmapPlot;
 class HistogramPlot;
 class LossPlot;
 class PlotPage;
+class PrecisionPlot;
+class QTabWidget;
 class QCheckBox;
 class QComboBox;
 class QLabel;
 class QSlider;
+class QSplitter;
 
 /// The plots, the series chooser of the selected layer, and the step slider that scrubs
 /// every plot back to an earlier step or follows the latest.
@@ -62,6 +65,11 @@ public:
   HeatmapPlot* heatmap() const { return m_heatmap; }
   GradNormPlot* gradNorms() const { return m_gradNorms; }
   LossPlot* loss() const { return m_loss; }
+  PrecisionPlot* precision() const { return m_precision; }
+  /// Beside the histogram: the selected series' distribution over steps, or its low-precision
+  /// counts (the tabs under them).
+  void showPrecision(bool precision);
+  bool showsPrecision() const;
   QList<PlotPage*> pages() const;
   /// Writes each page as PNG, PDF and CSV into `dir`; the titles of those that could not be written.
   QStringList saveAll(const QString& dir) const;
@@ -76,6 +84,9 @@ protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
+  /// The pages: the histogram and, in tabs, the distribution or precision over steps above; the
+  /// gradient norms and the loss below.
+  QSplitter* buildGrid();
   void updateSeriesChoices();
   void applySeriesChoice();
   /// Brings the rank chooser up to the store's ranks.
@@ -89,6 +100,8 @@ private:
   HeatmapPlot* m_heatmap;
   GradNormPlot* m_gradNorms;
   LossPlot* m_loss;
+  PrecisionPlot* m_precision;
+  QTabWidget* m_overSteps;
   QComboBox* m_series;
   QComboBox* m_rankChooser;
   QLabel* m_rankLabel;

@@ -52,54 +52,38 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   applyPalette();
 }
 
-void HeatmapPlot::updatePoints(const ViewState& state) {
-  if (m_follower.mustReload(state.store.get()) || !(state.selected == m_key)) m_points.clear();
-  m_key = state.selected;
-  if (m_points.empty()) {
-    m_points = state.store->series(state.selected);
-    return;
-  }
-  auto fresh = state.store->series(state.selected, m_points.back().step);
-  bool dropShown = false;
-  std::size_t next = StoreFollower::firstNew(fresh, m_points.back().step, &dropShown);
-  if (dropShown) m_points.pop_back();
-  for (; next < fresh.size(); ++next) m_points.push_back(std::move(fresh[next]));
-}
-
 void HeatmapPlot::refresh(const ViewState& state) {
   const bool ok = state.store && state.hasSelection;
   setStepMarker(double(state.step), ok && state.step >= 0);
   if (!ok) {
     m_map->data()->clear();
-    m_points.clear();
-    m_follower.forget();
+    m_series.clear();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
   // The history only changes with the store; the marker moves with scrubbing.
-  if (state.store->version() == m_version && state.selected == m_key && state.store.get() == m_follower.store()) {
+  if (!m_series.update(*state.store, state.selected)) {
     replotMarker();
     return;
   }
-  m_version = state.store->version();
-  updatePoints(state);
+  const auto& points = m_series.points();
   double lo = INFINITY, hi = -INFINITY;
-  for (const auto& p : m_points) {
+  for (const auto& p : points) {
     if (p.stats.histogram.empty() || !std::isfinite(p.stats.histLow)) continue;
     lo = std::min(lo, p.stats.histLow);
     hi = std::max(hi, p.stats.histHigh);
   }
-  if (m_points.empty() || !(hi > lo)) {
+  if (points.empty() || !(hi > lo)) {
     m_map->data()->clear();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  const double first = double(m_points.front().step), last = double(m_points.back().step);
+  const double first = double(points.front().step), last = double(points.back().step);
   const double span = std::max(last, first + 1) - first;
-  const int columns = std::min<int>(int(m_points.size()), kMaxColumns);
+  const int columns = std::min<int>(int(points.size()), kMaxColumns);
   // Each column covers an equal share of the steps; thinned runs leave no gaps this way.
   std::vector<double> cells(std::size_t(columns) * kRows, 0.0);
-  for (const auto& p : m_points) {
+  for (const auto& p : points) {
     const auto& s = p.stats;
     const int column = std::min(columns - 1, int((double(p.step) - first) / span * columns));
     double* rows = cells.data() + std::size_t(column) * kRows;
@@ -137,7 +121,7 @@ void HeatmapPlot::fitAxes() {
 QString HeatmapPlot::toCsv() const {
   QString csv = QStringLiteral("step_from,step_to,value_low,value_high,log10_1_plus_count\n");
   auto* data = m_map->data();  // QCPColorMapData::cell is not const
-  if (m_points.empty() || data->isEmpty()) return csv;
+  if (m_series.points().empty() || data->isEmpty()) return csv;
   // Cell i of n spans its centre (the map's range holds the first and last centres) +- half a cell.
   const auto edges = [](const QCPRange& centres, int n, int i) {
     const double width = n > 1 ? centres.size() / (n - 1) : centres.size();

@@ -15,7 +15,7 @@ public:
   void refresh(const ViewState& state) override;
   QString toCsv() const override;
   /// Steps shown (each column holds one or, on long runs, several).
-  int columnCount() const { return int(m_points.size()); }
+  int columnCount() const { return int(m_series.points().size()); }
   /// Adds one histogram's counts to `rowCount` equal rows spanning [lo, hi], each row
   /// getting the share of every bin it overlaps.
   static void addResampled(const hookscope::TensorStats& stats, double lo, double hi, double* rows, int rowCount);
@@ -28,13 +28,7 @@ protected:
   void fitAxes() override;
 
 private:
-  /// Brings the cached captures up to the store: appends new steps, or reloads.
-  void updatePoints(const ViewState& state);
-
   QCPColorMap* m_map;
   QCPColorScale* m_scale;
-  std::vector<hookscope::SeriesPoint> m_points;  ///< the shown series, as last read
-  StoreFollower m_follower;
-  std::uint64_t m_version = 0;
-  hookscope::SeriesKey m_key;
+  SeriesFollower m_series;  ///< the shown series, as last read
 };

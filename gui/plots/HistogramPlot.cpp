@@ -133,6 +133,16 @@ void HistogramPlot::refresh(const ViewState& state) {
   } else {
     text += tr("<br>NaN 0 · Inf 0");
   }
+  if (s.hasPrecision()) {  // what float16 and fp8 would lose (the Precision tab has them over steps)
+    const auto percent = [&s](std::int64_t n) {
+      return s.numel > 0 && n > 0 ? QString::number(100.0 * double(n) / double(s.numel), 'g', 2) + '%' : QStringLiteral("0");
+    };
+    const QString over = tr("f16 over %1").arg(percent(s.f16Overflow));
+    text += tr("<br>amax %1<br>%2<br>f16 flush %3<br>E4M3 flush %4<br>E5M2 flush %5")
+                .arg(number(s.amax),
+                     s.f16Overflow > 0 ? QStringLiteral("<span style='color:#c81e1e'><b>%1</b></span>").arg(over) : over,
+                     percent(s.f16Underflow), percent(s.e4m3Underflow), percent(s.e5m2Underflow));
+  }
   m_stats->setText(text);
   autoFit();
   m_plot->replot(QCustomPlot::rpQueuedReplot);

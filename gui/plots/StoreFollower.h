@@ -35,3 +35,44 @@ private:
   const hookscope::CaptureStore* m_store = nullptr;
   std::size_t m_thinnings = 0;
 };
+
+/// One series' points as a plot holds them, brought up to date with only what is new: the
+/// heatmap and the precision page of the selected series.
+class SeriesFollower {
+public:
+  /// The selected series' points up to the store's newest step; true when they changed since
+  /// the last call (another store or series, or new steps). Reads everything again after a
+  /// thinning or when the selection changed.
+  bool update(const hookscope::CaptureStore& store, const hookscope::SeriesKey& selected) {
+    if (m_follower.mustReload(&store) || !(selected == m_key)) m_points.clear();
+    const bool changed = m_version != store.version() || !(selected == m_key) || m_points.empty();
+    m_key = selected;
+    m_version = store.version();
+    if (!changed) return false;
+    if (m_points.empty()) {
+      m_points = store.series(selected);
+      return true;
+    }
+    auto fresh = store.series(selected, m_points.back().step);
+    bool dropShown = false;
+    std::size_t next = StoreFollower::firstNew(fresh, m_points.back().step, &dropShown);
+    if (dropShown) m_points.pop_back();
+    for (; next < fresh.size(); ++next) m_points.push_back(std::move(fresh[next]));
+    return true;
+  }
+  /// Nothing held: the next update reads everything.
+  void clear() {
+    m_points.clear();
+    m_follower.forget();
+    m_version = 0;
+  }
+  const std::vector<hookscope::SeriesPoint>& points() const { return m_points; }
+  const hookscope::SeriesKey& key() const { return m_key; }
+  const hookscope::CaptureStore* store() const { return m_follower.store(); }
+
+private:
+  StoreFollower m_follower;
+  hookscope::SeriesKey m_key;
+  std::uint64_t m_version = 0;
+  std::vector<hookscope::SeriesPoint> m_points;
+};

@@ -5,6 +5,7 @@
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/LossPlot.h"
+#include "plots/PrecisionPlot.h"
 #include "plots/ViewState.h"
 
 #include "plots/QCustomPlotInclude.h"
@@ -14,6 +15,7 @@
 #include <QSaveFile>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -209,6 +211,94 @@ QString gradNormSection(const ViewState& state, ReportContents* contents) {
   return body;
 }
 
+/// The share of one count at its worst step in one series.
+struct Worst {
+  double fraction = 0;
+  std::int64_t step = -1;
+};
+
+/// The low-precision counts: per hooked tensor, each count's largest share over the steps and
+/// its step, worst first; the one worst drawn over steps. Says so when nothing was lost, and
+/// when the export holds no counts (older than format 3, or from an older package).
+QString precisionSection(ViewState state, ReportContents* contents) {
+  constexpr int kMaxRows = 20;
+  QString body = QStringLiteral("<h2>Low precision</h2>\n");
+  struct Row {
+    SeriesKey key;
+    std::array<Worst, 4> worst;
+    double largest = 0;
+  };
+  std::vector<Row> rows;
+  int counted = 0;
+  for (const auto& key : state.store->seriesKeys()) {
+    if (key.kind == CaptureKind::Update || key.rank != state.shownRank()) continue;
+    Row row{key, {}, 0};
+    bool any = false;
+    for (const auto& p : state.store->series(key)) {
+      if (!p.stats.hasPrecision()) continue;
+      any = true;
+      for (std::size_t i = 0; i < kPrecisionCounts.size(); ++i) {
+        const double f = precisionFraction(p.stats, kPrecisionCounts[i]);
+        if (f > row.worst[i].fraction) row.worst[i] = {f, p.step};
+      }
+    }
+    if (!any) continue;
+    ++counted;
+    for (const auto& w : row.worst) row.largest = std::max(row.largest, w.fraction);
+    if (row.largest > 0) rows.push_back(row);
+  }
+  if (counted == 0) {
+    return body + QStringLiteral("<p>Not counted in this export: it was written before export format 3, or by an "
+                                 "older <code>hookscope</code> package.</p>\n");
+  }
+  if (rows.empty()) {
+    return body + QStringLiteral("<p>None of the %1 captured tensors held a value that float16 would overflow or "
+                                 "flush to zero, or that fp8 (E4M3 or E5M2, scaled to the tensor's largest value) "
+                                 "would flush, at any step.</p>\n")
+                      .arg(counted);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.largest > b.largest; });
+  state.selected = rows.front().key;
+  state.hasSelection = true;
+  PrecisionPlot page;
+  body += QStringLiteral("<h3>%1 <small>%2, call %3, tensor %4: the most lost</small></h3>\n")
+              .arg(esc(rows.front().key.module.empty() ? std::string("(root)") : rows.front().key.module),
+                   esc(std::string(captureKindName(rows.front().key.kind))))
+              .arg(rows.front().key.call)
+              .arg(rows.front().key.index) +
+          image(&page, state, QStringLiteral("precision"));
+  ++contents->images;
+  body += QStringLiteral("<p class=\"note\">Each count's largest share of a tensor's values over the steps, and "
+                         "its step (docs/export-format.md defines them):</p>\n<table class=\"precision\"><tr>"
+                         "<th>layer</th><th>tensor</th>");
+  for (const auto& count : kPrecisionCounts) body += QStringLiteral("<th>%1</th>").arg(esc(std::string(count.label)));
+  body += QStringLiteral("</tr>\n");
+  for (std::size_t r = 0; r < rows.size() && int(r) < kMaxRows; ++r) {
+    const Row& row = rows[r];
+    QString tensor = QString::fromLatin1(captureKindName(row.key.kind));
+    if (row.key.call || row.key.index) tensor += QStringLiteral(" (call %1, tensor %2)").arg(row.key.call).arg(row.key.index);
+    body += QStringLiteral("<tr><td>%1</td><td>%2</td>")
+                .arg(esc(row.key.module.empty() ? std::string("(root)") : row.key.module), esc(tensor));
+    for (const auto& w : row.worst) {
+      body += w.fraction > 0 ? QStringLiteral("<td>%1% <small>at step %2</small></td>")
+                                   .arg(QString::number(100 * w.fraction, 'g', 3))
+                                   .arg(w.step)
+                             : QStringLiteral("<td>0</td>");
+    }
+    body += QStringLiteral("</tr>\n");
+    ++contents->precisionRows;
+  }
+  body += QStringLiteral("</table>\n");
+  if (int(rows.size()) > kMaxRows) {
+    body += QStringLiteral("<p class=\"note\">%1 more tensors lost values: <code>hookscope-cli show</code> lists "
+                           "every one.</p>\n")
+                .arg(int(rows.size()) - kMaxRows);
+  }
+  const int none = counted - int(rows.size());
+  if (none > 0) body += QStringLiteral("<p class=\"note\">The other %1 captured tensors lost none.</p>\n").arg(none);
+  return body;
+}
+
 /// The layers to draw as heatmaps: those named, else every hooked one (tree order).
 std::vector<std::string> heatmapLayers(const ReportRequest& request, const ExportData& data) {
   std::vector<std::string> layers;
@@ -314,6 +404,7 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run);
   body += scalarsSection(state, contents);
   body += gradNormSection(state, contents);
+  body += precisionSection(state, contents);
   if (!heatmapSection(request, data, state, contents, &body, error)) return ReportResult::BadInput;
   body += QStringLiteral("<h2>Alerts</h2>\n") + alertsTable(data.alerts, state.ranks.size() > 1);
 

@@ -19,6 +19,7 @@ struct ReportContents {
   int images = 0;
   QStringList heatmapLayers;  ///< in the order drawn
   int layersLeftOut = 0;      ///< hooked layers past maxLayers, not drawn
+  int precisionRows = 0;      ///< tensors listed as losing values in float16 or fp8
 };
 
 enum class ReportResult {

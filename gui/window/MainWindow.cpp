@@ -39,6 +39,10 @@ constexpr int kRedrawMs = 33;  // at most about 30 redraws per second
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new SessionHost(this)) {
   setWindowTitle(QStringLiteral("HookScope"));
   setAcceptDrops(true);
+  m_redrawTimer = new QTimer(this);  // first: the parts made below may ask for a redraw
+  m_redrawTimer->setSingleShot(true);
+  m_redrawTimer->setInterval(kRedrawMs);
+  connect(m_redrawTimer, &QTimer::timeout, this, &MainWindow::redraw);
   m_plots = new PlotsPanel(this);
   m_tree = new ModuleTreeModel(this);
   m_controls = new RunControls(this);
@@ -64,11 +68,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
   });
   connect(m_attach, &AttachWatch::listening, this, &MainWindow::listening);
   connect(m_attach, &AttachWatch::scriptDetached, this, &MainWindow::scriptDetached);
-
-  m_redrawTimer = new QTimer(this);
-  m_redrawTimer->setSingleShot(true);
-  m_redrawTimer->setInterval(kRedrawMs);
-  connect(m_redrawTimer, &QTimer::timeout, this, &MainWindow::redraw);
 
   m_status = new StatusLine(statusBar());
 
@@ -172,6 +171,7 @@ void MainWindow::buildLayout() {
   });
   connect(m_treePanel, &ModuleTreePanel::currentHooksChanged, m_plots, &PlotsPanel::setSelectedHooks);
   connect(m_treePanel, &ModuleTreePanel::hooksChanged, m_sessions, &SessionHost::setHooks);
+  connect(m_treePanel, &ModuleTreePanel::precisionColumnChanged, this, &MainWindow::scheduleRedraw);
   connect(m_treePanel, &ModuleTreePanel::gradientInterventionChanged, m_sessions,
           &SessionHost::setGradientIntervention);
   connect(m_treePanel, &ModuleTreePanel::outputInterventionChanged, m_sessions, &SessionHost::setOutputIntervention);

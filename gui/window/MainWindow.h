@@ -59,6 +59,7 @@ public:
   ModuleTreeModel* treeModel() const { return m_tree; }
   QTreeView* treeView() const;
   PlotsPanel* plots() const { return m_plots; }
+  ModuleTreePanel* treePanel() const { return m_treePanel; }
   RunControls* runControls() const { return m_controls; }
   SessionHost* sessions() const { return m_sessions; }
   AlertsPanel* alerts() const { return m_alerts; }

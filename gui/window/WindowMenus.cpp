@@ -1,6 +1,7 @@
 #include "window/WindowMenus.h"
 
 #include "dialogs/PythonSettings.h"
+#include "panels/ModuleTreePanel.h"
 #include "panels/PlotsPanel.h"
 #include "session/SessionHost.h"
 #include "window/DiscardGuard.h"
@@ -88,6 +89,12 @@ void WindowMenus::buildView() {
   view->addAction(tr("&Next step"), plots, [plots] { plots->stepBy(1); })->setShortcut(QKeySequence(Qt::Key_BracketRight));
   view->addAction(tr("Back &ten steps"), plots, [plots] { plots->stepBy(-10); })->setShortcut(QKeySequence(tr("Ctrl+[")));
   view->addAction(tr("Forward t&en steps"), plots, [plots] { plots->stepBy(10); })->setShortcut(QKeySequence(tr("Ctrl+]")));
+  view->addSeparator();
+  view->addAction(tr("&Distribution over steps"), plots, [plots] { plots->showPrecision(false); })
+      ->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
+  view->addAction(tr("P&recision over steps"), plots, [plots] { plots->showPrecision(true); })
+      ->setShortcut(QKeySequence(tr("Ctrl+Shift+P")));
+  view->addMenu(m_window->treePanel()->precisionMenu());
 }
 
 void WindowMenus::buildToolbar() {

@@ -1,5 +1,8 @@
 // `hookscope-cli report` end to end: a capture of the sample CNN, reported; every picture in the
 // HTML is decoded and must hold plot colour, not a blank frame.
+#include "files/ExportFolder.h"
+#include "store/CaptureStore.h"
+
 #include <QDir>
 #include <QFile>
 #include <QImage>
@@ -49,6 +52,40 @@ QStringList headings(const QString& html) {
   static const QRegularExpression h3(QStringLiteral("<h3>([^<]+)"));
   for (auto it = h3.globalMatch(html); it.hasNext();) out << it.next().captured(1).trimmed();
   return out;
+}
+
+/// An export of layers "a" and "b" over three steps, with these counts per 1000 values of a's
+/// activation and b's gradient at each step (-1: not measured).
+QString writeCounted(const QString& dir, std::int64_t aE4m3, std::int64_t bF16) {
+  using namespace hookscope;
+  CaptureStore store;
+  for (int step = 0; step < 3; ++step) {
+    TensorStats s;
+    s.shape = {1000};
+    s.dtype = "float32";
+    s.numel = 1000;
+    s.histLow = -1;
+    s.histHigh = 1;
+    s.histogram = std::vector<std::int64_t>(4, 250);
+    s.amax = 1;
+    s.f16Overflow = s.f16Underflow = s.e4m3Underflow = s.e5m2Underflow = aE4m3 < 0 ? -1 : 0;
+    TensorStats a = s, b = s;
+    if (aE4m3 > 0) a.e4m3Underflow = aE4m3 * step;  // the worst at the last step
+    if (bF16 > 0) b.f16Overflow = step == 1 ? bF16 : 0;  // at step 1 only
+    store.add(step, {"a", 0, CaptureKind::Activation, 0}, a);
+    store.add(step, {"b", 0, CaptureKind::Gradient, 0}, b);
+    store.addScalar(step, "loss", 1.0 / (step + 1));
+  }
+  ExportManifest m;
+  m.modelFile = "model.pt";
+  m.modelSha256 = "abc";
+  m.hookscopeVersion = "test";
+  m.config.inputSpecs = {"8x4"};
+  m.steps = 3;
+  m.hooked = {{"a", {"activation"}}, {"b", {"gradient"}}};
+  std::string error;
+  if (!writeExport(dir.toStdString(), m, store, {}, {}, &error)) qWarning("%s", error.c_str());
+  return dir;
 }
 
 QString read(const QString& path) {
@@ -117,6 +154,29 @@ private Q_SLOTS:
     const QStringList names = headings(html);
     QCOMPARE(names.mid(names.size() - 2), (QStringList{QStringLiteral("fc1"), QStringLiteral("conv1")}));
     QVERIFY(html.contains(QStringLiteral("<td>non_finite</td>")));
+  }
+
+  void theLowPrecisionSectionListsEachTensorsWorstShare() {
+    const QString out = m_tmp.filePath(QStringLiteral("precision.html"));
+    const QString run = writeCounted(m_tmp.filePath(QStringLiteral("counted")), 25, 3);
+    QVERIFY2(cli({QStringLiteral("report"), run, QStringLiteral("--out"), out}).code == 0, qPrintable(run));
+    QString html = read(out);
+    // a: 2.5% flushed at step 1, 5% at step 2; b: 3 of 1000 past 65504 at step 1. Worst first.
+    const QString a = QStringLiteral("<tr><td>a</td><td>activation</td><td>0</td><td>0</td>"
+                                     "<td>5% <small>at step 2</small></td><td>0</td></tr>");
+    const QString b = QStringLiteral("<tr><td>b</td><td>gradient</td><td>0.3% <small>at step 1</small></td>"
+                                     "<td>0</td><td>0</td><td>0</td></tr>");
+    QVERIFY2(html.contains(a) && html.contains(b) && html.indexOf(a) < html.indexOf(b), qPrintable(html));
+    // The worst tensor drawn over steps, under its name.
+    QVERIFY(html.contains(QStringLiteral("<h3>a <small>activation, call 0, tensor 0: the most lost</small></h3>\n<img")));
+    // Nothing lost, and nothing counted, each say so.
+    const QString clean = writeCounted(m_tmp.filePath(QStringLiteral("clean")), 0, 0);
+    QVERIFY(cli({QStringLiteral("report"), clean, QStringLiteral("--out"), out, QStringLiteral("--force")}).code == 0);
+    html = read(out);
+    QVERIFY2(html.contains(QStringLiteral("None of the 2 captured tensors")), qPrintable(html));
+    const QString old = writeCounted(m_tmp.filePath(QStringLiteral("uncounted")), -1, 0);
+    QVERIFY(cli({QStringLiteral("report"), old, QStringLiteral("--out"), out, QStringLiteral("--force")}).code == 0);
+    QVERIFY(read(out).contains(QStringLiteral("Not counted in this export")));
   }
 
   void badRequestsSayWhat() {
