@@ -90,7 +90,6 @@ template <typename T>
   using Bits = typename BitsOf<T>::type;
   constexpr std::int64_t kBlock = 256;  // also keeps each block's 32-bit sums far from overflowing
   const BitsTest<T> test(scan);
-  const Bits* bits = reinterpret_cast<const Bits*>(data);
   bool dense = false;
   for (std::int64_t first = begin; first < end; first += kBlock) {
     const std::int64_t last = std::min(end, first + kBlock);
@@ -98,7 +97,9 @@ template <typename T>
       Bits hit = 0;
 #pragma omp simd reduction(| : hit)
       for (std::int64_t i = first; i < last; ++i) {
-        const Bits a = bits[i] & BitsTest<T>::absMask;
+        Bits a;
+        std::memcpy(&a, data + i, sizeof a);  // the value's bits (a load: no aliasing of T by Bits)
+        a &= BitsTest<T>::absMask;
         hit |= Bits((a - test.underFrom) < test.underSpan) | Bits((a - test.overFrom) < test.overSpan);
       }
       if (!hit) continue;
