@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 
 namespace {
 
@@ -31,6 +32,13 @@ void onStopSignal(int signo) {
   [[maybe_unused]] const auto written = ::write(g_signalPipe[1], &byte, 1);
 }
 
+// A folder of its own for this process's captures under `parent`: its time and pid, since a
+// logout signals every window in the same second.
+QString recoveryFolder(const QString& parent) {
+  return parent + QStringLiteral("/") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-hhmmss")) +
+         QStringLiteral("-%1").arg(QCoreApplication::applicationPid());
+}
+
 // Stops the run and saves what was captured into a recovery folder before quitting, so that
 // Ctrl+C in the terminal or a session logout does not lose a run.
 void handleStopSignals(MainWindow& window) {
@@ -43,21 +51,32 @@ void handleStopSignals(MainWindow& window) {
     window.stop();
     const auto store = window.store();
     if (!store || window.stepsSeen() == 0 || window.reviewOnly()) {
-      QApplication::quit();
+      window.quitAfterSignal();
       return;
     }
-    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/recovered/") +
-                        QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-hhmmss"));
-    QDir().mkpath(QFileInfo(dir).absolutePath());
-    QObject::connect(&window, &MainWindow::exportDone, &window, [dir, byte](const QString&, const QString& error) {
+    const QString interrupted = byte == SIGINT ? QStringLiteral("SIGINT") : QStringLiteral("SIGTERM");
+    // Where, in order: the data folder, then the temporary one, should the first fail.
+    const QStringList dirs = {recoveryFolder(QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
+                                             QStringLiteral("/HookScope/recovered")),
+                              recoveryFolder(QDir::tempPath() + QStringLiteral("/hookscope-recovered"))};
+    auto attempt = std::make_shared<int>(0);
+    QObject::connect(&window, &MainWindow::exportDone, &window, [&window, dirs, attempt, byte, interrupted](
+                                                                    const QString& dir, const QString& error) {
       if (error.isEmpty()) {
         std::fprintf(stderr, "hookscope: stopped by signal %d; the captures are saved in %s\n", int(byte), qPrintable(dir));
       } else {
-        std::fprintf(stderr, "hookscope: stopped by signal; saving the captures failed: %s\n", qPrintable(error));
+        std::fprintf(stderr, "hookscope: stopped by signal; saving the captures into %s failed: %s\n", qPrintable(dir),
+                     qPrintable(error));
+        if (++*attempt < dirs.size()) {
+          QDir().mkpath(QFileInfo(dirs[*attempt]).absolutePath());
+          window.exportCapturesTo(dirs[*attempt], false, interrupted);
+          return;
+        }
       }
-      QApplication::quit();
+      window.quitAfterSignal();  // a logout waits for no answer: the window closes, saved or not
     });
-    window.exportCapturesTo(dir, false, byte == SIGINT ? QStringLiteral("SIGINT") : QStringLiteral("SIGTERM"));
+    QDir().mkpath(QFileInfo(dirs[0]).absolutePath());
+    window.exportCapturesTo(dirs[0], false, interrupted);
   });
   struct sigaction action {};
   action.sa_handler = onStopSignal;

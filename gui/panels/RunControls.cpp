@@ -153,6 +153,13 @@ void RunControls::showAttached(const QString& scriptName, int worldSize) {
                     .arg(scriptName.toHtmlEscaped()));
 }
 
+QString RunControls::note() const { return m_note->text(); }
+
+void RunControls::showEnded(const QString& scriptName, const QString& reason) {
+  setNote(tr("<b>%1 is no longer attached</b>: %2. Its captures stay: File > Export captures (Ctrl+E) keeps them.")
+              .arg(scriptName.toHtmlEscaped(), reason.toHtmlEscaped()));
+}
+
 void RunControls::setSteps(int steps) { m_steps->setValue(steps); }
 qint64 RunControls::memoryCapBytes() const { return qint64(m_memoryCap->value()) << 20; }
 

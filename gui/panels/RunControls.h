@@ -33,8 +33,11 @@ public:
   void setEditable(bool editable);
   /// A line above the controls (e.g. why they are disabled); hidden when empty.
   void setNote(const QString& note);
+  QString note() const;
   /// Read-only, with a note: an attached script's own data, loss and optimizer are used.
   void showAttached(const QString& scriptName, int worldSize);
+  /// The note once the attached script (or every rank of its job) has gone, and why.
+  void showEnded(const QString& scriptName, const QString& reason);
   qint64 memoryCapBytes() const;
 
 Q_SIGNALS:

@@ -51,7 +51,8 @@ AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* wind
     m_address.clear();
     m_scriptEnded = reason;
     Q_EMIT changed();
-    Q_EMIT problem(tr("Script detached"), tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason));
+    // Said, not asked: no dialog waits on a script that ended (or a Stop the user pressed).
+    Q_EMIT status(tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason), 0);
     Q_EMIT scriptDetached(reason);
   });
 }

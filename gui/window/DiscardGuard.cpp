@@ -90,8 +90,14 @@ bool DiscardGuard::confirm(const QString& what, std::function<void()> then) {
   return false;
 }
 
+QString DiscardGuard::exportStartFolder() const {
+  const QString last = lastExportFolder();
+  if (!last.isEmpty() && QFileInfo(last).isDir()) return last;
+  return !m_captures.attached && !m_captures.path.isEmpty() ? QFileInfo(m_captures.path).absolutePath() : QDir::homePath();
+}
+
 bool DiscardGuard::exportWithDialog() {
-  const QString folder = QSettings().value(QLatin1String(kLastExportKey), QDir::homePath()).toString();
+  const QString folder = exportStartFolder();
   const QString dir = QFileDialog::getSaveFileName(
       m_window, tr("Export captures to a new folder"),
       QDir(folder).filePath(QFileInfo(m_captures.fileName).completeBaseName() + QStringLiteral("-capture")));
@@ -120,6 +126,7 @@ void DiscardGuard::exportTo(const QString& dir, bool overwrite, const QString& i
   Q_EMIT status(tr("Exporting captures to %1…").arg(dir), 0);
   m_exportingVersion = m_captures.store ? m_captures.store->version() : 0;
   m_exportingDir = dir;
+  m_exportingRecovery = !interrupted.isEmpty();
   m_sessions->exportCaptures(dir, overwrite, interrupted);
 }
 
@@ -131,9 +138,10 @@ void DiscardGuard::onExportFinished(const QString& dir, const QString& error) {
   if (error.isEmpty()) {
     m_exportedVersion = m_exportingVersion;
     m_exportedStore = m_captures.store.get();
-    QSettings().setValue(QLatin1String(kLastExportKey), QFileInfo(dir).absolutePath());
+    // A save on a stop signal goes to the recovery folder: not where the user exports.
+    if (!m_exportingRecovery) QSettings().setValue(QLatin1String(kLastExportKey), QFileInfo(dir).absolutePath());
     Q_EMIT status(tr("Exported captures to %1").arg(dir), 8000);
-  } else {
+  } else if (!m_exportingRecovery) {  // a save on a stop signal says so on stderr, and quits
     Q_EMIT problem(tr("Export failed"), error);
   }
   Q_EMIT exportDone(dir, error);

@@ -46,8 +46,11 @@ public:
   void exportTo(const QString& dir, bool overwrite, const QString& interrupted = QString());
   /// Settings > Ask before discarding captures (unchecked once an answer is remembered).
   QAction* askAction() const { return m_askAction; }
-  /// The folder the last export went into, where the dialogs start.
+  /// The folder the last export went into (a save on a stop signal is not one).
   static QString lastExportFolder();
+  /// Where File > Export captures starts: the last export's folder, else the model file's (an
+  /// attached script's: the home folder).
+  QString exportStartFolder() const;
 
 Q_SIGNALS:
   /// Something to say in the status bar for `timeoutMs` (0: until replaced).
@@ -67,6 +70,7 @@ private:
   SessionSummary m_captures;
   std::function<void()> m_afterExport;
   QString m_exportingDir;                 ///< the export this guard asked for, until it ends
+  bool m_exportingRecovery = false;       ///< ... saved on a stop signal
   std::uint64_t m_exportingVersion = 0;  ///< the store's version when the last export was asked for
   std::uint64_t m_exportedVersion = 0;   ///< ... and when one last succeeded
   const hookscope::CaptureStore* m_exportedStore = nullptr;

@@ -3,6 +3,7 @@
 #include "dialogs/CheckpointCompare.h"
 #include "dialogs/OperatorLibrariesDialog.h"
 #include "dialogs/RuleThresholdsDialog.h"
+#include "dialogs/TrustQuestion.h"
 #include "models/ModuleTreeModel.h"
 #include "panels/AlertsPanel.h"
 #include "panels/ModuleTreePanel.h"
@@ -21,7 +22,6 @@
 #include <QInputDialog>
 #include <QMessageBox>
 #include <QMimeData>
-#include <QPushButton>
 #include <QScreen>
 #include <QSettings>
 #include <QSplitter>
@@ -66,8 +66,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
     updateStatus();
     scheduleRedraw();
   });
-  connect(m_attach, &AttachWatch::listening, this, &MainWindow::listening);
-  connect(m_attach, &AttachWatch::scriptDetached, this, &MainWindow::scriptDetached);
+  connect(m_attach, &AttachWatch::listening, this, [this](const QString& address) {
+    m_attachAddress = address;
+    Q_EMIT listening(address);
+  });
+  connect(m_attach, &AttachWatch::scriptDetached, this, [this](const QString& reason) {
+    m_controls->showEnded(m_summary.fileName, reason);
+    Q_EMIT scriptDetached(reason);
+  });
 
   m_status = new StatusLine(statusBar());
 
@@ -143,24 +149,14 @@ void MainWindow::restoreSettings() {
 }
 
 void MainWindow::askTrust(const QString& path, const QString& findings) {
-  const QString text = tr("%1 holds code that runs when it is opened or stepped and reaches outside HookScope:\n\n%2\n"
-                          "Open it only if you trust where it came from.")
-                           .arg(QFileInfo(path).fileName(), findings);
   statusBar()->clearMessage();  // the engine that checked the code has ended: nothing opens while the user decides
   if (!m_interactive) {
-    showMessage(tr("Untrusted model"), text);
-    return;
-  }
-  QMessageBox box(QMessageBox::Warning, tr("Untrusted model"), text, QMessageBox::Cancel, this);
-  box.setTextFormat(Qt::PlainText);  // the file's name and code, as they are
-  QPushButton* open = box.addButton(tr("Open anyway"), QMessageBox::AcceptRole);
-  box.setDefaultButton(QMessageBox::Cancel);
-  box.exec();
-  if (box.clickedButton() != open) {
+    showMessage(tr("Untrusted model"), trustQuestionText(path, findings));
+  } else if (askToTrust(this, path, findings)) {
+    m_sessions->openModel(path, /*trusted=*/true);
+  } else {
     statusBar()->showMessage(tr("Not opened: %1").arg(path), 8000);
-    return;
   }
-  m_sessions->openModel(path, /*trusted=*/true);
 }
 
 void MainWindow::buildLayout() {
@@ -233,7 +229,9 @@ void MainWindow::attachScript(const QString& address) {
     return;
   }
   if (!m_guard->confirm(tr("Attaching a script"), [this, address] { attachScript(address); })) return;
-  m_sessions->listen(address);
+  // The address this window listened at before (`hookscope --address`, with its token): the
+  // HOOKSCOPE_ADDRESS a user exported for it keeps connecting.
+  m_sessions->listen(address.isEmpty() ? m_attachAddress : address);
 }
 
 void MainWindow::openCapture(const QString& dir) {
@@ -563,8 +561,14 @@ void MainWindow::exportAllPlots() {
   }
 }
 
+void MainWindow::quitAfterSignal() {
+  m_signalled = true;
+  close();
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (!m_guard->confirm(tr("Quitting"), [this] { close(); })) {
+  // A stop signal (a logout) quits whatever the export did: nothing waits for an answer.
+  if (!m_signalled && !m_guard->confirm(tr("Quitting"), [this] { close(); })) {
     event->ignore();
     return;
   }

@@ -107,6 +107,8 @@ public Q_SLOTS:
   void pause();
   void stepOnce();
   void stop();
+  /// Closes without asking about captures: after a stop signal saved them (or tried to).
+  void quitAfterSignal();
   /// Asks how long a step (or opening a model) may take before its engine process is stopped.
   void editStepTimeLimit();
   void editRuleThresholds();
@@ -167,6 +169,8 @@ private:
   SessionHost* m_sessions;
   SessionSummary m_summary;
   ModuleTreeModel* m_tree;
+  QString m_attachAddress;  ///< where the window last listened for scripts (token included)
+  bool m_signalled = false;
   ModuleTreePanel* m_treePanel = nullptr;
   DiscardGuard* m_guard;
   hookscope::RuleSettings m_ruleSettings;

@@ -2,6 +2,7 @@
 // script's tree appears, a ticked layer is captured, a breakpoint pauses the script, Step
 // advances it by exactly one step, Detach lets it train on, and the captures export.
 #include "WindowTestSupport.h"
+#include "dialogs/AttachDialog.h"
 #include "window/MainWindow.h"
 #include "panels/PlotsPanel.h"
 #include "panels/AlertsPanel.h"
@@ -199,11 +200,17 @@ private Q_SLOTS:
       QCOMPARE(key.kind, hookscope::CaptureKind::Activation);
     }
 
-    // Detach: the script's hooks go and it finishes its 40 steps.
+    // Detach: the script's hooks go and it finishes its 40 steps; the Run tab no longer says
+    // it is attached, and no dialog waits for the user.
+    QVERIFY(window.runControls()->note().contains(QStringLiteral("is attached")));
     QSignalSpy detached(&window, &MainWindow::scriptDetached);
+    QSignalSpy messages(&window, &MainWindow::messageShown);
     window.stop();
     QVERIFY(detached.wait(kTimeout));
     QVERIFY(!window.scriptAttached());
+    QVERIFY2(window.runControls()->note().contains(QStringLiteral("no longer attached")),
+             qPrintable(window.runControls()->note()));
+    QCOMPARE(messages.size(), 0);
     QVERIFY(script.waitForFinished(kTimeout));
     QCOMPARE(script.exitCode(), 0);
     const QString out = QString::fromUtf8(script.readAllStandardOutput());
@@ -386,6 +393,21 @@ private Q_SLOTS:
     second.attachScript(address);
     QVERIFY(message.wait(kTimeout));
     QVERIFY2(second.lastMessage().contains(QStringLiteral("already listens")), qPrintable(second.lastMessage()));
+  }
+
+  void fileAttachListensWhereTheWindowListenedBeforeWithItsToken() {
+    MainWindow window;  // as `hookscope --attach --address tcp://127.0.0.1:0`: a port and a token made
+    window.setInteractive(false);
+    QSignalSpy listening(&window, &MainWindow::listening);
+    window.attachScript(QStringLiteral("tcp://127.0.0.1:0"));
+    QVERIFY(listening.wait(kTimeout));
+    const QString first = listening.takeFirst().at(0).toString();
+    QVERIFY2(first.contains(QStringLiteral("token=")), qPrintable(first));
+    Q_EMIT window.attachDialog()->cancelled();  // Stop waiting
+    QVERIFY(window.listeningAddress().isEmpty());
+    window.attachScript();  // File > Attach: the HOOKSCOPE_ADDRESS exported for it still connects
+    QVERIFY(listening.wait(kTimeout));
+    QCOMPARE(listening.takeFirst().at(0).toString(), first);
   }
 };
 

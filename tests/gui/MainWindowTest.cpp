@@ -2,6 +2,7 @@
 #include "panels/AlertsPanel.h"
 #include "session/SessionHost.h"
 #include "window/MainWindow.h"
+#include "window/DiscardGuard.h"
 #include "window/TensorBoardExport.h"
 #include "panels/PlotsPanel.h"
 #include "panels/RunControls.h"
@@ -16,7 +17,9 @@
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QApplication>
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -359,6 +362,26 @@ private Q_SLOTS:
     QCOMPARE(history[1].toObject().value(QStringLiteral("to_step")).toInt(), 4);
     QCOMPARE(history[1].toObject().value(QStringLiteral("inputs")).toArray().at(0).toString(), QStringLiteral("8x1x28x28"));
     QCOMPARE(manifest.value(QStringLiteral("inputs")).toArray().at(0).toString(), QStringLiteral("8x1x28x28"));
+  }
+
+  void theExportDialogStartsBesideTheModelOrTheLastExportNotTheRecoveryFolder() {
+    QSettings().remove(QStringLiteral("paths/lastExport"));  // as on a first run
+    QTemporaryDir tmp;
+    auto window = openSample();
+    runAndWait(*window, 1);
+    const QString before = window->discardGuard()->exportStartFolder();
+    QCOMPARE(before, QFileInfo(QStringLiteral(HOOKSCOPE_SAMPLE_MODEL)).absolutePath());
+    // Saved on a stop signal (into the recovery folder): not where the user exports.
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    QDir().mkpath(tmp.filePath(QStringLiteral("recovered")));
+    window->exportCapturesTo(tmp.filePath(QStringLiteral("recovered/now-1")), false, QStringLiteral("SIGTERM"));
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QCOMPARE(done.front().at(1).toString(), QString());
+    QCOMPARE(window->discardGuard()->exportStartFolder(), before);
+    // An export the user asked for: the next one starts beside it.
+    window->exportCapturesTo(tmp.filePath(QStringLiteral("mine")), false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 2, kTimeout);
+    QCOMPARE(window->discardGuard()->exportStartFolder(), QFileInfo(tmp.path()).absoluteFilePath());
   }
 
   void askBeforeDiscardingCapturesThatWereNotExported() {
