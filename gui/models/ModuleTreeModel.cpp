@@ -28,7 +28,7 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
   }
   m_shapes.assign(m_modules.size(), QString());
   m_interventions.assign(m_modules.size(), QString());
-  m_gradNorms.assign(m_modules.size(), std::nan(""));
+  m_gradNorms.assign(m_modules.size(), std::nullopt);
   m_gradFractions.assign(m_modules.size(), 0.0);
   m_nonFinite.assign(m_modules.size(), false);
   m_precision.assign(m_modules.size(), std::nan(""));
@@ -159,21 +159,22 @@ void ModuleTreeModel::emitColumnChanged(int first, int last) {
   }
 }
 
-void ModuleTreeModel::setLiveValues(const std::vector<double>& gradNorms, const std::vector<bool>& nonFinite) {
+void ModuleTreeModel::setLiveValues(const std::vector<std::optional<double>>& gradNorms, const std::vector<bool>& nonFinite) {
   if (gradNorms.size() != m_modules.size() || nonFinite.size() != m_modules.size()) return;
   if (gradNorms == m_gradNorms && nonFinite == m_nonFinite) return;
   m_gradNorms = gradNorms;
   m_nonFinite = nonFinite;
   // Bars on a log scale between the smallest and largest norm shown.
   double lo = INFINITY, hi = -INFINITY;
-  for (double n : m_gradNorms) {
+  for (const auto& norm : m_gradNorms) {
+    const double n = norm.value_or(0.0);
     if (std::isfinite(n) && n > 0) {
       lo = std::min(lo, std::log10(n));
       hi = std::max(hi, std::log10(n));
     }
   }
   for (std::size_t m = 0; m < m_modules.size(); ++m) {
-    const double n = m_gradNorms[m];
+    const double n = m_gradNorms[m].value_or(0.0);
     m_gradFractions[m] = !(std::isfinite(n) && n > 0) ? 0.0
                          : hi > lo ? 0.1 + 0.9 * (std::log10(n) - lo) / (hi - lo)
                                    : 1.0;
@@ -271,8 +272,10 @@ QVariant ModuleTreeModel::toolTip(int m, int column) const {
     if (!tied.isEmpty()) tip += QStringLiteral(", tied ones counted once:\n") + tied.join(QLatin1Char('\n'));
     return tip;
   }
-  if (column == GradNorm && !std::isnan(m_gradNorms[std::size_t(m)])) {
-    return QStringLiteral("L2 norm of the output gradient: %1").arg(m_gradNorms[std::size_t(m)], 0, 'g', 8);
+  if (column == GradNorm && m_gradNorms[std::size_t(m)]) {
+    const double n = *m_gradNorms[std::size_t(m)];
+    return std::isnan(n) ? tr("L2 norm of the output gradient: NaN, no value of it was finite")
+                         : QStringLiteral("L2 norm of the output gradient: %1").arg(n, 0, 'g', 8);
   }
   // A type or shape cut to fit its column is whole in its tooltip.
   if (column == Type) {
@@ -331,8 +334,9 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     case OutputShape: return m_shapes[std::size_t(m)];
     case Params: return info.totalParams ? compactCount(info.totalParams) : QString();
     case GradNorm: {
-      const double n = m_gradNorms[std::size_t(m)];
-      return std::isnan(n) ? QString() : compactNumber(n);
+      const auto& n = m_gradNorms[std::size_t(m)];
+      if (!n) return QString();
+      return std::isnan(*n) ? QStringLiteral("NaN") : std::isinf(*n) ? QStringLiteral("Inf") : compactNumber(*n);
     }
     case Precision: {
       const double f = m_precision[std::size_t(m)];

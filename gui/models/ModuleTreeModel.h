@@ -6,6 +6,7 @@
 #include <QAbstractItemModel>
 #include <QString>
 
+#include <optional>
 #include <vector>
 
 /// The module tree with hook checkboxes. One top-level row: the root module. Checking a
@@ -42,8 +43,9 @@ public:
   /// Each module's output shape at its first call, as "8x16x14x14" ("8x16 …" when it returns
   /// more than one tensor, "—" when none).
   void setOutputShapes(const std::vector<hookscope::ModuleCallShape>& calls);
-  /// Latest gradient norm per module (NaN: none) and whether its tensors held NaN/Inf.
-  void setLiveValues(const std::vector<double>& gradNorms, const std::vector<bool>& nonFinite);
+  /// Each module's output-gradient norm at the shown step (none: not captured there; NaN: its
+  /// gradient held no finite value) and whether its tensors held NaN/Inf.
+  void setLiveValues(const std::vector<std::optional<double>>& gradNorms, const std::vector<bool>& nonFinite);
   /// The Precision column: which low-precision count it shows (an index into
   /// hookscope::kPrecisionCounts, -1: none) and each module's fraction of it (NaN: none).
   void setPrecision(int count, const std::vector<double>& fractions);
@@ -85,7 +87,7 @@ private:
   std::vector<int> m_row;  ///< row of each module under its parent
   std::vector<QString> m_shapes;
   std::vector<QString> m_interventions;
-  std::vector<double> m_gradNorms;
+  std::vector<std::optional<double>> m_gradNorms;
   std::vector<double> m_gradFractions;
   std::vector<bool> m_nonFinite;
   std::vector<double> m_precision;

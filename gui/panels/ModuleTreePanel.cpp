@@ -185,7 +185,7 @@ void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step,
   if (modules.empty()) return;
   std::map<std::string, int> byPath;
   for (std::size_t m = 0; m < modules.size(); ++m) byPath[modules[m].path] = int(m);
-  std::vector<double> norms(modules.size(), std::nan(""));
+  std::vector<std::optional<double>> norms(modules.size());
   std::vector<bool> nonFinite(modules.size(), false);
   const int count = m_tree->precisionCount();
   std::vector<double> precision(modules.size(), std::nan(""));

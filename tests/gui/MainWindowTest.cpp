@@ -364,6 +364,32 @@ private Q_SLOTS:
     QCOMPARE(manifest.value(QStringLiteral("inputs")).toArray().at(0).toString(), QStringLiteral("8x1x28x28"));
   }
 
+  void anAllNaNGradientIsNaNInTheTreeAndOnlyNonFiniteFires() {
+    auto window = openSample(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/nan_inject.pt"));
+    tick(window->treeModel(), "", ModuleTreeModel::Act, true);
+    tick(window->treeModel(), "", ModuleTreeModel::Grad, true);
+    hookscope::RunConfig config;
+    config.inputSpecs = {"4x16"};  // `bad` takes log(x - 100): NaN from there on, forward and back
+    window->runControls()->setConfig(config);
+    window->setBreakOn(hookscope::RuleKind::NonFinite, false);  // two whole steps, not a pause
+    runAndWait(*window, 2);
+    ModuleTreeModel* tree = window->treeModel();
+    const auto shown = [&](const char* path) {
+      return tree->data(tree->indexOfModule(moduleIndex(tree, path), ModuleTreeModel::GradNorm)).toString();
+    };
+    QCOMPARE(shown("fc1"), QStringLiteral("NaN"));  // not 0, which reads as a vanishing gradient
+    QCOMPARE(shown("bad"), QStringLiteral("NaN"));
+    QTemporaryDir tmp;
+    QSignalSpy done(window.get(), &MainWindow::exportDone);
+    window->exportCapturesTo(tmp.filePath(QStringLiteral("run")), false);
+    QTRY_COMPARE_WITH_TIMEOUT(done.size(), 1, kTimeout);
+    QFile alerts(tmp.filePath(QStringLiteral("run/alerts.csv")));
+    QVERIFY(alerts.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(alerts.readAll());
+    QVERIFY2(text.contains(QStringLiteral("non_finite")) && !text.contains(QStringLiteral("vanishing_gradient")),
+             qPrintable(text));
+  }
+
   void theExportDialogStartsBesideTheModelOrTheLastExportNotTheRecoveryFolder() {
     QSettings().remove(QStringLiteral("paths/lastExport"));  // as on a first run
     QTemporaryDir tmp;

@@ -222,6 +222,19 @@ def test_a_break_stops_the_script_and_the_recorder_exits_6(tmp):
     assert any(a["rule"] == "non_finite" and a["step"] == "2" for a in alerts)
 
 
+def test_an_all_nan_step_is_non_finite_not_a_vanishing_gradient(tmp):
+    # Every input NaN at step 2: every activation and gradient of that step is NaN.
+    recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
+    script = run_script(recorder.address, "--nan-at", "2", "--steps", "4")
+    assert script.returncode == 0, script.stderr
+    code, err = recorder.wait()
+    assert code == 0, err
+    grads = [r for r in read_csv(recorder.out, "stats.csv") if r["kind"] == "gradient" and r["step"] == "2"]
+    assert grads and all(r["l2norm"] == "nan" and r["std"] == "nan" for r in grads), grads[:2]
+    rules = {a["rule"] for a in read_csv(recorder.out, "alerts.csv") if a["step"] == "2"}
+    assert "non_finite" in rules and "vanishing_gradient" not in rules, rules
+
+
 def raw_exchange(address, data, read=True):
     """Sends bytes to the listener as a peer would; returns what came back before it closed."""
     path = address[len("unix:"):]
