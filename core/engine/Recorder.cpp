@@ -2,6 +2,7 @@
 
 #include "engine/TorchStats.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -91,6 +92,8 @@ void Recorder::beginStep(std::int64_t step) {
     m_order = StepOrder();
   }
   std::fill(m_nextCall.begin(), m_nextCall.end(), 0);
+  m_open.clear();
+  m_returned = 0;
   m_captureNanos = 0;
   m_copied = m_shared = 0;
 }
@@ -107,6 +110,7 @@ void Recorder::onInput(int module, const c10::IValue& args) {
   if (module < 0 || std::size_t(module) >= m_nextCall.size()) return;
   const int call = m_nextCall[std::size_t(module)]++;
   m_currentCall[std::size_t(module)] = call;
+  m_open.push_back(module);
   if (m_model->flags[std::size_t(module)].load(std::memory_order_relaxed) &
       kindBit(CaptureKind::Input)) {
     forEachTensor(args, [&](int index, const at::Tensor& t) {
@@ -118,6 +122,9 @@ void Recorder::onInput(int module, const c10::IValue& args) {
 c10::IValue Recorder::onOutput(int module, const c10::IValue& result) {
   if (module < 0 || std::size_t(module) >= m_nextCall.size()) return result;
   const int call = m_currentCall[std::size_t(module)];
+  const auto open = std::find(m_open.rbegin(), m_open.rend(), module);
+  if (open != m_open.rend()) m_open.erase(std::next(open).base());
+  ++m_returned;
   const std::uint8_t flags = m_model->flags[std::size_t(module)].load(std::memory_order_relaxed);
   if (m_shapeProbe) noteShapes(module, call, result);
   if (std::size_t(module) < m_keep.size() && m_keep[std::size_t(module)]) {

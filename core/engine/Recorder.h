@@ -43,6 +43,11 @@ public:
   void onInput(int module, const c10::IValue& args);
   /// Sees a call's result; returns it, or its replacement when an output intervention is set.
   c10::IValue onOutput(int module, const c10::IValue& result);
+  /// The modules whose call has begun and not returned, outermost first: after a forward that
+  /// threw, the last is the one whose code raised (or called what raised).
+  const std::vector<int>& openCalls() const { return m_open; }
+  /// Module calls that returned in this step.
+  int callsReturned() const { return m_returned; }
   /// The root module's call is made by the runner, not by a graph: it reports it here.
   void onRootCall(const std::vector<c10::IValue>& inputs, const c10::IValue& output);
 
@@ -104,6 +109,8 @@ private:
   StepOrder m_order;
   std::vector<bool> m_keep;
   std::map<std::string, at::Tensor> m_kept;
+  std::vector<int> m_open;  ///< openCalls()
+  int m_returned = 0;
 };
 
 /// Makes a recorder current on this thread for the scope's lifetime.

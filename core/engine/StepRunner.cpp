@@ -228,7 +228,26 @@ namespace {
 
 // What went wrong in the model's forward, said as what happened: LibTorch's text names an
 // allocation, a refused file, or a missing method more often than a bad input.
-std::string forwardFailure(const std::string& inputs, const std::string& reason) {
+/// Where a forward stopped: the innermost module whose call had begun and not returned.
+struct FailedCall {
+  std::string module;        ///< "module 'fc2' (Linear)", or "the model's own forward"
+  bool inputsFault = false;  ///< no module returned before it: the input is the likely cause
+};
+
+FailedCall failedCall(const Model& model, const Recorder& recorder) {
+  FailedCall where;
+  where.inputsFault = recorder.callsReturned() == 0;
+  const int id = recorder.openCalls().empty() ? 0 : recorder.openCalls().back();
+  if (id <= 0 || std::size_t(id) >= model.modules().size()) {
+    where.module = "the model's own forward";
+  } else {
+    const auto& info = model.modules()[std::size_t(id)];
+    where.module = "module '" + info.path + "' (" + info.typeName + ")";
+  }
+  return where;
+}
+
+std::string forwardFailure(const std::string& inputs, const std::string& reason, const FailedCall& where) {
   static const std::regex allocation(R"(tried to allocate (\d+) bytes)");
   std::smatch bytes;
   if (std::regex_search(reason, bytes, allocation)) {
@@ -246,7 +265,10 @@ std::string forwardFailure(const std::string& inputs, const std::string& reason)
     return "the model has no forward method, so it cannot be run: save the module whose forward computes the "
            "output (" + reason + ")";
   }
-  return "the model rejected the input (" + inputs + "): " + reason;
+  if (where.inputsFault) {
+    return "the model rejected the input (" + inputs + ") in " + where.module + ": " + reason;
+  }
+  return "the forward failed in " + where.module + " on input " + inputs + ": " + reason;
 }
 
 } // namespace
@@ -391,7 +413,7 @@ bool StepRunner::step(StepResult* result, std::string* error) {
   try {
     output = module.forward(args);
   } catch (const std::exception& e) {
-    return fail(forwardFailure(describeTensors(inputs), summarizeTorchError(e)));
+    return fail(forwardFailure(describeTensors(inputs), summarizeTorchError(e, true), failedCall(m_model, recorder)));
   }
   recorder.onRootCall(args, output);
   r.forwardMs = msSince(start);

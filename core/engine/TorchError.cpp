@@ -4,13 +4,14 @@
 
 namespace hookscope {
 
-std::string summarizeTorchError(const std::exception& e) {
+std::string summarizeTorchError(const std::exception& e, bool withClass) {
   std::string text = e.what();
   if (const auto* error = dynamic_cast<const c10::Error*>(&e)) text = error->what_without_backtrace();
-  for (const char* marker : {"RuntimeError: ", "ValueError: ", "TypeError: ", "IndexError: "}) {
+  for (const char* marker : {"RuntimeError: ", "ValueError: ", "TypeError: ", "IndexError: ", "AssertionError: ",
+                             "KeyError: ", "NotImplementedError: "}) {
     const auto pos = text.rfind(marker);
     if (pos != std::string::npos) {
-      const auto line = text.substr(pos + std::string(marker).size());
+      const auto line = text.substr(withClass ? pos : pos + std::string(marker).size());
       return line.substr(0, line.find('\n'));
     }
   }

@@ -8,6 +8,7 @@ namespace hookscope {
 
 /// The line of a LibTorch/TorchScript exception a user needs: the final "RuntimeError: ..."
 /// of a TorchScript traceback, else the first non-empty line, without the C++ backtrace.
-std::string summarizeTorchError(const std::exception& e);
+/// With `withClass`, the exception's class stays in front ("ValueError: ..."), as Python says it.
+std::string summarizeTorchError(const std::exception& e, bool withClass = false);
 
 } // namespace hookscope

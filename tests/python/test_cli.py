@@ -13,6 +13,7 @@ import time
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import unittest
 import zipfile
@@ -520,6 +521,66 @@ class Inspect(CliTestCase):
         self.assertNotIn("loss", result.stderr)
         fc = next(line for line in result.stdout.splitlines() if line.strip().startswith("fc "))
         self.assertIn("2x4", fc)
+
+    FAILING_MODELS = (
+        "import torch, torch.nn as nn\n"
+        "class Boom(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if bool(x.sum() > -1e9):\n"
+        "            raise ValueError('Boom refuses inputs like this one')\n"
+        "        return x\n"
+        "class Mismatch(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc1 = nn.Linear(8, 16)\n"
+        "        self.fc2 = nn.Linear(8, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc2(self.fc1(x))\n"
+        "class Raises(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc1 = nn.Linear(8, 8)\n"
+        "        self.inner = nn.Sequential(nn.ReLU(), Boom())\n"
+        "    def forward(self, x):\n"
+        "        return self.inner(self.fc1(x))\n")
+
+    def test_an_exception_in_the_forward_names_the_module_that_raised_it(self):
+        # Both engines (TorchScript, and a pickle the Python engine runs): the innermost module whose
+        # forward was running, and the exception as Python says it; the input is blamed only when
+        # the module that failed was handed it.
+        folder = os.path.join(self.tmp, "failing")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "failing_models.py"), "w") as f:
+            f.write(self.FAILING_MODELS)
+        spec = importlib.util.spec_from_file_location("failing_models", os.path.join(folder, "failing_models.py"))
+        models = importlib.util.module_from_spec(spec)
+        sys.modules["failing_models"] = models
+        try:
+            spec.loader.exec_module(models)
+            files = {}
+            for name in ("Mismatch", "Raises"):
+                files[name, "script"] = os.path.join(self.tmp, name + ".pt")
+                torch.jit.script(getattr(models, name)()).save(files[name, "script"])
+                files[name, "pickle"] = os.path.join(self.tmp, name + "_pickle.pt")
+                torch.save(getattr(models, name)(), files[name, "pickle"])
+        finally:
+            del sys.modules["failing_models"]
+        for form in ("script", "pickle"):
+            extra = ["--trust", "--python-path", folder] if form == "pickle" else []
+            def capture(name, shape):
+                return run("capture", files[name, form], "--input", shape, "--steps", "1",
+                           "--out", self.out(name + form + shape), *extra)
+            with self.subTest(form=form):
+                result = capture("Mismatch", "4x8")
+                self.assertExit(result, 4, "the forward failed in module 'fc2' (Linear)")
+                self.assertIn("RuntimeError: mat1 and mat2 shapes cannot be multiplied", result.stderr)
+                self.assertNotIn("rejected the input", result.stderr)
+                result = capture("Raises", "4x8")
+                self.assertExit(result, 4, "the forward failed in module 'inner.1' (Boom)")
+                self.assertIn("ValueError: Boom refuses inputs like this one", result.stderr)
+                result = capture("Mismatch", "4x9")
+                self.assertExit(result, 4, "the model rejected the input (4x9")
+                self.assertIn("in module 'fc1' (Linear)", result.stderr)
 
     def test_a_failed_forward_says_what_happened(self):
         # The model's own huge allocation and a missing forward are not blamed on the input.

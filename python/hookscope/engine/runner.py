@@ -101,6 +101,32 @@ def describe(tensors):
     return ", ".join("x".join(map(str, t.shape)) + ":" + str(t.dtype).replace("torch.", "") for t in tensors)
 
 
+def forward_failure(root, inputs, exc):
+    """The message for an exception out of `root`'s forward: the innermost of its modules whose
+    forward was running (from the traceback), and the exception as Python says it. The input is
+    called the cause only when that module was handed the model's own input."""
+    names = {id(module): name for name, module in root.named_modules()}
+    where, handed = None, ()
+    trace = exc.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        module = frame.f_locals.get("self")
+        if frame.f_code.co_name == "forward" and module is not None and id(module) in names:
+            code = frame.f_code
+            where = module
+            handed = [frame.f_locals.get(arg) for arg in code.co_varnames[1:code.co_argcount]]
+        trace = trace.tb_next
+    reason = "%s: %s" % (type(exc).__name__, exc)
+    text = describe(inputs)
+    if where is None or where is root:
+        place = "the model's own forward"
+    else:
+        place = "module '%s' (%s)" % (names[id(where)], type(where).__name__)
+    if where is None or any(value is given for value in handed for given in inputs):
+        return "the model rejected the input (%s) in %s: %s" % (text, place, reason)
+    return "the forward failed in %s on input %s: %s" % (place, text, reason)
+
+
 def first_tensor(value):
     if isinstance(value, torch.Tensor):
         return value
@@ -208,7 +234,7 @@ class Runner:
             try:
                 output = self.module(*inputs)
             except Exception as exc:
-                raise RunError("the model rejected the input (%s): %s: %s" % (describe(inputs), type(exc).__name__, exc))
+                raise RunError(forward_failure(self.module, inputs, exc))
             scalars["forward_ms"] = (time.perf_counter() - start) * 1e3
             if not forward_only:
                 out = first_tensor(output)

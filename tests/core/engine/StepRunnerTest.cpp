@@ -270,7 +270,7 @@ TEST(StepRunnerTest, RejectedInputIsReportedAndTheRunnerStaysUsable) {
   ASSERT_TRUE(runner.configure(config, &error)) << error;
   StepResult result;
   EXPECT_FALSE(runner.step(&result, &error));
-  EXPECT_NE(error.find("rejected the input (8x3x32x32 Float)"), std::string::npos) << error;
+  EXPECT_NE(error.find("rejected the input (8x3x32x32 Float) in module 'conv1' (Conv2d)"), std::string::npos) << error;
   EXPECT_NE(error.find("channels"), std::string::npos) << "the model's own reason: " << error;
   EXPECT_EQ(runner.stepsDone(), 0);
   config.inputSpecs = {"8x1x28x28"};
