@@ -295,7 +295,7 @@ void PlotsPanel::refresh() {
   m_slider->setRange(0, int(std::max<std::int64_t>(0, m_state.latestStep)));
   if (!m_slider->isSliderDown()) m_slider->setValue(int(std::max<std::int64_t>(0, m_state.step)));
   m_stepLabel->setText(m_state.step < 0 ? tr("no steps yet")
-                                        : tr("%1 of %2").arg(m_state.step).arg(m_state.latestStep));
+                                        : tr("step %1 of 0–%2").arg(m_state.step).arg(m_state.latestStep));
   for (PlotPage* page : pages()) page->refresh(m_state);
 }
 

@@ -1,10 +1,13 @@
 #include "panels/StatusLine.h"
 
+#include <algorithm>
+
 #include <QLabel>
+#include <QLayout>
 #include <QProgressBar>
 #include <QStatusBar>
 
-StatusLine::StatusLine(QStatusBar* bar) : QObject(bar) {
+StatusLine::StatusLine(QStatusBar* bar) : QObject(bar), m_bar(bar) {
   m_model = new QLabel(tr("no model"), bar);
   m_step = new QLabel(bar);
   m_rate = new QLabel(bar);
@@ -26,6 +29,17 @@ QString StatusLine::endedWord(const QString& reason) {
   if (reason.contains(QStringLiteral("stopped by HookScope"))) return tr("stopped");
   if (reason.contains(QStringLiteral("closed by the script"))) return tr("finished");
   return tr("detached");
+}
+
+void StatusLine::say(const QString& text, int timeoutMs) {
+  int room = m_bar->width() - 24;  // the bar's margins and its size grip
+  for (const QWidget* part : {static_cast<QWidget*>(m_busy), static_cast<QWidget*>(m_step),
+                              static_cast<QWidget*>(m_rate), static_cast<QWidget*>(m_memory)}) {
+    if (part->isVisible()) room -= part->sizeHint().width() + m_bar->layout()->spacing();
+  }
+  const QString shown = m_bar->fontMetrics().elidedText(text, Qt::ElideRight, std::max(room, 80));
+  m_bar->setToolTip(shown == text ? QString() : text);
+  m_bar->showMessage(shown, timeoutMs);
 }
 
 void StatusLine::setBusy(bool busy) { m_busy->setVisible(busy); }

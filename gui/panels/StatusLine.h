@@ -37,6 +37,9 @@ public:
   /// lost (it disconnected without closing), or detached (the user detached it).
   static QString endedWord(const QString& reason);
   void show(const State& state);
+  /// A passing message for `timeoutMs` (0: until replaced), cut with "…" where it would run into
+  /// the standing parts; the whole text is then the bar's tooltip.
+  void say(const QString& text, int timeoutMs = 0);
   /// The busy bar alone, for work that is not a run (opening a model, one step).
   void setBusy(bool busy);
   /// Counts the rate from now: a run starts or resumes; `clear` also forgets the last rate.
@@ -45,6 +48,7 @@ public:
   void countStep();
 
 private:
+  QStatusBar* m_bar;
   QLabel* m_model;
   QLabel* m_step;
   QLabel* m_rate;

@@ -52,12 +52,22 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   applyPalette();
 }
 
+void HeatmapPlot::resetView() {
+  m_map->data()->clear();
+  m_series.clear();
+  m_scale->setDataRange(QCPRange(0, 1));
+  PlotPage::resetView();
+}
+
+QCPRange HeatmapPlot::colourRange() const { return m_scale->dataRange(); }
+
 void HeatmapPlot::refresh(const ViewState& state) {
   const bool ok = state.store && state.hasSelection;
   setStepMarker(double(state.step), ok && state.step >= 0);
   if (!ok) {
     m_map->data()->clear();
     m_series.clear();
+    m_scale->setDataRange(QCPRange(0, 1));
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
@@ -75,6 +85,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
   }
   if (points.empty() || !(hi > lo)) {
     m_map->data()->clear();
+    m_scale->setDataRange(QCPRange(0, 1));
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }

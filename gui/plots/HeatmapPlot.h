@@ -12,6 +12,10 @@ class HeatmapPlot : public PlotPage {
 
 public:
   explicit HeatmapPlot(QWidget* parent = nullptr);
+  /// Another store: nothing of the previous one's colours either.
+  void resetView() override;
+  /// The counts the colour bar spans, as log10(1 + count).
+  QCPRange colourRange() const;
   void refresh(const ViewState& state) override;
   QString toCsv() const override;
   /// Steps shown (each column holds one or, on long runs, several).

@@ -59,6 +59,14 @@ void LossPlot::setScalar(const QString& name) {
   refresh(m_state);
 }
 
+void LossPlot::resetView() {
+  m_name = QStringLiteral("loss");
+  m_plot->yAxis->setLabel(m_name);
+  setHeading(tr("Loss"));
+  m_version = 0;
+  PlotPage::resetView();
+}
+
 void LossPlot::logScaleChanged() {
   m_version = 0;
   fitToData();

@@ -25,6 +25,8 @@ public:
   /// Draws another scalar at once (also while paused), named in the heading; its name must be
   /// one the store holds to show anything.
   void setScalar(const QString& name);
+  /// Another store: the loss again, not the previous file's chosen scalar.
+  void resetView() override;
 
 protected:
   void fitAxes() override;

@@ -34,7 +34,7 @@ public:
   void fitToData();
   /// Another store (a model opened, a script attached, an export reopened): neutral axes until
   /// its data arrives, nothing of the previous one's ranges, and the view fitted again.
-  void resetView();
+  virtual void resetView();
   /// A logarithmic value axis, labelled at two ticks or more inside the range it shows; pages
   /// that offer it have "Logarithmic axis" in their right-click menu.
   void setLogScale(bool on);

@@ -49,6 +49,13 @@ bool DiscardGuard::hasUnexported() const {
   return !(m_exportedStore == store.get() && m_exportedVersion == store->version());
 }
 
+QString DiscardGuard::question(const QString& what) const {
+  const std::int64_t last = m_captures.store->latestStep();  // steps 0..last, as the slider
+  if (last < 0) return tr("%1 discards captures that were not exported.").arg(what);
+  if (last == 0) return tr("%1 discards 1 captured step (step 0) that was not exported.").arg(what);
+  return tr("%1 discards %2 captured steps (0–%3) that were not exported.").arg(what).arg(last + 1).arg(last);
+}
+
 bool DiscardGuard::confirm(const QString& what, std::function<void()> then) {
   if (m_afterExport) {  // an export asked for by an earlier answer is still being written
     Q_EMIT status(tr("Writing the export first: %1 waits for it.").arg(what), 5000);
@@ -64,7 +71,7 @@ bool DiscardGuard::confirm(const QString& what, std::function<void()> then) {
     choice = Choice::Export;
   } else if (m_interactive) {
     QMessageBox box(QMessageBox::Question, tr("Captures not exported"),
-                    tr("%1 discards %2 captured steps that were not exported.").arg(what).arg(m_captures.store->latestStep() + 1),
+                    question(what),
                     QMessageBox::NoButton, m_window);
     box.setInformativeText(tr("Export them first, discard them, or cancel?"));
     QPushButton* exportButton = box.addButton(tr("&Export…"), QMessageBox::AcceptRole);

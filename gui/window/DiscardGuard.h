@@ -38,6 +38,9 @@ public:
   /// Before `what` discards captures no export saved. True to go on now; an Export answer
   /// runs `then` once the export is written.
   bool confirm(const QString& what, std::function<void()> then);
+  /// What asking before `what` says of the captures: "Quitting discards 100 captured steps
+  /// (0–99) that were not exported." — the steps as the slider names them.
+  QString question(const QString& what) const;
   /// Asks for a new folder (or an earlier export's, to replace) and exports into it; false
   /// when the user cancelled.
   bool exportWithDialog();

@@ -47,7 +47,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
   m_tree = new ModuleTreeModel(this);
   m_controls = new RunControls(this);
   m_guard = new DiscardGuard(m_sessions, this);
-  const auto status = [this](const QString& text, int ms) { statusBar()->showMessage(text, ms); };
+  m_status = new StatusLine(statusBar());
+  const auto status = [this](const QString& text, int ms) { m_status->say(text, ms); };
   connect(m_guard, &DiscardGuard::status, this, status);
   connect(m_guard, &DiscardGuard::problem, this, &MainWindow::showMessage);
   connect(m_guard, &DiscardGuard::exportDone, this, &MainWindow::exportDone);
@@ -75,8 +76,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
     Q_EMIT scriptDetached(reason);
   });
 
-  m_status = new StatusLine(statusBar());
-
   connectSessions();
   restoreSettings();
   updateActions();
@@ -89,10 +88,10 @@ void MainWindow::connectSessions() {
   connect(m_sessions, &SessionHost::sessionOpened, this, &MainWindow::onSessionOpened);
   connect(m_sessions, &SessionHost::opening, this, [this](const QString& path) {
     m_status->setBusy(true);
-    statusBar()->showMessage(tr("Opening %1 in an engine process… Stop (Shift+F5) cancels.").arg(QFileInfo(path).fileName()));
+    m_status->say(tr("Opening %1 in an engine process… Stop (Shift+F5) cancels.").arg(QFileInfo(path).fileName()));
   });
   connect(m_sessions, &SessionHost::notice, this, [this](const QString& message) {
-    statusBar()->showMessage(message, 15000);
+    m_status->say(message, 15000);
     m_stoppingShown = isRunning();  // "Stopping after the step in progress…" is over when the run is
   });
   connect(m_sessions, &SessionHost::engineStopped, this, [this](const QString& message) {
@@ -155,7 +154,7 @@ void MainWindow::askTrust(const QString& path, const QString& findings) {
   } else if (askToTrust(this, path, findings)) {
     m_sessions->openModel(path, /*trusted=*/true);
   } else {
-    statusBar()->showMessage(tr("Not opened: %1").arg(path), 8000);
+    m_status->say(tr("Not opened: %1").arg(path), 8000);
   }
 }
 
@@ -302,14 +301,14 @@ void MainWindow::describeOpened(const SessionSummary& summary) {
     m_status->restartRate();
     m_controls->showAttached(summary.fileName, summary.worldSize);
     // Short enough for a 1024 px status bar; the label under it names the script, pid and device.
-    statusBar()->showMessage(tr("Attached %1: tick Act, Grad or In to hook layers from its next step").arg(summary.fileName), 10000);
+    m_status->say(tr("Attached %1: tick Act, Grad or In to hook layers from its next step").arg(summary.fileName), 10000);
     return;
   }
   m_controls->setEditable(!summary.reviewOnly);
   m_controls->setNote(QString());
-  if (summary.reviewOnly) return;
+  if (summary.reviewOnly) return m_status->say(tr("Opened %1").arg(summary.fileName), 8000);  // its name says read-only
   // Short enough for a 1024 px status bar; the model's name there says how it is confined.
-  statusBar()->showMessage(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
+  m_status->say(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
                                                          : tr("Opened %1 in a confined engine process").arg(summary.fileName),
                            8000);
   m_controls->recallInputs(summary.path, summary.exampleInput);
@@ -413,7 +412,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
     return;
   }
   if (!summary.result.lossFinite) {
-    statusBar()->showMessage(m_summary.worldSize > 1 ? tr("Step %1: the loss of rank %2 is %3")
+    m_status->say(m_summary.worldSize > 1 ? tr("Step %1: the loss of rank %2 is %3")
                                                            .arg(summary.result.step)
                                                            .arg(summary.rank)
                                                            .arg(summary.result.loss)
@@ -446,7 +445,7 @@ void MainWindow::showBreak(const hookscope::Alert& alert) {
   m_sideTabs->setCurrentWidget(m_alerts);
   m_alerts->highlight(alert);
   const QString where = m_summary.worldSize > 1 ? tr(" (rank %1; every rank waits at this step)").arg(alert.rank) : QString();
-  statusBar()->showMessage(tr("Paused at step %1 on %2%3: %4")
+  m_status->say(tr("Paused at step %1 on %2%3: %4")
                                .arg(alert.step)
                                .arg(QString::fromLatin1(ruleName(alert.rule)), where, QString::fromStdString(alert.message)));
   m_breakShown = true;
@@ -472,7 +471,7 @@ void MainWindow::onRunState(const RunState& state) {
     m_breakShown = false;
   }
   if (!state.running() && m_stoppingShown) {
-    statusBar()->showMessage(tr("Stopped after step %1.").arg(state.stepsDone - 1), 5000);
+    m_status->say(tr("Stopped after step %1.").arg(state.stepsDone - 1), 5000);
     m_stoppingShown = false;
   }
   if (resumed) m_status->restartRate();
@@ -510,7 +509,7 @@ void MainWindow::updateStatus() {
 
 void MainWindow::showMessage(const QString& title, const QString& text) {
   m_lastMessage = text;
-  statusBar()->showMessage(text, 10000);
+  m_status->say(text, 10000);
   Q_EMIT messageShown(text);
   if (!m_interactive) return;
   // Messages quote the model's and LibTorch's own words: plain text, never read as HTML (a name
@@ -555,7 +554,7 @@ void MainWindow::exportAllPlots() {
   if (dir.isEmpty()) return;
   const QStringList failed = m_plots->saveAll(dir);
   if (failed.isEmpty()) {
-    statusBar()->showMessage(tr("Plots exported to %1").arg(dir), 8000);
+    m_status->say(tr("Plots exported to %1").arg(dir), 8000);
   } else {
     showMessage(tr("Export plots"), tr("Could not write %1 into %2: check that the folder is writable.").arg(failed.join(", "), dir));
   }

@@ -277,6 +277,8 @@ private Q_SLOTS:
     auto window = openModel(checkpoint);
     QVERIFY2(window->reviewOnly(), qPrintable(window->lastMessage()));
     QCOMPARE(window->modelPath(), checkpoint);
+    // The status bar says it is open, no longer that it is opening and Stop cancels.
+    QCOMPARE(window->statusBar()->currentMessage(), QStringLiteral("Opened weights.pth (checkpoint, read-only)"));
     ModuleTreeModel* tree = window->treeModel();
     QVERIFY(moduleIndex(tree, "0") >= 0 && moduleIndex(tree, "2") >= 0);
     const auto store = window->store();

@@ -395,6 +395,9 @@ private Q_SLOTS:
     QTemporaryDir tmp;
     auto window = openSample();
     runAndWait(*window, 1);
+    // The quit question counts the steps the slider shows: "step 0 of 0–0" is one step.
+    QCOMPARE(window->discardGuard()->question(QStringLiteral("Quitting")),
+             QStringLiteral("Quitting discards 1 captured step (step 0) that was not exported."));
     const QString before = window->discardGuard()->exportStartFolder();
     QCOMPARE(before, QFileInfo(QStringLiteral(HOOKSCOPE_SAMPLE_MODEL)).absolutePath());
     // Saved on a stop signal (into the recovery folder): not where the user exports.

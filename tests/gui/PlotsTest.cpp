@@ -252,6 +252,32 @@ private Q_SLOTS:
     QVERIFY(std::log10(15.0 / 1.7) / std::log10(y.upper / y.lower) > 0.05);
   }
 
+  // Nothing of the previous file stays on the next: the scalar chosen for it ("lr") and the
+  // colour bar's range of its counts.
+  void anotherStoreShowsItsLossAndItsOwnColours() {
+    auto first = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, first);
+    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
+    for (int step = 0; step < 5; ++step) {
+      first->addScalar(step, "loss", 2.0 - step * 0.1);
+      first->addScalar(step, "lr", 1e-3);
+      first->add(step, key, gaussianStats(1.0, 1));
+    }
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    panel.loss()->setScalar(QStringLiteral("lr"));
+    QVERIFY(panel.heatmap()->colourRange().upper > 1.5);  // log10(1 + hundreds of values)
+    auto second = std::make_shared<CaptureStore>();
+    panel.setStore(second);
+    QCOMPARE(panel.loss()->scalar(), QStringLiteral("loss"));
+    QCOMPARE(panel.loss()->heading(), QStringLiteral("Loss"));
+    QCOMPARE(panel.heatmap()->colourRange(), QCPRange(0, 1));
+    second->addScalar(0, "loss", 0.5);
+    panel.refresh();
+    QCOMPARE(panel.loss()->pointCount(), 1);
+  }
+
   // Gradient norms that sit inside one decade still get labelled ticks among them.
   void aLogAxisLabelsTwoTicksInsideTheRangeItShows() {
     auto store = std::make_shared<CaptureStore>();
@@ -436,7 +462,7 @@ private Q_SLOTS:
     QCOMPARE(panel.shownStep(), 18);
     QTest::keyClick(slider, Qt::Key_Home);
     QCOMPARE(panel.shownStep(), 0);
-    QVERIFY(panel.stepText().startsWith(QStringLiteral("0 of 29")));
+    QCOMPARE(panel.stepText(), QStringLiteral("step 0 of 0–29"));  // the steps are numbered from 0
     QTest::keyClick(slider, Qt::Key_Right);
     QCOMPARE(panel.shownStep(), 1);
     QTest::keyClick(slider, Qt::Key_PageDown);  // ten steps forward

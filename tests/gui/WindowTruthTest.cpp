@@ -26,6 +26,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMainWindow>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -341,6 +342,36 @@ private Q_SLOTS:
              QStringLiteral("lost"));
     QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: stopped by HookScope after 7 steps")), QStringLiteral("stopped"));
     QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: closed by HookScope")), QStringLiteral("detached"));
+  }
+
+  // A message longer than the room left of the step, rate and memory fields is cut with an
+  // ellipsis instead of running into them; the whole text is the tooltip.
+  void aLongStatusMessageIsElidedBeforeTheStandingFields() {
+    QMainWindow window;
+    window.resize(1024, 700);
+    StatusLine line(window.statusBar());
+    const SessionSummary summary;
+    StatusLine::State state;
+    state.summary = &summary;
+    state.lastStep = 1234;
+    line.show(state);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    const QString text = QStringLiteral("Opening a_model_file_with_a_rather_long_name.pt in an engine process… ").repeated(4);
+    line.say(text);
+    const QString shown = window.statusBar()->currentMessage();
+    QVERIFY2(shown.endsWith(QChar(0x2026)) && shown.size() < text.size(), qPrintable(shown));
+    QCOMPARE(window.statusBar()->toolTip(), text);
+    int standing = 0;
+    for (QLabel* label : window.statusBar()->findChildren<QLabel*>()) {
+      if (label->isVisible()) standing += label->sizeHint().width();  // the message hides the model's label
+    }
+    QVERIFY(standing > 0);
+    QVERIFY2(window.statusBar()->fontMetrics().horizontalAdvance(shown) + standing <= window.statusBar()->width(),
+             qPrintable(QStringLiteral("%1 + %2 > %3").arg(window.statusBar()->fontMetrics().horizontalAdvance(shown)).arg(standing).arg(window.statusBar()->width())));
+    line.say(QStringLiteral("Short"));
+    QCOMPARE(window.statusBar()->currentMessage(), QStringLiteral("Short"));
+    QCOMPARE(window.statusBar()->toolTip(), QString());
   }
 };
 
