@@ -147,7 +147,7 @@ void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
 QStringList PlotsPanel::saveAll(const QString& dir) const {
   QStringList failed;
   for (PlotPage* page : pages()) {
-    const QString base = QDir(dir).filePath(page->title().toLower().replace(' ', '_'));
+    const QString base = QDir(dir).filePath(page->fileName());
     const bool ok = page->savePng(base + QStringLiteral(".png")) && page->savePdf(base + QStringLiteral(".pdf")) &&
                     page->saveCsv(base + QStringLiteral(".csv"));
     if (!ok) failed << page->title();

@@ -5,6 +5,7 @@
 #include "store/RankSpread.h"
 
 #include <QMenu>
+#include <QPainter>
 #include <QToolTip>
 
 #include <cmath>
@@ -156,6 +157,60 @@ std::vector<SeriesKey> GradNormPlot::linesOf(const ViewState& state, RankMode mo
   return keys;
 }
 
+QColor GradNormPlot::layerColor(const SeriesKey& key) const {
+  const std::string layer = key.module + '/' + std::to_string(key.call) + '/' + std::to_string(int(key.kind)) + '/' +
+                            std::to_string(key.index);
+  const auto found = m_colorIndex.emplace(layer, int(m_colorIndex.size())).first;
+  return lineColor(found->second);
+}
+
+std::vector<std::pair<QString, QColor>> GradNormPlot::legendEntries() const {
+  std::vector<std::pair<QString, QColor>> entries;
+  for (std::size_t i = 0; i < m_keys.size(); ++i) {
+    if (i > 0 && sameTensor(m_keys[i - 1], m_keys[i])) continue;  // a layer's ranks share its colour
+    entries.emplace_back(layerLabel(m_keys[i]), layerColor(m_keys[i]));
+  }
+  return entries;
+}
+
+bool GradNormPlot::savePng(const QString& path) const {
+  const auto entries = legendEntries();
+  if (entries.size() <= kMaxLegendEntries) return PlotPage::savePng(path);
+  constexpr double kScale = 2.0;  // as PlotPage::savePng
+  const QPixmap plot = m_plot->toPixmap(0, 0, kScale);
+  const QFontMetrics metrics(m_plot->font());
+  const int width = m_plot->width(), swatch = 18, gap = 6, lineHeight = metrics.height() + 4;
+  int widest = 0;
+  for (const auto& entry : entries) widest = std::max(widest, metrics.horizontalAdvance(entry.first));
+  const int cell = std::min(swatch + gap + widest + 3 * gap, width - 2 * gap);
+  const int columns = std::max(1, (width - 2 * gap) / cell);
+  const int rows = int(entries.size() + std::size_t(columns) - 1) / columns;
+  QImage image(plot.width(), plot.height() + int(std::ceil((rows * lineHeight + 2 * gap) * kScale)),
+               QImage::Format_ARGB32_Premultiplied);
+  image.fill(palette().color(QPalette::Base));
+  QPainter painter(&image);
+  painter.drawPixmap(0, 0, plot);
+  painter.scale(kScale, kScale);
+  painter.setRenderHint(QPainter::Antialiasing);
+  painter.setFont(m_plot->font());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const int x = gap + int(i % std::size_t(columns)) * cell;
+    const int y = int(plot.height() / kScale) + gap + int(i / std::size_t(columns)) * lineHeight;
+    painter.setPen(QPen(entries[i].second, 2.5));
+    painter.drawLine(QLineF(x, y + lineHeight / 2.0, x + swatch, y + lineHeight / 2.0));
+    painter.setPen(palette().color(QPalette::Text));
+    const QString name = metrics.elidedText(entries[i].first, Qt::ElideLeft, cell - swatch - 2 * gap);
+    painter.drawText(QRect(x + swatch + gap, y, cell - swatch - gap, lineHeight), Qt::AlignVCenter | Qt::AlignLeft, name);
+  }
+  painter.end();
+  return image.save(path);
+}
+
+void GradNormPlot::resetView() {
+  m_colorIndex.clear();
+  PlotPage::resetView();
+}
+
 void GradNormPlot::rebuildGraphs() {
   m_plot->clearGraphs();
   m_legendModules.clear();
@@ -173,7 +228,7 @@ void GradNormPlot::rebuildGraphs() {
     QString label = layerLabel(layers[i]);
     if (label.size() > 24) label = QStringLiteral("…") + label.right(23);
     entry->setName(label);
-    entry->setPen(QPen(lineColor(int(i)), 1.5));
+    entry->setPen(QPen(layerColor(layers[i]), 1.5));
     entry->setVisible(false);
     m_legendModules.push_back(layers[i].module);
   }
@@ -191,14 +246,10 @@ void GradNormPlot::rebuildGraphs() {
 void GradNormPlot::reloadLines() {
   m_lines->reset(int(m_keys.size()));
   m_bands.assign(m_mode == RankMode::Median ? m_keys.size() : 0, Band());
-  int layer = -1;
   int shade = 0;
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
-    if (i == 0 || !sameTensor(m_keys[i - 1], m_keys[i])) {
-      ++layer;
-      shade = 0;
-    }
-    m_lines->setColor(int(i), lineColor(layer).darker(100 + 30 * shade++));
+    if (i == 0 || !sameTensor(m_keys[i - 1], m_keys[i])) shade = 0;
+    m_lines->setColor(int(i), layerColor(m_keys[i]).darker(100 + 30 * shade++));
   }
 }
 
@@ -289,7 +340,7 @@ void GradNormPlot::updateBand() {
   const Band& band = m_bands[std::size_t(chosen)];
   m_bandLow->setData(band.steps, band.low, true);
   m_bandHigh->setData(band.steps, band.high, true);
-  QColor color = lineColor(chosen);  // the median line's: one line per layer in this mode
+  QColor color = layerColor(m_keys[std::size_t(chosen)]);  // the median line's: one line per layer in this mode
   m_bandLow->setPen(QPen(color, 0.8, Qt::DotLine));
   m_bandHigh->setPen(QPen(color, 0.8, Qt::DotLine));
   color.setAlpha(60);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <map>
+
 #include "plots/PlotPage.h"
 #include "plots/StoreFollower.h"
 
@@ -22,6 +24,15 @@ public:
   void refresh(const ViewState& state) override;
   QString toCsv() const override;
   bool legendShown() const;
+  /// With more layers than the plot's legend shows, the file gets a legend of its own under the
+  /// plot: every line's colour and layer.
+  bool savePng(const QString& path) const override;
+  /// The layers drawn, each once, with their lines' colour: what the legend names.
+  std::vector<std::pair<QString, QColor>> legendEntries() const;
+  /// Another store: the layers' colours are handed out afresh.
+  void resetView() override;
+  /// The colour of a layer's line: its own for the session, whatever else is ticked after it.
+  QColor layerColor(const hookscope::SeriesKey& key) const;
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
   int pointCount(const std::string& module) const;
@@ -78,6 +89,7 @@ private:
   StoreFollower m_follower;
   std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order (rank -1: the median over ranks)
   std::string m_highlighted;
+  mutable std::map<std::string, int> m_colorIndex;  ///< layerColor(): each layer's, in the order first drawn
   bool m_legendWanted = true;  ///< the user's choice (right-click menu)
   std::size_t m_layerCount = 0;  ///< lines drawn, one per layer (and call, tensor)
 };

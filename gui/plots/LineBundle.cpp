@@ -144,30 +144,33 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
   const qsizetype stride = m_image.bytesPerLine();
   const QRgb color = s.color;
   // One column's vertical extent, in image pixels, widened by halfWidth on every side.
-  auto span = [&](int x, double y0, double y1) {
-    const double lo = std::max(std::min(y0, y1) - halfWidth, -1.0);
-    const double hi = std::min(std::max(y0, y1) + halfWidth, double(height));
+  auto span = [&](int x, double y0, double y1, int half) {
+    const double lo = std::max(std::min(y0, y1) - half, -1.0);
+    const double hi = std::min(std::max(y0, y1) + half, double(height));
     const int a = std::max(0, int(std::floor(lo))), b = std::min(height - 1, int(std::floor(hi)));
-    for (int column = std::max(0, x - halfWidth); column <= std::min(width - 1, x + halfWidth); ++column) {
+    for (int column = std::max(0, x - half); column <= std::min(width - 1, x + half); ++column) {
       for (int y = a; y <= b; ++y) reinterpret_cast<QRgb*>(bits + y * stride)[column] = color;
     }
   };
   const QCPRange keys = keyAxis()->range();
   const auto [first, last] = visibleRange(s, keys.lower, keys.upper);
   bool open = false;  // a run of finite points is being drawn
+  int runPoints = 0;  // and how many it has: one alone is drawn as a dot
+  const int dot = std::max(halfWidth, int(std::lround(kDotRadius * dpr)));
   int column = 0;
   double low = 0, high = 0, lastX = 0, lastY = 0;
   for (int i = first; i < last; ++i) {
     const double av = s.axisValues[i];
     const bool gap = i > first && s.keys[i] - s.keys[i - 1] > m_maxKeyGap;
     if (!std::isfinite(av) || gap) {
-      if (open) span(column, low, high);
+      if (open) span(column, low, high, runPoints == 1 ? dot : halfWidth);
       open = false;
       if (!std::isfinite(av)) continue;
     }
     const double x = std::clamp((m.kx0 + m.kx * s.keys[i] - origin.x()) * dpr, -1e9, 1e9);
     const double y = std::clamp((m.vy0 + m.vy * av - origin.y()) * dpr, -1e9, 1e9);
     const int c = int(std::floor(x));
+    runPoints = open ? runPoints + 1 : 1;
     if (open && c == column) {
       low = std::min(low, y);
       high = std::max(high, y);
@@ -176,7 +179,7 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
       column = c;
       low = high = y;
     } else {
-      span(column, low, high);
+      span(column, low, high, halfWidth);
       // The segment from the last point crosses the columns in between: each gets the part
       // of the line that falls in it.
       double enter = lastY;
@@ -186,7 +189,7 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
         enter = lastY + slope * (double(from) - lastX);
         for (int k = from; k < to; ++k) {
           const double leave = lastY + slope * (double(k + 1) - lastX);
-          span(k, enter, leave);
+          span(k, enter, leave, halfWidth);
           enter = leave;
         }
         if (to < c) enter = y;  // the rest lies beyond the image
@@ -198,7 +201,7 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
     lastX = x;
     lastY = y;
   }
-  if (open) span(column, low, high);
+  if (open) span(column, low, high, runPoints == 1 ? dot : halfWidth);
 }
 
 void LineBundle::stroke(const Series& s, const Mapping& m, QPoint origin, double dpr, double penWidth) {
@@ -209,7 +212,10 @@ void LineBundle::stroke(const Series& s, const Mapping& m, QPoint origin, double
   const auto [first, last] = visibleRange(s, keys.lower, keys.upper);
   QPolygonF run;  // finite points without a gap between them
   auto flush = [&] {
-    if (run.size() == 1) painter.drawPoint(run.front());
+    if (run.size() == 1) {  // a point alone (one step, or between gaps): a dot 5 px across
+      painter.setBrush(QColor::fromRgba(s.color));
+      painter.drawEllipse(run.front(), kDotRadius * dpr, kDotRadius * dpr);
+    }
     if (run.size() > 1) painter.drawPolyline(run);
     run.clear();
   };

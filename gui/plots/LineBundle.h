@@ -76,6 +76,8 @@ private:
   void stroke(const Series& s, const Mapping& m, QPoint origin, double dpr, double penWidth);
   /// Up to this many visible points in all, lines are antialiased.
   static constexpr std::size_t kSmoothPoints = 20000;
+  /// A point with no neighbour to join is a dot this many pixels in radius.
+  static constexpr double kDotRadius = 2.5;
   void updateAxisValues();
   double axisValue(double value) const;
   /// The keys within `tolerance` pixels of pixel column x, lower first.

@@ -59,6 +59,14 @@ void LossPlot::setScalar(const QString& name) {
   refresh(m_state);
 }
 
+QString LossPlot::fileName() const {
+  QString name = m_name;
+  for (QChar& c : name) {
+    if (!c.isLetterOrNumber() && c != QLatin1Char('-')) c = QLatin1Char('_');  // a scalar named "val/loss"
+  }
+  return name.isEmpty() ? PlotPage::fileName() : name;
+}
+
 void LossPlot::resetView() {
   m_name = QStringLiteral("loss");
   m_plot->yAxis->setLabel(m_name);
@@ -150,6 +158,11 @@ void LossPlot::refresh(const ViewState& state) {
         m_lines[i]->setData(steps, values, true);
         m_lines[i]->setName(m_allRanks ? tr("rank %1").arg(m_ranks[i]) : m_name);
       }
+    }
+    // One step alone is a point, not a line: drawn as a dot until a second step joins it.
+    for (QCPGraph* line : m_lines) {
+      line->setScatterStyle(line->data()->size() == 1 ? QCPScatterStyle(QCPScatterStyle::ssDisc, 6)
+                                                       : QCPScatterStyle(QCPScatterStyle::ssNone));
     }
     m_plot->legend->setVisible(m_allRanks);
     autoFit();

@@ -27,6 +27,8 @@ public:
   void setScalar(const QString& name);
   /// Another store: the loss again, not the previous file's chosen scalar.
   void resetView() override;
+  /// Named after the scalar shown: "loss", or "lr" while lr is drawn.
+  QString fileName() const override;
 
 protected:
   void fitAxes() override;

@@ -59,7 +59,7 @@ bool PlotPage::saveCsv(const QString& path) const {
 
 void PlotPage::showContextMenu(const QPoint& at) {
   QMenu menu(this);
-  const QString base = m_title.toLower().replace(' ', '_');
+  const QString base = fileName();
   auto save = [this, base](const QString& suffix, const QString& filter, bool (PlotPage::*write)(const QString&) const) {
     const QString path = QFileDialog::getSaveFileName(this, tr("Save %1").arg(m_title), base + suffix, filter);
     if (!path.isEmpty() && !(this->*write)(path)) {
@@ -132,6 +132,8 @@ void PlotPage::fitToData() {
   autoFit();
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
+
+QString PlotPage::fileName() const { return m_title.toLower().replace(' ', '_'); }
 
 bool PlotPage::savePng(const QString& path) const { return m_plot->savePng(path, 0, 0, 2.0); }
 bool PlotPage::savePdf(const QString& path) const { return m_plot->savePdf(path); }

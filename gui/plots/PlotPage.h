@@ -26,7 +26,9 @@ public:
   virtual void refresh(const ViewState& state) = 0;
   /// Exactly the numbers the plot shows, with a header row.
   virtual QString toCsv() const = 0;
-  bool savePng(const QString& path) const;
+  /// The name its exported files take, without extension ("loss", "gradient_norm_per_layer").
+  virtual QString fileName() const;
+  virtual bool savePng(const QString& path) const;
   bool savePdf(const QString& path) const;
   bool saveCsv(const QString& path) const;
   /// Fits both axes to everything drawn, and from then on keeps fitting them after every new

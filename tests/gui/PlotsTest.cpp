@@ -11,6 +11,8 @@
 
 #include <QComboBox>
 #include <QSlider>
+#include <QTemporaryDir>
+#include <QFile>
 #include <QTest>
 
 #include <algorithm>
@@ -326,6 +328,99 @@ private Q_SLOTS:
     };
     QVERIFY(partialAlpha(30) > 50);
     QCOMPARE(partialAlpha(40000), 0);
+  }
+
+  // One step is a point with nothing to join: drawn as a dot (5 px across), in both of the
+  // bundle's ways of drawing, and as a marker on the loss page.
+  void aSingleStepIsDrawnAsADot_data() {
+    QTest::addColumn<int>("others");  // lines besides, with enough points to switch to spans
+    QTest::newRow("antialiased") << 0;
+    QTest::newRow("spans") << 20;
+  }
+
+  void aSingleStepIsDrawnAsADot() {
+    QFETCH(int, others);
+    QCustomPlot plot;
+    plot.resize(400, 300);
+    auto* lines = new LineBundle(plot.xAxis, plot.yAxis);
+    lines->reset(1 + others);
+    lines->setColor(0, Qt::blue);
+    lines->append(0, {3.0}, {5.0});
+    for (int l = 1; l <= others; ++l) {
+      lines->setColor(l, Qt::red);
+      QVector<double> keys, values;
+      for (int i = 0; i < 2000; ++i) {
+        keys.append(100 + i);  // beyond the range shown
+        values.append(1);
+      }
+      lines->append(l, keys, values);
+    }
+    plot.xAxis->setRange(0, 10);
+    plot.yAxis->setRange(0, 10);
+    plot.toPixmap(400, 300);
+    int blue = 0;
+    const QImage& image = lines->image();
+    for (int y = 0; y < image.height(); ++y) {
+      for (int x = 0; x < image.width(); ++x) blue += qBlue(image.pixel(x, y)) > 128 && qRed(image.pixel(x, y)) < 64;
+    }
+    QVERIFY2(blue >= 9, qPrintable(QString::number(blue)));
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    store->addScalar(0, "loss", 2.5);
+    panel.refresh();
+    QCOMPARE(panel.loss()->pointCount(), 1);
+    QCOMPARE(panel.loss()->plot()->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssDisc);
+    store->addScalar(1, "loss", 2.0);
+    panel.refresh();
+    QCOMPARE(panel.loss()->plot()->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssNone);
+  }
+
+  // A layer keeps its line's colour when other layers are ticked later (fc stays blue); a file
+  // with more layers than the on-screen legend holds exports a PNG with every layer named.
+  void aLayerKeepsItsColourAndAnExportNamesEveryLine() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    const auto grad = [](const std::string& module) { return SeriesKey{module, 0, CaptureKind::Gradient, 0}; };
+    store->add(0, grad("fc"), gaussianStats(1, 1));
+    panel.refresh();
+    GradNormPlot* norms = panel.gradNorms();
+    QCOMPARE(int(norms->legendEntries().size()), 1);
+    const QColor fc = norms->legendEntries()[0].second;
+    store->add(1, grad("conv1"), gaussianStats(1, 2));  // ticked later, sorted before fc
+    store->add(1, grad("fc"), gaussianStats(1, 1));
+    panel.refresh();
+    const auto entries = norms->legendEntries();
+    QCOMPARE(int(entries.size()), 2);
+    QCOMPARE(entries[0].first, QStringLiteral("conv1"));
+    QCOMPARE(entries[1].second, fc);
+    QVERIFY(entries[0].second != fc);
+    QTemporaryDir tmp;
+    const QString few = tmp.filePath(QStringLiteral("few.png")), many = tmp.filePath(QStringLiteral("many.png"));
+    QVERIFY(norms->savePng(few));
+    for (int l = 0; l < 30; ++l) store->add(2, grad("blocks." + std::to_string(l) + ".mlp"), gaussianStats(1, 1 + l));
+    panel.refresh();
+    QCOMPARE(int(norms->legendEntries().size()), 32);
+    QVERIFY(!norms->legendShown());  // too many for the plot itself
+    QVERIFY(norms->savePng(many));
+    const QImage withLegend(many), plain(few);
+    QCOMPARE(withLegend.width(), plain.width());
+    QVERIFY2(withLegend.height() > plain.height() + 100, qPrintable(QStringLiteral("%1 vs %2").arg(withLegend.height()).arg(plain.height())));
+    // The legend's rows hold the lines' colours.
+    int swatches = 0;
+    for (int y = plain.height(); y < withLegend.height(); ++y) {
+      for (int x = 0; x < withLegend.width(); x += 2) swatches += QColor(withLegend.pixel(x, y)) == fc;
+    }
+    QVERIFY(swatches > 0);
+    // Saved while lr is drawn, the loss page's files are named after lr.
+    store->addScalar(0, "lr", 0.1);
+    store->addScalar(0, "loss", 1);
+    panel.refresh();
+    panel.loss()->setScalar(QStringLiteral("lr"));
+    QVERIFY(panel.saveAll(tmp.path()).isEmpty());
+    QVERIFY(QFile::exists(tmp.filePath(QStringLiteral("lr.png"))));
+    QVERIFY(!QFile::exists(tmp.filePath(QStringLiteral("loss.png"))));
   }
 
   void aGapInTheHooksIsAGapInTheLine() {
