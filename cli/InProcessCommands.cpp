@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -107,15 +108,21 @@ void printTree(const Model& model, const std::map<std::string, std::vector<std::
       << " parameters";
   if (!model.exampleInputSpec().empty()) out << ", input " << model.exampleInputSpec();
   out << "\n";
-  out << std::left << std::setw(40) << "module" << std::setw(18) << "type" << std::right << std::setw(12)
-      << "own params" << std::setw(14) << "total params";
+  // Columns as wide as their longest cell ("TransformerEncoderLayer"), so that none runs into the next.
+  std::size_t nameWidth = 40, typeWidth = 18;
+  for (const auto& info : model.modules()) {
+    nameWidth = std::max(nameWidth, std::size_t(info.depth) * 2 + printableText(displayName(info), false).size() + 2);
+    typeWidth = std::max(typeWidth, printableText(info.typeName, false).size() + 2);
+  }
+  out << std::left << std::setw(int(nameWidth)) << "module" << std::setw(int(typeWidth)) << "type" << std::right
+      << std::setw(12) << "own params" << std::setw(14) << "total params";
   if (!shapes.empty()) out << "  output shape";
   out << "\n";
   std::vector<std::string> notCalled;
   for (const auto& info : model.modules()) {
     // Escaped before the columns are padded, so that they line up.
     const std::string name = std::string(std::size_t(info.depth) * 2, ' ') + printableText(displayName(info), false);
-    out << std::left << std::setw(40) << name << std::setw(18) << printableText(info.typeName, false) << std::right
+    out << std::left << std::setw(int(nameWidth)) << name << std::setw(int(typeWidth)) << printableText(info.typeName, false) << std::right
         << std::setw(12) << info.ownParams << std::setw(14) << info.totalParams;
     const auto found = shapes.find(info.path);
     if (found != shapes.end()) {

@@ -7,6 +7,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <cmath>
 
 using namespace hookscope;
 
@@ -60,7 +61,21 @@ QString groupKey(const Alert& alert) {
 
 QString stepsText(std::int64_t first, std::int64_t last, std::int64_t count) {
   if (count <= 1) return QString::number(first);
+  if (first == last) return QStringLiteral("%1 (×%2)").arg(first).arg(count);  // two calls in one step
   return QStringLiteral("%1–%2 (×%3)").arg(first).arg(last).arg(count);
+}
+
+/// A group's values: the one value, or the lowest and highest of its firings.
+void showValues(QTableWidgetItem* item, double value) {
+  double low = item->data(Qt::UserRole).isValid() ? item->data(Qt::UserRole).toDouble() : value;
+  double high = item->data(Qt::UserRole + 1).isValid() ? item->data(Qt::UserRole + 1).toDouble() : value;
+  if (std::isnan(low) || value < low) low = value;  // a NaN value gives way to any number
+  if (std::isnan(high) || value > high) high = value;
+  item->setData(Qt::UserRole, low);
+  item->setData(Qt::UserRole + 1, high);
+  const QString lowText = QString::number(low, 'g', 4), highText = QString::number(high, 'g', 4);
+  item->setText(lowText == highText ? lowText : QStringLiteral("%1 – %2").arg(lowText, highText));
+  item->setToolTip(lowText == highText ? QString() : QObject::tr("The lowest and highest value over the firings grouped here"));
 }
 
 } // namespace
@@ -79,6 +94,7 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
       steps->setData(Qt::UserRole + 1, total);
       steps->setData(Qt::UserRole + 2, newest);
       steps->setText(stepsText(steps->data(Qt::UserRole).toLongLong(), newest, total));
+      showValues(m_table->item(found.value(), 3), alert.value);
       continue;
     }
     if (m_table->rowCount() >= kMaxRows) continue;
@@ -99,7 +115,9 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
     m_table->setItem(row, 0, steps);
     m_table->setItem(row, 1, layer);
     m_table->setItem(row, 2, new QTableWidgetItem(QString::fromLatin1(ruleName(alert.rule))));
-    m_table->setItem(row, 3, new QTableWidgetItem(QString::number(alert.value, 'g', 4)));
+    auto* value = new QTableWidgetItem;
+    showValues(value, alert.value);
+    m_table->setItem(row, 3, value);
     m_table->setItem(row, 4, new QTableWidgetItem(QString::fromStdString(alert.message)));
     m_table->item(row, 4)->setToolTip(QString::fromStdString(alert.message));
   }

@@ -344,6 +344,34 @@ private Q_SLOTS:
     QCOMPARE(StatusLine::endedWord(QStringLiteral("train.py: closed by HookScope")), QStringLiteral("detached"));
   }
 
+  // Two calls of one layer firing in one step read "27 (×2)", not "27–27 (×2)"; a grouped row's
+  // Value spans its firings' values, not the first one's alone.
+  void groupedAlertsSayTheirStepsAndValuesOnce() {
+    using hookscope::Alert;
+    using hookscope::CaptureKind;
+    using hookscope::RuleKind;
+    AlertsPanel panel;
+    Alert first;
+    first.step = 27;
+    first.module = "enc.attn";
+    first.kind = CaptureKind::Gradient;
+    first.rule = RuleKind::ExplodingGradient;
+    first.value = 120;
+    Alert second = first;
+    second.value = 310;
+    panel.addAlerts({first, second});
+    auto* table = panel.findChild<QTableWidget*>();
+    QCOMPARE(table->rowCount(), 1);
+    QCOMPARE(table->item(0, 0)->text(), QStringLiteral("27 (×2)"));
+    QCOMPARE(table->item(0, 3)->text(), QStringLiteral("120 – 310"));
+    Alert later = first;
+    later.step = 30;
+    later.value = 95;
+    panel.addAlerts({later});
+    QCOMPARE(table->item(0, 0)->text(), QStringLiteral("27–30 (×3)"));
+    QCOMPARE(table->item(0, 3)->text(), QStringLiteral("95 – 310"));
+  }
+
   // A message longer than the room left of the step, rate and memory fields is cut with an
   // ellipsis instead of running into them; the whole text is the tooltip.
   void aLongStatusMessageIsElidedBeforeTheStandingFields() {

@@ -99,6 +99,21 @@ def test_inspect_shows_the_eager_types_calls_and_example_input():
     assert "InterpreterModule" not in result.stdout
 
 
+def test_a_module_the_program_never_calls_is_typed_by_its_parameters_and_columns_stay_apart():
+    # MultiheadAttention uses out_proj's weights without calling it: torch.export keeps no class
+    # for it. It is not called, and Linear-shaped; "TransformerEncoderLayer" does not run into
+    # the parameter counts.
+    result = cli("inspect", os.path.join(FIXTURES, "encoder_exported.pt2"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    out_proj = [line for line in lines if line.strip().startswith("out_proj ")]
+    assert out_proj and all("Linear (not called)" in line for line in out_proj), out_proj
+    layer = [line for line in lines if "TransformerEncoderLayer" in line][0]
+    assert "TransformerEncoderLayer " in layer and layer.split()[-2:] == ["0", "8544"], layer
+    width = len(lines[1].split("own params")[0])
+    assert all(len(line) > width and line[width - 1] == " " for line in lines[2:]), lines
+
+
 def test_capture_uses_the_programs_example_inputs_when_none_are_given(tmp):
     out = os.path.join(tmp, "run")
     result = cli("capture", os.path.join(FIXTURES, "encoder_exported.pt2"), "--out", out, "--hook", "head",

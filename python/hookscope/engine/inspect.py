@@ -30,13 +30,19 @@ def inspect(loaded, path, inputs):
     entries = loaded.module_entries()
     lines = ["%s: %d modules, %d parameters%s" % (os.path.basename(path), len(entries), entries[0]["total"],
                                                   ", input " + loaded.example_spec() if loaded.example_spec() else "")]
-    head = "%-40s%-18s%12s%14s" % ("module", "type", "own params", "total params")
-    lines.append(head + ("  output shape" if shapes else ""))
+    rows = []
     for entry in entries:
         p = entry["path"]
         depth = p.count(".") + 1 if p else 0
         name = "  " * depth + (printable(p.rsplit(".", 1)[-1]) if p else "(root %s)" % printable(entry["type"]))
-        line = "%-40s%-18s%12d%14d" % (name, printable(entry["type"]), entry["params"], entry["total"])
+        rows.append((entry, p, name, printable(entry["type"])))
+    # Columns as wide as their longest cell ("TransformerEncoderLayer"), so that none runs into the next.
+    wide_name = max([40] + [len(r[2]) + 2 for r in rows])
+    wide_type = max([18] + [len(r[3]) + 2 for r in rows])
+    head = "%-*s%-*s%12s%14s" % (wide_name, "module", wide_type, "type", "own params", "total params")
+    lines.append(head + ("  output shape" if shapes else ""))
+    for entry, p, name, type_name in rows:
+        line = "%-*s%-*s%12d%14d" % (wide_name, name, wide_type, type_name, entry["params"], entry["total"])
         if p in shapes:
             calls = shapes[p]
             line += "  " + "; ".join(("call %d: " % c if len(calls) > 1 else "") + s for c, s in enumerate(calls))

@@ -18,6 +18,16 @@ class ModelFileError(Exception):
         self.code = code
 
 
+def uncalled_type(module):
+    """The type shown for a module a .pt2 never called: its class is not in the program, so
+    what its parameters show (a 2-D weight and a bias of its rows: Linear-shaped)."""
+    params = dict(module.named_parameters(recurse=False))
+    weight, bias = params.get("weight"), params.get("bias")
+    if weight is not None and weight.dim() == 2 and (bias is None or tuple(bias.shape) == (weight.shape[0],)):
+        return "Linear (not called)"
+    return "not called"
+
+
 class LoadedModel:
     """A module to hook and run, with what the window shows about it."""
 
@@ -35,7 +45,12 @@ class LoadedModel:
         if self.kind == "pt2":
             # Never called itself (a ModuleList, a TransformerEncoder's layers): torch.export kept no
             # class for it.
-            return "container" if any(True for _ in module.children()) else "Module"
+            # A module whose parent uses its weights without calling it (MultiheadAttention's
+            # out_proj, a NonDynamicallyQuantizableLinear) is said to be one that is not called,
+            # with the kind its parameters show.
+            if any(True for _ in module.children()):
+                return "container"
+            return uncalled_type(module)
         return type(module).__name__
 
     def module_entries(self):
