@@ -156,15 +156,29 @@ public:
 
   // non_finite: the first place it appears, not everywhere it spread to.
   void nonFinite(const StepOrder& order) {
+    bool found = false;
+    const auto fireAt = [&](const SeriesKey& key, const TensorStats& s, const char* where) {
+      fire(key.module, key.kind, RuleKind::NonFinite, double(s.nanCount + s.infCount),
+           std::string(where) + std::string(captureKindName(key.kind)) + " of " + label(key.module) + " (" +
+               std::to_string(s.nanCount) + " NaN, " + std::to_string(s.infCount) + " Inf)");
+      found = true;
+    };
     for (const auto* sequence : {&order.forward, &order.backward}) {
       for (const auto& key : *sequence) {
         SeriesPoint p;
         if (at(key, &p) && p.stats.hasNonFinite()) {
-          fire(key.module, key.kind, RuleKind::NonFinite, double(p.stats.nanCount + p.stats.infCount),
-               "NaN/Inf first appears in the " + std::string(captureKindName(key.kind)) + " of " + label(key.module) +
-                   " (" + std::to_string(p.stats.nanCount) + " NaN, " + std::to_string(p.stats.infCount) + " Inf)");
+          fireAt(key, p.stats, "NaN/Inf first appears in the ");
           break;
         }
+      }
+    }
+    // Nothing computed holds one, the weights do (a checkpoint, a capture of parameters alone):
+    // each parameter that holds NaN or Inf is said. Once activations hold them too, those are
+    // where it is said first, not every parameter it spread to.
+    for (const auto& key : found ? std::vector<SeriesKey>() : m_store.seriesKeys()) {
+      SeriesPoint p;
+      if (key.kind == CaptureKind::Param && key.rank == m_rank && at(key, &p) && p.stats.hasNonFinite()) {
+        fireAt(key, p.stats, "NaN/Inf in the ");
       }
     }
     const auto loss = m_store.scalars("loss", m_rank);

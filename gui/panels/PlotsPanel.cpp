@@ -90,7 +90,6 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
     if (action != QAbstractSlider::SliderMove) scrubTo(m_slider->sliderPosition());
   });
   m_stepLabel = new QLabel(tr("no steps yet"), this);
-  m_stepLabel->setMinimumWidth(56);
   m_follow = new QCheckBox(tr("&Follow latest"), this);
   m_follow->setChecked(true);
   connect(m_follow, &QCheckBox::toggled, this, [this](bool on) {
@@ -246,7 +245,7 @@ void PlotsPanel::updateSeriesChoices() {
   m_choices = choices;
   QSignalBlocker block(m_series);
   m_series->clear();
-  int keep = 0;
+  int keep = 0, longest = 6;
   for (std::size_t i = 0; i < m_choices.size(); ++i) {
     const auto& key = m_choices[i];
     QString label = QString::fromLatin1(captureKindName(key.kind));
@@ -257,20 +256,30 @@ void PlotsPanel::updateSeriesChoices() {
       if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
     }
     m_series->addItem(label);
+    longest = std::max(longest, int(label.size()));
     if (sameTensor(key, previous)) keep = int(i);  // the same tensor on another rank is the same choice
   }
-  // Prefer the activation of the first call when the previous choice is gone.
+  // Wide enough for "param weight" or "activation · call 1" whole; longer ones are cut with "…".
+  m_series->setMinimumContentsLength(std::min(longest, 18));
   if (!(m_state.hasSelection && keep < int(m_choices.size()) && sameTensor(m_choices[std::size_t(keep)], previous))) {
-    keep = 0;
-    for (std::size_t i = 0; i < m_choices.size(); ++i) {
-      if (m_choices[i].kind == CaptureKind::Activation) {
-        keep = int(i);
-        break;
-      }
-    }
+    keep = defaultSeries();
   }
   m_series->setCurrentIndex(keep);
   applySeriesChoice();
+}
+
+int PlotsPanel::defaultSeries() const {
+  // The tensor that holds NaN or Inf at the step shown (what the tree marked red), else the
+  // activation of the first call, else the first.
+  int activation = -1;
+  for (std::size_t i = 0; i < m_choices.size(); ++i) {
+    SeriesPoint point;
+    if (m_state.store->pointAt(m_choices[i], std::max<std::int64_t>(0, m_state.step), &point) && point.stats.hasNonFinite()) {
+      return int(i);
+    }
+    if (activation < 0 && m_choices[i].kind == CaptureKind::Activation) activation = int(i);
+  }
+  return std::max(activation, 0);
 }
 
 void PlotsPanel::applySeriesChoice() {
@@ -295,7 +304,10 @@ void PlotsPanel::refresh() {
   m_slider->setRange(0, int(std::max<std::int64_t>(0, m_state.latestStep)));
   if (!m_slider->isSliderDown()) m_slider->setValue(int(std::max<std::int64_t>(0, m_state.step)));
   m_stepLabel->setText(m_state.step < 0 ? tr("no steps yet")
-                                        : tr("step %1 of 0–%2").arg(m_state.step).arg(m_state.latestStep));
+                                        : tr("%1 of 0–%2").arg(m_state.step).arg(m_state.latestStep));
+  // As wide as its widest text at this latest step, so that scrubbing does not move the bar.
+  m_stepLabel->setMinimumWidth(m_stepLabel->fontMetrics().horizontalAdvance(
+      m_state.step < 0 ? m_stepLabel->text() : tr("%1 of 0–%1").arg(m_state.latestStep)));
   for (PlotPage* page : pages()) page->refresh(m_state);
 }
 

@@ -88,6 +88,8 @@ private:
   /// gradient norms and the loss below.
   QSplitter* buildGrid();
   void updateSeriesChoices();
+  /// The series shown when a layer is selected: see updateSeriesChoices.
+  int defaultSeries() const;
   void applySeriesChoice();
   /// Brings the rank chooser up to the store's ranks.
   void updateRankChoices();

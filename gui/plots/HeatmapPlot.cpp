@@ -1,6 +1,7 @@
 #include "plots/HeatmapPlot.h"
 
 #include "plots/QCustomPlotInclude.h"
+#include "plots/ReadableTicker.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,6 +41,9 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
   m_plot->plotLayout()->addElement(1, 1, m_scale);
   m_scale->setType(QCPAxis::atRight);
   m_scale->axis()->setLabel(tr("log10(1 + count)"));
+  m_scale->axis()->setTicker(QSharedPointer<QCPAxisTicker>(new ReadableTicker));
+  m_scale->axis()->ticker()->setTickCount(3);
+  m_scale->setBarWidth(10);  // narrower than QCustomPlot's 20: the map itself gets the room
   m_map->setColorScale(m_scale);
   m_map->setGradient(QCPColorGradient::gpThermal);
   m_map->setInterpolate(false);

@@ -1,6 +1,7 @@
 #include "plots/PlotPage.h"
 
 #include "plots/ReadableLogTicker.h"
+#include "plots/ReadableTicker.h"
 
 #include <QResizeEvent>
 
@@ -21,6 +22,7 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(m_plot);
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) axis->setTicker(QSharedPointer<QCPAxisTicker>(new ReadableTicker));
   m_plot->plotLayout()->insertRow(0);
   auto* heading = new QCPTextElement(m_plot, title, QFont(font().family(), font().pointSize(), QFont::Bold));
   m_plot->plotLayout()->addElement(0, 0, heading);
@@ -41,10 +43,11 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   }
   connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this] { fitToData(); });
   // As many ticks as fit: a narrow plot (a heatmap beside its colour scale at 1024x700) ran
-  // its step labels into each other ("255075100"); under 70 px a single step aims at one.
+  // its step labels into each other ("255075100"); under 140 px it aims at two (ReadableTicker
+  // keeps two inside the range).
   connect(m_plot, &QCustomPlot::beforeReplot, this, [this] {
     const QRect area = m_plot->axisRect()->rect();
-    m_plot->xAxis->ticker()->setTickCount(std::clamp(area.width() / 70, 1, 6));
+    m_plot->xAxis->ticker()->setTickCount(std::clamp(area.width() / 70, 2, 6));
     m_plot->yAxis->ticker()->setTickCount(std::clamp(area.height() / 45, 2, 6));
   });
   m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -86,7 +89,7 @@ void PlotPage::setLogScale(bool on) {
   if (on) {
     m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new ReadableLogTicker));
   } else {
-    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new ReadableTicker));
   }
   logScaleChanged();
 }
@@ -140,13 +143,15 @@ bool PlotPage::savePdf(const QString& path) const { return m_plot->savePdf(path)
 
 namespace {
 
-/// QCustomPlot's ticker with whole steps only: at least 1 between ticks (its 2.5 or 12.5 become
-/// 5 and 25), no sub-ticks between steps.
-class StepTicker : public QCPAxisTicker {
+/// Whole steps only: at least 1 between ticks (2.5 or 12.5 become 5 and 25: wider, unless that
+/// leaves fewer than two ticks inside the range, then 2 and 10), no sub-ticks between steps.
+class StepTicker : public ReadableTicker {
 protected:
   double getTickStep(const QCPRange& range) override {
-    const double step = QCPAxisTicker::getTickStep(range);
-    return step <= 1.0 ? 1.0 : step == std::floor(step) ? step : 2 * step;
+    const double step = ReadableTicker::getTickStep(range);
+    if (step <= 1.0) return 1.0;
+    if (step == std::floor(step)) return step;
+    return ticksInside(range, 2 * step) >= 2 ? 2 * step : std::max(1.0, std::floor(step));
   }
   int getSubTickCount(double tickStep) override { return tickStep <= 1.0 ? 0 : QCPAxisTicker::getSubTickCount(tickStep); }
 };

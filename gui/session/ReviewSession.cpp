@@ -51,6 +51,15 @@ private:
   std::map<std::string, int> m_index;
 };
 
+// A state_dict holds buffers beside parameters and does not say which is which: BatchNorm's
+// running statistics and integer tensors (a parameter is floating point) are not counted as
+// parameters (as the engine's checkpoint_parameter in python/hookscope/engine/model_files.py).
+bool isCheckpointBuffer(const std::string& name, const TensorStats& stats) {
+  const std::string leaf = name.substr(name.rfind('.') + 1);
+  if (leaf == "running_mean" || leaf == "running_var" || leaf == "num_batches_tracked") return true;
+  return stats.dtype.rfind("float", 0) != 0 && stats.dtype != "bfloat16" && stats.dtype.rfind("complex", 0) != 0;
+}
+
 // A checkpoint's tree: the tensors are the modules' parameters, counted from their series; a
 // module that holds none (the root, a container) has nothing hooked.
 void countCheckpointParameters(SessionSummary& summary, const TreeOfPaths& tree, const CaptureStore& store) {
@@ -59,8 +68,9 @@ void countCheckpointParameters(SessionSummary& summary, const TreeOfPaths& tree,
     const int owner = tree.find(ownerModule(key));
     if (key.kind != CaptureKind::Param || points.empty() || owner < 0) continue;
     auto& info = summary.modules[std::size_t(owner)];
-    info.ownParams += points.front().stats.numel;
     info.typeName = "weights";
+    if (isCheckpointBuffer(key.module, points.front().stats)) continue;
+    info.ownParams += points.front().stats.numel;
   }
   for (std::size_t i = summary.modules.size(); i-- > 0;) {
     auto& info = summary.modules[i];

@@ -54,9 +54,10 @@ def tensors_of(value, out):
     return out
 
 
-def module_entries(modules, type_name=lambda path, module: type(module).__name__):
+def module_entries(modules, type_name=lambda path, module: type(module).__name__, counted=lambda name, p: True):
     """The hello's modules for named_modules() `modules`: path, type, own and total parameters,
-    and the tied parameters each shares with the module that holds it first."""
+    and the tied parameters each shares with the module that holds it first. `counted(name, p)`
+    says whether a tensor counts as a parameter (a checkpoint's buffers do not)."""
     entries = []
     first_name = {}  # a parameter's name where it first appears: a tied one appears twice
     for path, module in modules:
@@ -67,10 +68,11 @@ def module_entries(modules, type_name=lambda path, module: type(module).__name__
                 shared.append([full, first_name[id(p)]])
             else:
                 first_name[id(p)] = full
-            own += p.numel()
+            own += p.numel() if counted(full, p) else 0
         # PyTorch's own count: parameters() yields each tensor once, tied or not.
+        prefix = path + "." if path else ""
         entry = {"path": path, "type": type_name(path, module), "params": own,
-                 "total": sum(p.numel() for p in module.parameters())}
+                 "total": sum(p.numel() for name, p in module.named_parameters() if counted(prefix + name, p))}
         if shared:
             entry["shared"] = shared
         entries.append(entry)

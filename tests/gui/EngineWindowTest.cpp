@@ -4,6 +4,8 @@
 #include "dialogs/CheckpointCompare.h"
 #include "session/SessionHost.h"
 #include "window/MainWindow.h"
+#include "panels/AlertsPanel.h"
+#include "panels/PlotsPanel.h"
 #include "panels/RunControls.h"
 #include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
@@ -16,6 +18,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QComboBox>
 #include <QSignalSpy>
 #include <QAction>
 #include <QStatusBar>
@@ -271,8 +274,9 @@ private Q_SLOTS:
     save.start(QStringLiteral(HOOKSCOPE_PYTHON),
                {QStringLiteral("-c"),
                 QStringLiteral("import torch; torch.manual_seed(0); m = torch.nn.Sequential(torch.nn.Linear(6, 5), "
-                               "torch.nn.ReLU(), torch.nn.Linear(5, 3)); sd = m.state_dict(); "
-                               "sd['2.bias'][1] = float('nan'); torch.save(sd, '%1')").arg(checkpoint)});
+                               "torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 3)); sd = m.state_dict(); "
+                               "sd['2.bias'][1] = float('nan'); sd['0.weight'][0, 0] = float('inf'); "
+                               "torch.save(sd, '%1')").arg(checkpoint)});
     QVERIFY(save.waitForFinished(60000) && save.exitCode() == 0);
     auto window = openModel(checkpoint);
     QVERIFY2(window->reviewOnly(), qPrintable(window->lastMessage()));
@@ -288,6 +292,21 @@ private Q_SLOTS:
     QCOMPARE(point.stats.histogram.size(), std::size_t(64));
     QVERIFY(store->pointAt(SeriesKey{"2.bias", 0, CaptureKind::Param, 0}, 0, &point));
     QCOMPARE(point.stats.nanCount, std::int64_t(1));
+    // BatchNorm's running statistics are buffers: its parameters are its weight and bias (10).
+    const QModelIndex norm = tree->indexOfModule(moduleIndex(tree, "1"));
+    QCOMPARE(tree->data(norm.siblingAtColumn(ModuleTreeModel::Params)).toString(), QStringLiteral("10"));
+    // The Alerts tab names each tensor that holds NaN or Inf.
+    QCOMPARE(window->alerts()->count(), 2);
+    // Selecting a layer marked red shows the tensor that holds the NaN, its label whole.
+    window->selectModule(QStringLiteral("2"));
+    QCOMPARE(QString::fromStdString(window->plots()->selectedSeries().module), QStringLiteral("2.bias"));
+    QComboBox* series = nullptr;
+    for (QComboBox* box : window->plots()->findChildren<QComboBox*>()) {
+      if (box->toolTip().startsWith(QStringLiteral("Which captured tensor"))) series = box;
+    }
+    QVERIFY(series);
+    QCOMPARE(series->currentText(), QStringLiteral("param bias"));
+    QVERIFY(series->minimumContentsLength() >= QStringLiteral("param weight").size());
     // Nothing to run: Run does nothing, and the weights stay as read.
     window->run();
     QTest::qWait(300);

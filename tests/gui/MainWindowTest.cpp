@@ -395,7 +395,7 @@ private Q_SLOTS:
     QTemporaryDir tmp;
     auto window = openSample();
     runAndWait(*window, 1);
-    // The quit question counts the steps the slider shows: "step 0 of 0–0" is one step.
+    // The quit question counts the steps the slider shows: "0 of 0–0" is one step.
     QCOMPARE(window->discardGuard()->question(QStringLiteral("Quitting")),
              QStringLiteral("Quitting discards 1 captured step (step 0) that was not exported."));
     const QString before = window->discardGuard()->exportStartFolder();

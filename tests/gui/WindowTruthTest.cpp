@@ -275,6 +275,65 @@ private Q_SLOTS:
     QCOMPARE(types.back(), QString::fromStdString(window->treeModel()->modules().front().typeName));
   }
 
+  // Issue 38, item 6: at 1024x700 and at 1600x1000 every axis of every plot shows at least two
+  // tick labels inside its range, none running into the next; the step label is not cut.
+  void everyAxisShowsTwoReadableTicks_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1024x700") << QSize(1024, 700);
+    QTest::newRow("1600x1000") << QSize(1600, 1000);
+  }
+
+  void everyAxisShowsTwoReadableTicks() {
+    QFETCH(QSize, size);
+    QSettings().remove(QStringLiteral("window"));
+    auto window = openModel();
+    window->resize(size);
+    window->show();
+    QVERIFY(QTest::qWaitForWindowExposed(window.get()));
+    tickAll(window->treeModel(), ModuleTreeModel::Act);
+    tickAll(window->treeModel(), ModuleTreeModel::Grad);
+    runAndWait(*window, 12);
+    window->selectModule(QStringLiteral("fc1"));
+    QTest::qWait(300);
+    int checked = 0;
+    for (QCustomPlot* plot : window->plots()->findChildren<QCustomPlot*>()) {
+      if (!plot->isVisible()) continue;
+      plot->replot();
+      QList<QCPAxis*> axes = {plot->xAxis, plot->yAxis};
+      for (int e = 0; e < plot->plotLayout()->elementCount(); ++e) {
+        if (auto* scale = qobject_cast<QCPColorScale*>(plot->plotLayout()->elementAt(e))) axes << scale->axis();
+      }
+      for (QCPAxis* axis : axes) {
+        const QString what = QStringLiteral("%1 %2 axis (%3 px)")
+                                 .arg(plot->parentWidget()->metaObject()->className(), axis->label())
+                                 .arg(axis->orientation() == Qt::Horizontal ? axis->axisRect()->width() : axis->axisRect()->height());
+        const QVector<double> ticks = axis->tickVector();
+        const QVector<QString> labels = axis->tickVectorLabels();
+        const QFontMetrics metrics(axis->tickLabelFont());
+        QVector<QPair<double, double>> spans;  // each label's extent along the axis, in pixels
+        for (int t = 0; t < ticks.size(); ++t) {
+          if (!axis->range().contains(ticks[t]) || labels[t].isEmpty()) continue;
+          const double at = axis->coordToPixel(ticks[t]);
+          const double half = (axis->orientation() == Qt::Horizontal ? metrics.horizontalAdvance(labels[t]) : metrics.height()) / 2.0;
+          spans.append({at - half, at + half});
+        }
+        std::sort(spans.begin(), spans.end());
+        QVERIFY2(spans.size() >= 2, qPrintable(what + QStringLiteral(": %1 tick label(s)").arg(spans.size())));
+        for (int t = 1; t < spans.size(); ++t) {
+          QVERIFY2(spans[t].first > spans[t - 1].second, qPrintable(what + QStringLiteral(": labels %1 and %2 overlap").arg(t - 1).arg(t)));
+        }
+        ++checked;
+      }
+    }
+    QVERIFY(checked >= 8);  // histogram, heatmap and its colour bar, gradient norms, loss
+    QLabel* step = nullptr;
+    for (QLabel* label : window->plots()->findChildren<QLabel*>()) {
+      if (label->text().contains(QStringLiteral(" of 0–"))) step = label;
+    }
+    QVERIFY(step);
+    QVERIFY2(step->width() >= step->fontMetrics().horizontalAdvance(step->text()), qPrintable(step->text()));
+  }
+
   // 15. On a fresh configuration at 1024x700 every column of the tree and of the Alerts tab
   // shows without scrolling, and the statistics beside the histogram are not cut.
   void everyColumnShowsAt1024x700() {

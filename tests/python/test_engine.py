@@ -287,6 +287,24 @@ def test_a_checkpoints_statistics_equal_torchs(tmp, form):
         assert rows[name][5:] == [int(torch.isnan(d).sum()), int(torch.isinf(d).sum())]
 
 
+def test_a_checkpoints_buffers_are_not_counted_as_parameters_and_its_nan_is_an_alert(tmp):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(16), torch.nn.Linear(4, 2))
+    state = model.state_dict()
+    state["2.weight"][0, 0] = float("nan")
+    path = os.path.join(tmp, "bn.pt")
+    torch.save(state, path)
+    result = cli("inspect", path)
+    assert result.returncode == 0, result.stderr
+    norm = [line for line in result.stdout.splitlines() if line.strip().startswith("1 ")][0]
+    assert norm.split()[-2:] == ["32", "32"], norm  # weight and bias; not running_mean, running_var, num_batches_tracked
+    out = os.path.join(tmp, "run")
+    result = cli("capture", path, "--out", out, "--steps", "1", "--kinds", "param", "--hook", "*")
+    assert result.returncode == 0, result.stderr
+    with open(os.path.join(out, "alerts.csv")) as f:
+        alerts = list(csv.DictReader(f))
+    assert [(a["module"], a["rule"]) for a in alerts] == [("2.weight", "non_finite")], alerts
+
+
 def test_comparing_two_checkpoints_names_what_fine_tuning_changed_and_what_went_nan(tmp):
     before, after = weights(0), weights(0)
     after["2.weight"] += 0.05            # the head, fine-tuned
@@ -298,9 +316,19 @@ def test_comparing_two_checkpoints_names_what_fine_tuning_changed_and_what_went_
     result = cli("checkpoint", a, "--compare", b)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "before.pt -> after.safetensors: 4 tensors in both, 3 changed, 1 unchanged; NaN or Inf in 1 of the second"
+    assert lines[0] == ("before.pt -> after.safetensors: 4 tensors in both, 3 changed, 1 unchanged; NaN or Inf in 1 "
+                        "(the change is measured over the values finite in both)")
     order = [line.split()[0] for line in lines[2:6]]
     assert order == ["2.bias", "2.weight", "0.bias", "0.weight"]  # NaN first, then the largest relative change
+    # The bias that went NaN: its change over its finite values (not nan, relative not inf), and
+    # the NaN counted in the file that holds it, whichever way round the files are given.
+    nan_bias = lines[2].split()
+    finite = torch.arange(1, before["2.bias"].numel())
+    assert abs(float(nan_bias[1]) - (after["2.bias"][finite] - before["2.bias"][finite]).double().norm().item()) <= 1e-9
+    assert math.isfinite(float(nan_bias[2])) and nan_bias[3] == "0/1", nan_bias
+    reverse = cli("checkpoint", b, "--compare", a)
+    assert reverse.returncode == 0, reverse.stderr
+    assert reverse.stdout.splitlines()[2].split()[::3] == ["2.bias", "1/0"], reverse.stdout
     head = lines[3].split()
     delta = (after["2.weight"].double() - before["2.weight"].double()).norm().item()
     assert abs(float(head[1]) - delta) <= 1e-5 * delta

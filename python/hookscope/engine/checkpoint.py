@@ -151,8 +151,10 @@ def show(path, tensors, out):
 
 
 def changes(before, after):
-    """Per tensor in both: (name, ‖after - before‖, relative change, NaN/Inf in after), largest
-    relative change first (NaN first of all); and the names only one has, or with other shapes."""
+    """Per tensor in both: (name, ‖after - before‖, relative change, NaN/Inf in either, in the
+    first, in the second), what NaN or Inf touches first, then the largest relative change; and
+    the names only one has, or with other shapes. The change is measured over the values finite
+    in both: one NaN does not turn a tensor's whole change into nan."""
     rows, reshaped = [], []
     for name in before.keys() & after.keys():
         a, b = before[name], after[name]
@@ -160,24 +162,26 @@ def changes(before, after):
             reshaped.append(name)
             continue
         a64, b64 = a.detach().to(torch.float64), b.detach().to(torch.float64)
-        delta = (b64 - a64).norm().item()
-        base = a64.norm().item()
+        finite_a, finite_b = torch.isfinite(a64), torch.isfinite(b64)
+        both = finite_a & finite_b
+        delta = (b64[both] - a64[both]).norm().item()
+        base = a64[both].norm().item()
         relative = delta / base if base > 0 else (0.0 if delta == 0 else math.inf)
-        nonfinite = int((~torch.isfinite(b64)).sum())
-        rows.append((name, delta, relative, nonfinite))
-    rows.sort(key=lambda r: (-(math.inf if math.isnan(r[2]) else r[2]), r[0]))
+        rows.append((name, delta, relative, int((~both).sum()), int((~finite_a).sum()), int((~finite_b).sum())))
+    rows.sort(key=lambda r: (-r[3], -r[2], r[0]))
     return rows, sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys()), sorted(reshaped)
 
 
 def compare(path_a, a, path_b, b, out):
     rows, only_a, only_b, reshaped = changes(a, b)
     changed = [r for r in rows if r[1] != 0 or r[3]]
+    broken = [r for r in rows if r[3]]
     out.write("%s -> %s: %d tensors in both, %d changed, %d unchanged%s\n" % (
         os.path.basename(path_a), os.path.basename(path_b), len(rows), len(changed), len(rows) - len(changed),
-        "; NaN or Inf in %d of the second" % len([r for r in rows if r[3]]) if any(r[3] for r in rows) else ""))
-    out.write("%-44s%16s%16s%10s\n" % ("tensor", "norm of change", "relative", "NaN/Inf"))
-    for name, delta, relative, nonfinite in rows:
-        out.write("%-44s%16s%16s%10d\n" % (printable(name), _g(delta), _g(relative), nonfinite))
+        "; NaN or Inf in %d (the change is measured over the values finite in both)" % len(broken) if broken else ""))
+    out.write("%-44s%16s%16s%17s\n" % ("tensor", "norm of change", "relative", "NaN/Inf 1st/2nd"))
+    for name, delta, relative, _, first, second in rows:
+        out.write("%-44s%16s%16s%17s\n" % (printable(name), _g(delta), _g(relative), "%d/%d" % (first, second)))
     for label, names in (("only in " + os.path.basename(path_a), only_a), ("only in " + os.path.basename(path_b), only_b),
                          ("shapes differ", reshaped)):
         if names:
@@ -190,7 +194,7 @@ def compare_csv(a, b, out):
     rows, only_a, only_b, reshaped = changes(a, b)
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["tensor", "status", "norm_of_change", "relative", "nonfinite"])
-    for name, delta, relative, nonfinite in rows:
+    for name, delta, relative, nonfinite, _, _ in rows:
         writer.writerow([name, "changed" if delta != 0 or nonfinite else "unchanged", repr(delta), repr(relative),
                          nonfinite])
     for status, names in (("only_in_first", only_a), ("only_in_second", only_b), ("shapes_differ", reshaped)):

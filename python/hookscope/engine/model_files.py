@@ -55,6 +55,8 @@ class LoadedModel:
 
     def module_entries(self):
         """The hello's modules (and inspect's rows), with the eager class names a .pt2 keeps."""
+        if self.kind == "checkpoint":
+            return module_entries(self.module.named_modules(), self.type_name, counted=checkpoint_parameter)
         return module_entries(self.module.named_modules(), self.type_name)
 
     def example_spec(self):
@@ -205,6 +207,17 @@ def pt2_pickle_globals(path):
                 except zipfile.BadZipFile:
                     found += globals_of(z.read(name))
     return sorted(set(found))
+
+
+# What a state_dict holds beside parameters under these names: BatchNorm's running statistics.
+BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def checkpoint_parameter(name, tensor):
+    """Whether a checkpoint's tensor counts as a parameter: a state_dict holds buffers too, and
+    says nothing of which is which; BatchNorm's running statistics and integer tensors (a
+    parameter is floating point) are buffers."""
+    return name.rsplit(".", 1)[-1] not in BUFFER_NAMES and (tensor.is_floating_point() or tensor.is_complex())
 
 
 class Weights(torch.nn.Module):
