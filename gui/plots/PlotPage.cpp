@@ -45,10 +45,16 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   // As many ticks as fit: a narrow plot (a heatmap beside its colour scale at 1024x700) ran
   // its step labels into each other ("255075100"); under 140 px it aims at two (ReadableTicker
   // keeps two inside the range).
-  connect(m_plot, &QCustomPlot::beforeReplot, this, [this] {
+  // The axis rect is the last layout's, and a resize replots before laying out again: the
+  // plot's size now less the margins the last layout left around the axis rect (a window made
+  // smaller kept the larger one's ticks on a static plot, "-0.2-0.1").
+  connect(m_plot, &QCustomPlot::afterLayout, this, [this] {
     const QRect area = m_plot->axisRect()->rect();
-    m_plot->xAxis->ticker()->setTickCount(std::clamp(area.width() / 70, 2, 6));
-    m_plot->yAxis->ticker()->setTickCount(std::clamp(area.height() / 45, 2, 6));
+    m_axisMargins = QSize(m_plot->viewport().width() - area.width(), m_plot->viewport().height() - area.height());
+  });
+  connect(m_plot, &QCustomPlot::beforeReplot, this, [this] {
+    m_plot->xAxis->ticker()->setTickCount(std::clamp((m_plot->width() - m_axisMargins.width()) / 70, 2, 6));
+    m_plot->yAxis->ticker()->setTickCount(std::clamp((m_plot->height() - m_axisMargins.height()) / 45, 2, 6));
   });
   m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_plot, &QWidget::customContextMenuRequested, this, &PlotPage::showContextMenu);

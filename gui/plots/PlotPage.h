@@ -78,6 +78,7 @@ protected:
 
   QCustomPlot* m_plot;
   QString m_title;
+  QSize m_axisMargins{80, 70};  ///< around the axis rect at the last layout: labels, heading, a colour bar
   bool m_offersLogScale = false;  ///< "Logarithmic axis" in the right-click menu
   bool m_log = false;
 

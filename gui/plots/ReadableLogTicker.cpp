@@ -22,11 +22,22 @@ QVector<double> decadeTicks(const QCPRange& range, std::initializer_list<double>
   return ticks;
 }
 
+bool powersOfTen(const QVector<double>& ticks) {
+  for (double t : ticks) {
+    const double e = std::log10(t);
+    if (!(t > 0) || std::abs(e - std::round(e)) > 1e-9) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 QVector<double> ReadableLogTicker::createTickVector(double tickStep, const QCPRange& range) {
   QVector<double> ticks = QCPAxisTickerLog::createTickVector(tickStep, range);
-  if (ticksInside(ticks, range) >= 2 || !(range.lower > 0) || !(range.upper > range.lower)) return ticks;
+  if (!(range.lower > 0) || !(range.upper > range.lower)) return ticks;
+  // QCustomPlot's own within a decade or so are evenly spaced values (0.05, 0.1, ... 0.35),
+  // which crowd at the top of a log axis: only its powers of ten are taken as they are.
+  if (powersOfTen(ticks) && ticksInside(ticks, range) >= 2) return ticks;
   for (auto mantissas : {std::initializer_list<double>{1, 2, 5}, std::initializer_list<double>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
     ticks = decadeTicks(range, mantissas);
     if (ticksInside(ticks, range) >= 2) return ticks;

@@ -10,7 +10,7 @@ int ReadableTicker::ticksInside(const QCPRange& range, double step) {
 double ReadableTicker::smallerStep(double step) {
   const double decade = std::pow(10.0, std::floor(std::log10(step)));
   const double mantissa = step / decade;
-  if (mantissa > 4.99) return 2 * decade;
+  if (mantissa > 2.01) return 2 * decade;  // 5 and 2.5 -> 2
   if (mantissa > 1.99) return decade;
   return decade / 2;
 }

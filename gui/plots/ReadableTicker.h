@@ -10,7 +10,7 @@ class ReadableTicker : public QCPAxisTicker {
 public:
   /// Ticks at multiples of `step` inside `range`.
   static int ticksInside(const QCPRange& range, double step);
-  /// The next smaller step of the 1-2-5 sequence (5 -> 2, 2 -> 1, 1 -> 0.5).
+  /// The next smaller step of the 1-2-5 sequence (5 -> 2, 2.5 -> 2, 2 -> 1, 1 -> 0.5).
   static double smallerStep(double step);
 
 protected:

@@ -8,6 +8,8 @@
 #include "plots/LineBundle.h"
 #include "plots/LossPlot.h"
 #include "plots/QCustomPlotInclude.h"
+#include "plots/ReadableTicker.h"
+#include "AxisLabels.h"
 
 #include <QComboBox>
 #include <QSlider>
@@ -278,6 +280,51 @@ private Q_SLOTS:
     second->addScalar(0, "loss", 0.5);
     panel.refresh();
     QCOMPARE(panel.loss()->pointCount(), 1);
+  }
+
+  // Two ticks inside any range, and no more than the plot asked for: a checkpoint's weights of
+  // -0.244..0.248 on a histogram with room for two get "-0.2 0 0.2" (QCustomPlot's 0.25 leaves
+  // only 0 inside; 0.1 gave five labels that ran together in 100 px).
+  void theTickerKeepsTwoTicksInsideAndNoMore() {
+    const auto ticks = [](double lower, double upper, int count) {
+      ReadableTicker ticker;
+      ticker.setTickCount(count);
+      QVector<double> all, inside;
+      QVector<QString> labels;
+      ticker.generate(QCPRange(lower, upper), QLocale::c(), QLatin1Char('g'), 6, all, nullptr, &labels);
+      for (double t : all) {
+        if (t >= lower && t <= upper) inside.append(std::round(t * 1e9) / 1e9 + 0.0);  // 3 x 0.2 is 0.6000000000000001
+      }
+      return inside;
+    };
+    QCOMPARE(ticks(-0.244, 0.248, 2), (QVector<double>{-0.2, 0.0, 0.2}));
+    QCOMPARE(ticks(0, 99, 2), (QVector<double>{0, 50}));
+    QCOMPARE(ticks(0.3, 0.7, 2), (QVector<double>{0.4, 0.6}));
+    QCOMPARE(ReadableTicker::smallerStep(0.25), 0.2);
+    QCOMPARE(ReadableTicker::smallerStep(5.0), 2.0);
+    QCOMPARE(ReadableTicker::smallerStep(2.0), 1.0);
+    QCOMPARE(ReadableTicker::smallerStep(1.0), 0.5);
+  }
+
+  // A static plot made narrower (the window shrunk after a run, a checkpoint's one step) takes
+  // ticks for its new width, not its old: values of +-0.24 read "-0.2 0 0.2", not "-0.2-0.1...".
+  void aPlotMadeNarrowerKeepsReadableTicks() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1600, 900);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    panel.setStore(store);
+    store->add(0, SeriesKey{"fc", 0, CaptureKind::Param, 0}, gaussianStats(0.08, 1));
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    QTest::qWait(200);
+    panel.resize(440, 360);
+    QTest::qWait(300);
+    for (QCPAxis* axis : {panel.histogram()->plot()->xAxis, panel.heatmap()->plot()->yAxis}) {
+      const QString why = unreadableAxis(axis);
+      QVERIFY2(why.isEmpty(), qPrintable(why));
+    }
   }
 
   // Gradient norms that sit inside one decade still get labelled ticks among them.
