@@ -1,0 +1,234 @@
+"""A HookScope export read back in Python: ``hookscope.load_run(path)``.
+
+What the window shows of a run, as plain Python and torch objects, so that a notebook can do
+what the window does::
+
+    run = hookscope.load_run("run1")
+    fc1 = run.series("activation", "fc1")          # call 0, tensor 0, rank 0
+    fc1.steps, [s["std"] for s in fc1.stats]        # one row of stats.csv per step, as numbers
+    fc1.counts, fc1.edges                           # histograms: int64[S, bins], float64[S, bins + 1]
+    run.scalars["loss"]                             # [(step, value), ...] of rank 0
+    run.modules                                     # the model's tree: path, type, params, total, shapes
+
+The format is docs/export-format.md; versions 1 to 3 read (older ones have no ranks, or no
+low-precision counts: those read as rank 0, and as None). Only the standard library is needed,
+and torch for the histograms (read with ``weights_only=True`` where the torch has it).
+"""
+
+import csv
+import json
+import math
+import os
+
+__all__ = ["load_run", "Run", "Series", "RunReadError"]
+
+# stats.csv columns read as integers; the rest of the numbers as floats ("nan", "inf" spelled so).
+_INTEGERS = ("step", "rank", "call", "index", "numel", "nan_count", "inf_count", "f16_overflow", "f16_underflow",
+             "e4m3_underflow", "e5m2_underflow")
+_TEXT = ("module", "kind", "shape", "dtype")
+
+
+class RunReadError(Exception):
+    """The folder is not a HookScope export, or one of its files is damaged: the message says which."""
+
+
+class Series:
+    """One captured tensor over steps: a kind, a module (the parameter's name for the parameter
+    kinds), a call and a tensor index within it, and a rank."""
+
+    def __init__(self, kind, module, call, index, rank):
+        self.kind, self.module, self.call, self.index, self.rank = kind, module, call, index, rank
+        self.steps = []   # ascending
+        self.stats = []   # per step: stats.csv's row as numbers (None where not measured)
+        self.counts = None  # torch.int64[S, bins] from histograms.pt, rows in self.steps' order
+        self.edges = None   # torch.float64[S, bins + 1]
+
+    @property
+    def key(self):
+        return (self.kind, self.module, self.call, self.index, self.rank)
+
+    def values(self, statistic):
+        """One statistic over the steps: ``[(step, value), ...]``."""
+        return [(step, row[statistic]) for step, row in zip(self.steps, self.stats)]
+
+    def __repr__(self):
+        return "Series(%s %s call %d tensor %d rank %d: %d steps)" % (
+            self.kind, self.module or "(root)", self.call, self.index, self.rank, len(self.steps))
+
+
+class Run:
+    """An export folder read whole: its manifest, series, scalars, alerts and module tree."""
+
+    def __init__(self, path, manifest):
+        self.path = path
+        self.manifest = manifest
+        self.version = int(manifest.get("version", 1))
+        self._series = {}
+        self.scalars = {}       # name -> [(step, value)] of rank 0
+        self.rank_scalars = {}  # (name, rank) -> [(step, value)]
+        self.alerts = []        # alerts.csv's rows
+        self.modules = []       # manifest "modules", or built from the series (older exports)
+        self.modules_from_series = False
+
+    def series(self, kind, module, call=0, index=0, rank=0):
+        """The series of that tensor; KeyError naming what the run holds when it has none."""
+        key = (kind, module, call, index, rank)
+        if key not in self._series:
+            kinds = sorted({k[0] for k in self._series if k[1] == module})
+            raise KeyError("%s has no %s series of %r (call %d, tensor %d, rank %d)%s" % (
+                self.path, kind, module, call, index, rank,
+                "; it has %s of it" % ", ".join(kinds) if kinds else "; the module is not among its series"))
+        return self._series[key]
+
+    def all_series(self):
+        """Every series, ordered by kind, module, call, index and rank."""
+        return [self._series[k] for k in sorted(self._series)]
+
+    @property
+    def steps(self):
+        return sorted({step for s in self._series.values() for step in s.steps})
+
+    def __repr__(self):
+        return "Run(%r: %d series, %d steps)" % (self.path, len(self._series), len(self.steps))
+
+
+def _number(text, integer):
+    if text == "" or text is None:
+        return None
+    try:
+        return int(text) if integer else float(text)
+    except ValueError:
+        return float(text) if integer else math.nan
+
+
+def _rows(path, required):
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise RunReadError("cannot read %s (%s)" % (path, exc.strerror or exc))
+    except csv.Error as exc:
+        raise RunReadError("%s is not a CSV file HookScope wrote (%s)" % (path, exc))
+    for number, row in enumerate(rows, 2):
+        missing = [c for c in required if row.get(c) is None]
+        if missing:
+            raise RunReadError("%s line %d lacks %s: the file is damaged" % (path, number, ", ".join(missing)))
+    return rows
+
+
+def _read_stats(run):
+    path = os.path.join(run.path, "stats.csv")
+    for row in _rows(path, ("step", "module", "call", "kind", "index")):
+        values = {}
+        for column, text in row.items():
+            if column is None or column in _TEXT:
+                continue
+            values[column] = _number(text, column in _INTEGERS)
+        if values.get("step") is None:
+            raise RunReadError("%s has a row without a step: the file is damaged" % path)
+        rank = values.pop("rank", None) or 0
+        key = (row["kind"], row["module"], values.pop("call") or 0, values.pop("index") or 0, rank)
+        series = run._series.get(key)
+        if series is None:
+            series = run._series[key] = Series(*key)
+        values["shape"] = row.get("shape", "")
+        values["dtype"] = row.get("dtype", "")
+        step = values.pop("step")
+        series.steps.append(step)
+        series.stats.append(values)
+    for series in run._series.values():
+        order = sorted(range(len(series.steps)), key=series.steps.__getitem__)
+        series.steps = [series.steps[i] for i in order]
+        series.stats = [series.stats[i] for i in order]
+
+
+def _read_histograms(run):
+    path = os.path.join(run.path, "histograms.pt")
+    if not os.path.exists(path):
+        return
+    import torch
+    try:
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except TypeError:  # a torch before weights_only
+            data = torch.load(path, map_location="cpu")
+    except Exception as exc:
+        raise RunReadError("%s cannot be read (%s: %s): the file is damaged" % (path, type(exc).__name__, exc))
+    if not isinstance(data, dict):
+        raise RunReadError("%s holds no dict of histograms: it is not HookScope's" % path)
+    for name, entry in data.items():
+        parts = str(name).split("/")
+        rank = 0
+        if parts and parts[0].startswith("rank") and parts[0][4:].isdigit():
+            rank = int(parts[0][4:])
+            parts = parts[1:]
+        if len(parts) < 4 or not isinstance(entry, dict):
+            continue
+        kind, module, call, index = parts[0], "/".join(parts[1:-2]), parts[-2], parts[-1]
+        series = run._series.get((kind, module, int(call), int(index), rank))
+        if series is None or "counts" not in entry:
+            continue
+        steps = [int(s) for s in entry["steps"].tolist()]
+        where = {step: i for i, step in enumerate(steps)}
+        rows = [where[s] for s in series.steps if s in where]
+        if len(rows) == len(series.steps):
+            series.counts, series.edges = entry["counts"][rows], entry["edges"][rows]
+
+
+def _read_scalars(run):
+    path = os.path.join(run.path, "scalars.csv")
+    if not os.path.exists(path):
+        return
+    for row in _rows(path, ("step", "name", "value")):
+        rank = _number(row.get("rank"), True) or 0
+        run.rank_scalars.setdefault((row["name"], rank), []).append((int(row["step"]), _number(row["value"], False)))
+    for (name, rank), values in run.rank_scalars.items():
+        values.sort()
+        if rank == 0:
+            run.scalars[name] = values
+
+
+def _modules_from_series(run):
+    """An older export's tree: every module a series names, with its ancestors."""
+    paths = {""}
+    for kind, module, _, _, _ in run._series:
+        owner = module.rsplit(".", 1)[0] if kind in ("param", "param_grad", "update") and "." in module else module
+        if kind in ("param", "param_grad", "update") and "." not in module:
+            owner = ""
+        parts = owner.split(".") if owner else []
+        for i in range(len(parts) + 1):
+            paths.add(".".join(parts[:i]))
+    return [{"path": p, "type": "", "params": None, "total": None, "shapes": []} for p in sorted(paths)]
+
+
+def load_run(path):
+    """Reads the export folder at `path` (docs/export-format.md); RunReadError says what is wrong."""
+    manifest_path = os.path.join(path, "manifest.json")
+    if not os.path.isdir(path):
+        raise RunReadError("%s is not a folder: give the folder an export wrote (it holds manifest.json)" % path)
+    try:
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+    except OSError:
+        raise RunReadError("%s has no manifest.json: it is not a HookScope export" % path)
+    except ValueError as exc:
+        raise RunReadError("%s is not JSON (%s): the export is damaged" % (manifest_path, exc))
+    if not isinstance(manifest, dict) or manifest.get("format") != "hookscope-capture":
+        raise RunReadError("%s does not say format hookscope-capture: it is not a HookScope export" % manifest_path)
+    version = manifest.get("version", 1)
+    if not isinstance(version, int) or version > 3:
+        raise RunReadError("%s is an export of version %r; this hookscope package reads versions 1 to 3: "
+                           "read it with a newer one" % (path, version))
+    run = Run(path, manifest)
+    _read_stats(run)
+    _read_histograms(run)
+    _read_scalars(run)
+    alerts = os.path.join(path, "alerts.csv")
+    if os.path.exists(alerts):
+        run.alerts = _rows(alerts, ("step", "module", "rule"))
+    if isinstance(manifest.get("modules"), list):
+        run.modules = manifest["modules"]
+    else:
+        run.modules = _modules_from_series(run)
+        run.modules_from_series = True
+    return run

@@ -1,0 +1,145 @@
+"""Two runs compared (`hookscope-cli compare`) and a run read back in Python
+(`hookscope.load_run`), on captures of the sample model made by this test."""
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import hookscope  # noqa: E402
+
+CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(ROOT, "build/cli/hookscope-cli"))
+MODEL = os.path.join(os.environ.get("HOOKSCOPE_MODELS", os.path.join(ROOT, "resources/models")), "small_cnn.pt")
+
+
+def cli(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Captures of the sample model: lr 0.01 twice, lr 0.02, and another model."""
+    folder = tempfile.mkdtemp(prefix="hookscope-runs-")
+    made = {}
+    for name, lr in (("a", "0.01"), ("same", "0.01"), ("faster", "0.02")):
+        made[name] = os.path.join(folder, name)
+        result = cli("capture", MODEL, "--input", "8x1x28x28", "--steps", "4", "--hook", "*", "--lr", lr,
+                     "--kinds", "activation,gradient,param", "--out", made[name])
+        assert result.returncode == 0, result.stderr
+    other = os.path.join(folder, "other.pt")
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
+    torch.jit.script(net).save(other)
+    made["other"] = os.path.join(folder, "other_run")
+    result = cli("capture", other, "--input", "8x1x28x28", "--steps", "2", "--hook", "*", "--out", made["other"])
+    assert result.returncode == 0, result.stderr
+    yield made
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_learning_rates_agree_at_step_0_and_diverge_first_at_step_1_in_the_first_module(runs):
+    out = os.path.join(os.path.dirname(runs["a"]), "divergence.csv")
+    result = cli("compare", runs["a"], runs["faster"], "--csv", out)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    # The sample's forward begins with conv1: the first series to return with new weights.
+    assert first.startswith("first divergence: step 1, activation conv1 ("), result.stdout
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["step"] for r in rows] == ["1", "2", "3"]  # step 0 agrees: same weights, same input
+    assert rows[0]["module"] == "conv1" and rows[0]["kind"] == "activation"
+    a, b = float(rows[0]["a"]), float(rows[0]["b"])
+    assert abs(a - b) > 1e-4 * max(abs(a), abs(b))
+
+
+def test_the_same_run_twice_does_not_diverge(runs):
+    result = cli("compare", runs["a"], runs["same"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("no divergence over 4 steps and "), result.stdout
+
+
+def test_runs_of_different_models_compare_on_what_they_share_and_list_the_rest(runs):
+    result = cli("compare", runs["a"], runs["other"])
+    assert result.returncode == 0, result.stderr
+    assert "only in %s" % runs["a"] in result.stdout and "activation conv1" in result.stdout
+    assert "only in %s" % runs["other"] in result.stdout
+    assert "note: the runs kept different steps (4 and 2" in result.stdout
+
+
+def test_an_unreadable_run_is_exit_4_and_a_bad_tolerance_exit_2(runs):
+    result = cli("compare", runs["a"], os.path.join(runs["a"], "stats.csv"))
+    assert result.returncode == 4, result.stderr
+    assert cli("compare", runs["a"], runs["same"], "--tolerance", "0").returncode == 2
+
+
+def test_an_older_export_still_compares(runs):
+    # Version 1: no rank column, histogram keys without rank{r}/ (docs/export-format.md).
+    old = os.path.join(os.path.dirname(runs["a"]), "version1")
+    shutil.copytree(runs["same"], old)
+    with open(os.path.join(old, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["version"] = 1
+    manifest.pop("ranks", None)
+    with open(os.path.join(old, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    for name in ("stats.csv", "scalars.csv", "alerts.csv"):
+        with open(os.path.join(old, name)) as f:
+            rows = list(csv.reader(f))
+        # Version 1 also predates the low-precision counts (version 3).
+        for column in ("rank", "amax", "f16_overflow", "f16_underflow", "e4m3_underflow", "e5m2_underflow"):
+            if rows and column in rows[0]:
+                at = rows[0].index(column)
+                rows = [r[:at] + r[at + 1:] for r in rows]
+        with open(os.path.join(old, name), "w", newline="") as f:
+            csv.writer(f).writerows(rows)
+    hist = torch.load(os.path.join(old, "histograms.pt"))
+    torch.save({k.split("/", 1)[1]: {f: v[f] for f in ("steps", "counts", "edges")} for k, v in hist.items()},
+               os.path.join(old, "histograms.pt"))
+    result = cli("compare", runs["a"], old)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("no divergence over 4 steps"), result.stdout
+    run = hookscope.load_run(old)
+    assert run.version == 1 and run.series("activation", "conv1").rank == 0
+    assert run.series("activation", "conv1").counts is not None
+    assert run.series("activation", "conv1").stats[0].get("f16_overflow") is None  # not measured then
+
+
+def test_load_run_gives_what_the_export_holds(runs):
+    run = hookscope.load_run(runs["a"])
+    conv1 = run.series("activation", "conv1")
+    assert conv1.steps == [0, 1, 2, 3]
+    with open(os.path.join(runs["a"], "stats.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["module"] == "conv1" and r["kind"] == "activation"]
+    for row, stats in zip(sorted(rows, key=lambda r: int(r["step"])), conv1.stats):
+        for column in ("min", "max", "mean", "std", "l2norm"):
+            assert stats[column] == float(row[column])  # 17 digits: exact
+        assert stats["numel"] == int(row["numel"]) and stats["shape"] == row["shape"]
+    assert tuple(conv1.counts.shape) == (4, 64) and tuple(conv1.edges.shape) == (4, 65)
+    assert int(conv1.counts[0].sum()) == conv1.stats[0]["numel"] - conv1.stats[0]["nan_count"] - conv1.stats[0]["inf_count"]
+    assert [s for s, _ in run.scalars["loss"]] == [0, 1, 2, 3]
+    assert all(math.isfinite(v) for _, v in run.scalars["loss"])
+    assert run.series("param", "conv1.weight").values("numel")[0] == (0, 72)
+    assert run.steps == [0, 1, 2, 3]
+    with pytest.raises(KeyError, match="has activation, gradient of it|has gradient, activation"):
+        run.series("input", "conv1")
+
+
+def test_load_run_says_what_is_wrong_with_a_folder_that_is_not_a_run(runs):
+    with pytest.raises(hookscope.RunReadError, match="no manifest.json"):
+        hookscope.load_run(os.path.dirname(MODEL))
+    with pytest.raises(hookscope.RunReadError, match="is not a folder"):
+        hookscope.load_run(MODEL)
+    damaged = os.path.join(os.path.dirname(runs["a"]), "damaged")
+    shutil.copytree(runs["a"], damaged)
+    with open(os.path.join(damaged, "histograms.pt"), "wb") as f:
+        f.write(b"not a zip")
+    with pytest.raises(hookscope.RunReadError, match="histograms.pt cannot be read"):
+        hookscope.load_run(damaged)
