@@ -263,6 +263,7 @@ public:
 
   bool configure(const RunConfig& config, std::string* message) {
     m_config = config;
+    m_runner.probeShapes();  // the first step's output shapes, for the manifest's tree
     return m_runner.configure(config, message);
   }
 
@@ -276,6 +277,7 @@ public:
     manifest.steps = steps;
     if (manifest.steps > 0) manifest.configurations = {{0, manifest.steps - 1, m_config}};
     manifest.hooked = m_hooked;
+    manifest.modules = moduleRecords(m_model.modules(), shapesByModule(m_runner.outputShapes()));
     manifest.interventions = m_interventions;
     for (auto& i : manifest.interventions) i.toStep = std::max<std::int64_t>(0, steps - 1);
     manifest.thinning = m_store->thinning();

@@ -174,9 +174,37 @@ bool parseRunConfig(const std::string& text, RunConfig* config, std::string* err
   }
 }
 
+std::vector<ModuleRecord> moduleRecords(const std::vector<ModuleInfo>& modules,
+                                        const std::map<std::string, std::vector<std::string>>& shapes) {
+  std::vector<ModuleRecord> records;
+  for (const auto& info : modules) {
+    const auto found = shapes.find(info.path);
+    records.push_back({info.path, info.typeName, info.ownParams, info.totalParams,
+                       found == shapes.end() ? std::vector<std::string>{} : found->second});
+  }
+  return records;
+}
+
+std::map<std::string, std::vector<std::string>> shapesByModule(const std::vector<ModuleCallShape>& calls) {
+  std::map<std::string, std::vector<std::string>> shapes;
+  for (const auto& call : calls) {
+    auto& perCall = shapes[call.module];
+    if (perCall.size() <= std::size_t(call.call)) perCall.resize(std::size_t(call.call) + 1);
+    std::string text;
+    for (const auto& s : call.shapes) text += (text.empty() ? "" : ", ") + s;
+    perCall[std::size_t(call.call)] = text;
+  }
+  return shapes;
+}
+
 std::string ExportManifest::toJson() const {
   json hooks = json::array();
   for (const auto& h : hooked) hooks.push_back({{"module", h.module}, {"kinds", h.kinds}});
+  json moduleList = json::array();
+  for (const auto& m : modules) {
+    moduleList.push_back({{"path", m.path}, {"type", m.type}, {"params", m.ownParams}, {"total", m.totalParams},
+                          {"shapes", m.shapes}});
+  }
   json interventionList = json::array();
   for (const auto& i : interventions) {
     interventionList.push_back({{"module", i.module}, {"target", i.target}, {"action", i.action},
@@ -200,6 +228,7 @@ std::string ExportManifest::toJson() const {
       {"hookscope_version", hookscopeVersion},
       {"steps", steps},
       {"hooked", hooks},
+      {"modules", moduleList},
       {"interventions", interventionList},
       {"thinned", thinned()},
       {"thinning", thin},
@@ -273,6 +302,10 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     m.steps = wholeNumber<std::int64_t>(j, "steps", 0, 0);
     for (const auto& h : j.value("hooked", json::array())) {
       m.hooked.push_back({h.value("module", ""), h.value("kinds", std::vector<std::string>{})});
+    }
+    for (const auto& r : j.value("modules", json::array())) {
+      m.modules.push_back({r.value("path", ""), r.value("type", ""), wholeNumber<std::int64_t>(r, "params", 0, 0),
+                           wholeNumber<std::int64_t>(r, "total", 0, 0), r.value("shapes", std::vector<std::string>{})});
     }
     for (const auto& i : j.value("interventions", json::array())) {
       m.interventions.push_back({i.value("module", ""), i.value("target", ""), i.value("action", ""),

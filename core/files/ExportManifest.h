@@ -1,8 +1,10 @@
 #pragma once
 
 #include "store/CaptureStore.h"
+#include "common/ModelTypes.h"
 #include "common/RunConfig.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,15 @@ namespace hookscope {
 struct HookedModule {
   std::string module;
   std::vector<std::string> kinds;
+};
+
+/// One module of the model, hooked or not, as the tree shows it.
+struct ModuleRecord {
+  std::string path;  ///< dotted; "" for the root
+  std::string type;  ///< short class name ("Conv2d")
+  std::int64_t ownParams = 0;
+  std::int64_t totalParams = 0;
+  std::vector<std::string> shapes;  ///< per call, its output shapes ("8x16x14x14", "2x4, 2x4")
 };
 
 /// An intervention in force over a range of steps.
@@ -98,6 +109,9 @@ struct ExportManifest {
   RunConfig config;
   std::int64_t steps = 0;
   std::vector<HookedModule> hooked;
+  /// The whole model (every module, hooked or not), for a reopened run's tree; empty in exports
+  /// written before it was kept (the tree is then built from the series).
+  std::vector<ModuleRecord> modules;
   std::vector<InterventionRecord> interventions;
   /// Every configuration the run used, with its steps; `config` is the last one.
   std::vector<ConfigRecord> configurations;
@@ -119,6 +133,13 @@ struct ExportManifest {
   /// Parses manifest.json text; false with a message when it is not a HookScope manifest.
   static bool fromJson(const std::string& text, ExportManifest* manifest, std::string* error);
 };
+
+/// The model's modules for a manifest: the tree's, with each module's output shapes by call
+/// (`shapes`: module path -> per call, its output shapes joined by ", ").
+std::vector<ModuleRecord> moduleRecords(const std::vector<ModuleInfo>& modules,
+                                        const std::map<std::string, std::vector<std::string>>& shapes);
+/// The same shapes from a step's ModuleCallShape list.
+std::map<std::string, std::vector<std::string>> shapesByModule(const std::vector<ModuleCallShape>& calls);
 
 /// Current time as "2026-11-21T16:20:00Z".
 std::string utcTimestamp();

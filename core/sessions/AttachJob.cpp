@@ -288,6 +288,7 @@ void AttachJob::onRankStep(int rank, const AttachedStep& step) {
   JobRank& r = m_ranks.at(rank);
   r.reported = step.step;
   r.pausedAt = -1;
+  if (!step.shapes.empty() && m_shapes.empty()) m_shapes = shapesByModule(step.shapes);
   m_gate.rankEnded(rank, step);
   settleLocked();
 }
@@ -353,7 +354,7 @@ std::vector<ScriptRecord> AttachJob::scripts() const {
 
 ExportManifest AttachJob::manifest() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return recordLocked().manifest(*m_store, m_modules, m_controls.masks, m_controls.bins);
+  return recordLocked().manifest(*m_store, m_modules, m_shapes, m_controls.masks, m_controls.bins);
 }
 
 ExportManifest AttachJob::modelFileManifest(const std::string& modelFile, const std::string& sha256,

@@ -128,6 +128,8 @@ private:
   std::string m_job;
   int m_worldSize = 0;
   std::vector<ModuleInfo> m_modules;
+  /// Each module's output shapes by call, as the first step that reported them gave them.
+  std::map<std::string, std::vector<std::string>> m_shapes;
   std::vector<std::string> m_parameters;
   std::function<void(int, const std::string&, const std::string&)> m_onEngineEvent;
 

@@ -23,6 +23,7 @@ JobRecord::JobRecord(const JobRanks& ranks, const std::vector<Alert>& jobAlerts)
 }
 
 ExportManifest JobRecord::manifest(const CaptureStore& store, const std::vector<ModuleInfo>& modules,
+                                   const std::map<std::string, std::vector<std::string>>& shapes,
                                    const std::vector<std::uint8_t>& masks, int bins) const {
   ExportManifest manifest;
   manifest.hookscopeVersion = HOOKSCOPE_VERSION;
@@ -38,6 +39,7 @@ ExportManifest JobRecord::manifest(const CaptureStore& store, const std::vector<
   }
   for (const auto& s : m_scripts) manifest.steps = std::max(manifest.steps, s.steps);
   manifest.config.bins = bins;
+  manifest.modules = moduleRecords(modules, shapes);
   for (std::size_t i = 0; i < masks.size() && i < modules.size(); ++i) {
     if (masks[i]) manifest.hooked.push_back({modules[i].path, captureKindNames(masks[i])});
   }

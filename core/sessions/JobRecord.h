@@ -7,6 +7,7 @@
 #include "sessions/JobRank.h"
 #include "store/CaptureStore.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,11 @@ public:
   /// Each rank's script, with how its session ended and its steps.
   const std::vector<ScriptRecord>& scripts() const { return m_scripts; }
 
-  /// The export's manifest: the scripts (every rank when it is a job of several), steps, the
-  /// modules `masks` hooks, interventions, gaps, `bins` and the store's thinning.
+  /// The export's manifest: the scripts (every rank when it is a job of several), steps, every
+  /// module with its output `shapes` and those `masks` hooks, interventions, gaps, `bins` and the
+  /// store's thinning.
   ExportManifest manifest(const CaptureStore& store, const std::vector<ModuleInfo>& modules,
+                          const std::map<std::string, std::vector<std::string>>& shapes,
                           const std::vector<std::uint8_t>& masks, int bins) const;
   /// A manifest told as a model file's, with the configurations of `configHistory` it stepped
   /// with (a record still open, toStep -1, ends at the last step; one from after it is left out).

@@ -100,6 +100,7 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
   m_reviewOnly = summary.reviewOnly;
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
+  if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
   // The Type column as wide as this model's longest type (a transformer's would otherwise read
   // "Trans…coder"), from BatchNorm2d's width up to TransformerEncoder's, as far as the name
   // keeps its kNameWidth: the name tells layers apart. Longer ones are cut in the middle, whole

@@ -80,6 +80,23 @@ void countCheckpointParameters(SessionSummary& summary, const TreeOfPaths& tree,
   }
 }
 
+// An export that kept the whole model: every module with its type, parameters and output shapes,
+// as the live tree showed them.
+void treeFromManifest(SessionSummary& summary, TreeOfPaths& tree, const std::vector<ModuleRecord>& modules) {
+  for (const auto& record : modules) {
+    auto& info = summary.modules[std::size_t(tree.add(record.path))];
+    info.typeName = record.type;
+    info.ownParams = record.ownParams;
+    info.totalParams = record.totalParams;
+    if (record.path.empty() && !record.type.empty()) info.name = record.type;  // the root is named by its class, as live
+    if (record.shapes.empty() || record.shapes.front().empty()) continue;
+    ModuleCallShape shape{record.path, 0, {}};
+    const QStringList parts = QString::fromStdString(record.shapes.front()).split(QStringLiteral(", "));
+    for (const QString& part : parts) shape.shapes.push_back(part.toStdString());
+    summary.shapes.push_back(std::move(shape));
+  }
+}
+
 } // namespace
 
 std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QString& checkpoint, QString* error) {
@@ -96,6 +113,11 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
   summary.reviewOnly = true;
   summary.store = data.store;
   TreeOfPaths tree(&summary, data.manifest.modelFile);
+  treeFromManifest(summary, tree, data.manifest.modules);
+  if (data.manifest.modules.empty() && checkpoint.isEmpty()) {
+    summary.note = QStringLiteral("an export written before HookScope kept the model: the tree holds the modules "
+                                  "its captures name, without types, parameters or shapes");
+  }
   for (const auto& hooked : data.manifest.hooked) {
     const int at = tree.add(hooked.module);
     std::uint8_t mask = 0;
@@ -105,7 +127,7 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
     summary.hooks[std::size_t(at)] = mask;
   }
   for (const auto& record : data.manifest.interventions) tree.add(record.module);
-  if (!checkpoint.isEmpty()) countCheckpointParameters(summary, tree, *data.store);
+  if (!checkpoint.isEmpty() && data.manifest.modules.empty()) countCheckpointParameters(summary, tree, *data.store);
   summary.alerts = data.alerts;
   summary.interventions = data.manifest.interventions;
   summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));

@@ -34,6 +34,10 @@ struct SessionSummary {
   /// For a reopened export: its alerts and its interventions, with their steps.
   std::vector<hookscope::Alert> alerts;
   std::vector<hookscope::InterventionRecord> interventions;
+  /// For a reopened export that kept the model: each module's output shapes (call 0).
+  std::vector<hookscope::ModuleCallShape> shapes;
+  /// What the window says once about what was opened ("an export written before ...").
+  QString note;
 };
 
 /// One finished step, as the window shows it.

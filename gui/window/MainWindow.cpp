@@ -306,7 +306,7 @@ void MainWindow::describeOpened(const SessionSummary& summary) {
   }
   m_controls->setEditable(!summary.reviewOnly);
   m_controls->setNote(QString());
-  if (summary.reviewOnly) return m_status->say(tr("Opened %1").arg(summary.fileName), 8000);  // its name says read-only
+  if (summary.reviewOnly) return m_status->say(tr("Opened %1%2").arg(summary.fileName, summary.note.isEmpty() ? QString() : ": " + summary.note), 15000);
   // Short enough for a 1024 px status bar; the model's name there says how it is confined.
   m_status->say(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
                                                          : tr("Opened %1 in a confined engine process").arg(summary.fileName),
@@ -499,7 +499,7 @@ void MainWindow::updateStatus() {
   state.ranksAttached = &m_attach->ranksAttached();
   state.ranksEnded = &m_attach->ranksEnded();
   state.listenAddress = m_attach->listeningAddress();
-  state.lastStep = m_lastStep;
+  state.lastStep = m_summary.reviewOnly && m_summary.store ? m_summary.store->latestStep() : m_lastStep;  // a reopened run's last
   state.running = run.running();
   state.paused = run.paused();
   state.engineStopped = run.engineStopped;

@@ -17,6 +17,7 @@
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HistogramPlot.h"
+#include "plots/LossPlot.h"
 #include "plots/QCustomPlotInclude.h"
 
 #include <QAction>
@@ -170,6 +171,68 @@ private Q_SLOTS:
     const QModelIndex act = window->treeModel()->indexOfModule(moduleIndex(window->treeModel(), "fc1"), ModuleTreeModel::Act);
     QVERIFY(!(window->treeModel()->flags(act) & Qt::ItemIsEnabled));
     QVERIFY(!(window->treeModel()->flags(act) & Qt::ItemIsUserCheckable));
+  }
+
+  // Issue 37, items 1 and 2: a reopened run looks as it did live at its last step: every module
+  // (hooked or not) with its type, parameters and output shape, every plot fitted to all its
+  // steps, the scrubber at the last step. An export without the model still opens, and says so.
+  void aReopenedRunShowsTheWholeModelAndFitsItsPlots() {
+    auto window = openModel();
+    window->resize(1024, 700);
+    ModuleTreeModel* tree = window->treeModel();
+    for (const char* module : {"conv1", "fc1"}) {
+      for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
+        QVERIFY(tree->setData(tree->indexOfModule(moduleIndex(tree, module), column), Qt::Checked, Qt::CheckStateRole));
+      }
+    }
+    runAndWait(*window, 40);
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("reopened"));
+    QVERIFY(exportTo(*window, out));
+    auto review = std::make_unique<MainWindow>();
+    review->setInteractive(false);
+    review->resize(1024, 700);
+    review->show();
+    QSignalSpy opened(review.get(), &MainWindow::modelOpened);
+    review->openCapture(out);
+    QVERIFY(opened.wait(kTimeout));
+    QTest::qWait(300);
+    tree = review->treeModel();
+    QCOMPARE(int(tree->modules().size()), 11);  // relu1, pool1, ... too, though not hooked
+    const auto cell = [&](const char* module, int column) {
+      return tree->data(tree->indexOfModule(moduleIndex(tree, module), column)).toString();
+    };
+    QCOMPARE(cell("fc1", ModuleTreeModel::Type), QStringLiteral("Linear"));
+    QCOMPARE(cell("fc1", ModuleTreeModel::Params), QStringLiteral("50.2k"));
+    QCOMPARE(cell("pool2", ModuleTreeModel::OutputShape), QStringLiteral("8x16x7x7"));
+    QCOMPARE(cell("relu3", ModuleTreeModel::Type), QStringLiteral("ReLU"));
+    QCOMPARE(review->plots()->shownStep(), 39);
+    bool lastStepShown = false;  // the status bar's step field, not "step —"
+    for (QLabel* label : review->statusBar()->findChildren<QLabel*>()) lastStepShown |= label->text() == QStringLiteral("step 39");
+    QVERIFY(lastStepShown);
+    GradNormPlot* norms = review->plots()->gradNorms();
+    QCOMPARE(norms->pointCount("fc1"), 40);
+    const QCPRange steps = norms->plot()->xAxis->range();
+    QVERIFY2(steps.lower <= 0 && steps.upper >= 39, qPrintable(QStringLiteral("%1..%2").arg(steps.lower).arg(steps.upper)));
+    QCOMPARE(review->plots()->loss()->pointCount(), 40);
+    const QCPRange lossSteps = review->plots()->loss()->plot()->xAxis->range();
+    QVERIFY2(lossSteps.lower <= 0 && lossSteps.upper >= 39, qPrintable(QStringLiteral("%1..%2").arg(lossSteps.lower).arg(lossSteps.upper)));
+    // Written before the model was kept: opens, with the tree of its series, and says so.
+    QFile manifest(out + QStringLiteral("/manifest.json"));
+    QVERIFY(manifest.open(QIODevice::ReadOnly));
+    QJsonObject json = QJsonDocument::fromJson(manifest.readAll()).object();
+    manifest.close();
+    json.remove(QStringLiteral("modules"));
+    QVERIFY(manifest.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    manifest.write(QJsonDocument(json).toJson());
+    manifest.close();
+    review->openCapture(out);
+    QVERIFY(opened.wait(kTimeout));
+    QVERIFY(moduleIndex(review->treeModel(), "fc1") >= 0);
+    QCOMPARE(moduleIndex(review->treeModel(), "relu3"), -1);
+    QVERIFY2(review->statusBar()->toolTip().contains(QStringLiteral("before HookScope kept the model")) ||
+                 review->statusBar()->currentMessage().contains(QStringLiteral("before HookScope kept the model")),
+             qPrintable(review->statusBar()->currentMessage()));
   }
 
   // 5. A model opened after another shows empty plots with neutral axes, not the last ranges.

@@ -235,6 +235,24 @@ def test_an_all_nan_step_is_non_finite_not_a_vanishing_gradient(tmp):
     assert "non_finite" in rules and "vanishing_gradient" not in rules, rules
 
 
+def test_the_export_holds_the_whole_model_hooked_or_not(tmp):
+    # Only `head` hooked: the manifest still lists every module with its type, parameters and
+    # output shapes by call (shared is called twice), so a reopened run shows the whole tree.
+    recorder = Recorder(tmp, "--hook", "head", "--kinds", "activation")
+    script = run_script(recorder.address, "--steps", "3")
+    assert script.returncode == 0, script.stderr
+    code, err = recorder.wait()
+    assert code == 0, err
+    modules = {m["path"]: m for m in manifest(recorder.out)["modules"]}
+    assert set(modules) == {"", "inp", "act", "shared", "pair", "pair.a", "pair.b", "head"}
+    assert modules[""]["type"] == "Net" and modules[""]["total"] == 8 * 16 + 16 + 16 * 16 + 16 + 2 * (16 * 16 + 16) + 16 * 4 + 4
+    assert modules["inp"]["type"] == "Linear" and modules["inp"]["params"] == 8 * 16 + 16
+    assert modules["act"]["type"] == "ReLU" and modules["act"]["params"] == 0
+    assert len(modules["shared"]["shapes"]) == 2 and modules["pair"]["shapes"][0].count(",") == 1, modules
+    run = hookscope.load_run(recorder.out)
+    assert not run.modules_from_series and len(run.modules) == 8
+
+
 def raw_exchange(address, data, read=True):
     """Sends bytes to the listener as a peer would; returns what came back before it closed."""
     path = address[len("unix:"):]

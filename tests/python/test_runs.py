@@ -128,6 +128,12 @@ def test_load_run_gives_what_the_export_holds(runs):
     assert all(math.isfinite(v) for _, v in run.scalars["loss"])
     assert run.series("param", "conv1.weight").values("numel")[0] == (0, 72)
     assert run.steps == [0, 1, 2, 3]
+    # The whole model, hooked or not (every module of the sample was hooked here, and pool1's
+    # shape is its own).
+    tree = {m["path"]: m for m in run.modules}
+    assert not run.modules_from_series and len(tree) == 11
+    assert tree["conv1"]["type"] == "Conv2d" and tree["conv1"]["params"] == 80 and tree[""]["total"] == 52138
+    assert tree["pool1"]["shapes"] == ["8x8x14x14"]
     with pytest.raises(KeyError, match="has activation, gradient of it|has gradient, activation"):
         run.series("input", "conv1")
 

@@ -72,6 +72,7 @@ TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
     EXPECT_NE(ended.find("closed by the script after 50 steps"), std::string::npos) << ended;
   });
   std::atomic<bool> done{false};
+  std::atomic<int> commands{0};
   std::thread window([&] {
     int i = 0;
     while (!done) {
@@ -82,8 +83,12 @@ TEST(AttachSessionTest, CommandsFromAnotherThreadWhileServing) {
       (void)session->alerts();
       (void)session->interventions();
       ++i;
+      ++commands;
     }
   });
+  // The steps begin once the window's commands have: on a loaded machine the thread may start
+  // after the whole run was served (the test then saw no intervention at all).
+  while (commands.load() == 0) std::this_thread::yield();
   for (int step = 0; step < 50; ++step) {
     ASSERT_TRUE(sendAll(script, activationStats(step, 1)));
     ASSERT_TRUE(sendAll(script, frame({{"type", "step"}, {"step", step}, {"scalars", {{"loss", 1.0 / (step + 1)}}}})));
