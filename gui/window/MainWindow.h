@@ -79,6 +79,8 @@ public:
   void selectModule(const QString& path);
   /// Selects a layer in the tree and shows `step` in every plot.
   void jumpTo(qint64 step, const QString& module);
+  /// A problem, in a message box (or, not interactive, in lastMessage() and messageShown).
+  void showMessage(const QString& title, const QString& text);
   const SessionSummary& summary() const { return m_summary; }
   QString modelPath() const { return m_summary.path; }
   std::shared_ptr<hookscope::CaptureStore> store() const { return m_summary.store; }
@@ -156,7 +158,6 @@ private:
   /// Shows where an armed rule paused the run (selects the layer and the step).
   void showBreak(const hookscope::Alert& alert);
   void onRunState(const RunState& state);
-  void showMessage(const QString& title, const QString& text);
   void scheduleRedraw();
   void redraw();
   void updateActions();

@@ -7,6 +7,7 @@
 #include "window/DiscardGuard.h"
 #include "window/MainWindow.h"
 #include "window/RecentFiles.h"
+#include "window/RunComparer.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowShortcuts.h"
 
@@ -45,6 +46,11 @@ void WindowMenus::buildFile() {
   file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), w, &MainWindow::exportAllPlots);
   file->addAction(tr("&Compare checkpoints…"), w, [w] { w->compareCheckpoints(); })
       ->setToolTip(tr("Per tensor, what changed from one checkpoint to another, and what went NaN"));
+  auto* comparer = new RunComparer(w);
+  file->addAction(tr("Compare with &run…"), comparer, &RunComparer::chooseAndCompare)
+      ->setToolTip(tr("The run shown against an export, series by series: where they first diverge"));
+  file->addAction(tr("&Go to first divergence"), comparer, &RunComparer::showFirstDivergence)
+      ->setShortcut(QKeySequence(Qt::Key_F8));
   m_tensorBoardAction =
       file->addAction(tr("Export as &TensorBoard log…"), w->tensorBoardExport(), &TensorBoardExport::exportWithDialog);
   m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));

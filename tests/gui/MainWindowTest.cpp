@@ -3,6 +3,7 @@
 #include "session/SessionHost.h"
 #include "window/MainWindow.h"
 #include "window/DiscardGuard.h"
+#include "window/RunComparer.h"
 #include "window/TensorBoardExport.h"
 #include "panels/PlotsPanel.h"
 #include "panels/RunControls.h"
@@ -388,6 +389,50 @@ private Q_SLOTS:
     const QString text = QString::fromUtf8(alerts.readAll());
     QVERIFY2(text.contains(QStringLiteral("non_finite")) && !text.contains(QStringLiteral("vanishing_gradient")),
              qPrintable(text));
+  }
+
+  // Issue 37, item 3: File > Compare with run… against a run at twice the learning rate: the
+  // status bar names the first divergence (step 1, conv1's activation: step 0 ran on the same
+  // weights), F8 selects it; the same run twice does not diverge; a folder that is no export is
+  // said, not compared.
+  void comparingWithAnotherRunNamesTheFirstDivergenceAndF8GoesThere() {
+    QTemporaryDir tmp;
+    const auto capture = [&](const QString& name, const QString& lr) {
+      QProcess cli;
+      cli.start(QStringLiteral(HOOKSCOPE_CLI),
+                {QStringLiteral("capture"), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL), QStringLiteral("--input"),
+                 QStringLiteral("8x1x28x28"), QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--hook"),
+                 QStringLiteral("*"), QStringLiteral("--lr"), lr, QStringLiteral("--out"), tmp.filePath(name)});
+      return cli.waitForFinished(120000) && cli.exitCode() == 0;
+    };
+    QVERIFY(capture(QStringLiteral("slow"), QStringLiteral("0.01")));
+    QVERIFY(capture(QStringLiteral("same"), QStringLiteral("0.01")));
+    QVERIFY(capture(QStringLiteral("fast"), QStringLiteral("0.02")));
+    MainWindow window;
+    window.setInteractive(false);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openCapture(tmp.filePath(QStringLiteral("slow")));
+    QVERIFY(opened.wait(kTimeout));
+    auto* comparer = window.findChild<RunComparer*>();
+    QVERIFY(comparer);
+    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("fast"))));
+    QVERIFY(comparer->result().diverged());
+    QCOMPARE(comparer->result().first.step, std::int64_t(1));
+    QCOMPARE(comparer->result().first.key.module, std::string("conv1"));
+    QVERIFY2(window.statusBar()->currentMessage().startsWith(QStringLiteral("Differs from fast first at step 1: activation conv1 (")),
+             qPrintable(window.statusBar()->currentMessage()));
+    window.show();
+    window.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    QTest::keyClick(&window, Qt::Key_F8);
+    QCOMPARE(QString::fromStdString(window.plots()->selectedSeries().module), QStringLiteral("conv1"));
+    QCOMPARE(window.plots()->selectedSeries().kind, CaptureKind::Activation);
+    QCOMPARE(window.plots()->shownStep(), std::int64_t(1));
+    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
+    QVERIFY(!comparer->result().diverged());
+    QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));
+    QVERIFY(!comparer->compareWith(tmp.path()));
+    QVERIFY2(window.lastMessage().contains(QStringLiteral("manifest")), qPrintable(window.lastMessage()));
   }
 
   void theExportDialogStartsBesideTheModelOrTheLastExportNotTheRecoveryFolder() {

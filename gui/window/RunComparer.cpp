@@ -1,0 +1,78 @@
+#include "window/RunComparer.h"
+
+#include "files/ExportFolder.h"
+#include "models/ModuleTreeModel.h"
+#include "panels/PlotsPanel.h"
+#include "window/MainWindow.h"
+
+#include <QApplication>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QStatusBar>
+
+using namespace hookscope;
+
+RunComparer::RunComparer(MainWindow* window) : QObject(window), m_window(window) {}
+
+void RunComparer::chooseAndCompare() {
+  const QString dir = QFileDialog::getExistingDirectory(m_window, tr("Compare with run (an export folder)"));
+  if (!dir.isEmpty()) compareWith(dir);
+}
+
+bool RunComparer::compareWith(const QString& dir, double tolerance) {
+  const auto shown = m_window->store();
+  if (!shown || shown->seriesKeys().empty()) {
+    m_window->showMessage(tr("Compare with run"), tr("Nothing is captured yet: run or open a run first, then compare it "
+                                                     "with an export."));
+    return false;
+  }
+  ExportData other;
+  std::string problem;
+  QApplication::setOverrideCursor(Qt::WaitCursor);
+  const bool read = readExport(dir.toStdString(), &other, &problem);
+  QApplication::restoreOverrideCursor();
+  if (!read) {
+    m_window->showMessage(tr("Compare with run"), QString::fromStdString(problem));
+    return false;
+  }
+  // The shown run's model order: forward order for the first divergence.
+  std::vector<std::string> order;
+  for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
+  m_result = compareRuns(*shown, *other.store, tolerance, order);
+  m_other = QFileInfo(dir).fileName();
+  if (m_result.diverged()) {
+    const auto& first = m_result.first;
+    m_summary = tr("Differs from %1 first at step %2: %3 (%4 %5 vs %6); F8 goes there")
+                    .arg(m_other)
+                    .arg(first.step)
+                    .arg(QString::fromStdString(describeSeries(first.key)), QString::fromStdString(first.statistic))
+                    .arg(first.a, 0, 'g', 6)
+                    .arg(first.b, 0, 'g', 6);
+  } else {
+    m_summary = tr("No divergence from %1 over %2 steps and %3 series")
+                    .arg(m_other)
+                    .arg(m_result.stepsCompared)
+                    .arg(m_result.seriesCompared);
+  }
+  if (!m_result.onlyInA.empty() || !m_result.onlyInB.empty() || !m_result.notes.empty()) {
+    m_summary += tr(" (%1 series only here, %2 only there%3)")
+                     .arg(m_result.onlyInA.size())
+                     .arg(m_result.onlyInB.size())
+                     .arg(m_result.notes.empty() ? QString() : QStringLiteral("; ") + QString::fromStdString(m_result.notes.front()));
+  }
+  m_window->statusBar()->showMessage(m_summary);
+  m_window->statusBar()->setToolTip(m_summary);
+  return true;
+}
+
+void RunComparer::showFirstDivergence() {
+  if (!m_result.diverged()) {
+    m_window->statusBar()->showMessage(m_summary.isEmpty() ? tr("Compare with a run first: File > Compare with run…")
+                                                           : m_summary,
+                                       8000);
+    return;
+  }
+  const auto& key = m_result.first.key;
+  m_window->jumpTo(m_result.first.step, QString::fromStdString(ownerModule(key)));
+  m_window->plots()->showKind(key.kind);
+}
