@@ -32,6 +32,7 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
   m_gradFractions.assign(m_modules.size(), 0.0);
   m_nonFinite.assign(m_modules.size(), false);
   m_precision.assign(m_modules.size(), std::nan(""));
+  m_differs.assign(m_modules.size(), -1);
   m_reviewOnly = reviewOnly;
   endResetModel();
 }
@@ -191,6 +192,12 @@ void ModuleTreeModel::setPrecision(int count, const std::vector<double>& fractio
   emitColumnChanged(Precision, Precision);
 }
 
+void ModuleTreeModel::setFirstDifferences(const std::vector<std::int64_t>& steps) {
+  if (steps.size() != m_modules.size()) return;
+  m_differs = steps;
+  emitColumnChanged(Differs, Differs);
+}
+
 QModelIndex ModuleTreeModel::indexOfModule(int module, int column) const {
   if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
   return createIndex(m_row[std::size_t(module)], column, quintptr(module));
@@ -320,7 +327,7 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     return QBrush(QColor(200, 30, 30));
   }
   if (role == Qt::ToolTipRole) return toolTip(m, column);
-  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm || column == Precision)) {
+  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm || column == Precision || column == Differs)) {
     return int(Qt::AlignRight | Qt::AlignVCenter);
   }
   if (role != Qt::DisplayRole) return {};
@@ -342,6 +349,7 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
       const double f = m_precision[std::size_t(m)];
       return std::isnan(f) ? QString() : f == 0 ? QStringLiteral("0") : QString::number(100 * f, 'g', 2) + QLatin1Char('%');
     }
+    case Differs: return m_differs[std::size_t(m)] < 0 ? QStringLiteral("—") : QString::number(m_differs[std::size_t(m)]);
     default: return {};
   }
 }
@@ -378,7 +386,7 @@ QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, i
           .arg(QString::fromLatin1(count.meaning));
     }
   }
-  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm", "Precision"};
+  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm", "Precision", "Differs at"};
   static const char* tips[] = {"Module name (hover for path and parameters)",
                                "Module class",
                                "Output shape: of the first output at the first step",
@@ -387,7 +395,9 @@ QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, i
                                "Capture gradients with respect to the outputs",
                                "Capture inputs",
                                "L2 norm of the gradient at the module's output, latest step",
-                               "A low-precision count: choose it in View > Value column"};
+                               "A low-precision count: choose it in View > Value column",
+                               "The first step where a series of the module differs from the compared run (File > "
+                               "Compare with run…); — where none does"};
   if (section < 0 || section >= ColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromLatin1(names[section]);
   if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);

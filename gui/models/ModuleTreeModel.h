@@ -15,7 +15,7 @@ class ModuleTreeModel : public QAbstractItemModel {
   Q_OBJECT
 
 public:
-  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, Precision, ColumnCount };
+  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, Precision, Differs, ColumnCount };
   enum Role { ModuleIndexRole = Qt::UserRole + 1, PathRole, GradNormFractionRole, NonFiniteRole };
 
   explicit ModuleTreeModel(QObject* parent = nullptr);
@@ -50,6 +50,9 @@ public:
   /// hookscope::kPrecisionCounts, -1: none) and each module's fraction of it (NaN: none).
   void setPrecision(int count, const std::vector<double>& fractions);
   int precisionCount() const { return m_precisionCount; }
+  /// The Differs column: per module, the first step where a series of it differs from the
+  /// compared run (-1: none differs).
+  void setFirstDifferences(const std::vector<std::int64_t>& steps);
 
   QModelIndex indexOfModule(int module, int column = Name) const;
   int moduleAt(const QModelIndex& index) const;
@@ -92,5 +95,6 @@ private:
   std::vector<bool> m_nonFinite;
   std::vector<double> m_precision;
   int m_precisionCount = -1;
+  std::vector<std::int64_t> m_differs;  ///< setFirstDifferences
   bool m_reviewOnly = false;
 };

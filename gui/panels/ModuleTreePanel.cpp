@@ -81,6 +81,7 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
     header->moveSection(header->visualIndex(c), visual++);
   }
   m_view->setColumnHidden(ModuleTreeModel::Precision, true);  // until a count is chosen for it
+  m_view->setColumnHidden(ModuleTreeModel::Differs, true);    // until a run is compared
   m_view->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_view, &QWidget::customContextMenuRequested, this, &ModuleTreePanel::showMenu);
   connect(m_view->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] {
@@ -100,6 +101,10 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
   m_reviewOnly = summary.reviewOnly;
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
+  if (!m_view->isColumnHidden(ModuleTreeModel::Differs)) {  // a comparison was of the run shown before
+    m_view->setColumnHidden(ModuleTreeModel::Differs, true);
+    setPrecisionColumn(m_tree->precisionCount());
+  }
   if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
   // The Type column as wide as this model's longest type (a transformer's would otherwise read
   // "Trans…coder"), from BatchNorm2d's width up to TransformerEncoder's, as far as the name
@@ -170,6 +175,24 @@ void ModuleTreePanel::setPrecisionColumn(int count) {
     m_view->setColumnWidth(ModuleTreeModel::Precision, metrics.horizontalAdvance(label) + 12);
   }
   Q_EMIT precisionColumnChanged(count);
+}
+
+void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) {
+  std::vector<std::int64_t> steps(m_tree->modules().size(), -1);
+  for (const auto& [path, step] : firstSteps) {
+    for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
+      if (m_tree->modules()[m].path == path) steps[m] = step;
+    }
+  }
+  m_tree->setFirstDifferences(steps);
+  m_view->setColumnHidden(ModuleTreeModel::GradNorm, true);
+  m_view->setColumnHidden(ModuleTreeModel::Precision, true);
+  m_view->setColumnHidden(ModuleTreeModel::Differs, false);
+  m_view->setColumnWidth(ModuleTreeModel::Differs, m_view->header()->fontMetrics().horizontalAdvance(tr("Differs at")) + 12);
+  if (m_view->header()->visualIndex(ModuleTreeModel::Differs) > m_view->header()->visualIndex(ModuleTreeModel::Params)) {
+    m_view->header()->moveSection(m_view->header()->visualIndex(ModuleTreeModel::Differs),
+                                  m_view->header()->visualIndex(ModuleTreeModel::Params));
+  }
 }
 
 int ModuleTreePanel::currentModule() const { return m_tree->moduleAt(m_filter->mapToSource(m_view->currentIndex())); }

@@ -42,6 +42,9 @@ public:
   /// Shows `count` (an index into hookscope::kPrecisionCounts) in the gradient norm's place;
   /// -1: the gradient norm.
   void setPrecisionColumn(int count);
+  /// Shows, in the gradient norm's place, the first step each module differs from a compared
+  /// run (`firstSteps`: module path and step, for the modules that differ).
+  void showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps);
 
 Q_SIGNALS:
   /// Another module is selected.

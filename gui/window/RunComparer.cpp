@@ -2,6 +2,7 @@
 
 #include "files/ExportFolder.h"
 #include "models/ModuleTreeModel.h"
+#include "panels/ModuleTreePanel.h"
 #include "panels/PlotsPanel.h"
 #include "window/MainWindow.h"
 
@@ -60,6 +61,7 @@ bool RunComparer::compareWith(const QString& dir, double tolerance) {
                      .arg(m_result.onlyInB.size())
                      .arg(m_result.notes.empty() ? QString() : QStringLiteral("; ") + QString::fromStdString(m_result.notes.front()));
   }
+  if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showDifferences(m_result.moduleFirstStep);
   m_window->statusBar()->showMessage(m_summary);
   m_window->statusBar()->setToolTip(m_summary);
   return true;

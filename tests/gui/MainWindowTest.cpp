@@ -421,6 +421,16 @@ private Q_SLOTS:
     QCOMPARE(comparer->result().first.key.module, std::string("conv1"));
     QVERIFY2(window.statusBar()->currentMessage().startsWith(QStringLiteral("Differs from fast first at step 1: activation conv1 (")),
              qPrintable(window.statusBar()->currentMessage()));
+    // The tree's Differs column, in the gradient norm's place: conv1 and every module after it
+    // in the forward differ from step 1 (the root too: it holds them all).
+    ModuleTreeModel* tree = window.treeModel();
+    QVERIFY(!window.treeView()->isColumnHidden(ModuleTreeModel::Differs));
+    QVERIFY(window.treeView()->isColumnHidden(ModuleTreeModel::GradNorm));
+    const auto differs = [&](const char* module) {
+      return tree->data(tree->indexOfModule(moduleIndex(tree, module), ModuleTreeModel::Differs)).toString();
+    };
+    QCOMPARE(differs("conv1"), QStringLiteral("1"));
+    QCOMPARE(differs("fc2"), QStringLiteral("1"));
     window.show();
     window.activateWindow();
     QVERIFY(QTest::qWaitForWindowActive(&window));
