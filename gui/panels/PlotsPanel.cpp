@@ -154,6 +154,11 @@ QStringList PlotsPanel::saveAll(const QString& dir) const {
   return failed;
 }
 
+void PlotsPanel::setComparedStore(std::shared_ptr<CaptureStore> run) {
+  m_state.compared = std::move(run);
+  refresh();
+}
+
 void PlotsPanel::setRank(int rank) {
   m_state.rank = rank;
   for (int i = 0; i < m_rankChooser->count(); ++i) {

@@ -65,6 +65,8 @@ public:
   HeatmapPlot* heatmap() const { return m_heatmap; }
   GradNormPlot* gradNorms() const { return m_gradNorms; }
   LossPlot* loss() const { return m_loss; }
+  /// Draws `run` over the shown one (the histogram's outline, the loss dashed); null: none.
+  void setComparedStore(std::shared_ptr<hookscope::CaptureStore> run);
   PrecisionPlot* precision() const { return m_precision; }
   /// Beside the histogram: the selected series' distribution over steps, or its low-precision
   /// counts (the tabs under them).

@@ -45,6 +45,11 @@ HistogramPlot::HistogramPlot(QWidget* parent) : PlotPage(tr("Histogram"), parent
   m_current->setLineStyle(QCPGraph::lsStepLeft);
   m_current->setPen(QPen(QColor(30, 100, 180)));
   m_current->setBrush(QColor(40, 120, 210, 170));
+  m_compared = m_plot->addGraph();
+  m_compared->setName(tr("compared run"));
+  m_compared->setLineStyle(QCPGraph::lsStepLeft);
+  m_compared->setPen(QPen(QColor(230, 120, 20), 1.5));
+  m_compared->setAntialiased(false);
   // Axis-aligned steps look the same without antialiasing, which costs most of the drawing.
   m_previous->setAntialiasedFill(false);
   m_current->setAntialiasedFill(false);
@@ -67,19 +72,16 @@ HistogramPlot::HistogramPlot(QWidget* parent) : PlotPage(tr("Histogram"), parent
   outer->addLayout(row);
 }
 
-void HistogramPlot::refresh(const ViewState& state) {
-  SeriesPoint point, previous;
-  m_hasData = state.store && state.hasSelection && state.step >= 0 &&
-              state.store->pointAt(state.selected, state.step, &point);
+void HistogramPlot::drawOtherRanks(const ViewState& state, std::int64_t step) {
   // Other ranks' same tensor at this step, outlined (at most a few dozen are readable).
   std::size_t outlines = 0;
-  if (m_hasData && state.ranks.size() > 1) {
+  if (step >= 0 && state.ranks.size() > 1) {
     for (int rank : state.ranks) {
       if (rank == state.selected.rank || outlines >= 32) continue;
       SeriesKey key = state.selected;
       key.rank = rank;
       SeriesPoint other;
-      if (!state.store->pointAt(key, state.step, &other) || other.step != point.step) continue;
+      if (!state.store->pointAt(key, state.step, &other) || other.step != step) continue;
       if (outlines == m_others.size()) {
         QCPGraph* graph = m_plot->addGraph();
         graph->setLineStyle(QCPGraph::lsStepLeft);
@@ -97,6 +99,23 @@ void HistogramPlot::refresh(const ViewState& state) {
     m_others[i]->data()->clear();
     m_others[i]->setVisible(false);
   }
+}
+
+void HistogramPlot::drawCompared(const ViewState& state, std::int64_t step) {
+  SeriesPoint compared;  // the same series and step in the compared run, on its own bins
+  if (step >= 0 && state.compared && state.compared->pointAt(state.selected, step, &compared) && compared.step == step) {
+    fillBars(m_compared, compared.stats);
+  } else {
+    m_compared->data()->clear();
+  }
+}
+
+void HistogramPlot::refresh(const ViewState& state) {
+  SeriesPoint point, previous;
+  m_hasData = state.store && state.hasSelection && state.step >= 0 &&
+              state.store->pointAt(state.selected, state.step, &point);
+  drawOtherRanks(state, m_hasData ? point.step : -1);
+  drawCompared(state, m_hasData ? point.step : -1);
   if (!m_hasData) {
     m_current->data()->clear();
     m_previous->data()->clear();
@@ -172,6 +191,8 @@ QString HistogramPlot::emptyText(const ViewState& state) const {
   }
   return tr("No %1 captured for<br><b>%2</b> yet: tick it in<br>the tree and run a step.").arg(kind, name);
 }
+
+bool HistogramPlot::comparedShown() const { return !m_compared->data()->isEmpty(); }
 
 int HistogramPlot::outlineCount() const {
   return int(std::count_if(m_others.begin(), m_others.end(), [](QCPGraph* g) { return g->visible(); }));

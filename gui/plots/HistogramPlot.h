@@ -21,6 +21,8 @@ public:
   int barCount() const;
   /// Other ranks' outlines drawn at the current step.
   int outlineCount() const;
+  /// Whether the compared run's histogram of the shown series and step is drawn (an outline).
+  bool comparedShown() const;
   QString statsText() const;
 
 protected:
@@ -29,8 +31,13 @@ protected:
   QString emptyText(const ViewState& state) const;
 
 private:
+  /// Outlines of the other ranks' same tensor at `step` (-1: none shown).
+  void drawOtherRanks(const ViewState& state, std::int64_t step);
+  /// The compared run's same tensor at `step`, outlined (-1: none).
+  void drawCompared(const ViewState& state, std::int64_t step);
   QCPGraph* m_current;
   QCPGraph* m_previous;
+  QCPGraph* m_compared;              ///< the compared run's histogram at this step, outlined
   std::vector<QCPGraph*> m_others;  ///< other ranks' outlines, reused between frames
   QLabel* m_stats;
   hookscope::TensorStats m_shown;

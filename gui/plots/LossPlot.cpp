@@ -25,6 +25,9 @@ LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
   graph->setName(tr("loss"));
   graph->setPen(QPen(rankColor(0), 1.5));  // few lines: width is cheap
   m_lines.push_back(graph);
+  m_compared = m_plot->addGraph();
+  m_compared->setName(tr("compared run"));
+  m_compared->setPen(QPen(QColor(230, 120, 20), 1.5, Qt::DashLine));
   m_bandLow = m_plot->addGraph();
   m_bandHigh = m_plot->addGraph();
   for (QCPGraph* edge : {m_bandLow, m_bandHigh}) {
@@ -115,11 +118,13 @@ void LossPlot::refresh(const ViewState& state) {
   if (!state.store) {
     ensureLines(1);
     m_lines[0]->data()->clear();
+    m_compared->data()->clear();
+    m_comparedDrawn = nullptr;
     m_bandLow->setVisible(false);
     m_bandHigh->setVisible(false);
     m_plot->legend->setVisible(false);
     m_version = 0;
-  } else if (state.store->version() == m_version && sameRanks) {
+  } else if (state.store->version() == m_version && sameRanks && state.compared.get() == m_comparedDrawn) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   } else {
@@ -164,6 +169,14 @@ void LossPlot::refresh(const ViewState& state) {
       line->setScatterStyle(line->data()->size() == 1 ? QCPScatterStyle(QCPScatterStyle::ssDisc, 6)
                                                        : QCPScatterStyle(QCPScatterStyle::ssNone));
     }
+    // The compared run's same scalar (of the rank shown), dashed.
+    QVector<double> steps, values;
+    for (const auto& p : state.compared ? state.compared->scalars(name, m_shownRank) : std::vector<ScalarPoint>()) {
+      steps.append(double(p.step));
+      values.append(p.value);
+    }
+    m_compared->setData(steps, values, true);
+    m_comparedDrawn = state.compared.get();
     m_plot->legend->setVisible(m_allRanks);
     autoFit();
   }
@@ -175,6 +188,7 @@ void LossPlot::fitAxes() {
   // axis only the positive ones: it cannot show the others).
   double first = INFINITY, last = -INFINITY, lo = INFINITY, hi = -INFINITY;
   std::vector<QCPGraph*> drawn = m_lines;
+  drawn.push_back(m_compared);
   if (m_bandLow->visible()) {
     drawn.push_back(m_bandLow);
     drawn.push_back(m_bandHigh);
@@ -196,6 +210,7 @@ void LossPlot::fitAxes() {
 }
 
 int LossPlot::pointCount() const { return m_lines[0]->data()->size(); }
+int LossPlot::comparedPointCount() const { return m_compared->data()->size(); }
 int LossPlot::lineCount() const { return int(m_lines.size()); }
 bool LossPlot::bandShown() const { return m_bandLow->visible(); }
 

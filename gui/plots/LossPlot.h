@@ -17,6 +17,8 @@ public:
   QString toCsv() const override;
   /// Points of the first line (the chosen rank's, rank 0's, or the median).
   int pointCount() const;
+  /// Points of the compared run's line (0 without one).
+  int comparedPointCount() const;
   /// Lines drawn (one per rank with all ranks of a small job) and whether the band is.
   int lineCount() const;
   bool bandShown() const;
@@ -48,6 +50,8 @@ private:
   int m_shownRank = 0;
   bool m_allRanks = false;
   std::vector<QCPGraph*> m_lines;  ///< graph 0 first
+  QCPGraph* m_compared = nullptr;  ///< the compared run's scalar, dashed
+  const hookscope::CaptureStore* m_comparedDrawn = nullptr;  ///< the compared run last drawn
   QCPGraph* m_bandLow = nullptr;
   QCPGraph* m_bandHigh = nullptr;
 };

@@ -53,8 +53,17 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
     m_axisMargins = QSize(m_plot->viewport().width() - area.width(), m_plot->viewport().height() - area.height());
   });
   connect(m_plot, &QCustomPlot::beforeReplot, this, [this] {
-    m_plot->xAxis->ticker()->setTickCount(std::clamp((m_plot->width() - m_axisMargins.width()) / 70, 2, 6));
-    m_plot->yAxis->ticker()->setTickCount(std::clamp((m_plot->height() - m_axisMargins.height()) / 45, 2, 6));
+    const int width = m_plot->width() - m_axisMargins.width(), height = m_plot->height() - m_axisMargins.height();
+    m_plot->xAxis->ticker()->setTickCount(std::clamp(width / 70, 2, 6));
+    m_plot->yAxis->ticker()->setTickCount(std::clamp(height / 45, 2, 6));
+    // And no more ticks than labels of the range's width fit side by side.
+    if (auto* ticker = dynamic_cast<ReadableTicker*>(m_plot->xAxis->ticker().data())) {
+      const QFontMetrics metrics(m_plot->xAxis->tickLabelFont());
+      const QCPRange range = m_plot->xAxis->range();
+      const int label = std::max(metrics.horizontalAdvance(QString::number(range.lower, 'g', 4)),
+                                 metrics.horizontalAdvance(QString::number(range.upper, 'g', 4)));
+      ticker->setMaxTicks(width / (label + metrics.horizontalAdvance(QLatin1Char(' ')) * 2));
+    }
   });
   m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_plot, &QWidget::customContextMenuRequested, this, &PlotPage::showContextMenu);

@@ -8,6 +8,11 @@
 /// 1-2-5 sequence until two ticks fall inside.
 class ReadableTicker : public QCPAxisTicker {
 public:
+  /// At most this many ticks inside the range (the plot's room over one label's width), unless
+  /// that leaves fewer than two: a 40 px heatmap ran "0", "10" and "20" together as "01020".
+  void setMaxTicks(int ticks) { m_maxTicks = ticks; }
+  /// The next larger step of the 1-2-5 sequence (1 -> 2, 2 -> 5, 5 -> 10).
+  static double largerStep(double step);
   /// Ticks at multiples of `step` inside `range`.
   static int ticksInside(const QCPRange& range, double step);
   /// The next smaller step of the 1-2-5 sequence (5 -> 2, 2.5 -> 2, 2 -> 1, 1 -> 0.5).
@@ -15,4 +20,7 @@ public:
 
 protected:
   double getTickStep(const QCPRange& range) override;
+
+private:
+  int m_maxTicks = 1 << 20;
 };

@@ -9,6 +9,8 @@
 /// What the plots show: one store, the selected series, and the step being looked at.
 struct ViewState {
   std::shared_ptr<hookscope::CaptureStore> store;
+  /// A run compared with this one (File > Compare with run…): drawn over it, dashed or outlined.
+  std::shared_ptr<hookscope::CaptureStore> compared;
   hookscope::SeriesKey selected;  ///< module, call, kind, index of the selected series
   bool hasSelection = false;
   std::uint8_t selectedHooks = 0; ///< what is ticked on the selected layer (CaptureKind bits)

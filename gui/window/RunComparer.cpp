@@ -16,7 +16,9 @@ using namespace hookscope;
 RunComparer::RunComparer(MainWindow* window) : QObject(window), m_window(window) {}
 
 void RunComparer::chooseAndCompare() {
-  const QString dir = QFileDialog::getExistingDirectory(m_window, tr("Compare with run (an export folder)"));
+  // Beside the run shown (an export's folder, or the model's): where its sibling runs are.
+  const QString start = m_window->modelPath().isEmpty() ? QString() : QFileInfo(m_window->modelPath()).absolutePath();
+  const QString dir = QFileDialog::getExistingDirectory(m_window, tr("Compare with run (an export folder)"), start);
   if (!dir.isEmpty()) compareWith(dir);
 }
 
@@ -62,6 +64,7 @@ bool RunComparer::compareWith(const QString& dir, double tolerance) {
                      .arg(m_result.notes.empty() ? QString() : QStringLiteral("; ") + QString::fromStdString(m_result.notes.front()));
   }
   if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showDifferences(m_result.moduleFirstStep);
+  m_window->plots()->setComparedStore(other.store);
   m_window->statusBar()->showMessage(m_summary);
   m_window->statusBar()->setToolTip(m_summary);
   return true;

@@ -438,6 +438,9 @@ private Q_SLOTS:
     QCOMPARE(QString::fromStdString(window.plots()->selectedSeries().module), QStringLiteral("conv1"));
     QCOMPARE(window.plots()->selectedSeries().kind, CaptureKind::Activation);
     QCOMPARE(window.plots()->shownStep(), std::int64_t(1));
+    // Both runs drawn: the compared run's histogram of conv1 at step 1 outlined, its loss dashed.
+    QVERIFY(window.plots()->histogram()->comparedShown());
+    QCOMPARE(window.plots()->loss()->comparedPointCount(), 3);
     QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
     QVERIFY(!comparer->result().diverged());
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));

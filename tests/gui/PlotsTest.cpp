@@ -286,9 +286,10 @@ private Q_SLOTS:
   // -0.244..0.248 on a histogram with room for two get "-0.2 0 0.2" (QCustomPlot's 0.25 leaves
   // only 0 inside; 0.1 gave five labels that ran together in 100 px).
   void theTickerKeepsTwoTicksInsideAndNoMore() {
-    const auto ticks = [](double lower, double upper, int count) {
+    const auto ticks = [](double lower, double upper, int count, int most = 100) {
       ReadableTicker ticker;
       ticker.setTickCount(count);
+      ticker.setMaxTicks(most);
       QVector<double> all, inside;
       QVector<QString> labels;
       ticker.generate(QCPRange(lower, upper), QLocale::c(), QLatin1Char('g'), 6, all, nullptr, &labels);
@@ -300,6 +301,13 @@ private Q_SLOTS:
     QCOMPARE(ticks(-0.244, 0.248, 2), (QVector<double>{-0.2, 0.0, 0.2}));
     QCOMPARE(ticks(0, 99, 2), (QVector<double>{0, 50}));
     QCOMPARE(ticks(0.3, 0.7, 2), (QVector<double>{0.4, 0.6}));
+    // A 40 px heatmap over 30 steps has room for two labels: 0 and 20, not 0, 10, 20 run together.
+    QCOMPARE(ticks(0, 29, 2), (QVector<double>{0, 10, 20}));
+    QCOMPARE(ticks(0, 29, 2, 2), (QVector<double>{0, 20}));
+    QCOMPARE(ticks(-0.244, 0.248, 2, 1), (QVector<double>{-0.2, 0.0, 0.2}));  // never fewer than two
+    QCOMPARE(ReadableTicker::largerStep(1.0), 2.0);
+    QCOMPARE(ReadableTicker::largerStep(2.0), 5.0);
+    QCOMPARE(ReadableTicker::largerStep(5.0), 10.0);
     QCOMPARE(ReadableTicker::smallerStep(0.25), 0.2);
     QCOMPARE(ReadableTicker::smallerStep(5.0), 2.0);
     QCOMPARE(ReadableTicker::smallerStep(2.0), 1.0);

@@ -356,7 +356,7 @@ private Q_SLOTS:
     QVERIFY(QTest::qWaitForWindowExposed(window.get()));
     tickAll(window->treeModel(), ModuleTreeModel::Act);
     tickAll(window->treeModel(), ModuleTreeModel::Grad);
-    runAndWait(*window, 12);
+    runAndWait(*window, 30);  // 30 steps: "0 10 20" would not fit a narrow heatmap
     window->selectModule(QStringLiteral("fc1"));
     QTest::qWait(300);
     // The run has ended: the plots redraw only for the resize, from a larger window to this size
