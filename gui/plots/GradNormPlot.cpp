@@ -62,6 +62,10 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
   // Every line is drawn by one LineBundle; QCPGraphs (empty, hidden) only carry legend entries.
   m_lines = new LineBundle(m_plot->xAxis, m_plot->yAxis);
   m_lines->removeFromLegend();
+  m_compared = new LineBundle(m_plot->xAxis, m_plot->yAxis);
+  m_compared->removeFromLegend();
+  m_compared->setDashed(true);
+  m_compared->setSelectable(QCP::stNone);
   m_offersLogScale = true;
   setLogScale(true);
   connect(m_plot, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* plottable, int, QMouseEvent* event) {
@@ -99,6 +103,10 @@ void GradNormPlot::fitAxes() {
   if (found) m_plot->xAxis->setRange(stepRange(keys.lower, keys.upper));
   const QCP::SignDomain domain = m_log ? QCP::sdPositive : QCP::sdBoth;
   QCPRange values = m_lines->getValueRange(found, domain);
+  bool compared = false;  // the compared run's lines stay on the chart too
+  const QCPRange others = m_compared->getValueRange(compared, domain);
+  if (compared) values = found ? QCPRange(std::min(values.lower, others.lower), std::max(values.upper, others.upper)) : others;
+  found = found || compared;
   // The band reaches beyond the median lines: it must stay on the chart too.
   if (m_bandLow && m_bandLow->visible()) {
     bool low = false, high = false;
@@ -355,6 +363,8 @@ void GradNormPlot::refresh(const ViewState& state) {
     m_legendModules.clear();
     m_bands.clear();
     m_lines->reset(0);
+    m_compared->reset(0);
+    m_comparedDrawn = nullptr;
     m_keys.clear();
     m_follower.forget();
     m_version = 0;
@@ -365,7 +375,8 @@ void GradNormPlot::refresh(const ViewState& state) {
   const bool sameStore = state.store.get() == m_follower.store();
   const RankMode mode = rankModeOf(state);
   const bool sameRanks = mode == m_mode && (mode != RankMode::OneRank || m_keys.empty() || m_keys.front().rank == state.shownRank());
-  if (state.store->version() == m_version && sameStore && highlighted == m_highlighted && sameRanks) {
+  const bool comparedChanged = state.compared.get() != m_comparedDrawn;
+  if (state.store->version() == m_version && sameStore && highlighted == m_highlighted && sameRanks && !comparedChanged) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   }
@@ -375,6 +386,9 @@ void GradNormPlot::refresh(const ViewState& state) {
     // Steps further apart than the store keeps them are a gap in the captures (hooks off,
     // steps dropped by an attached script): the lines break there.
     m_lines->setMaxKeyGap(double(state.store->stride()));
+  }
+  if (comparedChanged || m_version != m_comparedVersion) {
+    updateCompared(state);
     autoFit();
   }
   highlight(highlighted);
@@ -408,6 +422,33 @@ void GradNormPlot::onMouseMove(QMouseEvent* event) {
 }
 
 int GradNormPlot::lineCount() const { return m_lines->seriesCount(); }
+
+int GradNormPlot::comparedLineCount() const { return m_compared->seriesCount(); }
+
+int GradNormPlot::comparedPointCount(const std::string& module) const {
+  for (std::size_t i = 0; i < m_keys.size() && int(i) < m_compared->seriesCount(); ++i) {
+    if (m_keys[i].module == module && m_keys[i].call == 0 && m_keys[i].index == 0) return int(m_compared->keys(int(i)).size());
+  }
+  return 0;
+}
+
+void GradNormPlot::updateCompared(const ViewState& state) {
+  m_comparedDrawn = state.compared.get();
+  m_comparedVersion = m_version;
+  const bool draw = state.compared && m_mode == RankMode::OneRank;  // a job's many lines: the shown run's alone
+  m_compared->reset(draw ? int(m_keys.size()) : 0);
+  if (!draw) return;
+  for (std::size_t i = 0; i < m_keys.size(); ++i) {
+    m_compared->setColor(int(i), layerColor(m_keys[i]));
+    QVector<double> steps, norms;
+    for (const auto& p : state.compared->values(m_keys[i], &TensorStats::l2norm)) {
+      steps.append(double(p.step));
+      norms.append(p.value);
+    }
+    m_compared->append(int(i), steps, norms);
+  }
+  m_compared->setMaxKeyGap(double(state.compared->stride()));
+}
 
 QColor GradNormPlot::drawnColor(int line) const { return m_lines->color(line); }
 

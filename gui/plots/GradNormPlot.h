@@ -35,6 +35,10 @@ public:
   QColor layerColor(const hookscope::SeriesKey& key) const;
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
+  /// The compared run's lines (dashed, one per layer in the layer's colour) and the points of
+  /// one module's (call 0, index 0).
+  int comparedLineCount() const;
+  int comparedPointCount(const std::string& module) const;
   int pointCount(const std::string& module) const;
   /// How the ranks of a job are drawn.
   enum class RankMode { OneRank, LinePerRank, Median };
@@ -74,8 +78,13 @@ private:
   void updateSpread(const ViewState& state);
   /// Shows the band of the highlighted layer (Median mode).
   void updateBand();
+  /// Draws the compared run's norms of the layers drawn (one rank shown), or none.
+  void updateCompared(const ViewState& state);
 
   LineBundle* m_lines;
+  LineBundle* m_compared;  ///< the compared run's norms, dashed; not clickable
+  const hookscope::CaptureStore* m_comparedDrawn = nullptr;
+  std::uint64_t m_comparedVersion = 0;  ///< the shown run's version when they were drawn
   QCPGraph* m_bandLow = nullptr;
   QCPGraph* m_bandHigh = nullptr;
   RankMode m_mode = RankMode::OneRank;

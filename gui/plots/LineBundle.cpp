@@ -148,6 +148,7 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
     const double lo = std::max(std::min(y0, y1) - half, -1.0);
     const double hi = std::min(std::max(y0, y1) + half, double(height));
     const int a = std::max(0, int(std::floor(lo))), b = std::min(height - 1, int(std::floor(hi)));
+    if (m_dashed && (x / 6) % 2 == 1) return;  // 6 px drawn, 6 left out
     for (int column = std::max(0, x - half); column <= std::min(width - 1, x + half); ++column) {
       for (int y = a; y <= b; ++y) reinterpret_cast<QRgb*>(bits + y * stride)[column] = color;
     }
@@ -207,7 +208,8 @@ void LineBundle::rasterize(const Series& s, const Mapping& m, QPoint origin, dou
 void LineBundle::stroke(const Series& s, const Mapping& m, QPoint origin, double dpr, double penWidth) {
   QPainter painter(&m_image);
   painter.setRenderHint(QPainter::Antialiasing);
-  painter.setPen(QPen(QColor::fromRgba(s.color), penWidth * dpr, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin));
+  painter.setPen(QPen(QColor::fromRgba(s.color), penWidth * dpr, m_dashed ? Qt::DashLine : Qt::SolidLine, m_dashed ? Qt::FlatCap : Qt::RoundCap,
+                      Qt::RoundJoin));
   const QCPRange keys = keyAxis()->range();
   const auto [first, last] = visibleRange(s, keys.lower, keys.upper);
   QPolygonF run;  // finite points without a gap between them

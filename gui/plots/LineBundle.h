@@ -34,6 +34,8 @@ public:
   void setMaxKeyGap(double gap) { m_maxKeyGap = gap; }
   /// The series drawn 2.5 px wide on top of the others; -1 for none.
   void setHighlighted(int series) { m_highlighted = series; }
+  /// Every series dashed (another run's lines over this one's).
+  void setDashed(bool dashed) { m_dashed = dashed; }
   /// The lines as last drawn (tests: antialiased edges have partial alpha).
   const QImage& image() const { return m_image; }
 
@@ -87,6 +89,7 @@ private:
 
   std::vector<Series> m_series;
   int m_highlighted = -1;
+  bool m_dashed = false;
   bool m_logAxis = false;
   double m_maxKeyGap = std::numeric_limits<double>::infinity();
   QImage m_image;

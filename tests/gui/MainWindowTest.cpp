@@ -441,6 +441,8 @@ private Q_SLOTS:
     // Both runs drawn: the compared run's histogram of conv1 at step 1 outlined, its loss dashed.
     QVERIFY(window.plots()->histogram()->comparedShown());
     QCOMPARE(window.plots()->loss()->comparedPointCount(), 3);
+    QCOMPARE(window.plots()->gradNorms()->comparedLineCount(), window.plots()->gradNorms()->lineCount());
+    QCOMPARE(window.plots()->gradNorms()->comparedPointCount("conv1"), 3);  // dashed, in conv1's colour
     QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
     QVERIFY(!comparer->result().diverged());
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));
