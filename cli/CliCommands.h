@@ -98,6 +98,7 @@ struct ReportOptions {
   std::string out;                  ///< the HTML file to write
   std::vector<std::string> layers;  ///< the modules to draw a heatmap of ("" : every hooked one, up to a limit)
   bool force = false;               ///< replace an existing file
+  std::string compare;              ///< a second export drawn with it, and where they first diverge
 };
 
 struct ServeOptions {

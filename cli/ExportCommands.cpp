@@ -197,6 +197,10 @@ int runReport(const ReportOptions& options) {
     words.push_back(layer);
   }
   if (options.force) words.push_back("--force");
+  if (!options.compare.empty()) {
+    words.push_back("--compare");
+    words.push_back(options.compare);
+  }
   return error(kMissingTool, "cannot start " + program + ": " + std::strerror(execWords(words)));
 }
 
@@ -229,6 +233,8 @@ Command addReportCommand(CLI::App& app) {
   command->add_option("--layer", report->layers,
                       "a layer to draw a heatmap of (repeatable; default: every hooked layer, up to 16)");
   command->add_flag("--force", report->force, "replace an existing file");
+  command->add_option("--compare", report->compare,
+                      "a second export: drawn over the first (dashed lines, outlines), with where they first diverge");
 
   return {command, [report] { return runReport(*report); }};
 }

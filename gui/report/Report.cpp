@@ -1,6 +1,7 @@
 #include "report/Report.h"
 
 #include "files/ExportFolder.h"
+#include "store/RunCompare.h"
 #include "rules/RuleEvaluator.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
@@ -123,6 +124,51 @@ QString alertsTable(const std::vector<Alert>& alerts, bool ranks) {
                      esc(std::string(captureKindName(a.kind))), esc(a.message));
   }
   return html + QStringLiteral("</table>\n");
+}
+
+/// Where the compared run first diverges from this one, each step's first difference and what
+/// could not be aligned (as `hookscope-cli compare` says it).
+QString comparisonSection(const ExportData& data, const ExportData& other, const QString& otherName,
+                          ReportContents* contents) {
+  std::vector<std::string> order;
+  for (const auto& module : data.manifest.modules) order.push_back(module.path);
+  for (const auto& hooked : data.manifest.hooked) order.push_back(hooked.module);
+  const RunComparison result = compareRuns(*data.store, *other.store, 1e-4, order);
+  QString body = QStringLiteral("<h2>Compared with %1</h2>\n").arg(esc(otherName));
+  body += QStringLiteral("<p class=\"note\">Drawn over this run in the pictures below: its loss and gradient norms "
+                         "dashed.</p>\n");
+  const auto describe = [](const SeriesDifference& d) {
+    return QStringLiteral("step %1, %2 (%3 %4 vs %5)")
+        .arg(d.step)
+        .arg(esc(describeSeries(d.key)), esc(d.statistic))
+        .arg(d.a, 0, 'g', 7)
+        .arg(d.b, 0, 'g', 7);
+  };
+  if (result.diverged()) {
+    contents->firstDivergence = describe(result.first);
+    body += QStringLiteral("<p class=\"warn\">First divergence: %1.</p>\n").arg(contents->firstDivergence);
+    body += QStringLiteral("<table><tr><th>the first differing series per step</th></tr>\n");
+    for (std::size_t i = 0; i < result.steps.size() && i < 20; ++i) {
+      body += QStringLiteral("<tr><td>%1</td></tr>\n").arg(describe(result.steps[i]));
+    }
+    if (result.steps.size() > 20) {
+      body += QStringLiteral("<tr><td>… and %1 more steps (hookscope-cli compare --csv lists every one)</td></tr>\n")
+                  .arg(result.steps.size() - 20);
+    }
+    body += QStringLiteral("</table>\n");
+  } else {
+    body += QStringLiteral("<p>No divergence over %1 steps and %2 series (relative tolerance 1e-4).</p>\n")
+                .arg(result.stepsCompared)
+                .arg(result.seriesCompared);
+  }
+  for (const auto& note : result.notes) body += QStringLiteral("<p class=\"note\">%1.</p>\n").arg(esc(note));
+  if (!result.onlyInA.empty() || !result.onlyInB.empty()) {
+    body += QStringLiteral("<p class=\"note\">%1 series only in this run, %2 only in %3.</p>\n")
+                .arg(result.onlyInA.size())
+                .arg(result.onlyInB.size())
+                .arg(esc(otherName));
+  }
+  return body;
 }
 
 /// The lines of the gradient-norm picture, named: the plot's own legend fits a corner of the
@@ -399,9 +445,18 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   state.rank = -1;
   state.latestStep = data.store->latestStep();
   state.step = state.latestStep;
+  ExportData other;
+  if (!request.compare.isEmpty()) {
+    if (!readExport(request.compare.toStdString(), &other, &message)) {
+      *error = QStringLiteral("--compare: %1").arg(QString::fromStdString(message));
+      return ReportResult::BadInput;
+    }
+    state.compared = other.store;
+  }
 
   const QString title = QStringLiteral("HookScope report: %1").arg(QFileInfo(request.run).fileName());
   QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run);
+  if (state.compared) body += comparisonSection(data, other, QFileInfo(request.compare).fileName(), contents);
   body += scalarsSection(state, contents);
   body += gradNormSection(state, contents);
   body += precisionSection(state, contents);

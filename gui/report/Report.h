@@ -12,6 +12,7 @@ struct ReportRequest {
   QStringList layers;    ///< modules to draw a heatmap of; empty: every hooked one, up to maxLayers
   int maxLayers = 16;
   bool force = false;    ///< replace an existing file
+  QString compare;       ///< a second export: drawn over the first, and where they first diverge
 };
 
 /// What writeReport drew, for the message and the tests.
@@ -20,6 +21,7 @@ struct ReportContents {
   QStringList heatmapLayers;  ///< in the order drawn
   int layersLeftOut = 0;      ///< hooked layers past maxLayers, not drawn
   int precisionRows = 0;      ///< tensors listed as losing values in float16 or fp8
+  QString firstDivergence;    ///< with a compared run: "step 1, activation conv1 (...)", or "" for none
 };
 
 enum class ReportResult {

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   parser.addOption({QStringLiteral("max-layers"), QStringLiteral("heatmaps drawn without --layer"), QStringLiteral("N"),
                     QStringLiteral("16")});
   parser.addOption({QStringLiteral("force"), QStringLiteral("replace an existing file")});
+  parser.addOption({QStringLiteral("compare"), QStringLiteral("a second export drawn with it"), QStringLiteral("RUN")});
   parser.process(app);
   ReportRequest request;
   const QStringList positional = parser.positionalArguments();
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   request.layers = parser.values(QStringLiteral("layer"));
   request.maxLayers = std::max(0, parser.value(QStringLiteral("max-layers")).toInt());
   request.force = parser.isSet(QStringLiteral("force"));
+  request.compare = parser.value(QStringLiteral("compare"));
   ReportContents contents;
   QString error;
   const ReportResult result = writeReport(request, &contents, &error);

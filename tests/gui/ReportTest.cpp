@@ -179,6 +179,30 @@ private Q_SLOTS:
     QVERIFY(read(out).contains(QStringLiteral("Not counted in this export")));
   }
 
+  // Issue 37, item 4: report --compare draws both runs and says where they first diverge.
+  void aComparedRunIsDrawnWithItsFirstDivergence() {
+    const QString fast = m_tmp.filePath(QStringLiteral("fast"));
+    const Run capture = cli({QStringLiteral("capture"), QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"),
+                             QStringLiteral("--out"), fast, QStringLiteral("--hook"), QStringLiteral("*"),
+                             QStringLiteral("--steps"), QStringLiteral("6"), QStringLiteral("--lr"), QStringLiteral("0.03")});
+    QVERIFY2(capture.code == 0, qPrintable(capture.err));
+    const QString out = m_tmp.filePath(QStringLiteral("compared.html"));
+    const Run report = cli({QStringLiteral("report"), m_run, QStringLiteral("--out"), out, QStringLiteral("--compare"), fast});
+    QVERIFY2(report.code == 0, qPrintable(report.err));
+    const QString html = read(out);
+    QVERIFY2(html.contains(QStringLiteral("<h2>Compared with fast</h2>")), qPrintable(html.left(2000)));
+    QVERIFY2(html.contains(QStringLiteral("First divergence: step 1, activation conv1 (")), qPrintable(html.left(4000)));
+    const QString alone = m_tmp.filePath(QStringLiteral("alone.html"));
+    QCOMPARE(cli({QStringLiteral("report"), m_run, QStringLiteral("--out"), alone}).code, 0);
+    // The loss picture holds the dashed compared line: it differs from the report without it.
+    QVERIFY(images(html).size() == images(read(alone)).size());
+    QVERIFY(images(html).front() != images(read(alone)).front());
+    const Run bad = cli({QStringLiteral("report"), m_run, QStringLiteral("--out"), m_tmp.filePath(QStringLiteral("x.html")),
+                         QStringLiteral("--compare"), m_tmp.filePath(QStringLiteral("nothing"))});
+    QCOMPARE(bad.code, 4);
+    QVERIFY2(bad.err.contains(QStringLiteral("--compare")), qPrintable(bad.err));
+  }
+
   void badRequestsSayWhat() {
     const QString out = m_tmp.filePath(QStringLiteral("bad.html"));
     Run report = cli({QStringLiteral("report"), m_run, QStringLiteral("--out"), out, QStringLiteral("--layer"),
