@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -320,6 +321,10 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   if (role == PathRole) return QString::fromStdString(info.path);
   if (role == GradNormFractionRole) return m_gradFractions[std::size_t(m)];
   if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
+  if (role == SortRole) {
+    if (column != Differs) return data(index, Qt::DisplayRole);
+    return m_differs[std::size_t(m)] < 0 ? std::numeric_limits<qint64>::max() : qint64(m_differs[std::size_t(m)]);
+  }
   if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
     return checkState(m, kindOfColumn(column));
   }

@@ -16,7 +16,10 @@ class ModuleTreeModel : public QAbstractItemModel {
 
 public:
   enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, Precision, Differs, ColumnCount };
-  enum Role { ModuleIndexRole = Qt::UserRole + 1, PathRole, GradNormFractionRole, NonFiniteRole };
+  enum Role {
+    ModuleIndexRole = Qt::UserRole + 1, PathRole, GradNormFractionRole, NonFiniteRole,
+    SortRole  ///< what sorting by a column compares: "Differs at" as numbers, a module that does not differ last
+  };
 
   explicit ModuleTreeModel(QObject* parent = nullptr);
 

@@ -44,6 +44,7 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
   m_filter->setRecursiveFilteringEnabled(true);
   m_filter->setFilterCaseSensitivity(Qt::CaseInsensitive);
   m_filter->setFilterKeyColumn(-1);
+  m_filter->setSortRole(ModuleTreeModel::SortRole);
   connect(m_filterEdit, &QLineEdit::textChanged, this, [this](const QString& text) {
     m_filter->setFilterFixedString(text);
     m_view->expandAll();
@@ -103,6 +104,8 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
   if (!m_view->isColumnHidden(ModuleTreeModel::Differs)) {  // a comparison was of the run shown before
     m_view->setColumnHidden(ModuleTreeModel::Differs, true);
+    m_view->setSortingEnabled(false);
+    m_filter->sort(-1);  // the model's own order again
     setPrecisionColumn(m_tree->precisionCount());
   }
   if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
@@ -188,6 +191,10 @@ void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, s
   m_view->setColumnHidden(ModuleTreeModel::GradNorm, true);
   m_view->setColumnHidden(ModuleTreeModel::Precision, true);
   m_view->setColumnHidden(ModuleTreeModel::Differs, false);
+  // Sorted by it, earliest first (a click on another header sorts by that column; another run
+  // shown brings back the model's order).
+  m_view->setSortingEnabled(true);
+  m_view->sortByColumn(ModuleTreeModel::Differs, Qt::AscendingOrder);
   m_view->setColumnWidth(ModuleTreeModel::Differs, m_view->header()->fontMetrics().horizontalAdvance(tr("Differs at")) + 12);
   if (m_view->header()->visualIndex(ModuleTreeModel::Differs) > m_view->header()->visualIndex(ModuleTreeModel::Params)) {
     m_view->header()->moveSection(m_view->header()->visualIndex(ModuleTreeModel::Differs),

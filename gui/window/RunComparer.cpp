@@ -9,11 +9,32 @@
 #include <QApplication>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QInputDialog>
+#include <QSettings>
 #include <QStatusBar>
 
 using namespace hookscope;
 
-RunComparer::RunComparer(MainWindow* window) : QObject(window), m_window(window) {}
+RunComparer::RunComparer(MainWindow* window)
+    : QObject(window), m_window(window), m_tolerance(QSettings().value(QStringLiteral("compare/tolerance"), 1e-4).toDouble()) {
+  if (!(m_tolerance > 0)) m_tolerance = 1e-4;
+}
+
+void RunComparer::setTolerance(double tolerance) {
+  if (!(tolerance > 0)) return;
+  m_tolerance = tolerance;
+  QSettings().setValue(QStringLiteral("compare/tolerance"), tolerance);
+  if (!m_otherDir.isEmpty()) compareWith(m_otherDir);
+}
+
+void RunComparer::chooseTolerance() {
+  bool ok = false;
+  const double tolerance = QInputDialog::getDouble(
+      m_window, tr("Comparison tolerance"),
+      tr("Relative difference of a series' mean, std or L2 norm that counts as a divergence:"), m_tolerance, 1e-12, 1e6,
+      12, &ok);
+  if (ok) setTolerance(tolerance);
+}
 
 void RunComparer::chooseAndCompare() {
   // Beside the run shown (an export's folder, or the model's): where its sibling runs are.
@@ -22,7 +43,7 @@ void RunComparer::chooseAndCompare() {
   if (!dir.isEmpty()) compareWith(dir);
 }
 
-bool RunComparer::compareWith(const QString& dir, double tolerance) {
+bool RunComparer::compareWith(const QString& dir) {
   const auto shown = m_window->store();
   if (!shown || shown->seriesKeys().empty()) {
     m_window->showMessage(tr("Compare with run"), tr("Nothing is captured yet: run or open a run first, then compare it "
@@ -41,8 +62,9 @@ bool RunComparer::compareWith(const QString& dir, double tolerance) {
   // The shown run's model order: forward order for the first divergence.
   std::vector<std::string> order;
   for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
-  m_result = compareRuns(*shown, *other.store, tolerance, order);
+  m_result = compareRuns(*shown, *other.store, m_tolerance, order);
   m_other = QFileInfo(dir).fileName();
+  m_otherDir = dir;
   if (m_result.diverged()) {
     const auto& first = m_result.first;
     m_summary = tr("Differs from %1 first at step %2: %3 (%4 %5 vs %6); F8 goes there")
@@ -52,10 +74,11 @@ bool RunComparer::compareWith(const QString& dir, double tolerance) {
                     .arg(first.a, 0, 'g', 6)
                     .arg(first.b, 0, 'g', 6);
   } else {
-    m_summary = tr("No divergence from %1 over %2 steps and %3 series")
+    m_summary = tr("No divergence from %1 over %2 steps and %3 series (tolerance %4)")
                     .arg(m_other)
                     .arg(m_result.stepsCompared)
-                    .arg(m_result.seriesCompared);
+                    .arg(m_result.seriesCompared)
+                    .arg(m_tolerance);
   }
   if (!m_result.onlyInA.empty() || !m_result.onlyInB.empty() || !m_result.notes.empty()) {
     m_summary += tr(" (%1 series only here, %2 only there%3)")

@@ -19,7 +19,13 @@ public:
   void chooseAndCompare();
   /// Compares the run shown with the export at `dir`; false (with a message shown) when either
   /// cannot be compared.
-  bool compareWith(const QString& dir, double tolerance = 1e-4);
+  bool compareWith(const QString& dir);
+  /// The relative difference that counts as a divergence (Settings: compare/tolerance, 1e-4);
+  /// setting it compares the last compared run again.
+  double tolerance() const { return m_tolerance; }
+  void setTolerance(double tolerance);
+  /// Asks for the tolerance (File > Comparison tolerance…).
+  void chooseTolerance();
   /// What the status bar says of the last comparison ("" before one).
   QString summary() const { return m_summary; }
   const hookscope::RunComparison& result() const { return m_result; }
@@ -30,5 +36,7 @@ private:
   MainWindow* m_window;
   hookscope::RunComparison m_result;
   QString m_other;
+  QString m_otherDir;  ///< the last compared run's folder
+  double m_tolerance = 1e-4;
   QString m_summary;
 };

@@ -51,6 +51,8 @@ void WindowMenus::buildFile() {
       ->setToolTip(tr("The run shown against an export, series by series: where they first diverge"));
   file->addAction(tr("&Go to first divergence"), comparer, &RunComparer::showFirstDivergence)
       ->setShortcut(QKeySequence(Qt::Key_F8));
+  file->addAction(tr("Comparison &tolerance…"), comparer, &RunComparer::chooseTolerance)
+      ->setToolTip(tr("The relative difference that counts as a divergence (default 1e-4)"));
   m_tensorBoardAction =
       file->addAction(tr("Export as &TensorBoard log…"), w->tensorBoardExport(), &TensorBoardExport::exportWithDialog);
   m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));

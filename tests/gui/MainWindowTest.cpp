@@ -1,5 +1,6 @@
 // The window, driven as a user would: open, tick, run, scrub, untick, export, reopen.
 #include "panels/AlertsPanel.h"
+#include "panels/ModuleTreePanel.h"
 #include "session/SessionHost.h"
 #include "window/MainWindow.h"
 #include "window/DiscardGuard.h"
@@ -443,6 +444,19 @@ private Q_SLOTS:
     QCOMPARE(window.plots()->loss()->comparedPointCount(), 3);
     QCOMPARE(window.plots()->gradNorms()->comparedLineCount(), window.plots()->gradNorms()->lineCount());
     QCOMPARE(window.plots()->gradNorms()->comparedPointCount("conv1"), 3);  // dashed, in conv1's colour
+    // Sorted by it: set by hand, fc2 (step 1) before conv1 (step 2) before the rest.
+    auto* panel = window.findChild<ModuleTreePanel*>();
+    QVERIFY(panel);
+    panel->showDifferences({{"conv1", 2}, {"fc2", 1}});
+    const QAbstractItemModel* shown = window.treeView()->model();
+    const QModelIndex root = shown->index(0, 0);
+    QCOMPARE(shown->index(0, 0, root).data().toString(), QStringLiteral("fc2"));
+    QCOMPARE(shown->index(1, 0, root).data().toString(), QStringLiteral("conv1"));
+    QCOMPARE(shown->index(2, ModuleTreeModel::Differs, root).data().toString(), QStringLiteral("—"));
+    // A looser tolerance compares again: three steps at twice the rate stay within 50%.
+    comparer->setTolerance(0.5);
+    QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from fast")), qPrintable(comparer->summary()));
+    comparer->setTolerance(1e-4);
     QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
     QVERIFY(!comparer->result().diverged());
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));
