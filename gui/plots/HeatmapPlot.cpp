@@ -3,6 +3,8 @@
 #include "plots/QCustomPlotInclude.h"
 #include "plots/ReadableTicker.h"
 
+#include <QMenu>
+
 #include <algorithm>
 #include <cmath>
 
@@ -65,7 +67,45 @@ void HeatmapPlot::resetView() {
 
 QCPRange HeatmapPlot::colourRange() const { return m_scale->dataRange(); }
 
+namespace {
+
+/// The value range and steps a map spans: every finite histogram of the points it draws.
+struct Grid {
+  double lo = INFINITY, hi = -INFINITY, first = INFINITY, last = -INFINITY;
+  std::size_t points = 0;
+  void add(const std::vector<SeriesPoint>& series) {
+    for (const auto& p : series) {
+      if (p.stats.histogram.empty() || !std::isfinite(p.stats.histLow)) continue;
+      lo = std::min(lo, p.stats.histLow);
+      hi = std::max(hi, p.stats.histHigh);
+      first = std::min(first, double(p.step));
+      last = std::max(last, double(p.step));
+    }
+    points = std::max(points, series.size());
+  }
+  bool empty() const { return points == 0 || !(hi > lo); }
+  double span() const { return std::max(last, first + 1) - first; }
+  int columns() const { return std::min<int>(int(points), kMaxColumns); }
+};
+
+/// log10(1 + count) per cell of `grid`: each column an equal share of its steps (thinned runs
+/// leave no gaps this way), each histogram resampled onto its rows.
+std::vector<double> cellsOf(const std::vector<SeriesPoint>& points, const Grid& grid) {
+  const int columns = grid.columns();
+  std::vector<double> cells(std::size_t(columns) * kRows, 0.0);
+  for (const auto& p : points) {
+    if (double(p.step) < grid.first) continue;
+    const int column = std::min(columns - 1, int((double(p.step) - grid.first) / grid.span() * columns));
+    HeatmapPlot::addResampled(p.stats, grid.lo, grid.hi, cells.data() + std::size_t(column) * kRows, kRows);
+  }
+  for (double& cell : cells) cell = cell > 0 ? std::log10(1.0 + cell) : 0.0;
+  return cells;
+}
+
+} // namespace
+
 void HeatmapPlot::refresh(const ViewState& state) {
+  m_state = state;
   const bool ok = state.store && state.hasSelection;
   setStepMarker(double(state.step), ok && state.step >= 0);
   if (!ok) {
@@ -75,49 +115,68 @@ void HeatmapPlot::refresh(const ViewState& state) {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  // The history only changes with the store; the marker moves with scrubbing.
-  if (!m_series.update(*state.store, state.selected)) {
+  // The history only changes with the store (or the compared run); the marker moves with scrubbing.
+  const bool changed = m_series.update(*state.store, state.selected) || state.compared.get() != m_comparedDrawn || m_redraw;
+  if (!changed) {
     replotMarker();
     return;
   }
-  const auto& points = m_series.points();
-  double lo = INFINITY, hi = -INFINITY;
-  for (const auto& p : points) {
-    if (p.stats.histogram.empty() || !std::isfinite(p.stats.histLow)) continue;
-    lo = std::min(lo, p.stats.histLow);
-    hi = std::max(hi, p.stats.histHigh);
-  }
-  if (points.empty() || !(hi > lo)) {
+  m_redraw = false;
+  m_comparedDrawn = state.compared.get();
+  const Source source = state.compared ? m_source : Source::Shown;
+  std::vector<SeriesPoint> compared;
+  if (source != Source::Shown) compared = state.compared->series(state.selected);
+  const auto& drawn = source == Source::Compared ? compared : m_series.points();
+  Grid grid;
+  grid.add(drawn);
+  if (source == Source::Difference) grid.add(compared);
+  if (grid.empty()) {
     m_map->data()->clear();
     m_scale->setDataRange(QCPRange(0, 1));
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  const double first = double(points.front().step), last = double(points.back().step);
-  const double span = std::max(last, first + 1) - first;
-  const int columns = std::min<int>(int(points.size()), kMaxColumns);
-  // Each column covers an equal share of the steps; thinned runs leave no gaps this way.
-  std::vector<double> cells(std::size_t(columns) * kRows, 0.0);
-  for (const auto& p : points) {
-    const auto& s = p.stats;
-    const int column = std::min(columns - 1, int((double(p.step) - first) / span * columns));
-    double* rows = cells.data() + std::size_t(column) * kRows;
-    addResampled(s, lo, hi, rows, kRows);
+  std::vector<double> cells = cellsOf(drawn, grid);
+  if (source == Source::Difference) {
+    const std::vector<double> other = cellsOf(compared, grid);
+    for (std::size_t i = 0; i < cells.size(); ++i) cells[i] = std::abs(cells[i] - other[i]);
   }
+  const int columns = grid.columns();
   m_map->data()->setSize(columns, kRows);
   // The range holds the first and last columns' centres; a single column spans its range, so
   // one step's column is centred on it.
-  m_map->data()->setRange(columns == 1 ? QCPRange(first - 0.5, first + 0.5) : QCPRange(first, first + span),
-                          QCPRange(lo, hi));
+  m_map->data()->setRange(columns == 1 ? QCPRange(grid.first - 0.5, grid.first + 0.5) : QCPRange(grid.first, grid.first + grid.span()),
+                          QCPRange(grid.lo, grid.hi));
   for (int column = 0; column < columns; ++column) {
-    for (int row = 0; row < kRows; ++row) {
-      const double count = cells[std::size_t(column) * kRows + std::size_t(row)];
-      m_map->data()->setCell(column, row, count > 0 ? std::log10(1.0 + count) : 0.0);
-    }
+    for (int row = 0; row < kRows; ++row) m_map->data()->setCell(column, row, cells[std::size_t(column) * kRows + std::size_t(row)]);
   }
-  m_map->rescaleDataRange(true);
+  // A map of zeros (two equal runs' difference) gets 0..1, not the last map's range kept.
+  if (*std::max_element(cells.begin(), cells.end()) > 0) {
+    m_map->rescaleDataRange(true);
+  } else {
+    m_scale->setDataRange(QCPRange(0, 1));
+  }
   autoFit();
   m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void HeatmapPlot::setSource(Source source) {
+  m_source = source;
+  static const char* labels[] = {"log10(1 + count)", "log10(1 + count), compared run", "|Δ log10(1 + count)|"};
+  m_scale->axis()->setLabel(tr(labels[int(source)]));
+  m_redraw = true;
+  refresh(m_state);
+}
+
+void HeatmapPlot::addMenuActions(QMenu* menu) {
+  menu->addSeparator();
+  const char* names[] = {"Shown run", "Compared run", "|Shown − compared|"};
+  for (int i = 0; i < 3; ++i) {
+    QAction* action = menu->addAction(tr(names[i]), this, [this, i] { setSource(Source(i)); });
+    action->setCheckable(true);
+    action->setChecked(int(m_source) == i);
+    action->setEnabled(m_state.compared != nullptr);  // File > Compare with run… first
+  }
 }
 
 void HeatmapPlot::fitAxes() {

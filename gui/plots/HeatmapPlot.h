@@ -25,14 +25,25 @@ public:
   static void addResampled(const hookscope::TensorStats& stats, double lo, double hi, double* rows, int rowCount);
   /// Cells of one column (0 = first shown step) that hold no count; -1 when there is no such column.
   int emptyRows(int column) const;
+  /// What the map shows while a run is compared: the shown run's histograms, the compared run's,
+  /// or |log10(1 + a) - log10(1 + b)| per cell on one grid (right-click; without a compared run,
+  /// the shown run's).
+  enum class Source { Shown, Compared, Difference };
+  void setSource(Source source);
+  Source source() const { return m_source; }
 
 protected:
   /// The whole of every cell: the map's ranges are its cells' centres, so the first and last
   /// steps (and the lowest and highest rows) would otherwise show half a cell.
   void fitAxes() override;
+  void addMenuActions(class QMenu* menu) override;
 
 private:
   QCPColorMap* m_map;
   QCPColorScale* m_scale;
   SeriesFollower m_series;  ///< the shown series, as last read
+  ViewState m_state;        ///< the last drawn, to draw again when the source changes
+  Source m_source = Source::Shown;
+  const hookscope::CaptureStore* m_comparedDrawn = nullptr;
+  bool m_redraw = false;
 };

@@ -444,6 +444,10 @@ private Q_SLOTS:
     QCOMPARE(window.plots()->loss()->comparedPointCount(), 3);
     QCOMPARE(window.plots()->gradNorms()->comparedLineCount(), window.plots()->gradNorms()->lineCount());
     QCOMPARE(window.plots()->gradNorms()->comparedPointCount("conv1"), 3);  // dashed, in conv1's colour
+    // The heatmap switched to |shown − compared|: conv1's histograms differ from step 1.
+    HeatmapPlot* heatmap = window.plots()->heatmap();
+    heatmap->setSource(HeatmapPlot::Source::Difference);
+    QVERIFY2(heatmap->colourRange().upper > 0.01, qPrintable(QString::number(heatmap->colourRange().upper)));
     // Sorted by it: set by hand, fc2 (step 1) before conv1 (step 2) before the rest.
     auto* panel = window.findChild<ModuleTreePanel*>();
     QVERIFY(panel);
@@ -460,6 +464,10 @@ private Q_SLOTS:
     QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
     QVERIFY(!comparer->result().diverged());
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));
+    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("slow"))));  // the shown run itself: nothing differs
+    QCOMPARE(heatmap->emptyRows(0), 96);  // every cell of the difference 0
+    QCOMPARE(heatmap->colourRange(), QCPRange(0, 1));
+    heatmap->setSource(HeatmapPlot::Source::Shown);
     QVERIFY(!comparer->compareWith(tmp.path()));
     QVERIFY2(window.lastMessage().contains(QStringLiteral("manifest")), qPrintable(window.lastMessage()));
   }
