@@ -12,6 +12,7 @@
 #include <QInputDialog>
 #include <QSettings>
 #include <QStatusBar>
+#include <QStringList>
 
 using namespace hookscope;
 
@@ -89,7 +90,19 @@ bool RunComparer::compareWith(const QString& dir) {
   if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showDifferences(m_result.moduleFirstStep);
   m_window->plots()->setComparedStore(other.store);
   m_window->statusBar()->showMessage(m_summary);
-  m_window->statusBar()->setToolTip(m_summary);
+  // The whole of it on hover: every alignment note and the unshared series.
+  QStringList details{m_summary};
+  for (const auto& note : m_result.notes) details << tr("Note: %1").arg(QString::fromStdString(note));
+  const auto list = [&](const QString& label, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    QStringList shown;
+    for (std::size_t i = 0; i < names.size() && i < 12; ++i) shown << QString::fromStdString(names[i]);
+    if (names.size() > 12) shown << tr("… and %1 more").arg(names.size() - 12);
+    details << label + shown.join(QStringLiteral(", "));
+  };
+  list(tr("Only in the shown run: "), m_result.onlyInA);
+  list(tr("Only in %1: ").arg(m_other), m_result.onlyInB);
+  m_window->statusBar()->setToolTip(details.join(QLatin1Char('\n')));
   return true;
 }
 

@@ -464,6 +464,18 @@ private Q_SLOTS:
     QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
     QVERIFY(!comparer->result().diverged());
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));
+    // Another model's run: compared on what both hold, the rest listed in the status bar's tooltip.
+    QProcess other;
+    other.start(QStringLiteral(HOOKSCOPE_CLI), {QStringLiteral("capture"), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL),
+                                                QStringLiteral("--input"), QStringLiteral("8x1x28x28"), QStringLiteral("--steps"),
+                                                QStringLiteral("2"), QStringLiteral("--hook"), QStringLiteral("fc1"),
+                                                QStringLiteral("--out"), tmp.filePath(QStringLiteral("fc1only"))});
+    QVERIFY(other.waitForFinished(120000) && other.exitCode() == 0);
+    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("fc1only"))));
+    const QString tip = window.statusBar()->toolTip();
+    QVERIFY2(tip.contains(QStringLiteral("Note: the runs kept different steps (3 and 2")) &&
+                 tip.contains(QStringLiteral("Only in the shown run: activation (root)")),
+             qPrintable(tip));
     QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("slow"))));  // the shown run itself: nothing differs
     QCOMPARE(heatmap->emptyRows(0), 96);  // every cell of the difference 0
     QCOMPARE(heatmap->colourRange(), QCPRange(0, 1));
