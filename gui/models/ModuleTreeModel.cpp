@@ -323,7 +323,9 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
   if (role == SortRole) {
     if (column != Differs) return data(index, Qt::DisplayRole);
-    return m_differs[std::size_t(m)] < 0 ? std::numeric_limits<qint64>::max() : qint64(m_differs[std::size_t(m)]);
+    // Ties (modules differing at the same step) keep the model's order; one that does not differ comes last.
+    const qint64 step = m_differs[std::size_t(m)] < 0 ? std::numeric_limits<qint32>::max() : qint64(m_differs[std::size_t(m)]);
+    return step * (qint64(1) << 31) + m;
   }
   if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
     return checkState(m, kindOfColumn(column));

@@ -193,9 +193,10 @@ void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, s
   m_view->setColumnHidden(ModuleTreeModel::Differs, false);
   // Sorted by it, earliest first (a click on another header sorts by that column; another run
   // shown brings back the model's order).
+  m_view->header()->setSortIndicator(ModuleTreeModel::Differs, Qt::AscendingOrder);
   m_view->setSortingEnabled(true);
-  m_view->sortByColumn(ModuleTreeModel::Differs, Qt::AscendingOrder);
-  m_view->setColumnWidth(ModuleTreeModel::Differs, m_view->header()->fontMetrics().horizontalAdvance(tr("Differs at")) + 12);
+  // Its header whole beside the sort indicator.
+  m_view->setColumnWidth(ModuleTreeModel::Differs, m_view->header()->fontMetrics().horizontalAdvance(tr("Differs at")) + 32);
   if (m_view->header()->visualIndex(ModuleTreeModel::Differs) > m_view->header()->visualIndex(ModuleTreeModel::Params)) {
     m_view->header()->moveSection(m_view->header()->visualIndex(ModuleTreeModel::Differs),
                                   m_view->header()->visualIndex(ModuleTreeModel::Params));

@@ -457,6 +457,12 @@ private Q_SLOTS:
     QCOMPARE(shown->index(0, 0, root).data().toString(), QStringLiteral("fc2"));
     QCOMPARE(shown->index(1, 0, root).data().toString(), QStringLiteral("conv1"));
     QCOMPARE(shown->index(2, ModuleTreeModel::Differs, root).data().toString(), QStringLiteral("—"));
+    QCOMPARE(shown->index(2, 0, root).data().toString(), QStringLiteral("relu1"));  // then the model's order
+    panel->showDifferences({{"conv2", 1}, {"conv1", 1}});  // a tie keeps the model's order too
+    QCOMPARE(shown->index(0, 0, root).data().toString(), QStringLiteral("conv1"));
+    QCOMPARE(shown->index(1, 0, root).data().toString(), QStringLiteral("conv2"));
+    const QFontMetrics metrics(window.treeView()->header()->font());
+    QVERIFY(window.treeView()->columnWidth(ModuleTreeModel::Differs) >= metrics.horizontalAdvance(QStringLiteral("Differs at")) + 24);
     // A looser tolerance compares again: three steps at twice the rate stay within 50%.
     comparer->setTolerance(0.5);
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from fast")), qPrintable(comparer->summary()));
