@@ -18,6 +18,9 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
+# The fixtures' networks: GrowingNet's layer 'grow' first passes float16's range at step 4.
+FIXTURES_SOURCE = os.path.join(HERE, "..", "fixtures")
+sys.path.insert(0, FIXTURES_SOURCE)
 import hookscope  # noqa: E402
 from hookscope import _stats  # noqa: E402
 from test_statistics import reference  # noqa: E402
@@ -165,44 +168,13 @@ def test_integers_and_empty_and_all_nan(backend):
 CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(HERE, "..", "..", "build", "cli", "hookscope-cli"))
 needs_cli = pytest.mark.skipif(not os.path.exists(CLI), reason="hookscope-cli is not built")
 
-GROWING_MODEL = '''
-import torch
-import torch.nn as nn
-
-
-class Grow(nn.Module):
-    """Its output is its input times 10 to the number of its calls: with inputs in [1, 2), the
-    5th call (step 4) is the first past float16's 65504."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("calls", torch.zeros(()))
-
-    def forward(self, x):
-        self.calls += 1
-        return x * torch.pow(10.0, self.calls)
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 8)
-        self.grow = Grow()
-        self.fc2 = nn.Linear(8, 2)
-        with torch.no_grad():
-            for fc in (self.fc1, self.fc2):
-                fc.weight.fill_(1.0 / 8)
-                fc.bias.zero_()
-
-    def forward(self, x):
-        return self.fc2(self.grow(self.fc1(x)))
-'''
-
-ATTACHED_SCRIPT = GROWING_MODEL + '''
+ATTACHED_SCRIPT = '''
 import sys
+import torch
 import hookscope
+from architectures import GrowingNet
 
-model = Net()
+model = GrowingNet()
 hs = hookscope.attach(model)
 try:
     for step in range(10):
@@ -227,14 +199,9 @@ def first_overflow(export):
 @needs_cli
 def test_a_model_file_whose_layer_overflows_float16_breaks_at_that_step_and_module(tmp_path):
     import subprocess
-    import importlib.util
-    source = tmp_path / "growing.py"  # scripting reads the classes' source from their file
-    source.write_text(GROWING_MODEL)
-    spec = importlib.util.spec_from_file_location("growing", source)
-    growing = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(growing)
+    from architectures import GrowingNet
     path = str(tmp_path / "grow.pt")
-    torch.jit.script(growing.Net()).save(path)
+    torch.jit.script(GrowingNet()).save(path)
     out = str(tmp_path / "run")
     done = subprocess.run([CLI, "capture", path, "--out", out, "--hook", "*", "--input", "4x8:float32:1:2",
                            "--steps", "8", "--optimizer", "none", "--break", "fp16_overflow"],
@@ -252,7 +219,7 @@ def test_an_attached_script_whose_layer_overflows_float16_is_stopped_at_that_ste
     script = tmp_path / "grow_train.py"
     script.write_text(ATTACHED_SCRIPT)
     env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address,
-               PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+               PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"), FIXTURES_SOURCE]))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 7, done.stderr
     # The first place it shows, in forward order: grow, not the layers it spread to.
