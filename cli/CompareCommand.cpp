@@ -32,19 +32,12 @@ std::string number(double v) {
   return out.str();
 }
 
-std::string difference(const SeriesDifference& d) {
-  return "step " + std::to_string(d.step) + ", " + describeSeries(d.key) + " (" + d.statistic + " " + number(d.a) +
-         " vs " + number(d.b) + ")";
-}
-
-/// The modules in the order the runs name them: run A's hooked modules, then B's not in A.
+/// The modules in the order the runs name them: run A's, then B's not in A.
 std::vector<std::string> moduleOrder(const ExportManifest& a, const ExportManifest& b) {
-  std::vector<std::string> order;
-  std::set<std::string> seen;
-  for (const auto* manifest : {&a, &b}) {
-    for (const auto& hooked : manifest->hooked) {
-      if (seen.insert(hooked.module).second) order.push_back(hooked.module);
-    }
+  std::vector<std::string> order = a.modulePaths();
+  std::set<std::string> seen(order.begin(), order.end());
+  for (const auto& path : b.modulePaths()) {
+    if (seen.insert(path).second) order.push_back(path);
   }
   return order;
 }
@@ -83,7 +76,7 @@ int runCompare(const CompareOptions& options) {
   // Every name comes from the exports' files: printed so that none can drive the terminal.
   std::ostringstream out;
   if (result.diverged()) {
-    out << "first divergence: " << difference(result.first) << "\n";
+    out << "first divergence: " << describeDifference(result.first) << "\n";
   } else {
     out << "no divergence over " << result.stepsCompared << " steps and " << result.seriesCompared << " series\n";
   }
@@ -97,7 +90,7 @@ int runCompare(const CompareOptions& options) {
         out << "  … and " << result.steps.size() - 20 << " more steps" << (options.csv.empty() ? " (--csv FILE lists every one)" : "") << "\n";
         break;
       }
-      out << "  " << difference(d) << "\n";
+      out << "  " << describeDifference(d) << "\n";
     }
   }
   printList(out, "only in " + options.a, result.onlyInA);

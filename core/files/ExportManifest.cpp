@@ -174,6 +174,15 @@ bool parseRunConfig(const std::string& text, RunConfig* config, std::string* err
   }
 }
 
+std::vector<std::string> ExportManifest::modulePaths() const {
+  std::vector<std::string> paths;
+  for (const auto& m : modules) paths.push_back(m.path);
+  if (paths.empty()) {
+    for (const auto& h : hooked) paths.push_back(h.module);
+  }
+  return paths;
+}
+
 std::vector<ModuleRecord> moduleRecords(const std::vector<ModuleInfo>& modules,
                                         const std::map<std::string, std::vector<std::string>>& shapes) {
   std::vector<ModuleRecord> records;

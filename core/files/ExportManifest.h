@@ -126,6 +126,9 @@ struct ExportManifest {
   std::vector<GapRecord> gaps;
 
   bool thinned() const { return !thinning.empty(); }
+  /// The model's module paths in its order (`modules`), else, for an export written before it
+  /// kept them, the hooked ones: the forward order a comparison of runs follows.
+  std::vector<std::string> modulePaths() const;
   /// Captures the script reported dropped, over every step of every rank.
   std::int64_t droppedCaptures() const;
   /// The manifest as JSON text.

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 namespace hookscope {
@@ -139,6 +141,13 @@ std::string describeSeries(const SeriesKey& key) {
   if (key.index > 0) text += " [tensor " + std::to_string(key.index) + "]";
   if (key.rank > 0) text += " [rank " + std::to_string(key.rank) + "]";
   return text;
+}
+
+std::string describeDifference(const SeriesDifference& d) {
+  std::ostringstream out;
+  out << std::setprecision(7) << "step " << d.step << ", " << describeSeries(d.key) << " (" << d.statistic << " " << d.a
+      << " vs " << d.b << ")";
+  return out.str();
 }
 
 RunComparison compareRuns(const CaptureStore& a, const CaptureStore& b, double tolerance,

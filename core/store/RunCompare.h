@@ -50,5 +50,7 @@ RunComparison compareRuns(const CaptureStore& a, const CaptureStore& b, double t
 
 /// "activation fc1 [call 1] [rank 2]": a series as the comparison names it.
 std::string describeSeries(const SeriesKey& key);
+/// "step 1, activation conv1 (std 0.5935955 vs 0.5937674)": a difference as the comparison says it.
+std::string describeDifference(const SeriesDifference& difference);
 
 } // namespace hookscope

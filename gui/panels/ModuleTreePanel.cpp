@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 using namespace hookscope;
 
@@ -181,11 +182,11 @@ void ModuleTreePanel::setPrecisionColumn(int count) {
 }
 
 void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) {
+  const std::map<std::string, std::int64_t> byPath(firstSteps.begin(), firstSteps.end());
   std::vector<std::int64_t> steps(m_tree->modules().size(), -1);
-  for (const auto& [path, step] : firstSteps) {
-    for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
-      if (m_tree->modules()[m].path == path) steps[m] = step;
-    }
+  for (std::size_t m = 0; m < steps.size(); ++m) {
+    const auto found = byPath.find(m_tree->modules()[m].path);
+    if (found != byPath.end()) steps[m] = found->second;
   }
   m_tree->setFirstDifferences(steps);
   m_view->setColumnHidden(ModuleTreeModel::GradNorm, true);

@@ -59,10 +59,14 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
 }
 
 void HeatmapPlot::resetView() {
-  m_map->data()->clear();
+  clearMap();
   m_series.clear();
-  m_scale->setDataRange(QCPRange(0, 1));
   PlotPage::resetView();
+}
+
+void HeatmapPlot::clearMap() {
+  m_map->data()->clear();
+  m_scale->setDataRange(QCPRange(0, 1));  // nothing of the last map's counts
 }
 
 QCPRange HeatmapPlot::colourRange() const { return m_scale->dataRange(); }
@@ -109,9 +113,8 @@ void HeatmapPlot::refresh(const ViewState& state) {
   const bool ok = state.store && state.hasSelection;
   setStepMarker(double(state.step), ok && state.step >= 0);
   if (!ok) {
-    m_map->data()->clear();
+    clearMap();
     m_series.clear();
-    m_scale->setDataRange(QCPRange(0, 1));
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
@@ -131,8 +134,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
   grid.add(drawn);
   if (source == Source::Difference) grid.add(compared);
   if (grid.empty()) {
-    m_map->data()->clear();
-    m_scale->setDataRange(QCPRange(0, 1));
+    clearMap();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
   }

@@ -39,6 +39,9 @@ protected:
   void addMenuActions(class QMenu* menu) override;
 
 private:
+  /// No cells, and the colour bar's neutral 0..1.
+  void clearMap();
+
   QCPColorMap* m_map;
   QCPColorScale* m_scale;
   SeriesFollower m_series;  ///< the shown series, as last read

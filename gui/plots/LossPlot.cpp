@@ -52,12 +52,16 @@ LossPlot::LossPlot(QWidget* parent) : PlotPage(tr("Loss"), parent) {
   connect(m_chooser, &QComboBox::activated, this, [this](int index) { setScalar(m_chooser->itemText(index)); });
 }
 
-void LossPlot::setScalar(const QString& name) {
-  if (name == m_name) return;
+void LossPlot::nameScalar(const QString& name) {
   m_name = name;
   m_plot->yAxis->setLabel(name);
   setHeading(name == QLatin1String("loss") ? tr("Loss") : name);
-  m_version = 0;
+  m_version = 0;  // drawn again from the store
+}
+
+void LossPlot::setScalar(const QString& name) {
+  if (name == m_name) return;
+  nameScalar(name);
   fitToData();  // the new scalar's own range
   refresh(m_state);
 }
@@ -71,10 +75,7 @@ QString LossPlot::fileName() const {
 }
 
 void LossPlot::resetView() {
-  m_name = QStringLiteral("loss");
-  m_plot->yAxis->setLabel(m_name);
-  setHeading(tr("Loss"));
-  m_version = 0;
+  nameScalar(QStringLiteral("loss"));
   PlotPage::resetView();
 }
 

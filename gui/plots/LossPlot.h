@@ -38,6 +38,8 @@ protected:
   void logScaleChanged() override;
 
 private:
+  /// The scalar drawn from now on, named on the axis and in the heading.
+  void nameScalar(const QString& name);
   void updateChoices(const std::vector<std::string>& names);
   /// Makes `count` lines (graph 0 the first) and the band's two edges.
   void ensureLines(int count);

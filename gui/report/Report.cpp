@@ -130,20 +130,11 @@ QString alertsTable(const std::vector<Alert>& alerts, bool ranks) {
 /// could not be aligned (as `hookscope-cli compare` says it).
 QString comparisonSection(const ExportData& data, const ExportData& other, const QString& otherName,
                           ReportContents* contents) {
-  std::vector<std::string> order;
-  for (const auto& module : data.manifest.modules) order.push_back(module.path);
-  for (const auto& hooked : data.manifest.hooked) order.push_back(hooked.module);
-  const RunComparison result = compareRuns(*data.store, *other.store, 1e-4, order);
+  const RunComparison result = compareRuns(*data.store, *other.store, 1e-4, data.manifest.modulePaths());
   QString body = QStringLiteral("<h2>Compared with %1</h2>\n").arg(esc(otherName));
   body += QStringLiteral("<p class=\"note\">Drawn over this run in the pictures below: its loss and gradient norms "
                          "dashed.</p>\n");
-  const auto describe = [](const SeriesDifference& d) {
-    return QStringLiteral("step %1, %2 (%3 %4 vs %5)")
-        .arg(d.step)
-        .arg(esc(describeSeries(d.key)), esc(d.statistic))
-        .arg(d.a, 0, 'g', 7)
-        .arg(d.b, 0, 'g', 7);
-  };
+  const auto describe = [](const SeriesDifference& d) { return esc(describeDifference(d)); };
   if (result.diverged()) {
     contents->firstDivergence = describe(result.first);
     body += QStringLiteral("<p class=\"warn\">First divergence: %1.</p>\n").arg(contents->firstDivergence);

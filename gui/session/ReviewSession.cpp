@@ -39,46 +39,12 @@ public:
     m_index[path] = at;
     return at;
   }
-  /// The module of `path`, or -1.
-  int find(const std::string& path) const {
-    const auto found = m_index.find(path);
-    return found == m_index.end() ? -1 : found->second;
-  }
 
 private:
   SessionSummary* m_summary;
   std::string m_rootName;
   std::map<std::string, int> m_index;
 };
-
-// A state_dict holds buffers beside parameters and does not say which is which: BatchNorm's
-// running statistics and integer tensors (a parameter is floating point) are not counted as
-// parameters (as the engine's checkpoint_parameter in python/hookscope/engine/model_files.py).
-bool isCheckpointBuffer(const std::string& name, const TensorStats& stats) {
-  const std::string leaf = name.substr(name.rfind('.') + 1);
-  if (leaf == "running_mean" || leaf == "running_var" || leaf == "num_batches_tracked") return true;
-  return stats.dtype.rfind("float", 0) != 0 && stats.dtype != "bfloat16" && stats.dtype.rfind("complex", 0) != 0;
-}
-
-// A checkpoint's tree: the tensors are the modules' parameters, counted from their series; a
-// module that holds none (the root, a container) has nothing hooked.
-void countCheckpointParameters(SessionSummary& summary, const TreeOfPaths& tree, const CaptureStore& store) {
-  for (const auto& key : store.seriesKeys()) {
-    const auto points = store.series(key);
-    const int owner = tree.find(ownerModule(key));
-    if (key.kind != CaptureKind::Param || points.empty() || owner < 0) continue;
-    auto& info = summary.modules[std::size_t(owner)];
-    info.typeName = "weights";
-    if (isCheckpointBuffer(key.module, points.front().stats)) continue;
-    info.ownParams += points.front().stats.numel;
-  }
-  for (std::size_t i = summary.modules.size(); i-- > 0;) {
-    auto& info = summary.modules[i];
-    info.totalParams += info.ownParams;
-    if (info.parent >= 0) summary.modules[std::size_t(info.parent)].totalParams += info.totalParams;
-    if (info.ownParams == 0) summary.hooks[i] = 0;
-  }
-}
 
 // An export that kept the whole model: every module with its type, parameters and output shapes,
 // as the live tree showed them.
@@ -127,7 +93,6 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
     summary.hooks[std::size_t(at)] = mask;
   }
   for (const auto& record : data.manifest.interventions) tree.add(record.module);
-  if (!checkpoint.isEmpty() && data.manifest.modules.empty()) countCheckpointParameters(summary, tree, *data.store);
   summary.alerts = data.alerts;
   summary.interventions = data.manifest.interventions;
   summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));
