@@ -47,14 +47,16 @@ private:
 };
 
 // An export that kept the whole model: every module with its type, parameters and output shapes,
-// as the live tree showed them.
-void treeFromManifest(SessionSummary& summary, TreeOfPaths& tree, const std::vector<ModuleRecord>& modules) {
+// as the live tree showed them. The root is named by its class, as live; a checkpoint's (it has
+// none: "checkpoint") keeps its file's name.
+void treeFromManifest(SessionSummary& summary, TreeOfPaths& tree, const std::vector<ModuleRecord>& modules,
+                      bool checkpoint) {
   for (const auto& record : modules) {
     auto& info = summary.modules[std::size_t(tree.add(record.path))];
     info.typeName = record.type;
     info.ownParams = record.ownParams;
     info.totalParams = record.totalParams;
-    if (record.path.empty() && !record.type.empty()) info.name = record.type;  // the root is named by its class, as live
+    if (record.path.empty() && !record.type.empty() && !checkpoint) info.name = record.type;
     if (record.shapes.empty() || record.shapes.front().empty()) continue;
     ModuleCallShape shape{record.path, 0, {}};
     const QStringList parts = QString::fromStdString(record.shapes.front()).split(QStringLiteral(", "));
@@ -79,7 +81,7 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
   summary.reviewOnly = true;
   summary.store = data.store;
   TreeOfPaths tree(&summary, data.manifest.modelFile);
-  treeFromManifest(summary, tree, data.manifest.modules);
+  treeFromManifest(summary, tree, data.manifest.modules, !checkpoint.isEmpty());
   if (data.manifest.modules.empty() && checkpoint.isEmpty()) {
     summary.note = QStringLiteral("an export written before HookScope kept the model: the tree holds the modules "
                                   "its captures name, without types, parameters or shapes");

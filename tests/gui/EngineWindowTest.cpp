@@ -292,6 +292,7 @@ private Q_SLOTS:
     QCOMPARE(point.stats.histogram.size(), std::size_t(64));
     QVERIFY(store->pointAt(SeriesKey{"2.bias", 0, CaptureKind::Param, 0}, 0, &point));
     QCOMPARE(point.stats.nanCount, std::int64_t(1));
+    QCOMPARE(tree->data(tree->indexOfModule(0)).toString(), QStringLiteral("weights.pth"));  // the root: its file
     // BatchNorm's running statistics are buffers: its parameters are its weight and bias (10).
     const QModelIndex norm = tree->indexOfModule(moduleIndex(tree, "1"));
     QCOMPARE(tree->data(norm.siblingAtColumn(ModuleTreeModel::Params)).toString(), QStringLiteral("10"));
