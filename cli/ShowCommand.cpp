@@ -163,7 +163,8 @@ void describeSeries(std::ostringstream& out, const CaptureStore& store, const Ex
     const std::string name = std::string(captureKindName(key.kind)) + " " +
                              (key.module.empty() ? "(root)" : printableText(key.module, false)) + " " +
                              std::to_string(key.call) + "/" + std::to_string(key.index) +
-                             (severalRanks ? " rank " + std::to_string(key.rank) : "");
+                             (key.rank == kWholeRank ? " whole"
+                              : severalRanks ? " rank " + std::to_string(key.rank) : "");
     out << std::left << std::setw(36) << name << std::right << std::setw(8) << points.size() << std::setw(16)
         << std::setprecision(6) << points.back().stats.l2norm << std::setw(12) << bad;
     for (std::size_t k = 0; k < std::size(kPrecision); ++k) {

@@ -400,7 +400,7 @@ std::string readStatsCsv(const fs::path& folder, const std::string& dir,
     SeriesKey key;
     key.rank = takeRank(f, v1);
     SeriesPoint p;
-    if (key.rank < 0 || !statsRow(f, precision, &key, &p)) return false;
+    if ((key.rank < 0 && key.rank != kWholeRank) || !statsRow(f, precision, &key, &p)) return false;
     (*series)[key].push_back(std::move(p));
     return true;
   });

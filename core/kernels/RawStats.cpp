@@ -55,17 +55,19 @@ kernels::Partial mergePartials(const std::vector<kernels::Partial>& partials) {
 
 // The second pass: the histogram between s's edges and the low-precision counts, read in slices
 // that stay in the cache.
+// The fp8 counts scale by `scaleAmax`: the tensor's own amax, or a whole sharded tensor's.
 template <typename T>
-void histogramPass(const T* data, std::int64_t n, std::int64_t parts, bool allFinite, TensorStats& s) {
+void histogramPass(const T* data, std::int64_t n, std::int64_t parts, bool allFinite, double scaleAmax,
+                   TensorStats& s) {
   const auto bins = std::int64_t(s.histogram.size());
   // A tiny float range whose scale overflows float32, or a float64 span past its range, is
   // binned by the wide plan: never a NaN or out-of-range position (docs/export-format.md).
   const kernels::BinPlan plan = kernels::binPlan(s.histLow, s.histHigh, bins, std::is_same_v<T, float>);
   std::vector<std::vector<std::int64_t>> counts(std::size_t(parts), std::vector<std::int64_t>(std::size_t(bins), 0));
   kernels::PrecisionScan<T> scan;
-  scan.e4m3Below = kernels::flushBelow<T>(s.amax, kernels::kE4M3);
-  scan.e5m2Below = kernels::flushBelow<T>(s.amax, kernels::kE5M2);
-  scan.amax = s.amax;
+  scan.e4m3Below = kernels::flushBelow<T>(scaleAmax, kernels::kE4M3);
+  scan.e5m2Below = kernels::flushBelow<T>(scaleAmax, kernels::kE5M2);
+  scan.amax = scaleAmax;
   std::vector<kernels::PrecisionScan<T>> scans(std::size_t(parts), scan);
   forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
     std::int64_t* partCounts = counts[std::size_t(c)].data();
@@ -94,9 +96,12 @@ void histogramPass(const T* data, std::int64_t n, std::int64_t parts, bool allFi
 
 } // namespace
 
+namespace {
+
+// The first pass and everything it gives: moments, counts, min, max and amax; the histogram's
+// edges are the finite min and max, widened around a single value. Returns the finite count.
 template <typename T>
-void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, TensorStats& s) {
-  bins = std::max(1, bins);
+std::int64_t momentsPass(const T* data, std::int64_t n, int bins, std::int64_t parts, TensorStats& s) {
   double shift = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     if (std::isfinite(double(data[i]))) {
@@ -104,7 +109,6 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
       break;
     }
   }
-  const std::int64_t parts = partCount(n, cores);
   std::vector<kernels::Partial> partials(std::size_t(parts), kernels::Partial{});
   forEachPart(n, parts, [&](std::int64_t c, std::int64_t b, std::int64_t e) {
     kernels::scanValues(data, b, e, shift, partials[std::size_t(c)]);
@@ -124,7 +128,7 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
     s.std = n > 0 ? nan : 0.0;
     s.l2norm = n > 0 ? nan : 0.0;
     s.histLow = s.histHigh = 0;
-    return;
+    return 0;
   }
   const double count = double(total.finite);
   s.min = total.min;
@@ -144,10 +148,35 @@ void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, 
     s.histLow -= pad;
     s.histHigh += pad;
   }
-  histogramPass(data, n, parts, total.finite == n, s);
+  return total.finite;
+}
+
+} // namespace
+
+template <typename T>
+void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, TensorStats& s) {
+  bins = std::max(1, bins);
+  const std::int64_t parts = partCount(n, cores);
+  const std::int64_t finite = momentsPass(data, n, bins, parts, s);
+  if (finite > 0) histogramPass(data, n, parts, finite == n, s.amax, s);
+}
+
+template <typename T>
+void computeRawStatsInRange(const T* data, std::int64_t n, int bins, StatsCores cores, const SharedRange& range,
+                            TensorStats& s) {
+  bins = std::max(1, bins);
+  const std::int64_t parts = partCount(n, cores);
+  const std::int64_t finite = momentsPass(data, n, bins, parts, s);
+  s.histLow = range.low;
+  s.histHigh = range.high;
+  if (finite > 0) histogramPass(data, n, parts, finite == n, range.amax, s);
 }
 
 template void computeRawStats<float>(const float*, std::int64_t, int, StatsCores, TensorStats&);
 template void computeRawStats<double>(const double*, std::int64_t, int, StatsCores, TensorStats&);
+template void computeRawStatsInRange<float>(const float*, std::int64_t, int, StatsCores, const SharedRange&,
+                                            TensorStats&);
+template void computeRawStatsInRange<double>(const double*, std::int64_t, int, StatsCores, const SharedRange&,
+                                             TensorStats&);
 
 } // namespace hookscope

@@ -20,4 +20,19 @@ enum class StatsCores { Idle, One };
 template <typename T>
 void computeRawStats(const T* data, std::int64_t n, int bins, StatsCores cores, TensorStats& s);
 
+/// A histogram range that several pieces of one tensor share (a sharded tensor's shards): the
+/// whole tensor's edges, and its amax, by which the fp8 counts scale.
+struct SharedRange {
+  double low = 0;
+  double high = 0;
+  double amax = 0;
+};
+
+/// As computeRawStats for one piece of a larger tensor: its own moments, counts, min, max and
+/// amax, but the histogram between `range`'s edges (the piece's values must lie inside them)
+/// and the fp8 counts scaled by `range.amax`, so that pieces' rows add up to the whole's.
+template <typename T>
+void computeRawStatsInRange(const T* data, std::int64_t n, int bins, StatsCores cores, const SharedRange& range,
+                            TensorStats& s);
+
 } // namespace hookscope

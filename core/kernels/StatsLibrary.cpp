@@ -4,6 +4,7 @@
 
 #include "kernels/RawStats.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -13,11 +14,17 @@ namespace {
 // underflow, E4M3 and E5M2 underflow counts.
 constexpr int kHeader = 15;
 
+// range: null for the tensor's own edges, else a shared {low, high, amax} (a shard of a tensor).
 template <typename T>
-void fill(const void* data, std::int64_t n, int bins, int cores, double* out) {
+void fill(const void* data, std::int64_t n, int bins, int cores, const double* range, double* out) {
   hookscope::TensorStats s;
-  hookscope::computeRawStats(static_cast<const T*>(data), n, bins,
-                             cores ? hookscope::StatsCores::Idle : hookscope::StatsCores::One, s);
+  const auto use = cores ? hookscope::StatsCores::Idle : hookscope::StatsCores::One;
+  if (range) {
+    hookscope::computeRawStatsInRange(static_cast<const T*>(data), n, bins, use,
+                                      hookscope::SharedRange{range[0], range[1], range[2]}, s);
+  } else {
+    hookscope::computeRawStats(static_cast<const T*>(data), n, bins, use, s);
+  }
   const double header[kHeader] = {s.min,
                                   s.max,
                                   s.mean,
@@ -55,11 +62,32 @@ __attribute__((visibility("default"))) int hookscope_stats(const void* data, std
   if (n < 0 || (n > 0 && !data) || !out || bins < 1 || bins > 4096 || (dtype != 0 && dtype != 1)) return -1;
   try {
     if (dtype == 0) {
-      fill<float>(data, n, bins, cores, out);
+      fill<float>(data, n, bins, cores, nullptr, out);
     } else {
-      fill<double>(data, n, bins, cores, out);
+      fill<double>(data, n, bins, cores, nullptr, out);
     }
   } catch (...) {  // no exception may cross into the caller's C frames
+    return -1;
+  }
+  return 0;
+}
+
+/// As hookscope_stats for one shard of a sharded tensor: range[3] = {low, high, amax} of the
+/// whole tensor (finite, low <= high, every finite value of the shard inside): the histogram
+/// is binned between them and the fp8 counts scale by that amax, so shards' rows add up.
+/// Optional: a package that finds no such symbol computes a shard's row with torch ops.
+__attribute__((visibility("default"))) int hookscope_stats_in_range(const void* data, std::int64_t n, int dtype,
+                                                                    int bins, int cores, const double* range,
+                                                                    double* out) {
+  if (n < 0 || (n > 0 && !data) || !out || !range || bins < 1 || bins > 4096 || (dtype != 0 && dtype != 1)) return -1;
+  if (!std::isfinite(range[0]) || !std::isfinite(range[1]) || !(range[0] <= range[1]) || !(range[2] >= 0)) return -1;
+  try {
+    if (dtype == 0) {
+      fill<float>(data, n, bins, cores, range, out);
+    } else {
+      fill<double>(data, n, bins, cores, range, out);
+    }
+  } catch (...) {
     return -1;
   }
   return 0;

@@ -17,6 +17,23 @@ namespace {
 
 constexpr std::size_t kMaxNamedGaps = 64;
 constexpr std::int64_t kMaxStep = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kMaxParts = 1 << 20;
+
+// A stats entry's `whole`: which part of a sharded tensor the entry's row is (docs/protocol.md).
+bool shardPartFrom(const json& whole, std::int64_t numel, ShardPart* part, std::string* error) {
+  bool ok = whole.is_object();
+  const auto parts = ok ? wireInt(whole, "parts", 1, kMaxParts, &ok) : 0;
+  const auto index = ok ? wireInt(whole, "part", 0, parts - 1, &ok) : 0;
+  std::int64_t wholeNumel = 0;
+  if (!ok || !shapeFromWire(whole, "a sharded tensor's whole", &part->shape, &wholeNumel, error) ||
+      wholeNumel < numel) {
+    *error = "a stats entry's whole (part, parts, shape) is damaged or smaller than its shard";
+    return false;
+  }
+  part->part = int(index);
+  part->parts = int(parts);
+  return true;
+}
 
 } // namespace
 
@@ -79,7 +96,13 @@ bool StepIntake::readStats(const json& message, std::string* error) {
     if (!statsFromWire(entry, &stats, error)) return false;
     if (key.kind == CaptureKind::Activation) m_order.forward.push_back(key);
     if (key.kind == CaptureKind::Gradient) m_order.backward.push_back(key);
-    m_store->add(step, key, std::move(stats));
+    if (const auto whole = entry.find("whole"); whole != entry.end()) {
+      ShardPart part;
+      if (!shardPartFrom(*whole, stats.numel, &part, error)) return false;
+      m_store->addShard(step, key, std::move(stats), part);
+    } else {
+      m_store->add(step, key, std::move(stats));
+    }
     ++m_captures;
   }
   return true;

@@ -1,5 +1,7 @@
 #include "store/CaptureStore.h"
 
+#include "store/ShardAssembly.h"
+
 #include <algorithm>
 
 namespace hookscope {
@@ -22,7 +24,21 @@ std::string ownerModule(const SeriesKey& key) {
   return dot == std::string::npos ? std::string() : key.module.substr(0, dot);
 }
 
-CaptureStore::CaptureStore(std::size_t capBytes) : m_cap(capBytes) {}
+CaptureStore::CaptureStore(std::size_t capBytes) : m_cap(capBytes), m_shards(std::make_unique<ShardAssembly>()) {}
+
+CaptureStore::~CaptureStore() = default;
+
+void CaptureStore::addShard(std::int64_t step, const SeriesKey& key, TensorStats stats, const ShardPart& part) {
+  TensorStats whole;
+  const bool made = m_shards->add(step, key, stats, part, &whole);
+  add(step, key, std::move(stats));
+  if (!made) return;
+  SeriesKey wholeKey = key;
+  wholeKey.rank = kWholeRank;
+  add(step, wholeKey, std::move(whole));
+}
+
+std::string CaptureStore::shardProblem() const { return m_shards->lastProblem(); }
 
 std::size_t CaptureStore::pointBytes(const TensorStats& stats) {
   return sizeof(SeriesPoint) - sizeof(TensorStats) + stats.memoryBytes();
@@ -31,7 +47,7 @@ std::size_t CaptureStore::pointBytes(const TensorStats& stats) {
 void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stats) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (key.call % m_callStride != 0) return;  // thinned calls (recorded in m_thinning)
-  m_ranks.insert(key.rank);
+  if (key.rank != kWholeRank) m_ranks.insert(key.rank);
   // A new step: the previous newest was kept only for being newest; off the grid it goes.
   if (m_stride > 1 && m_stepCaptures.size() > 1 && !m_stepCaptures.count(step)) {
     const std::int64_t newest = m_stepCaptures.rbegin()->first;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -16,13 +17,27 @@
 
 namespace hookscope {
 
+/// The rank of a sharded tensor's whole-tensor series (made from every rank's shard), in the
+/// store and the export; ranks() leaves it out: it is no process of the job.
+constexpr int kWholeRank = -1;
+
+/// Where one rank's row sits in a sharded tensor: part `part` of `parts`, of a whole of `shape`.
+struct ShardPart {
+  int part = 0;
+  int parts = 1;
+  std::vector<std::int64_t> shape;
+};
+
+class ShardAssembly;
+
 /// Identifies one series: a tensor position in one call of one module, of one kind.
 struct SeriesKey {
   std::string module;  ///< dotted module path ("" is the root); the parameter name for parameter kinds
   int call = 0;        ///< call number within a step (0 for parameters)
   CaptureKind kind = CaptureKind::Activation;
   int index = 0;       ///< position of the tensor in the module's output or input structure
-  int rank = 0;        ///< the process of a torch.distributed job it came from (0 for one process)
+  int rank = 0;        ///< the process of a torch.distributed job it came from (0 for one process);
+                       ///< kWholeRank: a sharded tensor's whole
 
   bool operator<(const SeriesKey& o) const {
     return std::tie(module, call, kind, index, rank) < std::tie(o.module, o.call, o.kind, o.index, o.rank);
@@ -71,9 +86,15 @@ public:
   static constexpr std::int64_t kAllSteps = std::numeric_limits<std::int64_t>::max();
 
   explicit CaptureStore(std::size_t capBytes = kDefaultCapBytes);
+  ~CaptureStore();
 
   /// Adds one capture.
   void add(std::int64_t step, const SeriesKey& key, TensorStats stats);
+  /// Adds one rank's row of a sharded tensor, and the whole tensor's (rank kWholeRank) once
+  /// every part of it at that step has come (ShardAssembly).
+  void addShard(std::int64_t step, const SeriesKey& key, TensorStats stats, const ShardPart& part);
+  /// Why the last sharded tensor whose parts did not fit was not made whole ("" when none).
+  std::string shardProblem() const;
   /// Removes one capture; false when the store does not hold it.
   bool remove(std::int64_t step, const SeriesKey& key);
   /// Adds a scalar value of a rank for a step (never thinned).
@@ -145,6 +166,7 @@ private:
   std::map<int, std::size_t> m_rankAlertBytes;
   std::int64_t m_latestScalarStep = -1;
   std::atomic<std::uint64_t> m_version{0};
+  std::unique_ptr<ShardAssembly> m_shards;
 };
 
 } // namespace hookscope
