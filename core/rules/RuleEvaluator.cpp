@@ -241,7 +241,7 @@ public:
   }
 
   void update(const SeriesKey& key, const TensorStats& s) {
-    if (on(RuleKind::UpdateRatio) && std::isfinite(s.l2norm) &&
+    if (on(RuleKind::UpdateRatio) && s.numel > 0 && std::isfinite(s.l2norm) &&
         (s.l2norm < m_settings.updateRatioLow || s.l2norm > m_settings.updateRatioHigh)) {
       fire(key.module, key.kind, RuleKind::UpdateRatio, s.l2norm,
            "update of " + key.module + " is " + number(s.l2norm) + " of its norm, outside [" +

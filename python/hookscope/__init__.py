@@ -15,8 +15,8 @@ from ._address import default_address, parse_address
 from ._client import KINDS, Attached, Stopped, attach
 from ._stats import tensor_statistics
 from ._wire import PROTOCOL_VERSION, ProtocolError
-from .runs import RunReadError, load_run
+from .runs import WHOLE, RunReadError, load_run
 
 __all__ = ["attach", "Attached", "Stopped", "KINDS", "PROTOCOL_VERSION", "ProtocolError",
-           "default_address", "parse_address", "tensor_statistics", "load_run", "RunReadError"]
+           "default_address", "parse_address", "tensor_statistics", "load_run", "RunReadError", "WHOLE"]
 __version__ = "0.1.0"

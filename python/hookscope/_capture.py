@@ -8,6 +8,7 @@ import sys
 import torch
 
 from . import _wire
+from ._sharded import is_dtensor
 from ._stats import CapturedInGraph, entry_text
 
 DTYPES = {
@@ -41,6 +42,7 @@ class CaptureSink:
 
     _dropped = ()
     _dropped_count = 0
+    _shards = None  # ShardedStatistics where the model is sharded over a job's ranks
 
     def capture(self, series, call, kind, index, tensor):
         """Computes one tensor's statistics now; `series` is a module index or a parameter name."""
@@ -51,22 +53,64 @@ class CaptureSink:
 
     def _capture(self, series, call, kind, index, tensor):
         t = tensor.detach()
+        sharded = is_dtensor(t)
+        ident, fields = self._describe(series, call, kind, index, t.to_local() if sharded else t)
+        with self.lock:
+            if sharded:
+                if self._shards is not None and self._shards.add(ident, fields, t):
+                    return
+                t = self._shard_alone(t)
+            self._compute(fields, t)
+
+    def capture_update(self, name, p, before):
+        """A DTensor parameter's update, (p - before) / |before|, from its local shards: the
+        whole parameter's norm comes with the step's collective (_sharded), never in this hook."""
+        local = p.detach().to_local()
+        ident, fields = self._describe(name, 0, "update", 0, local)
+        with self.lock:
+            if self._shards is not None and self._shards.add(ident, fields, p, update_before=before.to_local()):
+                return
+            before = before.to_local()
+            norm = before.norm()
+            self._compute(fields, (local - before) / torch.where(norm > 0, norm, torch.ones_like(norm)))
+
+    def _describe(self, series, call, kind, index, t):
+        """A capture's identity and its stats entry's fields (JSON text) for tensor t."""
         where = '"module":%d' % series if isinstance(series, int) else '"param":' + json.dumps(series)
         dtype = DTYPES.get(t.dtype) or str(t.dtype).replace("torch.", "")
-        fields = '%s,"call":%d,"kind":"%s","index":%d,"shape":[%s],"dtype":"%s","numel":%d' % (
-            where, call, kind, index, ",".join(map(str, t.shape)), dtype, t.numel())
-        with self.lock:
-            if t.layout != torch.strided:
-                self._drop(fields, "a %s tensor has no statistics HookScope computes" % t.layout)
-                return
-            try:
-                self._stats.add(fields, t, defer=self._defer_all)
-            except CapturedInGraph as exc:
-                self._drop(fields, str(exc))
-            except Exception as exc:  # never into the user's code: a gap that says why
-                self._drop(fields, "%s: %s" % (type(exc).__name__, exc))
-            if self._stats.fallbacks:
-                self._say_fallbacks()
+        ident = '%s,"call":%d,"kind":"%s","index":%d' % (where, call, kind, index)
+        return ident, '%s,"shape":[%s],"dtype":"%s","numel":%d' % (
+            ident, ",".join(map(str, t.shape)), dtype, t.numel())
+
+    def _shard_alone(self, t):
+        self._warn_once("shard alone", "a sharded tensor (DTensor) is recorded as each rank's shard alone: attach "
+                        "after fully_shard or parallelize_module, with the process group initialised, to see "
+                        "whole-tensor statistics (a Partial placement, a sum over ranks, is always per rank)")
+        return t.to_local()
+
+    def _compute(self, fields, t):
+        """Computes one tensor's row now, or records a gap saying why it cannot (under the lock)."""
+        if t.layout != torch.strided:
+            self._drop(fields, "a %s tensor has no statistics HookScope computes" % t.layout)
+            return
+        try:
+            self._stats.add(fields, t, defer=self._defer_all)
+        except CapturedInGraph as exc:
+            self._drop(fields, str(exc))
+        except Exception as exc:  # never into the user's code: a gap that says why
+            self._drop(fields, "%s: %s" % (type(exc).__name__, exc))
+        if self._stats.fallbacks:
+            self._say_fallbacks()
+
+    def _finish_shards(self, attached):
+        """The step's sharded captures made whole (_sharded: the step's one collective)."""
+        if self._shards is None:
+            return
+        for fields, row in self._shards.finish(attached):
+            self._stats.add_row(fields, row)
+        for message in self._shards.notes:
+            self._warn_once(("sharded", message), message)
+        del self._shards.notes[:]
 
     def _say_backend(self):
         """Once, in the script's output: a slower statistics backend than this machine could

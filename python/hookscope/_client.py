@@ -23,6 +23,7 @@ from ._address import default_address
 from ._control import KINDS, Control
 from ._hooks import ModelHooks, module_entries
 from ._capture import DTYPES, CaptureSink
+from ._sharded import ShardedStatistics, model_is_sharded
 from ._stats import StepStatistics
 from ._transport import Connection, Refused
 
@@ -43,12 +44,42 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_FSDP1 = "FullyShardedDataParallel"
+_WRAPPED = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module")  # FSDP1's and activation checkpointing's
+
+
 def _unwrap(model):
-    """The user's module inside DistributedDataParallel or DataParallel, so paths have no `module.`."""
+    """The user's module inside DistributedDataParallel, DataParallel or FSDP1's
+    FullyShardedDataParallel, so paths have no `module.`."""
     wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
-    while isinstance(model, wrappers):
+    while isinstance(model, wrappers) or type(model).__name__ == _FSDP1:
         model = model.module
     return model
+
+
+def _named_modules(model):
+    """named_modules() with the model's own paths: FSDP1's wrappers left out (each wrapped
+    module keeps the wrapper's path) and their `_fsdp_wrapped_module.` taken out of paths."""
+    out = []
+    for path, module in model.named_modules():
+        if type(module).__name__ == _FSDP1:
+            continue
+        out.append((".".join(part for part in path.split(".") if part not in _WRAPPED), module))
+    return out
+
+
+def _fsdp1_advice(model):
+    """What to set where FSDP1 hides the parameters from HookScope, else None."""
+    wrappers = [m for m in model.modules() if type(m).__name__ == _FSDP1]
+    if not wrappers:
+        return None
+    if any(not getattr(m, "_use_orig_params", True) for m in wrappers):
+        return ("FullyShardedDataParallel with use_orig_params=False flattens each wrapped module's parameters "
+                "into one FlatParameter, so HookScope sees none of them: wrap with use_orig_params=True (or "
+                "shard with fully_shard, FSDP2, for whole-tensor statistics); activations and gradients of "
+                "modules are captured as usual")
+    return ("FullyShardedDataParallel (FSDP1) keeps each parameter as a flat slice per rank: parameter captures "
+            "are each rank's slice; shard with fully_shard (FSDP2) for whole-tensor statistics")
 
 
 def _distributed(job):
@@ -74,6 +105,15 @@ def _distributed(job):
         if run and run != "none":
             job = (job + "/" if job else "") + run
     return rank, world, str(job)
+
+
+def _process_group():
+    """Whether this process is in an initialised torch.distributed process group."""
+    try:
+        import torch.distributed as dist
+        return dist.is_available() and dist.is_initialized()
+    except Exception:
+        return False
 
 
 def _replicated(model):
@@ -104,6 +144,7 @@ class Attached(CaptureSink):
     """A model attached to HookScope. Call ``step(loss)`` once per training step."""
 
     def __init__(self, model, optimizer=None, address=None, name=None, wait=False, timeout=None, job=None):
+        fsdp1 = _fsdp1_advice(model)
         model = _unwrap(model)
         self._model = model
         self._dist = _distributed(job)
@@ -116,9 +157,13 @@ class Attached(CaptureSink):
         self._state = "off"  # "on" while connected; "off" without a viewer; "closed" after
         self._step = 0
         self._control = Control()
-        self._hooks = ModelHooks(self, list(model.named_modules()), optimizer,
+        self._hooks = ModelHooks(self, _named_modules(model), optimizer,
                                  keep_graph=self._dist is not None and self._dist[1] > 1)
         self._stats = StepStatistics()
+        # Sharded parameters (FSDP2, tensor parallel): their whole tensors' statistics need the
+        # step's collective, which every rank runs at every step from now on (_sharded).
+        if self._dist and self._dist[1] > 1 and _process_group() and model_is_sharded(model):
+            self._shards = ShardedStatistics(self._stats)
         self._defer_all = False     # tests: CPU tensors take the device path (row buffer, one copy)
         self._suspended = 0         # > 0 inside suspended_capture(): hooks capture nothing
         self._warned = set()
@@ -126,6 +171,8 @@ class Attached(CaptureSink):
         self.name = name or os.path.basename(sys.argv[0] or "python") or "python"
         self._conn = Connection(self.address, self._detach)
         _live.add(self)
+        if fsdp1:
+            self._warn_once("fsdp1", fsdp1)
         self._connect(wait, timeout)
         if self._state == "on":
             self._hooks.install_optimizer_hooks()
@@ -182,6 +229,12 @@ class Attached(CaptureSink):
     def step(self, loss=None, **scalars):
         """Ends a training step: sends the loss and scalars, and obeys pause, step and break."""
         if not self.connected:
+            if self._shards is not None and self._shards.live:  # the other ranks wait in the collective
+                with self.lock:
+                    try:
+                        self._finish_shards(False)
+                    except Exception:
+                        self._shards.live = False
             return
         with self.lock:
             try:
@@ -318,6 +371,7 @@ class Attached(CaptureSink):
     def _end_step(self, loss, scalars):
         if self._optimizer is None and self._hooks.wants_parameters():
             self._hooks.parameters_without_optimizer()
+        self._finish_shards(True)
         self._send_statistics()
         message = {"type": "step", "step": self._step, "scalars": self._scalars(loss, scalars)}
         if self._prints:

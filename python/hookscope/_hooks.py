@@ -9,6 +9,7 @@ import weakref
 import torch
 
 from ._control import BIT, PARAM_KINDS
+from ._sharded import is_dtensor
 
 # PyTorch 1.x keeps a tensor's hook dict on the grad_fn it had at the first register_hook:
 # after an in-place op, a second hook would see the gradient of the op before it.
@@ -310,6 +311,9 @@ class ModelHooks:
         try:
             with owner.lock, torch.no_grad():
                 for name, p, before in self._update_before:
+                    if is_dtensor(p):  # its norm is the whole parameter's: from the step's collective
+                        owner.capture_update(name, p, before)
+                        continue
                     # On the device, without reading the norm back (that would wait for a GPU).
                     norm = before.norm()
                     norm = torch.where(norm > 0, norm, torch.ones_like(norm))

@@ -82,6 +82,13 @@ def native_library():
                 candidate.hookscope_stats.restype = ctypes.c_int
                 candidate.hookscope_stats.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
                                                       ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+                try:  # a shard's row in its whole tensor's range (libraries since the sharded issue)
+                    ranged = candidate.hookscope_stats_in_range
+                    ranged.restype = ctypes.c_int
+                    ranged.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                       ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
+                except AttributeError:
+                    pass
                 lib = candidate
                 break
             except (OSError, AttributeError):
@@ -97,8 +104,14 @@ def _work_dtype(t):
     return torch.float64
 
 
-def native_row(lib, t, bins, cores=1):
-    """A CPU tensor's row through HookScope's kernel (a list of HEADER + bins floats)."""
+def native_in_range(lib):
+    """Whether HookScope's kernel computes a shard's row in a shared range (native_row's shared)."""
+    return lib is not None and hasattr(lib, "hookscope_stats_in_range")
+
+
+def native_row(lib, t, bins, cores=1, shared=None):
+    """A CPU tensor's row through HookScope's kernel (a list of HEADER + bins floats); shared:
+    (low, high, amax) floats of the whole tensor it is a shard of (torch_row's shared)."""
     x = t.detach()
     if x.is_complex():
         x = x.abs()
@@ -108,7 +121,12 @@ def native_row(lib, t, bins, cores=1):
     x = x.contiguous()
     out = (ctypes.c_double * (HEADER + bins))()
     code = 0 if work == torch.float32 else 1
-    if lib.hookscope_stats(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores, out) != 0:
+    if shared is not None:
+        status = lib.hookscope_stats_in_range(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores,
+                                              (ctypes.c_double * 3)(*shared), out)
+    else:
+        status = lib.hookscope_stats(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores, out)
+    if status != 0:
         raise ValueError("HookScope's statistics kernel refused a tensor of %d values" % x.numel())
     return list(out)
 
@@ -151,9 +169,13 @@ def flush_below(amax, fmt, work):
     return torch.where(edge > 0, w, torch.zeros_like(w))
 
 
-def torch_row(t, bins, row):
+def torch_row(t, bins, row, shared=None):
     """Writes a tensor's row into `row` (float64, HEADER + bins, on t's device) with torch ops
-    only, in passes of at most _CHUNK values, without reading anything back to the host."""
+    only, in passes of at most _CHUNK values, without reading anything back to the host.
+
+    shared: (low, high, amax), float64 tensors on t's device, for a shard of a larger tensor:
+    the histogram between those edges and the fp8 counts scaled by that amax (the whole
+    tensor's), the rest the shard's own (as RawStats's computeRawStatsInRange)."""
     x = t.detach()
     if x.is_complex():
         x = x.abs()
@@ -164,6 +186,8 @@ def torch_row(t, bins, row):
         row.zero_()
         row[0:3].fill_(nan)
         row[10] = nan
+        if shared is not None:
+            row[8:10].copy_(torch.stack(list(shared[:2])))
         return
     flat = x.reshape(-1)
     chunks = flat.split(_CHUNK) if n > _CHUNK else (flat,)
@@ -198,6 +222,11 @@ def torch_row(t, bins, row):
     flat_range = some & (hi <= lo)
     lo = torch.where(flat_range, lo - pad, lo)
     hi = torch.where(flat_range, hi + pad, hi)
+    nan_t = torch.full((), nan, dtype=f64, device=dev)
+    amax = torch.where(some, torch.maximum(low.abs(), high.abs()), nan_t)
+    scale_amax = amax
+    if shared is not None:
+        lo, hi, scale_amax = shared
     work = _work_dtype(x)
     narrow, k, scale = bin_plan(lo, hi, bins, work)
     lo_w, scale_w = lo.to(work), scale.to(work)
@@ -207,9 +236,7 @@ def torch_row(t, bins, row):
     spare = bins  # non-finite values land one past the last bin, which is dropped
     hist = torch.zeros(bins + 1, dtype=torch.int64, device=dev)
     m2 = torch.zeros((), dtype=f64, device=dev)
-    nan_t = torch.full((), nan, dtype=f64, device=dev)
-    amax = torch.where(some, torch.maximum(low.abs(), high.abs()), nan_t)
-    e4m3_below, e5m2_below = flush_below(amax, E4M3, work), flush_below(amax, E5M2, work)
+    e4m3_below, e5m2_below = flush_below(scale_amax, E4M3, work), flush_below(scale_amax, E5M2, work)
     precision = torch.zeros(4, dtype=torch.int64, device=dev)  # f16 over, f16 under, e4m3, e5m2
     for c in chunks:
         v, finite = single or prepared(c)
@@ -418,6 +445,10 @@ class StepStatistics:
             torch_row(tensor, self.bins, row)
         self._entries.append([fields, None, (device, slot[1]), backend])
         slot[1] += 1
+
+    def add_row(self, fields, row, backend="sharded"):
+        """An entry whose row was computed elsewhere (a shard's, at the step's end: _sharded)."""
+        self._entries.append([fields, row, None, backend])
 
     def _triton_row(self, tensor, row):
         """Computes the row with the Triton kernels; "torch" where they failed (from now on)."""

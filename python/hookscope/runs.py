@@ -9,6 +9,7 @@ what the window does::
     fc1.counts, fc1.edges                           # histograms: int64[S, bins], float64[S, bins + 1]
     run.scalars["loss"]                             # [(step, value), ...] of rank 0
     run.modules                                     # the model's tree: path, type, params, total, shapes
+    run.series("param", "fc1.weight", rank=hookscope.WHOLE)  # a sharded parameter's whole tensor
 
 The format is docs/export-format.md; versions 1 to 3 read (older ones have no ranks, or no
 low-precision counts: those read as rank 0, and as None). Only the standard library is needed,
@@ -20,12 +21,15 @@ import json
 import math
 import os
 
-__all__ = ["load_run", "Run", "Series", "RunReadError"]
+__all__ = ["load_run", "Run", "Series", "RunReadError", "WHOLE"]
 
 # stats.csv columns read as integers; the rest of the numbers as floats ("nan", "inf" spelled so).
 _INTEGERS = ("step", "rank", "call", "index", "numel", "nan_count", "inf_count", "f16_overflow", "f16_underflow",
              "e4m3_underflow", "e5m2_underflow")
 _TEXT = ("module", "kind", "shape", "dtype")
+
+
+WHOLE = -1  # the rank of a sharded tensor's whole-tensor series (docs/distributed.md)
 
 
 class RunReadError(Exception):
@@ -159,7 +163,7 @@ def _read_histograms(run):
     for name, entry in data.items():
         parts = str(name).split("/")
         rank = 0
-        if parts and parts[0].startswith("rank") and parts[0][4:].isdigit():
+        if parts and parts[0].startswith("rank") and parts[0][4:].lstrip("-").isdigit():
             rank = int(parts[0][4:])
             parts = parts[1:]
         if len(parts) < 4 or not isinstance(entry, dict):

@@ -344,3 +344,27 @@ def test_std_of_a_tight_spread_far_from_zero_is_exact_to_float_precision(backend
     else:
         got = _stats.native_row(LIB, t, BINS)[3]
     assert abs(got - expected) <= 1e-5 * expected, (backend, got, expected)
+
+
+@pytest.mark.parametrize("backend", ["native", "torch", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_shards_binned_in_the_whole_range_add_up_to_the_whole(backend, dtype):
+    """What a sharded tensor's ranks compute at the step's end (_sharded): each shard's row
+    between the whole tensor's edges, with the fp8 counts scaled by its amax, adds up to the
+    whole tensor's row, through every backend."""
+    from hookscope._sharded import ShardedStatistics, _shared_range, _Slot
+    if backend == "native" and not _stats.native_in_range(LIB):
+        pytest.skip("HookScope's C++ kernel is not built")
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(3001, generator=g) * 3).to(dtype)
+    x[7], x[2000], x[100], x[101] = float("nan"), float("inf"), 0.0, 1e-7
+    full = hookscope.tensor_statistics(x, backend="torch")
+    sharded = ShardedStatistics(_stats.StepStatistics(backend=backend, strict=True))
+    shared = _shared_range(full["min"], full["max"])
+    rows = [sharded._row(_Slot("", "", part, None), shared) for part in x.split([1200, 1200, 601])]
+    assert [sum(r[_stats.HEADER + i] for r in rows) for i in range(64)] == full["hist"]
+    assert all(r[8] == full["lo"] and r[9] == full["hi"] for r in rows)
+    assert min(r[0] for r in rows) == full["min"] and max(r[1] for r in rows) == full["max"]
+    assert max(r[10] for r in rows) == full["amax"]
+    for i, name in _stats.PRECISION + ((6, "nan"), (7, "inf")):
+        assert sum(r[i] for r in rows) == full[name], name

@@ -180,3 +180,21 @@ TEST(RuleEvaluatorTest, LowPrecisionRulesByKindAndThreshold) {
 }
 
 } // namespace
+
+// An empty tensor has no update to judge: a rank whose shard of a sharded parameter holds no
+// rows (5 rows over 4 ranks: 2, 2, 1, 0) fires no update_ratio; a real update of 0 still does.
+TEST(RuleEvaluatorTest, UpdateRatioIgnoresAnEmptyShard) {
+  CaptureStore store;
+  TensorStats empty;
+  empty.shape = {0, 7};
+  empty.dtype = "float32";
+  TensorStats still = empty;
+  still.shape = {4, 7};
+  still.numel = 28;
+  store.add(0, {"fc.weight", 0, CaptureKind::Update, 0}, empty);
+  store.add(0, {"fc.bias", 0, CaptureKind::Update, 0}, still);
+  RuleEvaluator rules;
+  const auto fired = ofRule(rules.evaluate(store, 0, {}), RuleKind::UpdateRatio);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].module, "fc.bias");
+}
