@@ -236,13 +236,20 @@ void PlotsPanel::setSelectedHooks(std::uint8_t mask) {
 void PlotsPanel::updateSeriesChoices() {
   std::vector<SeriesKey> choices;
   if (m_state.store) {
-    // The layer's own series first, then its parameters' (captured as "fc1.weight").
-    std::vector<SeriesKey> parameters;
+    // The layer's own series first, then its sharded tensors' wholes, then its parameters'
+    // (captured as "fc1.weight"): a sharded one's on this rank is its shard.
+    std::vector<SeriesKey> parameters, wholes;
     const int rank = m_state.shownRank();
     for (const auto& key : m_state.store->seriesKeys()) {
-      if (ownerModule(key) != m_module || key.rank != rank) continue;
-      (isParameterKind(key.kind) ? parameters : choices).push_back(key);
+      if (ownerModule(key) != m_module || (key.rank != rank && key.rank != kWholeRank)) continue;
+      (key.rank == kWholeRank ? wholes : isParameterKind(key.kind) ? parameters : choices).push_back(key);
     }
+    m_sharded.clear();
+    for (auto key : wholes) {
+      key.rank = rank;
+      m_sharded.insert(key);
+    }
+    choices.insert(choices.end(), wholes.begin(), wholes.end());
     choices.insert(choices.end(), parameters.begin(), parameters.end());
   }
   if (choices == m_choices) return;
@@ -260,9 +267,12 @@ void PlotsPanel::updateSeriesChoices() {
       if (key.call > 0) label += tr(" · call %1").arg(key.call);
       if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
     }
+    // A sharded tensor's whole is its plain name; this rank's piece of it is the shard.
+    if (m_sharded.count(key)) label += tr(" · shard");
     m_series->addItem(label);
     longest = std::max(longest, int(label.size()));
-    if (sameTensor(key, previous)) keep = int(i);  // the same tensor on another rank is the same choice
+    // The same tensor on another rank is the same choice; a whole stays whole, a shard a shard.
+    if (sameTensor(key, previous) && (key.rank == kWholeRank) == (previous.rank == kWholeRank)) keep = int(i);
   }
   // Wide enough for "param weight" or "activation · call 1" whole; longer ones are cut with "…".
   m_series->setMinimumContentsLength(std::min(longest, 18));

@@ -5,6 +5,7 @@
 #include <QWidget>
 
 #include <map>
+#include <set>
 
 class GradNormPlot;
 class HeatmapPlot;
@@ -100,6 +101,7 @@ private:
   ViewState m_state;
   std::int64_t m_finishedStep = -1;
   std::vector<hookscope::SeriesKey> m_choices;
+  std::set<hookscope::SeriesKey> m_sharded;  ///< the shown rank's series of tensors that have a whole
   HistogramPlot* m_histogram;
   HeatmapPlot* m_heatmap;
   GradNormPlot* m_gradNorms;

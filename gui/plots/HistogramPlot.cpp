@@ -146,7 +146,9 @@ void HistogramPlot::refresh(const ViewState& state) {
                           QString::fromStdString(s.shapeString()), QString::fromStdString(s.dtype),
                           number(s.min), number(s.max), number(s.mean), number(s.std))
                      .arg(number(s.l2norm), QString::number(100.0 * s.zeroFraction, 'f', 1),
-                          state.ranks.size() > 1 ? tr(" · rank %1").arg(state.selected.rank) : QString());
+                          state.selected.rank == kWholeRank ? tr(" · whole tensor")
+                          : state.ranks.size() > 1       ? tr(" · rank %1").arg(state.selected.rank)
+                                                         : QString());
   if (s.nanCount || s.infCount) {
     text += tr("<br><span style='color:#c81e1e'><b>NaN %1 · Inf %2</b></span>").arg(s.nanCount).arg(s.infCount);
   } else {

@@ -178,6 +178,13 @@ void LossPlot::refresh(const ViewState& state) {
     }
     m_compared->setData(steps, values, true);
     m_comparedDrawn = state.compared.get();
+    // Named in the legend only while a run is compared (a job's legend otherwise lists a line
+    // that is not there).
+    if (state.compared) {
+      m_compared->addToLegend();
+    } else {
+      m_compared->removeFromLegend();
+    }
     m_plot->legend->setVisible(m_allRanks);
     autoFit();
   }

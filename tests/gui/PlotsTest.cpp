@@ -256,6 +256,42 @@ private Q_SLOTS:
     QVERIFY(std::log10(15.0 / 1.7) / std::log10(y.upper / y.lower) > 0.05);
   }
 
+  // A sharded tensor: its whole (made of every rank's shard) first under the tensor's plain
+  // name and chosen by default, then the shown rank's shard; the statistics say "whole tensor".
+  // A job's loss legend names its ranks, and no compared run until one is compared.
+  void aShardedTensorShowsItsWholeFirstThenTheShard() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    for (int step = 0; step < 3; ++step) {
+      for (int rank = 0; rank < 2; ++rank) {
+        const TensorStats shard = gaussianStats(1, 1);
+        store->addShard(step, SeriesKey{"fc.weight", 0, CaptureKind::Param, 0, rank}, shard,
+                        hookscope::ShardPart{rank, 2, {128, 64}});
+        store->addScalar(step, "loss", 1.0 - 0.1 * step, rank);
+      }
+    }
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    QStringList labels;
+    for (QComboBox* box : panel.findChildren<QComboBox*>()) {
+      if (box->count() && box->itemText(0).startsWith(QStringLiteral("param"))) {
+        for (int i = 0; i < box->count(); ++i) labels << box->itemText(i);
+      }
+    }
+    QCOMPARE(labels, QStringList({QStringLiteral("param weight"), QStringLiteral("param weight · shard")}));
+    QCOMPARE(panel.selectedSeries().rank, hookscope::kWholeRank);
+    QVERIFY2(panel.histogram()->statsText().contains(QStringLiteral("whole tensor")), qPrintable(panel.histogram()->statsText()));
+    QVERIFY(panel.histogram()->statsText().contains(QStringLiteral("128x64")));
+    QCOMPARE(store->ranks(), (std::vector<int>{0, 1}));
+    QCPLegend* legend = panel.loss()->plot()->legend;
+    QCOMPARE(legend->itemCount(), 2);
+    for (int i = 0; i < legend->itemCount(); ++i) {
+      auto* item = qobject_cast<QCPPlottableLegendItem*>(legend->item(i));
+      QVERIFY(item && item->plottable()->name().startsWith(QStringLiteral("rank ")));
+    }
+  }
+
   // Nothing of the previous file stays on the next: the scalar chosen for it ("lr") and the
   // colour bar's range of its counts.
   void anotherStoreShowsItsLossAndItsOwnColours() {
