@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -64,7 +65,10 @@ struct Row {
   const TensorStats* stats;
 };
 
-std::string statsCsv(const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all) {
+// The store's series, read in place while it is locked (CaptureStore::readAll): no copy.
+using AllSeries = std::map<SeriesKey, std::deque<SeriesPoint>>;
+
+std::string statsCsv(const AllSeries& all) {
   std::vector<Row> rows;
   for (const auto& [key, points] : all) {
     for (const auto& p : points) rows.push_back({p.step, &key, &p.stats});
@@ -108,22 +112,20 @@ std::string scalarsCsv(const CaptureStore& store) {
 
 // histograms.pt, written one series at a time from `all` (never a second copy of every
 // histogram): keyed "rank{r}/{kind}/{module}/{call}/{index}".
-bool writeHistograms(const std::string& path, const std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>>& all,
-                     std::string* error) {
+bool writeHistograms(const std::string& path, const AllSeries& all, std::string* error) {
   std::vector<HistogramShape> shapes;
-  std::vector<std::size_t> source;  // the entry of `all` each shape is
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const auto& [key, points] = all[i];
+  std::vector<const std::deque<SeriesPoint>*> source;  // the points each shape is
+  for (const auto& [key, points] : all) {
     if (points.empty()) continue;
     std::int64_t bins = 0;
     for (const auto& p : points) bins = std::max<std::int64_t>(bins, std::int64_t(p.stats.histogram.size()));
     shapes.push_back({"rank" + std::to_string(key.rank) + "/" + captureKindName(key.kind) + "/" + key.module + "/" +
                           std::to_string(key.call) + "/" + std::to_string(key.index),
                       std::int64_t(points.size()), bins});
-    source.push_back(i);
+    source.push_back(&points);
   }
   return writeHistogramsFile(path, shapes, [&](std::size_t s, HistogramTable* table, std::string*) {
-    const auto& points = all[source[s]].second;
+    const auto& points = *source[s];
     const auto bins = std::size_t(shapes[s].bins);
     table->bins = shapes[s].bins;
     table->counts.assign(points.size() * bins, 0);
@@ -220,14 +222,16 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
   }
   const bool existed = fs::exists(target, ec);
   try {
-    std::vector<std::pair<SeriesKey, std::vector<SeriesPoint>>> all;
-    for (const auto& key : store.seriesKeys()) all.emplace_back(key, store.series(key));
     FileSink sink(temp, options);
     sink.write("manifest.json", manifest.toJson());
-    sink.write("stats.csv", statsCsv(all));
     sink.write("scalars.csv", scalarsCsv(store));
-    sink.writeWith("histograms.pt",
-                   [&](const std::string& path, std::string* error) { return writeHistograms(path, all, error); });
+    // Written from the store in place, not from a copy of it (an export's peak memory is the
+    // store's cap plus its stats.csv text).
+    store.readAll([&](const AllSeries& all) {
+      sink.write("stats.csv", statsCsv(all));
+      sink.writeWith("histograms.pt",
+                     [&](const std::string& path, std::string* error) { return writeHistograms(path, all, error); });
+    });
     if (!tensorsPickle.empty()) sink.write("tensors.pt", tensorsPickle.data(), tensorsPickle.size());
     for (const auto& [name, text] : options.extraFiles) sink.write(name, text);
   } catch (const std::exception& e) {

@@ -132,6 +132,7 @@ std::string AttachSession::receiveFrames() {
 }
 
 bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
+  if (frame.type == wire::kStatsFrame) return m_intake.readStatsRows(frame.payload, error);
   json message;
   try {
     message = json::parse(frame.payload);
@@ -151,6 +152,7 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
     }
     if (type == "step") return handleStep(message, error);
     if (type == "stats") return m_intake.readStats(message, error);
+    if (type == "series") return m_intake.readSeries(message, error);
     if (type == "configured" || type == "failed") {
       if (m_onEngineEvent) m_onEngineEvent(type, wireString(message, "message"));
       return true;

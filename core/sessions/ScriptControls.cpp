@@ -78,7 +78,8 @@ std::string ScriptControls::message(const char* type, bool sync, int bins, bool 
                        {"output", output},
                        {"sync", sync},
                        {"bins", bins},
-                       {"paused", paused}});
+                       {"paused", paused},
+                       {"binary_stats", true}});
 }
 
 } // namespace hookscope

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace hookscope {
@@ -18,6 +19,7 @@ namespace {
 constexpr std::size_t kMaxNamedGaps = 64;
 constexpr std::int64_t kMaxStep = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kMaxParts = 1 << 20;
+constexpr std::int64_t kMaxDeclared = 1 << 22;  // series one script may declare
 
 // A stats entry's `whole`: which part of a sharded tensor the entry's row is (docs/protocol.md).
 bool shardPartFrom(const json& whole, std::int64_t numel, ShardPart* part, std::string* error) {
@@ -65,6 +67,47 @@ bool StepIntake::seriesKey(const json& message, CaptureKind kind, std::int64_t c
   return true;
 }
 
+bool StepIntake::readCapture(const json& entry, Declared* out, std::string* error) const {
+  if (!entry.is_object()) {
+    *error = "a stats entry is not an object";
+    return false;
+  }
+  bool ok = true;
+  const auto call = wireInt(entry, "call", 0, std::numeric_limits<int>::max(), &ok);
+  const auto index = wireInt(entry, "index", 0, std::numeric_limits<int>::max(), &ok);
+  const auto kind = parseCaptureKind(wireString(entry, "kind"));
+  if (!ok || !kind) {
+    *error = "a stats entry lacks call, index or kind, or has one out of range";
+    return false;
+  }
+  if (!seriesKey(entry, *kind, call, index, "a stats entry", &out->key, error)) return false;
+  if (!shapeFromWire(entry, "a stats entry", &out->shape, &out->numel, error)) return false;
+  const auto dtype = entry.find("dtype");
+  if (dtype == entry.end() || !dtype->is_string() || dtype->get_ref<const std::string&>().size() > 32) {
+    *error = "a stats entry has no dtype";
+    return false;
+  }
+  out->dtype = dtype->get<std::string>();
+  if (wireInt(entry, "numel", 0, std::numeric_limits<std::int64_t>::max(), &ok) != out->numel || !ok) {
+    *error = "a stats entry's numel does not match its shape";
+    return false;
+  }
+  const auto whole = entry.find("whole");
+  out->sharded = whole != entry.end();
+  return !out->sharded || shardPartFrom(*whole, out->numel, &out->part, error);
+}
+
+void StepIntake::keep(std::int64_t step, const Declared& what, TensorStats stats) {
+  if (what.key.kind == CaptureKind::Activation) m_order.forward.push_back(what.key);
+  if (what.key.kind == CaptureKind::Gradient) m_order.backward.push_back(what.key);
+  if (what.sharded) {
+    m_store->addShard(step, what.key, std::move(stats), what.part);
+  } else {
+    m_store->add(step, what.key, std::move(stats));
+  }
+  ++m_captures;
+}
+
 // Statistics a script or an engine computed in its own process, where the tensors live.
 bool StepIntake::readStats(const json& message, std::string* error) {
   bool ok = true;
@@ -79,31 +122,76 @@ bool StepIntake::readStats(const json& message, std::string* error) {
     return false;
   }
   for (const auto& entry : *list) {
-    if (!entry.is_object()) {
-      *error = "a stats entry is not an object";
-      return false;
-    }
-    const auto call = wireInt(entry, "call", 0, std::numeric_limits<int>::max(), &ok);
-    const auto index = wireInt(entry, "index", 0, std::numeric_limits<int>::max(), &ok);
-    const auto kind = parseCaptureKind(wireString(entry, "kind"));
-    if (!ok || !kind) {
-      *error = "a stats entry lacks call, index or kind, or has one out of range";
-      return false;
-    }
-    SeriesKey key;
-    if (!seriesKey(entry, *kind, call, index, "a stats entry", &key, error)) return false;
+    Declared what;
     TensorStats stats;
-    if (!statsFromWire(entry, &stats, error)) return false;
-    if (key.kind == CaptureKind::Activation) m_order.forward.push_back(key);
-    if (key.kind == CaptureKind::Gradient) m_order.backward.push_back(key);
-    if (const auto whole = entry.find("whole"); whole != entry.end()) {
-      ShardPart part;
-      if (!shardPartFrom(*whole, stats.numel, &part, error)) return false;
-      m_store->addShard(step, key, std::move(stats), part);
-    } else {
-      m_store->add(step, key, std::move(stats));
+    if (!readCapture(entry, &what, error) || !statsFromWire(entry, &stats, error)) return false;
+    keep(step, what, std::move(stats));
+  }
+  return true;
+}
+
+bool StepIntake::readSeries(const json& message, std::string* error) {
+  const auto list = message.find("series");
+  if (list == message.end() || !list->is_array()) {
+    *error = "a series message has no series";
+    return false;
+  }
+  for (const auto& entry : *list) {
+    bool ok = true;
+    const auto id = wireInt(entry, "id", 0, kMaxDeclared - 1, &ok);
+    if (!ok || id != std::int64_t(m_declared.size())) {
+      *error = "a series message's ids do not count up from the last one declared (or pass " +
+               std::to_string(kMaxDeclared) + ")";
+      return false;
     }
-    ++m_captures;
+    Declared what;
+    if (!readCapture(entry, &what, error)) return false;
+    m_declared.push_back(std::move(what));
+  }
+  return true;
+}
+
+// [step u64][rows u32][bins u32], then per row [series id u32][0 u32][kRowHeader + bins float64],
+// little-endian (docs/protocol.md).
+bool StepIntake::readStatsRows(const std::string& payload, std::string* error) {
+  auto u32 = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    std::memcpy(&v, payload.data() + at, 4);
+    return v;
+  };
+  if (payload.size() < 16) {
+    *error = "a stats frame is shorter than its header";
+    return false;
+  }
+  std::uint64_t step = 0;
+  std::memcpy(&step, payload.data(), 8);
+  const std::uint64_t rows = u32(8), bins = u32(12);
+  if (step != std::uint64_t(m_step)) {
+    *error = "statistics of step " + std::to_string(step) + " came during step " + std::to_string(m_step);
+    return false;
+  }
+  const std::uint64_t rowBytes = 8 + 8 * (kRowHeader + bins);
+  if (bins > kMaxWireBins || payload.size() != 16 + rows * rowBytes) {
+    *error = "a stats frame's length does not match its " + std::to_string(rows) + " rows of " + std::to_string(bins) +
+             " bins";
+    return false;
+  }
+  std::vector<double> row(kRowHeader + bins);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const std::size_t at = 16 + r * rowBytes;
+    const std::uint32_t id = u32(at);
+    if (id >= m_declared.size()) {
+      *error = "a stats row names series " + std::to_string(id) + ", which was never declared";
+      return false;
+    }
+    std::memcpy(row.data(), payload.data() + at + 8, row.size() * 8);
+    const Declared& what = m_declared[id];
+    TensorStats stats;
+    stats.shape = what.shape;
+    stats.dtype = what.dtype;
+    stats.numel = what.numel;
+    if (!statsFromRow(row.data(), bins, &stats, error)) return false;
+    keep(std::int64_t(step), what, std::move(stats));
   }
   return true;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace hookscope {
 
@@ -25,6 +26,10 @@ public:
   void begin() { m_lastStepEnd = std::chrono::steady_clock::now(); }
   /// A `stats` message of the step in progress; false with what is wrong.
   bool readStats(const nlohmann::json& message, std::string* error);
+  /// A `series` message: the captures that binary stats rows name by number from now on.
+  bool readSeries(const nlohmann::json& message, std::string* error);
+  /// A binary stats frame of the step in progress (docs/protocol.md); false with what is wrong.
+  bool readStatsRows(const std::string& payload, std::string* error);
   /// The `step` message that ends it: `done` and `gap` (the dropped captures it names) filled,
   /// its scalars stored. False with what is wrong.
   bool readStep(const nlohmann::json& message, AttachedStep* done, GapRecord* gap, std::string* error);
@@ -40,6 +45,19 @@ private:
   /// parameter, call and index, and the process's rank.
   bool seriesKey(const nlohmann::json& message, CaptureKind kind, std::int64_t call, std::int64_t index,
                  const char* what, SeriesKey* key, std::string* error) const;
+  /// A capture declared by a `series` message: what each of its rows is.
+  struct Declared {
+    SeriesKey key;
+    std::vector<std::int64_t> shape;
+    std::string dtype;
+    std::int64_t numel = 0;
+    bool sharded = false;
+    ShardPart part;
+  };
+  /// A stats entry's or a declaration's key, shape, dtype, numel and whole.
+  bool readCapture(const nlohmann::json& entry, Declared* out, std::string* error) const;
+  /// Into the store (and the rules' order).
+  void keep(std::int64_t step, const Declared& what, TensorStats stats);
   void readDropped(const nlohmann::json& dropped, AttachedStep* done, GapRecord* gap);
   void readPrints(const nlohmann::json& fingerprint, AttachedStep* done) const;
   void readShapes(const nlohmann::json& shapes, AttachedStep* done) const;
@@ -49,6 +67,7 @@ private:
   std::int64_t m_step = 0;
   StepOrder m_order;
   int m_captures = 0;
+  std::vector<Declared> m_declared;
   std::chrono::steady_clock::time_point m_lastStepEnd = std::chrono::steady_clock::now();
 };
 

@@ -38,6 +38,11 @@ void CaptureStore::addShard(std::int64_t step, const SeriesKey& key, TensorStats
   add(step, wholeKey, std::move(whole));
 }
 
+void CaptureStore::readAll(const std::function<void(const std::map<SeriesKey, std::deque<SeriesPoint>>&)>& fn) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  fn(m_series);
+}
+
 std::string CaptureStore::shardProblem() const { return m_shards->lastProblem(); }
 
 std::size_t CaptureStore::pointBytes(const TensorStats& stats) {

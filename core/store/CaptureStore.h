@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,6 +111,9 @@ public:
   std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
   /// The newest point of a series at or before `step`; false when there is none.
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
+  /// Calls fn with every series' points, read in place under the store's lock (adds wait):
+  /// an export of a store at its cap without a second copy of it.
+  void readAll(const std::function<void(const std::map<SeriesKey, std::deque<SeriesPoint>>&)>& fn) const;
   /// Names of the scalar series of every rank, sorted.
   std::vector<std::string> scalarNames() const;
   /// Copies of one scalar series of a rank.

@@ -62,8 +62,8 @@ bool FrameReader::next(Frame* frame) {
   }
   const std::uint8_t type = std::uint8_t(header[3]);
   const std::uint32_t length = getU32(header + 4);
-  if (type != kJsonFrame) {
-    m_error = "unknown frame type " + std::to_string(type) + " (protocol 2 carries JSON messages only)";
+  if (type != kJsonFrame && type != kStatsFrame) {
+    m_error = "unknown frame type " + std::to_string(type) + " (protocol 2 carries JSON messages and stats rows)";
     return false;
   }
   if (length > kMaxJsonBytes) {

@@ -12,6 +12,9 @@ namespace hookscope::wire {
 /// Version 2: scripts send statistics they computed (`stats`); version 1 sent tensor bytes.
 constexpr std::uint8_t kProtocolVersion = 2;
 constexpr std::uint8_t kJsonFrame = 1;
+/// A step's statistics as rows of float64 (docs/protocol.md, binary stats), once the welcome
+/// said HookScope reads them; their series are declared once in a JSON `series` message.
+constexpr std::uint8_t kStatsFrame = 2;
 constexpr std::size_t kHeaderBytes = 8;
 /// The largest JSON message either side accepts (a hello of a 100,000-module model fits).
 constexpr std::uint32_t kMaxJsonBytes = 16u << 20;

@@ -163,4 +163,52 @@ bool statsFromWire(const json& j, TensorStats* out, std::string* error) {
   return true;
 }
 
+bool statsFromRow(const double* row, std::size_t bins, TensorStats* stats, std::string* error) {
+  TensorStats& s = *stats;
+  const double numel = double(s.numel);
+  // A count: a whole number from 0 to `high` (NaN fails every comparison).
+  auto count = [](double v, double high, std::int64_t* out) {
+    if (!(v >= 0 && v <= high) || v != std::floor(v)) return false;
+    *out = std::int64_t(v);
+    return true;
+  };
+  s.min = row[0];
+  s.max = row[1];
+  s.mean = row[2];
+  s.std = row[3];
+  s.l2norm = row[4];
+  s.zeroFraction = row[5];
+  s.histLow = row[8];
+  s.histHigh = row[9];
+  s.amax = row[10];
+  if (!count(row[6], numel, &s.nanCount) || !count(row[7], numel, &s.infCount) || s.nanCount + s.infCount > s.numel) {
+    *error = "a stats row's NaN or Inf count is not a count within its numel";
+    return false;
+  }
+  const double finite = double(s.numel - s.nanCount - s.infCount);
+  if (!count(row[11], finite, &s.f16Overflow) || !count(row[12], finite, &s.f16Underflow) ||
+      !count(row[13], finite, &s.e4m3Underflow) || !count(row[14], finite, &s.e5m2Underflow)) {
+    *error = "a stats row's low-precision counts are not counts within its finite values";
+    return false;
+  }
+  if (!(std::isnan(s.amax) || s.amax >= 0) || !(s.zeroFraction >= 0 && s.zeroFraction <= 1)) {
+    *error = "a stats row's amax is negative or its zero fraction outside [0, 1]";
+    return false;
+  }
+  s.histogram.resize(bins);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < bins; ++i) {
+    if (!count(row[kRowHeader + i], numel - double(total), &s.histogram[i])) {
+      *error = "a stats row's histogram counts more values than the tensor holds";
+      return false;
+    }
+    total += s.histogram[i];
+  }
+  if (bins > 0 && !(std::isfinite(s.histLow) && std::isfinite(s.histHigh) && s.histLow <= s.histHigh)) {
+    *error = "a stats row's histogram edges are not finite and ordered";
+    return false;
+  }
+  return true;
+}
+
 } // namespace hookscope

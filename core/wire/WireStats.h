@@ -22,6 +22,13 @@ nlohmann::json statsToWire(const TensorStats& stats);
 /// type or out of range (counts negative or over numel, a histogram too long, ...).
 bool statsFromWire(const nlohmann::json& j, TensorStats* stats, std::string* error);
 
+/// Values in a binary stats row before its bins: min, max, mean, std, l2, zero fraction, NaN,
+/// Inf, lo, hi, amax, the four low-precision counts (the hookscope package's _stats HEADER).
+constexpr std::size_t kRowHeader = 15;
+/// Reads a binary stats row (kRowHeader values, then `bins` counts, all float64) into `stats`,
+/// whose shape, dtype and numel are already set: the same checks as statsFromWire.
+bool statsFromRow(const double* row, std::size_t bins, TensorStats* stats, std::string* error);
+
 /// Reads a tensor shape (`j["shape"]`: at most 64 non-negative sizes whose product fits);
 /// `what` names the message in the error ("a capture", "a stats entry").
 bool shapeFromWire(const nlohmann::json& j, const char* what, std::vector<std::int64_t>* shape, std::int64_t* numel,

@@ -3,13 +3,15 @@ share. The owner has `lock`, `_stats` (StepStatistics), `_conn` (Connection), `_
 `_defer_all` and `_warn_once(key, message)`; each tensor becomes statistics where it lives."""
 
 import json
+import os
+import struct
 import sys
 
 import torch
 
 from . import _wire
 from ._sharded import is_dtensor
-from ._stats import CapturedInGraph, entry_text
+from ._stats import HEADER, CapturedInGraph, entry_text
 
 DTYPES = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
@@ -152,6 +154,10 @@ class CaptureSink:
                 self._drop(fields, "the viewer was %d MiB behind" % (self._conn.unsent >> 20))
             return
         bins = self._stats.bins
+        control = getattr(self, "_control", None)
+        if control is not None and control.binary and os.environ.get("HOOKSCOPE_STATS_WIRE") != "json":
+            self._send_rows(entries, bins)
+            return
         head = '{"type":"stats","step":%d,"captures":[' % self._step
         batch, size = [], 0
         for fields, row in entries:
@@ -162,3 +168,22 @@ class CaptureSink:
             batch.append(text)
             size += len(text) + 1
         self._conn.queue(_wire.text_frame(head + ",".join(batch) + "]}"))
+
+    def _send_rows(self, entries, bins):
+        """The step's statistics as binary rows: each capture's fields declared once (a JSON
+        `series` message), then float64 rows that name it by number (docs/protocol.md)."""
+        ids = self.__dict__.setdefault("_series_ids", {})
+        row = struct.Struct("<II%dd" % (HEADER + bins))
+        per_frame = max(1, min(STATS_PER_MESSAGE, (_wire.MAX_JSON_BYTES - _wire.STATS_HEAD.size) // row.size))
+        for first in range(0, len(entries), per_frame):
+            chunk = entries[first:first + per_frame]
+            declared, rows = [], [_wire.STATS_HEAD.pack(self._step, len(chunk), bins)]
+            for fields, values in chunk:
+                sid = ids.get(fields)
+                if sid is None:
+                    sid = ids[fields] = len(ids)
+                    declared.append('{"id":%d,%s}' % (sid, fields))
+                rows.append(row.pack(sid, 0, *values))
+            if declared:
+                self._conn.queue(_wire.text_frame('{"type":"series","series":[%s]}' % ",".join(declared)))
+            self._conn.queue(_wire.stats_frame(b"".join(rows)))

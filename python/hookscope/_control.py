@@ -18,6 +18,7 @@ class Control:
         self.stop_reason = None
         self.bins = 64
         self.error = None        # the viewer's error message, if it sent one
+        self.binary = False      # the viewer reads statistics as binary rows (docs/protocol.md)
 
     def handle(self, message):
         kind = message.get("type")
@@ -30,6 +31,8 @@ class Control:
             bins = message.get("bins")
             if isinstance(bins, int) and 1 <= bins <= MAX_BINS:
                 self.bins = bins
+            if message.get("binary_stats") is True:
+                self.binary = True
         elif kind == "pause":
             self.paused = True
             self.budget = None

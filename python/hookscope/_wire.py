@@ -8,6 +8,8 @@ import struct
 PROTOCOL_VERSION = 2
 MAGIC = b"HS"
 JSON_FRAME = 1
+STATS_FRAME = 2  # a step's statistics as float64 rows, to a viewer whose welcome offers it
+STATS_HEAD = struct.Struct("<QII")  # step, rows, bins
 HEADER = struct.Struct("<2sBBI")  # magic, protocol version, frame type, payload length
 MAX_JSON_BYTES = 16 << 20
 
@@ -58,6 +60,14 @@ def text_frame(text):
     if len(payload) > MAX_JSON_BYTES:
         raise ProtocolError("message of %d bytes is over the %d limit" % (len(payload), MAX_JSON_BYTES))
     return HEADER.pack(MAGIC, PROTOCOL_VERSION, JSON_FRAME, len(payload)) + payload
+
+
+def stats_frame(payload):
+    """A binary stats frame (docs/protocol.md): STATS_HEAD, then per row the series id, 0, and
+    the row's float64 values."""
+    if len(payload) > MAX_JSON_BYTES:
+        raise ProtocolError("stats frame of %d bytes is over the %d limit" % (len(payload), MAX_JSON_BYTES))
+    return HEADER.pack(MAGIC, PROTOCOL_VERSION, STATS_FRAME, len(payload)) + payload
 
 
 class FrameReader:

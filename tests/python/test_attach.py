@@ -606,3 +606,25 @@ def test_a_viewer_that_stops_reading_costs_named_gaps_and_never_blocks_training(
     behind = [str(w.message) for w in caught if "behind" in str(w.message)]
     assert len(behind) == 1, [str(w.message) for w in caught]
     assert "MiB behind" in behind[0] and "recorded as a gap" in behind[0]
+
+
+def test_binary_rows_record_exactly_what_json_records(tmp):
+    """Statistics as binary rows (the default where the viewer offers them) and as JSON
+    (HOOKSCOPE_STATS_WIRE=json, what an older viewer reads) give the same export, to the bit."""
+    exports = []
+    for wire in ("binary", "json"):
+        folder = os.path.join(tmp, wire)
+        os.mkdir(folder)
+        recorder = Recorder(folder, "--hook", "*")
+        env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address, HOOKSCOPE_STATS_WIRE=wire)
+        job = subprocess.run([sys.executable, SCRIPT, "--steps", "3", "--workers", "0"], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert job.returncode == 0, job.stderr
+        code, err = recorder.wait()
+        assert code == 0, err
+        exports.append(recorder.out)
+    binary, text = (read_csv(folder, "stats.csv") for folder in exports)
+    assert len(binary) > 50 and binary == text
+    import torch
+    a, b = (torch.load(os.path.join(folder, "histograms.pt")) for folder in exports)
+    assert a.keys() == b.keys() and all(torch.equal(a[k]["counts"], b[k]["counts"]) for k in a)

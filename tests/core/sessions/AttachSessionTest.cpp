@@ -245,3 +245,73 @@ TEST(AttachSessionTest, LowPrecisionCountsAreStoredOrRefused) {
   EXPECT_TRUE(std::isnan(point.stats.amax));
   ::close(fds[0]);
 }
+
+namespace {
+
+// A binary stats frame (docs/protocol.md): [step][rows][bins], then per row [id][0][values].
+std::string statsRows(std::uint64_t step, const std::vector<std::pair<std::uint32_t, std::vector<double>>>& rows,
+                      std::uint32_t bins, std::size_t cut = 0) {
+  std::string payload(16, '\0');
+  const auto count = std::uint32_t(rows.size());
+  std::memcpy(payload.data(), &step, 8);
+  std::memcpy(payload.data() + 8, &count, 4);
+  std::memcpy(payload.data() + 12, &bins, 4);
+  for (const auto& [id, values] : rows) {
+    std::string row(8 + values.size() * 8, '\0');
+    std::memcpy(row.data(), &id, 4);
+    std::memcpy(row.data() + 8, values.data(), values.size() * 8);
+    payload += row;
+  }
+  payload.resize(payload.size() - cut);
+  return wire::encodeFrame(wire::kStatsFrame, payload);
+}
+
+// min, max, mean, std, l2, zeros, NaN, Inf, lo, hi, amax, f16 over/under, e4m3, e5m2, 2 bins.
+std::vector<double> row(double firstBin, double secondBin) {
+  return {-2, 1, 0.5, 1, 3, 0.25, 1, 0, -2, 1, 2, 0, 0, 1, 0, firstBin, secondBin};
+}
+
+} // namespace
+
+// Binary rows name captures declared once in a `series` message; each row is checked as a JSON
+// entry is (a histogram of more values than the tensor, an undeclared id, a cut frame: the
+// connection ends saying why).
+TEST(AttachSessionTest, BinaryStatsRowsAreStoredOrRefused) {
+  const json declared = {{"type", "series"},
+                         {"series", {{{"id", 0}, {"module", 1}, {"call", 0}, {"kind", "activation"}, {"index", 0},
+                                      {"shape", {2, 3}}, {"dtype", "float32"}, {"numel", 6}}}}};
+  const std::pair<std::string, std::string> cases[] = {
+      {statsRows(0, {{0, row(2, 3)}}, 2), ""},
+      {statsRows(0, {{0, row(5, 5)}}, 2), "histogram counts more values"},
+      {statsRows(0, {{1, row(2, 3)}}, 2), "never declared"},
+      {statsRows(0, {{0, row(2, 3)}}, 2, 5), "length does not match"},
+      {statsRows(3, {{0, row(2, 3)}}, 2), "statistics of step 3 came during step 0"}};
+  for (const auto& [frames, problem] : cases) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
+                                       {"protocol", wire::kProtocolVersion},
+                                       {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
+    std::string error;
+    auto store = std::make_shared<CaptureStore>();
+    auto session = AttachSession::accept(fds[1], "", false, store, &error);
+    ASSERT_TRUE(session) << error;
+    ASSERT_TRUE(sendAll(fds[0], frame(declared) + frames + frame({{"type", "step"}, {"step", 0}}) +
+                                    frame({{"type", "bye"}, {"steps", 1}})));
+    const std::string ended = session->serve([](const AttachedStep&) {});
+    SeriesPoint point;
+    const bool stored = store->pointAt(SeriesKey{"fc", 0, CaptureKind::Activation, 0, 0}, 0, &point);
+    if (problem.empty()) {
+      ASSERT_TRUE(stored) << ended;
+      EXPECT_EQ(point.stats.histogram, (std::vector<std::int64_t>{2, 3}));
+      EXPECT_EQ(point.stats.shape, (std::vector<std::int64_t>{2, 3}));
+      EXPECT_EQ(point.stats.nanCount, 1);
+      EXPECT_EQ(point.stats.e4m3Underflow, 1);
+      EXPECT_DOUBLE_EQ(point.stats.zeroFraction, 0.25);
+    } else {
+      EXPECT_FALSE(stored);
+      EXPECT_NE(ended.find(problem), std::string::npos) << ended;
+    }
+    ::close(fds[0]);
+  }
+}
