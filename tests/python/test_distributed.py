@@ -25,9 +25,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(address, *args, timeout=300):
+def run_job(address, *args, timeout=300, script=DDP_SCRIPT):
+    """A job of `script` (spawning its ranks itself) on a free port, attaching to `address`."""
     env = dict(os.environ, HOOKSCOPE_ADDRESS=address)
-    return subprocess.run([sys.executable, DDP_SCRIPT, "--port", str(free_port()), *args], env=env,
+    return subprocess.run([sys.executable, script, "--port", str(free_port()), *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -8,13 +8,13 @@ that is not attached makes no rank wait.
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from test_attach import CLI, Recorder, read_csv, tmp  # noqa: F401  (tmp: fixture)
+from test_attach import CLI, Recorder, tmp  # noqa: F401  (tmp: fixture)
+from test_distributed import run_job as distributed_job
 
 torch = pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,16 +31,8 @@ pytestmark = [
 HOOKS = ("--hook", "*", "--kinds", "activation,param,param_grad,update")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(address, *args, timeout=300):
-    env = dict(os.environ, HOOKSCOPE_ADDRESS=address)
-    return subprocess.run([sys.executable, SCRIPT, "--port", str(free_port()), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return distributed_job(address, *args, timeout=timeout, script=SCRIPT)
 
 
 def record(tmp, *args):

@@ -208,18 +208,28 @@ TEST(AttachSessionTest, AnEnginesStatisticsAreStoredAndABadEntryEndsTheConnectio
   ::close(fds[0]);
 }
 
-// amax and the low-precision counts: stored as sent, "not measured" when an older package sends
-// none, and a count over the finite values ends the connection.
-TEST(AttachSessionTest, LowPrecisionCountsAreStoredOrRefused) {
-  int fds[2];
+namespace {
+
+// A session of a script whose model is a root and one Linear, "fc": fds[0] is the script's end.
+void helloOfFcModel(int fds[2], const std::shared_ptr<CaptureStore>& store, std::unique_ptr<AttachSession>* session) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
                                      {"protocol", wire::kProtocolVersion},
                                      {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
   std::string error;
+  *session = AttachSession::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(*session) << error;
+}
+
+} // namespace
+
+// amax and the low-precision counts: stored as sent, "not measured" when an older package sends
+// none, and a count over the finite values ends the connection.
+TEST(AttachSessionTest, LowPrecisionCountsAreStoredOrRefused) {
+  int fds[2];
   auto store = std::make_shared<CaptureStore>();
-  auto session = AttachSession::accept(fds[1], "", false, store, &error);
-  ASSERT_TRUE(session) << error;
+  std::unique_ptr<AttachSession> session;
+  ASSERT_NO_FATAL_FAILURE(helloOfFcModel(fds, store, &session));
   json measured = engineStats(1, {2, 2});
   measured.update({{"amax", 2.0}, {"f16_overflow", 0}, {"f16_underflow", 1}, {"e4m3_underflow", 2}, {"e5m2_underflow", 1}});
   json tooMany = measured;
@@ -288,14 +298,9 @@ TEST(AttachSessionTest, BinaryStatsRowsAreStoredOrRefused) {
       {statsRows(3, {{0, row(2, 3)}}, 2), "statistics of step 3 came during step 0"}};
   for (const auto& [frames, problem] : cases) {
     int fds[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
-                                       {"protocol", wire::kProtocolVersion},
-                                       {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
-    std::string error;
     auto store = std::make_shared<CaptureStore>();
-    auto session = AttachSession::accept(fds[1], "", false, store, &error);
-    ASSERT_TRUE(session) << error;
+    std::unique_ptr<AttachSession> session;
+    ASSERT_NO_FATAL_FAILURE(helloOfFcModel(fds, store, &session));
     ASSERT_TRUE(sendAll(fds[0], frame(declared) + frames + frame({{"type", "step"}, {"step", 0}}) +
                                     frame({{"type", "bye"}, {"steps", 1}})));
     const std::string ended = session->serve([](const AttachedStep&) {});
