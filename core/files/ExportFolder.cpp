@@ -68,13 +68,16 @@ struct Row {
 // The store's series, read in place while it is locked (CaptureStore::readAll): no copy.
 using AllSeries = std::map<SeriesKey, std::deque<SeriesPoint>>;
 
-std::string statsCsv(const AllSeries& all) {
+// stats.csv, written row by row into `path` (never the whole text in memory): rows in step order.
+bool writeStatsCsv(const std::string& path, const AllSeries& all, std::string* error) {
   std::vector<Row> rows;
   for (const auto& [key, points] : all) {
     for (const auto& p : points) rows.push_back({p.step, &key, &p.stats});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.step < b.step; });
-  std::string out = std::string(kStatsCsvHeader) + "\n";
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << kStatsCsvHeader << '\n';
+  std::string out;
   for (const Row& r : rows) {
     const TensorStats& s = *r.stats;
     out += std::to_string(r.step) + ',' + std::to_string(r.key->rank) + ',' + csvField(r.key->module) + ',' + std::to_string(r.key->call) +
@@ -90,8 +93,15 @@ std::string statsCsv(const AllSeries& all) {
     } else {
       out += ",,,,,\n";
     }
+    if (out.size() > (std::size_t(1) << 20)) {  // a MiB at a time
+      file << out;
+      out.clear();
+    }
   }
-  return out;
+  file << out;
+  file.flush();
+  if (!file) *error = "cannot write " + path;
+  return bool(file);
 }
 
 std::string scalarsCsv(const CaptureStore& store) {
@@ -225,10 +235,11 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     FileSink sink(temp, options);
     sink.write("manifest.json", manifest.toJson());
     sink.write("scalars.csv", scalarsCsv(store));
-    // Written from the store in place, not from a copy of it (an export's peak memory is the
-    // store's cap plus its stats.csv text).
+    // Written from the store in place, not from a copy of it, and stats.csv a MiB at a time: an
+    // export's peak memory is the store's cap plus a pointer per row.
     store.readAll([&](const AllSeries& all) {
-      sink.write("stats.csv", statsCsv(all));
+      sink.writeWith("stats.csv",
+                     [&](const std::string& path, std::string* error) { return writeStatsCsv(path, all, error); });
       sink.writeWith("histograms.pt",
                      [&](const std::string& path, std::string* error) { return writeHistograms(path, all, error); });
     });
