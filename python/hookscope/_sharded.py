@@ -86,7 +86,7 @@ def shard_part(t):
 
 
 class _Slot:
-    __slots__ = ("ident", "fields", "values", "whole", "before_squares", "row", "lo_hi")
+    __slots__ = ("ident", "fields", "values", "whole", "before_squares", "row")
 
     def __init__(self, ident, fields, values, whole, before_squares=None):
         self.ident = float(zlib.crc32(ident.encode()))
@@ -95,7 +95,6 @@ class _Slot:
         self.whole = whole                    # (part or None, parts, whole shape)
         self.before_squares = before_squares  # an update: the shard's share of |before|^2
         self.row = None
-        self.lo_hi = None
 
 
 class ShardedStatistics:
