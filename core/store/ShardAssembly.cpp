@@ -30,10 +30,11 @@ std::int64_t finiteCount(const TensorStats& s) { return s.numel - s.nanCount - s
 
 bool combineShards(const std::vector<const TensorStats*>& parts, const std::vector<std::int64_t>& shape,
                    TensorStats* whole, std::string* why) {
-  if (parts.empty() || !partsFit(parts, why)) {
-    if (parts.empty()) *why = "it has no parts";
+  if (parts.empty()) {
+    *why = "it has no parts";
     return false;
   }
+  if (!partsFit(parts, why)) return false;
   std::int64_t numel = 1;
   for (const auto d : shape) numel *= d;
   TensorStats s;
@@ -127,11 +128,6 @@ bool ShardAssembly::add(std::int64_t step, const SeriesKey& key, const TensorSta
   if (!made) m_problem = key.module + ": " + why;
   m_pending.erase(at);
   return made;
-}
-
-std::size_t ShardAssembly::pending() const {
-  std::lock_guard<std::mutex> lock(m_mutex);
-  return m_pending.size();
 }
 
 std::string ShardAssembly::lastProblem() const {

@@ -28,8 +28,6 @@ public:
   /// it was the last one. A part of a step this far behind the newest is given up on.
   bool add(std::int64_t step, const SeriesKey& key, const TensorStats& stats, const ShardPart& part,
            TensorStats* whole);
-  /// Tensors still waiting for parts (a rank that stopped sending leaves some).
-  std::size_t pending() const;
   /// Why the last tensor whose parts did not fit was not made whole ("" when none was).
   std::string lastProblem() const;
 

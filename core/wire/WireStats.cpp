@@ -65,20 +65,54 @@ constexpr PrecisionField kPrecisionFields[] = {{"f16_overflow", &TensorStats::f1
                                                {"e4m3_underflow", &TensorStats::e4m3Underflow},
                                                {"e5m2_underflow", &TensorStats::e5m2Underflow}};
 
+// What a count read as none holds (missing, not a whole number, negative): over every bound.
+constexpr std::int64_t kNoCount = std::numeric_limits<std::int64_t>::max();
+
+std::int64_t jsonCount(const json& j, const char* key) {
+  bool ok = true;
+  const auto value = wireInt(j, key, 0, kNoCount, &ok);
+  return ok ? value : kNoCount;
+}
+
+std::int64_t rowCount(double v) {
+  return v >= 0 && v <= 0x1p62 && v == std::floor(v) ? std::int64_t(v) : kNoCount;
+}
+
 // amax and the counts, which a script of an older package does not send: absent, the stats say
-// "not measured"; present, every one is there and no count exceeds the finite values.
-bool precisionFromWire(const json& j, TensorStats& s, std::string* error) {
-  if (!j.contains("amax") && !j.contains("f16_overflow")) return true;
-  const std::int64_t finite = s.numel - s.nanCount - s.infCount;
-  for (const auto& field : kPrecisionFields) {
-    if (!readCount(j, field.name, finite, &(s.*field.count))) {
-      *error = std::string("a stats entry's ") + field.name + " is missing or over its finite values";
-      return false;
-    }
-  }
-  if (!readNumber(j, "amax", &s.amax) || !(std::isnan(s.amax) || s.amax >= 0)) {
-    *error = "a stats entry's amax is missing or negative";
+// "not measured" (checkStats then skips them); present, every one must be there.
+void precisionFromWire(const json& j, TensorStats& s) {
+  if (!j.contains("amax") && !j.contains("f16_overflow")) return;
+  for (const auto& field : kPrecisionFields) s.*field.count = jsonCount(j, field.name);
+  if (!readNumber(j, "amax", &s.amax)) s.amax = -1;  // missing: refused as negative
+}
+
+// What a capture's statistics must hold once read, from a stats entry or a stats row (`what`):
+// counts within their tensor, amax, the zero fraction, the histogram's total and edges.
+bool checkStats(const TensorStats& s, const char* what, std::string* error) {
+  auto fail = [&](const std::string& text) {
+    *error = what + text;
     return false;
+  };
+  if (s.nanCount < 0 || s.infCount < 0 || s.nanCount > s.numel || s.infCount > s.numel - s.nanCount) {
+    return fail("'s NaN or Inf count is missing or over its numel");
+  }
+  if (s.hasPrecision()) {
+    const std::int64_t finite = s.numel - s.nanCount - s.infCount;
+    for (const auto& field : kPrecisionFields) {
+      if (s.*field.count < 0 || s.*field.count > finite) {
+        return fail("'s " + std::string(field.name) + " is missing or over its finite values");
+      }
+    }
+    if (!(std::isnan(s.amax) || s.amax >= 0)) return fail("'s amax is missing or negative");
+  }
+  if (!(s.zeroFraction >= 0 && s.zeroFraction <= 1)) return fail("'s zero fraction is outside [0, 1]");
+  std::int64_t total = 0;
+  for (const std::int64_t count : s.histogram) {
+    if (count < 0 || count > s.numel - total) return fail("'s histogram counts more values than the tensor holds");
+    total += count;
+  }
+  if (!s.histogram.empty() && !(std::isfinite(s.histLow) && std::isfinite(s.histHigh) && s.histLow <= s.histHigh)) {
+    return fail("'s histogram edges are not finite and ordered");
   }
   return true;
 }
@@ -131,84 +165,40 @@ bool statsFromWire(const json& j, TensorStats* out, std::string* error) {
     *error = "a stats entry lacks min, max, mean, std, l2, zeros, lo or hi";
     return false;
   }
-  if (!readCount(j, "nan", numel, &s.nanCount) || !readCount(j, "inf", numel, &s.infCount) ||
-      s.nanCount + s.infCount > numel) {
-    *error = "a stats entry's NaN or Inf count is missing or over its numel";
-    return false;
-  }
-  if (!precisionFromWire(j, s, error)) return false;
-  if (!(s.zeroFraction >= 0 && s.zeroFraction <= 1)) {
-    *error = "a stats entry's zero fraction is outside [0, 1]";
-    return false;
-  }
+  s.nanCount = jsonCount(j, "nan");
+  s.infCount = jsonCount(j, "inf");
+  precisionFromWire(j, s);
   const auto hist = j.find("hist");
   if (hist == j.end() || !hist->is_array() || hist->size() > kMaxWireBins) {
     *error = "a stats entry has no histogram (or over " + std::to_string(kMaxWireBins) + " bins)";
     return false;
   }
-  std::int64_t total = 0;
-  for (const auto& count : *hist) {
-    if (!count.is_number_integer() || count.get<std::int64_t>() < 0 || count.get<std::int64_t>() > numel - total) {
-      *error = "a stats entry's histogram counts more values than the tensor holds";
-      return false;
-    }
-    total += count.get<std::int64_t>();
-    s.histogram.push_back(count.get<std::int64_t>());
-  }
-  if (!s.histogram.empty() && !(std::isfinite(s.histLow) && std::isfinite(s.histHigh) && s.histLow <= s.histHigh)) {
-    *error = "a stats entry's histogram edges are not finite and ordered";
-    return false;
-  }
+  for (const auto& count : *hist) s.histogram.push_back(count.is_number_integer() ? count.get<std::int64_t>() : kNoCount);
+  if (!checkStats(s, "a stats entry", error)) return false;
   *out = std::move(s);
   return true;
 }
 
 bool statsFromRow(const double* row, std::size_t bins, TensorStats* stats, std::string* error) {
   TensorStats& s = *stats;
-  const double numel = double(s.numel);
-  // A count: a whole number from 0 to `high` (NaN fails every comparison).
-  auto count = [](double v, double high, std::int64_t* out) {
-    if (!(v >= 0 && v <= high) || v != std::floor(v)) return false;
-    *out = std::int64_t(v);
-    return true;
-  };
   s.min = row[0];
   s.max = row[1];
   s.mean = row[2];
   s.std = row[3];
   s.l2norm = row[4];
   s.zeroFraction = row[5];
+  s.nanCount = rowCount(row[6]);
+  s.infCount = rowCount(row[7]);
   s.histLow = row[8];
   s.histHigh = row[9];
   s.amax = row[10];
-  if (!count(row[6], numel, &s.nanCount) || !count(row[7], numel, &s.infCount) || s.nanCount + s.infCount > s.numel) {
-    *error = "a stats row's NaN or Inf count is not a count within its numel";
-    return false;
-  }
-  const double finite = double(s.numel - s.nanCount - s.infCount);
-  if (!count(row[11], finite, &s.f16Overflow) || !count(row[12], finite, &s.f16Underflow) ||
-      !count(row[13], finite, &s.e4m3Underflow) || !count(row[14], finite, &s.e5m2Underflow)) {
-    *error = "a stats row's low-precision counts are not counts within its finite values";
-    return false;
-  }
-  if (!(std::isnan(s.amax) || s.amax >= 0) || !(s.zeroFraction >= 0 && s.zeroFraction <= 1)) {
-    *error = "a stats row's amax is negative or its zero fraction outside [0, 1]";
-    return false;
-  }
+  s.f16Overflow = rowCount(row[11]);  // always sent in a row: never "not measured"
+  s.f16Underflow = rowCount(row[12]);
+  s.e4m3Underflow = rowCount(row[13]);
+  s.e5m2Underflow = rowCount(row[14]);
   s.histogram.resize(bins);
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < bins; ++i) {
-    if (!count(row[kRowHeader + i], numel - double(total), &s.histogram[i])) {
-      *error = "a stats row's histogram counts more values than the tensor holds";
-      return false;
-    }
-    total += s.histogram[i];
-  }
-  if (bins > 0 && !(std::isfinite(s.histLow) && std::isfinite(s.histHigh) && s.histLow <= s.histHigh)) {
-    *error = "a stats row's histogram edges are not finite and ordered";
-    return false;
-  }
-  return true;
+  for (std::size_t i = 0; i < bins; ++i) s.histogram[i] = rowCount(row[kRowHeader + i]);
+  return checkStats(s, "a stats row", error);
 }
 
 } // namespace hookscope

@@ -10,6 +10,7 @@ import sys
 import torch
 
 from . import _wire
+from ._hooks import relative_update
 from ._sharded import is_dtensor
 from ._stats import HEADER, CapturedInGraph, entry_text
 
@@ -72,9 +73,7 @@ class CaptureSink:
         with self.lock:
             if self._shards is not None and self._shards.add(ident, fields, p, update_before=before.to_local()):
                 return
-            before = before.to_local()
-            norm = before.norm()
-            self._compute(fields, (local - before) / torch.where(norm > 0, norm, torch.ones_like(norm)))
+            self._compute(fields, relative_update(local, before.to_local()))
 
     def _describe(self, series, call, kind, index, t):
         """A capture's identity and its stats entry's fields (JSON text) for tensor t."""

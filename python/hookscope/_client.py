@@ -82,15 +82,24 @@ def _fsdp1_advice(model):
             "are each rank's slice; shard with fully_shard (FSDP2) for whole-tensor statistics")
 
 
+def _process_group():
+    """Whether this process is in an initialised torch.distributed process group."""
+    try:
+        import torch.distributed as dist
+        return dist.is_available() and dist.is_initialized()
+    except Exception:
+        return False
+
+
 def _distributed(job):
     """(rank, world size, job) of this process in a torch.distributed job, or None alone."""
     rank = world = None
-    try:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
+    if _process_group():
+        try:
+            import torch.distributed as dist
             rank, world = dist.get_rank(), dist.get_world_size()
-    except Exception:
-        pass
+        except Exception:
+            pass
     if rank is None and "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun, before init
         try:
             rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -107,21 +116,12 @@ def _distributed(job):
     return rank, world, str(job)
 
 
-def _process_group():
-    """Whether this process is in an initialised torch.distributed process group."""
-    try:
-        import torch.distributed as dist
-        return dist.is_available() and dist.is_initialized()
-    except Exception:
-        return False
-
-
 def _replicated(model):
     """Whether every rank holds the whole model (DDP), not a shard of it (FSDP, DTensor)."""
     for module in model.modules():
-        if "FullyShardedDataParallel" in type(module).__name__ or type(module).__name__.startswith("FSDP"):
+        if _FSDP1 in type(module).__name__ or type(module).__name__.startswith("FSDP"):
             return False
-    return not any(type(p).__name__ == "DTensor" for p in model.parameters())
+    return not model_is_sharded(model)
 
 
 def attach(model, optimizer=None, address=None, name=None, wait=False, timeout=None, job=None, buffer_mib=None):

@@ -80,6 +80,13 @@ def module_entries(modules, type_name=lambda path, module: type(module).__name__
     return entries
 
 
+def relative_update(after, before):
+    """(after - before) / |before|, 1 in place of a zero norm: on the device, without reading the
+    norm back (that would wait for a GPU)."""
+    norm = before.norm()
+    return (after - before) / torch.where(norm > 0, norm, torch.ones_like(norm))
+
+
 def shape_text(t):
     return "x".join(str(d) for d in t.shape)
 
@@ -314,10 +321,7 @@ class ModelHooks:
                     if is_dtensor(p):  # its norm is the whole parameter's: from the step's collective
                         owner.capture_update(name, p, before)
                         continue
-                    # On the device, without reading the norm back (that would wait for a GPU).
-                    norm = before.norm()
-                    norm = torch.where(norm > 0, norm, torch.ones_like(norm))
-                    owner.capture(name, 0, "update", 0, (p.detach() - before) / norm)
+                    owner.capture(name, 0, "update", 0, relative_update(p.detach(), before))
                 self._update_before = []
         except Exception as exc:
             owner.fail(exc)

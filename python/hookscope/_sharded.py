@@ -61,7 +61,7 @@ def is_dtensor(t):
 
 def model_is_sharded(model):
     """Whether the model holds DTensor parameters (fully_shard, parallelize_module)."""
-    return any(type(p).__name__ == "DTensor" for p in model.parameters())
+    return any(is_dtensor(p) for p in model.parameters())
 
 
 def shard_part(t):
@@ -93,7 +93,7 @@ class _Slot:
         self.fields = fields
         self.values = values                  # the shard's copy, or an update's difference
         self.whole = whole                    # (part or None, parts, whole shape)
-        self.before_squares = before_squares  # an update: the shard's share of |before|^2
+        self.before_squares = before_squares  # an update: |before|^2 of the shard
         self.row = None
 
 
@@ -107,9 +107,6 @@ class ShardedStatistics:
         self._slots = []
         self.notes = []           # messages for the script's output, said once each
 
-    def __len__(self):
-        return len(self._slots)
-
     def add(self, ident, fields, t, update_before=None):
         """Keeps DTensor t's local shard (or an update's: t is then the parameter after its
         step and update_before its local shard before) for the step's end; False where t's
@@ -122,8 +119,7 @@ class ShardedStatistics:
         if update_before is None:
             self._slots.append(_Slot(ident, fields, local.clone(), whole))
             return True
-        squares = update_before.to(torch.float64).square().sum() if place[0] is not None else \
-            torch.zeros((), dtype=torch.float64, device=local.device)
+        squares = update_before.to(torch.float64).square().sum()
         self._slots.append(_Slot(ident, fields, local - update_before, whole, squares))
         return True
 
@@ -156,7 +152,7 @@ class ShardedStatistics:
         for i, slot in enumerate(slots[:self.capacity]):
             rows[1 + i, 0:2] = self._first_pass(slot)
             rows[1 + i, 2] = slot.ident
-            if slot.before_squares is not None:
+            if slot.before_squares is not None and slot.whole[0] is not None:  # a replica's counted once
                 rows[1 + i, 3] = slot.before_squares.cpu()
         device = torch.device("cpu")
         if "gloo" not in str(dist.get_backend()) and torch.cuda.is_available():

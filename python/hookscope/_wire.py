@@ -47,27 +47,25 @@ def number_text(value):
     return repr(float(value))
 
 
-def json_frame(message):
-    payload = json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+def _frame(kind, payload, what):
     if len(payload) > MAX_JSON_BYTES:
-        raise ProtocolError("message of %d bytes is over the %d limit" % (len(payload), MAX_JSON_BYTES))
-    return HEADER.pack(MAGIC, PROTOCOL_VERSION, JSON_FRAME, len(payload)) + payload
+        raise ProtocolError("%s of %d bytes is over the %d limit" % (what, len(payload), MAX_JSON_BYTES))
+    return HEADER.pack(MAGIC, PROTOCOL_VERSION, kind, len(payload)) + payload
+
+
+def json_frame(message):
+    return _frame(JSON_FRAME, json.dumps(message, separators=(",", ":"), allow_nan=False).encode(), "message")
 
 
 def text_frame(text):
     """A frame of JSON text already written (by hand, for speed)."""
-    payload = text.encode()
-    if len(payload) > MAX_JSON_BYTES:
-        raise ProtocolError("message of %d bytes is over the %d limit" % (len(payload), MAX_JSON_BYTES))
-    return HEADER.pack(MAGIC, PROTOCOL_VERSION, JSON_FRAME, len(payload)) + payload
+    return _frame(JSON_FRAME, text.encode(), "message")
 
 
 def stats_frame(payload):
     """A binary stats frame (docs/protocol.md): STATS_HEAD, then per row the series id, 0, and
     the row's float64 values."""
-    if len(payload) > MAX_JSON_BYTES:
-        raise ProtocolError("stats frame of %d bytes is over the %d limit" % (len(payload), MAX_JSON_BYTES))
-    return HEADER.pack(MAGIC, PROTOCOL_VERSION, STATS_FRAME, len(payload)) + payload
+    return _frame(STATS_FRAME, payload, "stats frame")
 
 
 class FrameReader:
