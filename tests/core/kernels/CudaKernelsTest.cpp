@@ -1,0 +1,372 @@
+// The CUDA statistics kernels (python/hookscope/stats_kernels.cu), their own source compiled as
+// host C++ against CudaEmulation.h, against HookScope's CPU kernel (min, max, amax, counts,
+// histogram: exactly) and float64 sums (moments); and the one-read decisions: a series binned
+// between its previous edges where this step's values allow it, read again where not.
+
+#include "CudaEmulation.h"
+
+#include "hookscope/stats_kernels.cu"
+
+#include "kernels/RawStats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using hookscope::SharedRange;
+using hookscope::TensorStats;
+
+constexpr int kBins = 64;
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+template <typename IN>
+using Work = std::conditional_t<std::is_same_v<IN, hs_bf16> || std::is_same_v<IN, hs_half> ||
+                                    std::is_same_v<IN, float>,
+                                float, double>;
+
+// One stream's scratch, reused by every capture as on a GPU.
+struct Stream {
+  std::vector<hs_u64> scratch = std::vector<hs_u64>(HS_SCRATCH_WORDS, 0);
+};
+
+struct Outcome {
+  std::vector<double> row;
+  bool reread = false;
+};
+
+// The two kernels as _cuda_stats.py launches them (fewer threads a block, for speed).
+template <typename IN>
+Outcome run(Stream& stream, const IN* x, std::int64_t n, double* slot, unsigned threads = 64, unsigned blocks = 3,
+            int bins = kBins) {
+  Outcome out;
+  out.row.assign(std::size_t(HS_HEADER + bins), -7.0);
+  const int copies = std::max(1, std::min(int(threads / 32), 40960 / (4 * (bins + 1))));
+  const std::size_t shared = 32 * HS_FIELDS * 8 + 16 + std::size_t(copies) * std::size_t(bins + 1) * 4;
+  double* row = out.row.data();
+  hs_u64* scratch = stream.scratch.data();
+  hs_emulation::launch(blocks, threads, shared,
+                       [&] { hs_read<IN, Work<IN>>(x, n, bins, copies, row, slot, scratch); });
+  out.reread = stream.scratch[HS_REREAD] != 0;
+  hs_emulation::launch(blocks, threads, shared, [&] { hs_reread<IN, Work<IN>>(x, n, bins, copies, row, scratch); });
+  return out;
+}
+
+// The CPU kernel's statistics of the same values (in the same working precision).
+template <typename W>
+TensorStats reference(const std::vector<W>& values, const SharedRange* range = nullptr, int bins = kBins) {
+  TensorStats s;
+  if (range) {
+    hookscope::computeRawStatsInRange(values.data(), std::int64_t(values.size()), bins, hookscope::StatsCores::One,
+                                      *range, s);
+  } else {
+    hookscope::computeRawStats(values.data(), std::int64_t(values.size()), bins, hookscope::StatsCores::One, s);
+  }
+  return s;
+}
+
+void expectSame(double got, double want, const char* what) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what << ": " << got;
+  } else {
+    EXPECT_EQ(got, want) << what;
+  }
+}
+
+// Mean, std (n-1) and L2 of the finite values, in long double.
+struct Moments {
+  long double mean = 0, std = 0, l2 = 0;
+  std::int64_t finite = 0;
+};
+template <typename W>
+Moments exactMoments(const std::vector<W>& values) {
+  Moments m;
+  long double sum = 0, squares = 0;
+  for (W v : values) {
+    if (!std::isfinite(double(v))) continue;
+    sum += v;
+    squares += (long double)v * v;
+    ++m.finite;
+  }
+  if (!m.finite) return m;
+  m.mean = sum / m.finite;
+  long double centred = 0;
+  for (W v : values) {
+    if (std::isfinite(double(v))) centred += ((long double)v - m.mean) * ((long double)v - m.mean);
+  }
+  m.std = m.finite > 1 ? std::sqrt(centred / (m.finite - 1)) : 0;
+  m.l2 = std::sqrt(squares);
+  return m;
+}
+
+void expectClose(double got, long double want, long double scale, const char* what) {
+  EXPECT_LE(std::fabs((long double)got - want), 1e-9L * scale + 1e-300L) << what << ": " << got << " vs " << double(want);
+}
+
+// Every field of a row against the CPU kernel's statistics and the exact moments.
+// moments false: values whose squares are past float64's range, where no backend's moments mean
+// anything (only the bin plan is under test).
+template <typename W>
+void expectRow(const std::vector<double>& row, const std::vector<W>& values, const TensorStats& s,
+               bool moments = true) {
+  expectSame(row[0], s.min, "min");
+  expectSame(row[1], s.max, "max");
+  expectSame(row[10], s.amax, "amax");
+  expectSame(row[5], s.zeroFraction, "zero fraction");
+  EXPECT_EQ(row[6], double(s.nanCount));
+  EXPECT_EQ(row[7], double(s.infCount));
+  EXPECT_EQ(row[8], s.histLow);
+  EXPECT_EQ(row[9], s.histHigh);
+  EXPECT_EQ(row[11], double(s.f16Overflow));
+  EXPECT_EQ(row[12], double(s.f16Underflow));
+  EXPECT_EQ(row[13], double(s.e4m3Underflow));
+  EXPECT_EQ(row[14], double(s.e5m2Underflow));
+  for (std::size_t b = 0; b < s.histogram.size(); ++b) EXPECT_EQ(row[HS_HEADER + b], double(s.histogram[b])) << "bin " << b;
+  const Moments m = exactMoments(values);
+  if (!moments) return;
+  if (m.finite == 0) {
+    expectSame(row[2], s.mean, "mean");
+    expectSame(row[3], s.std, "std");
+    expectSame(row[4], s.l2norm, "l2");
+    return;
+  }
+  const long double scale = std::max(std::fabs(m.mean), m.std);
+  expectClose(row[2], m.mean, scale, "mean");
+  expectClose(row[3], m.std, m.std, "std");
+  expectClose(row[4], m.l2, m.l2, "l2");
+}
+
+void expectScratchLeftClean(const Stream& stream, int bins = kBins) {
+  for (int i = 0; i < HS_HIST + bins; ++i) EXPECT_EQ(stream.scratch[std::size_t(i)], 0u) << "scratch word " << i;
+}
+
+// The values in the working precision, as the reference reads them.
+template <typename IN>
+std::vector<Work<IN>> widened(const std::vector<IN>& in) {
+  std::vector<Work<IN>> out;
+  for (const IN& v : in) out.push_back(hs_value<IN, Work<IN>>(v));
+  return out;
+}
+
+// A first capture (no forecast): the row equals the CPU kernel's, and no state is left behind.
+template <typename IN>
+void expectFirstCapture(const std::vector<IN>& values, unsigned threads = 64, bool moments = true) {
+  Stream stream;
+  const Outcome out = run(stream, values.data(), std::int64_t(values.size()), nullptr, threads);
+  const auto work = widened(values);
+  expectRow(out.row, work, reference(work), moments);
+  expectScratchLeftClean(stream);
+}
+
+std::vector<float> normal(std::size_t n, float scale, float shift, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = shift + scale * dist(rng);
+  return v;
+}
+
+hs_bf16 bf16(float f) {  // round to nearest even, as torch does
+  unsigned int bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return hs_bf16{0x7fc0};
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return hs_bf16{(unsigned short)(bits >> 16)};
+}
+
+TEST(CudaKernelsTest, FloatValuesWithNanAndInfEqualTheCpuKernel) {
+  auto v = normal(10007, 2.0f, 0.5f, 1);
+  for (std::size_t i = 0; i < v.size(); i += 97) v[i] = float(kNaN);
+  v[5] = float(kInf);
+  v[6] = -float(kInf);
+  v[7] = 0.0f;
+  expectFirstCapture(v);
+}
+
+TEST(CudaKernelsTest, EveryCaseOfTheTritonTestsEqualsTheCpuKernel) {
+  expectFirstCapture(std::vector<float>(100, float(kNaN)));
+  expectFirstCapture(std::vector<float>{float(kInf), -float(kInf), float(kInf)});
+  expectFirstCapture(std::vector<float>{});
+  expectFirstCapture(std::vector<float>{-3.25f});
+  expectFirstCapture(std::vector<float>(1000, 3.5f));
+  expectFirstCapture(normal(5000, 1e-4f, 1000.0f, 2));                       // a tiny range far from zero
+  expectFirstCapture(std::vector<float>{3e38f, -3e38f, 1.0f, 0.0f, -3.4e38f}); // a span past float32's range
+  std::vector<double> wide = {1.7e308, -1.7e308, 0.0, 1e-300, 4.9e-324};      // float64's, past its range
+  expectFirstCapture(wide, 64, false);
+  std::vector<double> mixed(3000);
+  std::mt19937 rng(3);
+  for (auto& x : mixed) x = std::ldexp(double(rng() % 1000) - 500.0, int(rng() % 60) - 30);
+  mixed[10] = kNaN;
+  expectFirstCapture(mixed);
+}
+
+TEST(CudaKernelsTest, HalfAndBfloat16ExtremesAndSubnormalsEqualTheCpuKernel) {
+  std::vector<hs_half> half;
+  for (unsigned short bits : {0x0001, 0x0002, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0xfbff, 0x8001, 0x0000, 0x8000, 0x7c00,
+                              0x7e00, 0x5640, 0x1234})
+    half.push_back(hs_half{bits});
+  for (unsigned int i = 0; i < 5000; ++i) half.push_back(hs_half{(unsigned short)((i * 40503u) & 0xffffu)});
+  expectFirstCapture(half);
+  std::vector<hs_bf16> brain;
+  for (float f : normal(9001, 3.0f, -1.0f, 4)) brain.push_back(bf16(f));
+  brain.push_back(hs_bf16{0x0001});   // a bfloat16 subnormal
+  brain.push_back(hs_bf16{0x7f7f});   // its largest
+  brain.push_back(hs_bf16{0x7fc0});   // NaN
+  expectFirstCapture(brain);
+}
+
+TEST(CudaKernelsTest, IntegerAndBoolValuesEqualTheCpuKernel) {
+  std::mt19937 rng(5);
+  std::vector<signed char> i8(4099);
+  std::vector<unsigned char> u8(4099), flags(3001);
+  std::vector<short> i16(2049);
+  std::vector<int> i32(2051);
+  std::vector<long long> i64(1025);
+  for (auto& v : i8) v = (signed char)(rng() & 0xff);
+  for (auto& v : u8) v = (unsigned char)(rng() & 0xff);
+  for (auto& v : flags) v = (unsigned char)(rng() & 1);
+  for (auto& v : i16) v = (short)(rng() & 0xffff);
+  for (auto& v : i32) v = int(rng());
+  for (auto& v : i64) v = (long long)(((unsigned long long)rng() << 32) | rng());
+  i64[0] = std::numeric_limits<long long>::min();
+  i64[1] = std::numeric_limits<long long>::max();
+  expectFirstCapture(i8);
+  expectFirstCapture(u8);
+  expectFirstCapture(flags);
+  expectFirstCapture(i16);
+  expectFirstCapture(i32);
+  expectFirstCapture(i64);
+}
+
+TEST(CudaKernelsTest, UnalignedStartsAndTailsAndFullBlocksEqualTheCpuKernel) {
+  const auto v = normal(4103, 1.0f, 0.0f, 6);
+  for (std::size_t offset : {1u, 2u, 3u}) {
+    std::vector<float> part(v.begin() + std::ptrdiff_t(offset), v.end());
+    Stream stream;
+    const Outcome out = run(stream, v.data() + offset, std::int64_t(part.size()), nullptr);
+    expectRow(out.row, part, reference(part));
+  }
+  expectFirstCapture(normal(70001, 1.0f, 0.0f, 7), 256);  // the launch's own 256 threads a block
+}
+
+// A series' slot after one capture, and the stream it shares.
+struct Series {
+  Stream stream;
+  std::vector<double> slot = std::vector<double>(HS_SLOT_WORDS, 0.0);
+  template <typename W>
+  Outcome capture(const std::vector<W>& values) {
+    return run(stream, values.data(), std::int64_t(values.size()), slot.data());
+  }
+};
+
+// A one-read row: the histogram between the forecast's edges, everything else the tensor's own.
+template <typename W>
+void expectOneRead(const Outcome& out, const std::vector<W>& values, double low, double high) {
+  EXPECT_FALSE(out.reread);
+  const TensorStats own = reference(values);
+  const SharedRange range{low, high, own.amax};
+  TensorStats binned = reference(values, &range);
+  EXPECT_LE(own.histHigh - own.histLow, high - low);
+  EXPECT_GE(own.max - own.min, 0.5 * (high - low));
+  expectRow(out.row, values, binned);
+}
+
+TEST(CudaKernelsTest, ASeriesInsideItsEdgesIsReadOnce) {
+  Series series;
+  const Outcome first = series.capture(normal(20000, 1.0f, 0.0f, 8));
+  EXPECT_TRUE(first.reread);  // the first capture of a series is two reads
+  EXPECT_EQ(series.slot[0], 1.0);
+  const double span = first.row[9] - first.row[8];
+  EXPECT_DOUBLE_EQ(series.slot[1], first.row[8] - HS_MARGIN * span);
+  EXPECT_DOUBLE_EQ(series.slot[2], first.row[9] + HS_MARGIN * span);
+  for (unsigned seed = 9; seed < 13; ++seed) {
+    const double low = series.slot[1], high = series.slot[2];
+    const auto next = normal(20000, 1.0f, 0.0f, seed);
+    const Outcome out = series.capture(next);
+    expectOneRead(out, next, low, high);
+    expectScratchLeftClean(series.stream);
+  }
+}
+
+TEST(CudaKernelsTest, ValuesOutsideTheEdgesOrFillingLessThanHalfAreReadAgain) {
+  const struct {
+    float scale, shift;
+  } cases[] = {{3.0f, 0.0f}, {0.2f, 0.0f}, {1.0f, 100.0f}, {1.0f, -3.0f}, {1.0f, 3.0f}};
+  for (const auto& c : cases) {
+    Series series;
+    series.capture(normal(8000, 1.0f, 0.0f, 14));
+    const auto next = normal(8000, c.scale, c.shift, 15);
+    const Outcome out = series.capture(next);
+    EXPECT_TRUE(out.reread) << c.scale << " " << c.shift;
+    expectRow(out.row, next, reference(next));
+    expectScratchLeftClean(series.stream);
+  }
+}
+
+TEST(CudaKernelsTest, Fp8CountsAreExactFromTheBandOrReadAgainWhenItOverflows) {
+  // Many values near where E4M3's underflow begins (amax 1: about 4.4e-6): counted exactly
+  // from the band's kept values, or read again where more than the band holds.
+  for (const std::size_t near : {std::size_t(2000), std::size_t(HS_BAND_CAPACITY + 4000)}) {
+    std::mt19937 rng(16);
+    std::uniform_real_distribution<float> tiny(1e-6f, 1e-5f), body(-1.0f, 1.0f);
+    auto values = [&] {
+      std::vector<float> v;
+      for (std::size_t i = 0; i < near; ++i) v.push_back(tiny(rng) * (i % 2 ? 1.0f : -1.0f));
+      for (int i = 0; i < 6000; ++i) v.push_back(body(rng));
+      v.push_back(1.0f);
+      v.push_back(-1.0f);
+      return v;
+    };
+    Series series;
+    series.capture(values());
+    const double low = series.slot[1], high = series.slot[2];
+    const auto next = values();
+    const Outcome out = series.capture(next);
+    const TensorStats own = reference(next);
+    EXPECT_GT(own.e4m3Underflow, 0);
+    if (near > HS_BAND_CAPACITY) {
+      EXPECT_TRUE(out.reread);
+      expectRow(out.row, next, own);
+    } else {
+      expectOneRead(out, next, low, high);
+    }
+    expectScratchLeftClean(series.stream);
+  }
+}
+
+TEST(CudaKernelsTest, ASeriesOfOneValueKeepsItsEdgesAndIntegerSeriesAreReadOnce) {
+  Series flat;
+  flat.capture(std::vector<float>(3000, 3.5f));
+  const std::vector<float> same(3000, 3.5f);
+  const Outcome out = flat.capture(same);
+  EXPECT_FALSE(out.reread);
+  expectRow(out.row, same, reference(same));
+
+  std::mt19937 rng(17);
+  auto ints = [&] {
+    std::vector<double> v(5000);
+    for (auto& x : v) x = double(int(rng() % 2001) - 1000);
+    return v;
+  };
+  Series series;
+  series.capture(ints());
+  const double low = series.slot[1], high = series.slot[2];
+  const auto next = ints();
+  expectOneRead(series.capture(next), next, low, high);
+}
+
+TEST(CudaKernelsTest, ResultsDoNotDependOnWhatTheStreamRanBefore) {
+  const auto v = normal(30000, 1.5f, 0.25f, 18);
+  Stream fresh, used;
+  run(used, normal(5000, 9.0f, 3.0f, 19).data(), 5000, nullptr);
+  const Outcome a = run(fresh, v.data(), std::int64_t(v.size()), nullptr);
+  const Outcome b = run(used, v.data(), std::int64_t(v.size()), nullptr);
+  for (std::size_t i = 0; i < a.row.size(); ++i) EXPECT_EQ(a.row[i], b.row[i]) << "field " << i;
+}
+
+} // namespace
