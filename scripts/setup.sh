@@ -43,6 +43,15 @@ if [ -z "${HOOKSCOPE_PYTHON:-}" ]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$venv/hookscope-constraints.txt" triton==3.8.0 ||
       echo "setup: triton 3.8.0 not installed: the Triton kernels' tests will skip" >&2
   fi
+  # NVRTC, for HookScope's CUDA kernels' tests without a GPU: it compiles them for sm_80/sm_90 and
+  # newer as the package does at first use on a GPU (PyTorch's CUDA wheels bring it to users).
+  # Optional: without it those tests skip.
+  if ! "$venv/bin/python" -c "import glob, nvidia, os; assert glob.glob(os.path.join(list(nvidia.__path__)[0], 'cuda_nvrtc', 'lib', 'libnvrtc.so*'))" 2>/dev/null; then
+    echo "torch==$torch_version" >"$venv/hookscope-constraints.txt"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -c "$venv/hookscope-constraints.txt" \
+      nvidia-cuda-nvrtc-cu12==12.9.86 ||
+      echo "setup: nvidia-cuda-nvrtc-cu12 not installed: the CUDA kernels' compile tests will skip" >&2
+  fi
   # torchvision's model definitions, for the fixtures that check the model-code scan on its
   # models, scripted and traced. Its compiled part needs CUDA, so it goes beside the venv, not
   # into it (--no-deps: torch stays 2.13.0), and no HookScope program loads it. Optional: without

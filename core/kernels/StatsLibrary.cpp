@@ -3,16 +3,12 @@
 // engine's own computeRawStats, with no LibTorch: nothing is compiled against the user's PyTorch.
 
 #include "kernels/RawStats.h"
+#include "kernels/RowLayout.h"
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace {
-
-// min, max, mean, std, l2, zero fraction, NaN, Inf, low, high, amax, then the float16 overflow and
-// underflow, E4M3 and E5M2 underflow counts.
-constexpr int kHeader = 15;
 
 // range: null for the tensor's own edges, else a shared {low, high, amax} (a shard of a tensor).
 template <typename T>
@@ -25,22 +21,22 @@ void fill(const void* data, std::int64_t n, int bins, int cores, const double* r
   } else {
     hookscope::computeRawStats(static_cast<const T*>(data), n, bins, use, s);
   }
-  const double header[kHeader] = {s.min,
-                                  s.max,
-                                  s.mean,
-                                  s.std,
-                                  s.l2norm,
-                                  s.zeroFraction,
-                                  double(s.nanCount),
-                                  double(s.infCount),
-                                  s.histLow,
-                                  s.histHigh,
-                                  s.amax,
-                                  double(s.f16Overflow),
-                                  double(s.f16Underflow),
-                                  double(s.e4m3Underflow),
-                                  double(s.e5m2Underflow)};
-  std::memcpy(out, header, sizeof header);
+  using namespace hookscope::row;
+  out[kMin] = s.min;
+  out[kMax] = s.max;
+  out[kMean] = s.mean;
+  out[kStd] = s.std;
+  out[kL2] = s.l2norm;
+  out[kZeros] = s.zeroFraction;
+  out[kNan] = double(s.nanCount);
+  out[kInf] = double(s.infCount);
+  out[kLo] = s.histLow;
+  out[kHi] = s.histHigh;
+  out[kAmax] = s.amax;
+  out[kF16Overflow] = double(s.f16Overflow);
+  out[kF16Underflow] = double(s.f16Underflow);
+  out[kE4m3Underflow] = double(s.e4m3Underflow);
+  out[kE5m2Underflow] = double(s.e5m2Underflow);
   for (int i = 0; i < bins; ++i) out[kHeader + i] = double(s.histogram[std::size_t(i)]);
 }
 

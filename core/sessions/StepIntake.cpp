@@ -218,7 +218,18 @@ bool StepIntake::readStep(const json& message, AttachedStep* done, GapRecord* ga
   if (const auto it = message.find("dropped"); it != message.end() && it->is_object()) readDropped(*it, done, gap);
   if (const auto it = message.find("fingerprint"); it != message.end() && it->is_object()) readPrints(*it, done);
   if (const auto it = message.find("shapes"); it != message.end() && it->is_object()) readShapes(*it, done);
+  if (const auto it = message.find("reads"); it != message.end() && it->is_object()) readReads(*it, step);
   return true;
+}
+
+// How the step's captures were read on a GPU (docs/protocol.md): scalars reads_one, reads_two
+// and reads_shared (a capture of a tensor already read this step, its row copied).
+void StepIntake::readReads(const json& reads, std::int64_t step) {
+  for (const char* name : {"one", "two", "shared"}) {
+    bool ok = true;
+    const auto count = wireInt(reads, name, 0, kMaxStep, &ok);
+    if (ok && reads.contains(name)) m_store->addScalar(step, std::string("reads_") + name, double(count), m_hello.script.rank);
+  }
 }
 
 void StepIntake::readDropped(const json& dropped, AttachedStep* done, GapRecord* gap) {

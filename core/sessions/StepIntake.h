@@ -61,6 +61,7 @@ private:
   void readDropped(const nlohmann::json& dropped, AttachedStep* done, GapRecord* gap);
   void readPrints(const nlohmann::json& fingerprint, AttachedStep* done) const;
   void readShapes(const nlohmann::json& shapes, AttachedStep* done) const;
+  void readReads(const nlohmann::json& reads, std::int64_t step);
 
   const ScriptHello& m_hello;
   std::shared_ptr<CaptureStore> m_store;

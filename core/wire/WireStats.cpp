@@ -180,22 +180,23 @@ bool statsFromWire(const json& j, TensorStats* out, std::string* error) {
 }
 
 bool statsFromRow(const double* row, std::size_t bins, TensorStats* stats, std::string* error) {
+  using namespace ::hookscope::row;
   TensorStats& s = *stats;
-  s.min = row[0];
-  s.max = row[1];
-  s.mean = row[2];
-  s.std = row[3];
-  s.l2norm = row[4];
-  s.zeroFraction = row[5];
-  s.nanCount = rowCount(row[6]);
-  s.infCount = rowCount(row[7]);
-  s.histLow = row[8];
-  s.histHigh = row[9];
-  s.amax = row[10];
-  s.f16Overflow = rowCount(row[11]);  // always sent in a row: never "not measured"
-  s.f16Underflow = rowCount(row[12]);
-  s.e4m3Underflow = rowCount(row[13]);
-  s.e5m2Underflow = rowCount(row[14]);
+  s.min = row[kMin];
+  s.max = row[kMax];
+  s.mean = row[kMean];
+  s.std = row[kStd];
+  s.l2norm = row[kL2];
+  s.zeroFraction = row[kZeros];
+  s.nanCount = rowCount(row[kNan]);
+  s.infCount = rowCount(row[kInf]);
+  s.histLow = row[kLo];
+  s.histHigh = row[kHi];
+  s.amax = row[kAmax];
+  s.f16Overflow = rowCount(row[kF16Overflow]);  // always sent in a row: never "not measured"
+  s.f16Underflow = rowCount(row[kF16Underflow]);
+  s.e4m3Underflow = rowCount(row[kE4m3Underflow]);
+  s.e5m2Underflow = rowCount(row[kE5m2Underflow]);
   s.histogram.resize(bins);
   for (std::size_t i = 0; i < bins; ++i) s.histogram[i] = rowCount(row[kRowHeader + i]);
   return checkStats(s, "a stats row", error);

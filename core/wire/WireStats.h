@@ -3,6 +3,7 @@
 // computes them itself with core's kernels, sends a step's captures to the window
 // (docs/protocol.md, the `stats` message). No LibTorch here: the fuzzer drives it alone.
 
+#include "kernels/RowLayout.h"
 #include "store/CaptureStore.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -22,9 +23,8 @@ nlohmann::json statsToWire(const TensorStats& stats);
 /// type or out of range (counts negative or over numel, a histogram too long, ...).
 bool statsFromWire(const nlohmann::json& j, TensorStats* stats, std::string* error);
 
-/// Values in a binary stats row before its bins: min, max, mean, std, l2, zero fraction, NaN,
-/// Inf, lo, hi, amax, the four low-precision counts (the hookscope package's _stats HEADER).
-constexpr std::size_t kRowHeader = 15;
+/// Values in a binary stats row before its bins (kernels/RowLayout.h).
+constexpr std::size_t kRowHeader = row::kHeader;
 /// Reads a binary stats row (kRowHeader values, then `bins` counts, all float64) into `stats`,
 /// whose shape, dtype and numel are already set: the same checks as statsFromWire.
 bool statsFromRow(const double* row, std::size_t bins, TensorStats* stats, std::string* error);

@@ -28,6 +28,20 @@ NAMED_DROPS = 64             # dropped captures named per step (the count is alw
 _eager_capture = []
 
 
+def _compiling_check():
+    """torch.compiler.is_compiling (2.3 and later; True while Dynamo traces the code that calls
+    it), torch._dynamo's older name, or False where neither exists (PyTorch 1.x)."""
+    compiler = getattr(torch, "compiler", None)
+    check = getattr(compiler, "is_compiling", None)
+    if check is not None:
+        return check
+    dynamo = sys.modules.get("torch._dynamo")
+    return getattr(dynamo, "is_compiling", None) or (lambda: False)
+
+
+_compiling = _compiling_check()
+
+
 def _kept_out_of_dynamo():
     """CaptureSink._capture wrapped so that Dynamo never traces into it (its kernel launches, the
     lock, the step's buffers): built once Dynamo is loaded (torch.compile loads it; importing it
@@ -47,23 +61,35 @@ class CaptureSink:
     _dropped_count = 0
     _shards = None  # ShardedStatistics where the model is sharded over a job's ranks
 
+    @property
+    def _described(self):
+        """_describe's texts by capture (made on first use: owners do not call a constructor)."""
+        try:
+            return self.__dict__["_descriptions"]
+        except KeyError:
+            return self.__dict__.setdefault("_descriptions", {})
+
     def capture(self, series, call, kind, index, tensor):
-        """Computes one tensor's statistics now; `series` is a module index or a parameter name."""
-        eager = _kept_out_of_dynamo()
-        if eager is not None:
-            return eager(self, series, call, kind, index, tensor)
+        """Computes one tensor's statistics now; `series` is a module index or a parameter name.
+        Only while Dynamo compiles does the call go through its disable() wrapper (a few
+        microseconds a capture that eager steps need not pay: torchvision imports Dynamo)."""
+        if _compiling():
+            eager = _kept_out_of_dynamo()
+            if eager is not None:
+                return eager(self, series, call, kind, index, tensor)
         return self._capture(series, call, kind, index, tensor)
 
     def _capture(self, series, call, kind, index, tensor):
-        t = tensor.detach()
-        sharded = is_dtensor(t)
+        # The values are only read: each backend detaches where it computes with torch ops.
+        sharded = is_dtensor(tensor)
+        t = tensor.detach() if sharded else tensor
         ident, fields = self._describe(series, call, kind, index, t.to_local() if sharded else t)
         with self.lock:
             if sharded:
                 if self._shards is not None and self._shards.add(ident, fields, t):
                     return
                 t = self._shard_alone(t)
-            self._compute(fields, t)
+            self._compute(fields, t, tensor)
 
     def capture_update(self, name, p, before):
         """A DTensor parameter's update, (p - before) / |before|, from its local shards: the
@@ -76,7 +102,17 @@ class CaptureSink:
             self._compute(fields, relative_update(local, before.to_local()))
 
     def _describe(self, series, call, kind, index, t):
-        """A capture's identity and its stats entry's fields (JSON text) for tensor t."""
+        """A capture's identity and its stats entry's fields (JSON text) for tensor t (kept: the
+        same series at the same shape and dtype, step after step, is the same text)."""
+        key = (series, call, kind, index, t.shape, t.dtype)
+        known = self._described.get(key)
+        if known is None:
+            if len(self._described) > 100_000:  # shapes that change every step: start again
+                self._described.clear()
+            known = self._described[key] = self._describe_anew(series, call, kind, index, t)
+        return known
+
+    def _describe_anew(self, series, call, kind, index, t):
         where = '"module":%d' % series if isinstance(series, int) else '"param":' + json.dumps(series)
         dtype = DTYPES.get(t.dtype) or str(t.dtype).replace("torch.", "")
         ident = '%s,"call":%d,"kind":"%s","index":%d' % (where, call, kind, index)
@@ -89,13 +125,14 @@ class CaptureSink:
                         "whole-tensor statistics (a Partial placement, a sum over ranks, is always per rank)")
         return t.to_local()
 
-    def _compute(self, fields, t):
-        """Computes one tensor's row now, or records a gap saying why it cannot (under the lock)."""
+    def _compute(self, fields, t, origin=None):
+        """Computes one tensor's row now, or records a gap saying why it cannot (under the lock);
+        origin: the object the hook was given (the same one again is not read twice)."""
         if t.layout != torch.strided:
             self._drop(fields, "a %s tensor has no statistics HookScope computes" % t.layout)
             return
         try:
-            self._stats.add(fields, t, defer=self._defer_all)
+            self._stats.add(fields, t, defer=self._defer_all, origin=origin)
         except CapturedInGraph as exc:
             self._drop(fields, str(exc))
         except Exception as exc:  # never into the user's code: a gap that says why

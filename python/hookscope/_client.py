@@ -373,7 +373,11 @@ class Attached(CaptureSink):
             self._hooks.parameters_without_optimizer()
         self._finish_shards(True)
         self._send_statistics()
+        self._say_backend()
         message = {"type": "step", "step": self._step, "scalars": self._scalars(loss, scalars)}
+        reads = self._stats.take_reads()
+        if reads:
+            message["reads"] = reads
         if self._prints:
             message["fingerprint"] = self._fingerprint()
         dropped = self._take_dropped()

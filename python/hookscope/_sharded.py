@@ -30,7 +30,7 @@ import zlib
 
 import torch
 
-from ._stats import HEADER, native_in_range, native_row, torch_row, triton_statistics
+from ._stats import HEADER
 
 COLUMNS = 4          # per slot: min, max, identity, squared norm (updates)
 FIRST_SLOTS = 64     # slots of the first step; grown to what the ranks need, for all at once
@@ -211,26 +211,11 @@ class ShardedStatistics:
         if shared is None and slot.row is not None:
             return slot.row
         values, stats = slot.values, self._stats
-        bins = stats.bins
-        backend = stats.choose(values.device)
-        if backend == "native" and (shared is None or native_in_range(stats._lib)):
-            return native_row(stats._lib, values, bins, shared=shared)
-        row = torch.empty(HEADER + bins, dtype=torch.float64, device=values.device)
-        if backend == "triton":  # a GPU's, or the interpreter's (the tests)
-            kernels = triton_statistics()[0]
-            with kernels._lock:
-                own_amax = None
-                for name, launch in kernels.launches(values, bins, row):
-                    if name == "pass 2" and shared is not None:  # pass 2 reads the edges and amax from the row
-                        own_amax = row[10].clone()
-                        row[8:11].copy_(torch.tensor(shared, dtype=torch.float64))
-                    launch()
-                if own_amax is not None:
-                    row[10] = own_amax
-        else:
-            given = None if shared is None else \
-                tuple(torch.tensor(v, dtype=torch.float64, device=values.device) for v in shared)
-            torch_row(values, bins, row, given)
+        backend = stats.backend_for(values.device, shared=shared is not None)
+        if values.device.type == "cpu":
+            return backend.host_row(values, stats.bins, shared)
+        row = torch.empty(HEADER + stats.bins, dtype=torch.float64, device=values.device)
+        backend.row(values, stats.bins, row, shared)
         return row.tolist()
 
 

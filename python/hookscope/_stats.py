@@ -1,271 +1,29 @@
 """A captured tensor's statistics, computed in the training process on the tensor's device.
 
-Each capture becomes one row: min, max, mean, std (n-1), L2 norm, zero fraction, NaN count,
-Inf count, the histogram's low and high edges, amax (the largest finite |value|), the counts of
-finite values that float16 would overflow or flush and that E4M3 and E5M2 would flush after
-per-tensor amax scaling, then the counts of its bins. The meanings are
-HookScope's (docs/export-format.md): moments, min, max and norm over the finite values; the histogram
-of the finite values in equal bins between the finite min and max, a bin being
-min((v - low) * scale, bins - 1) in the values' precision (float32 for float16, bfloat16 and
-float32; float64 otherwise), with the fallback bin_plan() says where float32 cannot hold the scale.
-
-Three backends compute the same row (HOOKSCOPE_STATS_BACKEND=auto|native|torch|triton forces one):
-- native: HookScope's own C++ kernel (libhookscope_stats, the engine's code, loaded with
-  ctypes: nothing is compiled against the user's PyTorch) reads CPU values in place while the
-  hook runs. auto's choice on the CPU where the library is found.
-- triton: two fused Triton kernels (_triton_stats) on a GPU, at the memory's speed. auto's
-  choice on CUDA where Triton imports; CPU tensors only under TRITON_INTERPRET=1.
-- torch: torch ops, on any device; what runs where neither of the others can.
+Each capture becomes one row (_stats_rows: its layout and meanings, docs/export-format.md).
+Four backends compute the same row behind one seam (_backends; HOOKSCOPE_STATS_BACKEND=
+auto|native|torch|triton|cuda forces one): HookScope's C++ kernel on CPU values, its CUDA kernels
+(compiled by NVRTC at first use) and two Triton kernels on NVIDIA GPUs, torch ops anywhere.
 On a GPU each capture's row is written into a device buffer allocated once; the step's end
 copies every row to one pinned host buffer (allocated once) and waits once. No hook reads
-anything back, so no hook makes the host wait for the device.
+anything back, so no hook makes the host wait for the device. A tensor captured twice in a
+step at the same version (a container's output is its last child's) is read once: the second
+row is a copy of the first, made on the device.
 """
 
-import ctypes
-import glob
 import os
 import threading
+import weakref
 
 import torch
 
+from . import _backends
+from ._stats_rows import (  # noqa: F401 (the row's layout and the two host backends, as before)
+    _CHUNK, E4M3, E5M2, F16_LARGEST, F16_SMALLEST, FIELDS, HEADER, PRECISION, bin_plan, flush_below,
+    native_in_range, native_library, native_row, torch_row)
 from ._wire import number_text
 
-HEADER = 15  # min, max, mean, std, l2, zero fraction, nan, inf, low, high, amax, the precision counts
-# The row's float fields by the names a `stats` entry and tensor_statistics() give them.
-FIELDS = ((0, "min"), (1, "max"), (2, "mean"), (3, "std"), (4, "l2"), (5, "zeros"), (8, "lo"), (9, "hi"),
-          (10, "amax"))
-# The row's counts by their names, beside nan (6) and inf (7) (docs/export-format.md).
-PRECISION = ((11, "f16_overflow"), (12, "f16_underflow"), (13, "e4m3_underflow"), (14, "e5m2_underflow"))
-_CHUNK = 1 << 20  # values per pass of the torch-ops path: bounds its temporary memory (~40 MiB)
-_ABI = 2
-_LIBRARY_NAME = "libhookscope_stats.so"
-BACKENDS = ("auto", "native", "torch", "triton")
-_FLT_MAX = 3.4028234663852886e38
-_FLT_MIN = 1.1754943508222875e-38
-_DBL_MAX = 1.7976931348623157e308
-F16_LARGEST = 65504.0
-F16_SMALLEST = 2.0 ** -24      # float16's smallest subnormal
-E4M3 = (448.0, 2.0 ** -9)      # an fp8 format's largest value and smallest subnormal
-E5M2 = (57344.0, 2.0 ** -16)
-
-
-def _library_candidates():
-    here = os.path.dirname(os.path.abspath(__file__))
-    named = os.environ.get("HOOKSCOPE_STATS_LIBRARY")
-    if named:
-        yield named
-    yield os.path.join(here, _LIBRARY_NAME)  # installed beside the package (cmake --install)
-    # Built by pip when the package was installed (setup.py: a plain C++ library, no Python API).
-    yield from sorted(glob.glob(os.path.join(here, "_hookscope_stats*.so")))
-    root = os.path.normpath(os.path.join(here, "..", ".."))  # a source checkout, built into build/
-    yield os.path.join(root, "build", "core", _LIBRARY_NAME)
-
-
-_native_cache = []
-
-
-def native_library():
-    """HookScope's statistics kernel (ctypes), or None where it is not built or not loadable.
-
-    HOOKSCOPE_STATS_LIBRARY names it; "none" turns it off (the torch-ops path then runs)."""
-    if _native_cache:
-        return _native_cache[0]
-    lib = None
-    if os.environ.get("HOOKSCOPE_STATS_LIBRARY", "").lower() != "none":
-        for path in _library_candidates():
-            if not os.path.isfile(path):
-                continue
-            try:
-                candidate = ctypes.CDLL(path)
-                if candidate.hookscope_stats_abi() != _ABI:
-                    continue
-                candidate.hookscope_stats.restype = ctypes.c_int
-                candidate.hookscope_stats.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
-                                                      ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
-                try:  # a shard's row in its whole tensor's range (libraries since the sharded issue)
-                    ranged = candidate.hookscope_stats_in_range
-                    ranged.restype = ctypes.c_int
-                    ranged.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                       ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
-                except AttributeError:
-                    pass
-                lib = candidate
-                break
-            except (OSError, AttributeError):
-                continue
-    _native_cache.append(lib)
-    return lib
-
-
-def _work_dtype(t):
-    """The precision HookScope bins a tensor's values in."""
-    if t.dtype in (torch.float16, torch.bfloat16, torch.float32):
-        return torch.float32
-    return torch.float64
-
-
-def native_in_range(lib):
-    """Whether HookScope's kernel computes a shard's row in a shared range (native_row's shared)."""
-    return lib is not None and hasattr(lib, "hookscope_stats_in_range")
-
-
-def native_row(lib, t, bins, cores=1, shared=None):
-    """A CPU tensor's row through HookScope's kernel (a list of HEADER + bins floats); shared:
-    (low, high, amax) floats of the whole tensor it is a shard of (torch_row's shared)."""
-    x = t.detach()
-    if x.is_complex():
-        x = x.abs()
-    work = _work_dtype(x)
-    if x.dtype != work:
-        x = x.to(work)
-    x = x.contiguous()
-    out = (ctypes.c_double * (HEADER + bins))()
-    code = 0 if work == torch.float32 else 1
-    if shared is not None:
-        status = lib.hookscope_stats_in_range(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores,
-                                              (ctypes.c_double * 3)(*shared), out)
-    else:
-        status = lib.hookscope_stats(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores, out)
-    if status != 0:
-        raise ValueError("HookScope's statistics kernel refused a tensor of %d values" % x.numel())
-    return list(out)
-
-
-def bin_plan(lo, hi, bins, work):
-    """How values become bins, for the histogram's edges lo and hi (float64 tensors on the values'
-    device): (narrow, k, scale). A value's bin is (v - lo) * scale in the working precision
-    (float32 for float16, bfloat16 and float32) where narrow is true: the span and the scale are
-    normal float32 numbers. Else it is (v * k - lo * k) * scale in float64, k being 1, or 0.5 where
-    the span is past float64's range. Every backend bins by this plan (docs/export-format.md)."""
-    span = hi - lo
-    positive = span > 0
-    # A tensor over a tensor: `bins / tensor` is a reciprocal times bins in torch, one rounding
-    # more than the kernels' division.
-    count = torch.full_like(span, float(bins))
-    if work == torch.float32:
-        scale = count / torch.where(positive, span, torch.ones_like(span))
-        narrow = (span <= _FLT_MAX) & (scale <= _FLT_MAX) & (scale >= _FLT_MIN)
-        return narrow, torch.ones_like(span), scale
-    k = torch.where(span <= _DBL_MAX, torch.ones_like(span), torch.full_like(span, 0.5))
-    scale = count / torch.where(positive, hi * k - lo * k, torch.ones_like(span))
-    return torch.zeros_like(positive), k, scale
-
-
-def flush_below(amax, fmt, work):
-    """Where an fp8 format's underflow begins once the tensor is scaled so that its amax (a
-    float64 tensor) becomes the format's largest value: the smallest `work` value w with
-    fl64(w * largest) >= fl64(amax * smallest subnormal), so that a finite value counts when
-    |v| < w (docs/export-format.md). A tensor on amax's device; 0 for an amax of 0 or NaN."""
-    largest, smallest = fmt
-    edge = amax * smallest
-    c = (edge / largest).to(work)
-    up, down = torch.full_like(c, float("inf")), torch.full_like(c, float("-inf"))
-    # The quotient rounded to `work` is within two units in the last place of the answer: of
-    # c - 2, c - 1, c and c + 1 units, the smallest that reaches the edge.
-    below = torch.nextafter(c, down)
-    w = torch.nextafter(c, up)
-    for candidate in (c, below, torch.nextafter(below, down)):
-        w = torch.where(candidate.to(torch.float64) * largest >= edge, candidate, w)
-    return torch.where(edge > 0, w, torch.zeros_like(w))
-
-
-def torch_row(t, bins, row, shared=None):
-    """Writes a tensor's row into `row` (float64, HEADER + bins, on t's device) with torch ops
-    only, in passes of at most _CHUNK values, without reading anything back to the host.
-
-    shared: (low, high, amax), float64 tensors on t's device, for a shard of a larger tensor:
-    the histogram between those edges and the fp8 counts scaled by that amax (the whole
-    tensor's), the rest the shard's own (as RawStats's computeRawStatsInRange)."""
-    x = t.detach()
-    if x.is_complex():
-        x = x.abs()
-    n = x.numel()
-    f64 = torch.float64
-    nan = float("nan")
-    if n == 0:
-        row.zero_()
-        row[0:3].fill_(nan)
-        row[10] = nan
-        if shared is not None:
-            row[8:10].copy_(torch.stack(list(shared[:2])))
-        return
-    flat = x.reshape(-1)
-    chunks = flat.split(_CHUNK) if n > _CHUNK else (flat,)
-    dev = x.device
-    total = torch.zeros((), dtype=f64, device=dev)
-    squares = torch.zeros((), dtype=f64, device=dev)
-    low = torch.full((), float("inf"), dtype=f64, device=dev)
-    high = torch.full((), float("-inf"), dtype=f64, device=dev)
-    counts = torch.zeros(4, dtype=torch.int64, device=dev)  # finite, nan, non-finite, zeros
-
-    def prepared(c):  # the values in float64 and where they are finite
-        v = c.to(f64)
-        return v, torch.isfinite(v)
-    # One pass's worth (most tensors): kept for the second pass instead of made again.
-    single = prepared(chunks[0]) if len(chunks) == 1 else None
-    for c in chunks:
-        v, finite = single or prepared(c)
-        bad = ~finite
-        counts += torch.stack([finite.sum(), torch.isnan(v).sum(), bad.sum(), (v == 0).sum()])
-        kept = v.masked_fill(bad, 0.0)
-        total += kept.sum()
-        squares += (kept * kept).sum()
-        low = torch.minimum(low, v.masked_fill(bad, float("inf")).amin())
-        high = torch.maximum(high, v.masked_fill(bad, float("-inf")).amax())
-    finite_count = counts[0].to(f64)
-    some = counts[0] > 0
-    mean = total / finite_count  # NaN with no finite value
-    # The histogram's range: the finite min and max, widened around a single value.
-    lo = torch.where(some, low, torch.zeros_like(low))
-    hi = torch.where(some, high, torch.zeros_like(high))
-    pad = torch.clamp(lo.abs() * 1e-6, min=0.5)
-    flat_range = some & (hi <= lo)
-    lo = torch.where(flat_range, lo - pad, lo)
-    hi = torch.where(flat_range, hi + pad, hi)
-    nan_t = torch.full((), nan, dtype=f64, device=dev)
-    amax = torch.where(some, torch.maximum(low.abs(), high.abs()), nan_t)
-    scale_amax = amax
-    if shared is not None:
-        lo, hi, scale_amax = shared
-    work = _work_dtype(x)
-    narrow, k, scale = bin_plan(lo, hi, bins, work)
-    lo_w, scale_w = lo.to(work), scale.to(work)
-    on_cpu = dev.type == "cpu"
-    if on_cpu:  # the host may look: only the plan that applies is computed
-        narrow = bool(narrow)
-    spare = bins  # non-finite values land one past the last bin, which is dropped
-    hist = torch.zeros(bins + 1, dtype=torch.int64, device=dev)
-    m2 = torch.zeros((), dtype=f64, device=dev)
-    e4m3_below, e5m2_below = flush_below(scale_amax, E4M3, work), flush_below(scale_amax, E5M2, work)
-    precision = torch.zeros(4, dtype=torch.int64, device=dev)  # f16 over, f16 under, e4m3, e5m2
-    for c in chunks:
-        v, finite = single or prepared(c)
-        d = (v - mean).masked_fill(~finite, 0.0)
-        m2 += (d * d).sum()
-        a = (v if work == f64 else c.to(work)).abs()  # NaN compares false below, Inf is kept out
-        nonzero = a > 0
-        precision += torch.stack([((a > F16_LARGEST) & finite).sum(), (nonzero & (a < F16_SMALLEST)).sum(),
-                                  (nonzero & (a < e4m3_below)).sum(), (nonzero & (a < e5m2_below)).sum()])
-        if work == torch.float32 and (not on_cpu or narrow):
-            at = (c.to(work) - lo_w) * scale_w
-            if not on_cpu:  # the wide plan beside it, chosen per tensor without reading it back
-                at = torch.where(narrow, at.to(f64), (v * k - lo * k) * scale)
-        else:
-            at = (v * k - lo * k) * scale
-        # NaN-safe: a position that is NaN (0 x inf) becomes 0, never an index out of range.
-        at = torch.where(at > 0, at, torch.zeros_like(at)).clamp(max=bins - 1).masked_fill(~finite, spare)
-        index = at.to(torch.int64)
-        hist.scatter_add_(0, index, torch.ones(1, dtype=torch.int64, device=dev).expand(index.numel()))
-    std = torch.where(counts[0] > 1, torch.sqrt(m2 / (finite_count - 1).clamp(min=1)), torch.zeros_like(m2))
-    # Values, none of them finite: no spread and no norm to show (0 would read as vanishing).
-    std = torch.where(some, std, nan_t)
-    l2 = torch.where(some, torch.sqrt(squares), nan_t)
-    head = torch.stack([
-        torch.where(some, low, nan_t), torch.where(some, high, nan_t), torch.where(some, mean, nan_t), std,
-        l2, counts[3].to(f64) / n, counts[1].to(f64), (counts[2] - counts[1]).to(f64), lo, hi, amax,
-        *precision.to(f64)])
-    row[:HEADER].copy_(head)
-    row[HEADER:].copy_(hist[:bins])
+BACKENDS = _backends.NAMES
 
 
 def requested_backend():
@@ -276,22 +34,9 @@ def requested_backend():
     return name
 
 
-def _interpreting():
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-_triton_cache = []
-
-
 def triton_statistics():
     """The Triton kernels' launcher, or (None, why) where Triton does not import."""
-    if not _triton_cache:
-        try:
-            from . import _triton_stats
-            _triton_cache.append((_triton_stats.TritonStatistics(), None))
-        except Exception as exc:  # no Triton, or one too old for the kernels
-            _triton_cache.append((None, "Triton does not import (%s: %s)" % (type(exc).__name__, exc)))
-    return _triton_cache[0]
+    return _backends.triton_launcher()
 
 
 _OUT_OF_MEMORY = getattr(torch.cuda, "OutOfMemoryError", MemoryError)
@@ -303,6 +48,22 @@ class CapturedInGraph(RuntimeError):
 
 class BackendError(ValueError):
     """A backend that was asked for by name cannot compute a tensor's row."""
+
+
+def _version(t):
+    """A tensor's version counter (it moves with every in-place change), or None (inference tensors
+    have none)."""
+    try:
+        return t._version
+    except (RuntimeError, AttributeError):
+        return None
+
+
+def _raw_stream(device):
+    """The current stream's raw handle on a CUDA device (no torch.cuda.Stream object made)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
 class StepStatistics:
@@ -325,12 +86,16 @@ class StepStatistics:
             raise ValueError("backend %r: use one of %s" % (backend, ", ".join(BACKENDS)))
         self.requested = backend
         self.strict = strict
-        self._lib = native_library() if use_native and backend != "torch" else None
-        self._triton_failed = None  # why the Triton kernels stopped being used, once they failed
-        self._entries = []  # [fields, row list or None, (device, row index) or None, backend]
+        self._backends = _backends.make_backends(use_native and backend != "torch")
+        self._chosen = {}   # (device, shared) -> backend
+        self._entries = []  # [fields, row list or None, (device, row index) or None, backend name]
         self._device = {}   # device -> [rows tensor, count]
         self._pinned = {}   # device -> pinned host rows, grown by doubling, reused
-        self._streams = {}  # device -> CUDA streams rows were written on this step
+        self._streams = {}  # device -> CUDA streams other than the default that wrote rows this step
+        self._read = {}     # id(origin) -> (weak reference, version, device, row index, host row): this step's
+        self.seen = set()   # device types captured on so far
+        self._weighed = set()  # those slower_fallback has looked at
+        self.shared_reads = 0  # this step's captures whose row was copied from the same tensor's
         self.rows_bytes = 0  # device memory held by the row buffers
 
     @property
@@ -342,53 +107,54 @@ class StepStatistics:
         return text
 
     def slower_fallback(self):
-        """A line for the script's output where auto's choice is a slower fallback (torch ops
-        where HookScope's C++ kernel or Triton is missing) with what it costs; else None."""
+        """A line for the script's output where auto's choice for a device type captured on is a
+        slower fallback (torch ops where HookScope's C++ kernel is missing, Triton or torch ops
+        where its CUDA kernels cannot run), with why and what it costs; else None."""
         if self.requested != "auto":
             return None
         notes = []
-        if self.choose(torch.device("cpu")) == "torch":
-            notes.append("HookScope's C++ kernel was not found, so torch ops compute CPU statistics: an attached "
-                         "step costs about 3x a plain one instead of about 1.1x (installing the hookscope package "
-                         "with pip and a C++ compiler builds the kernel)")
-        if torch.cuda.is_available() and self.choose(torch.device("cuda")) == "torch":
-            notes.append("%s, so torch ops compute GPU statistics: an attached step costs tens of times a plain "
-                         "one" % triton_statistics()[1])
+        for kind in sorted(self.seen - self._weighed):
+            self._weighed.add(kind)
+            device = torch.device(kind)
+            chosen = self.backend_for(device)
+            best = self._backends[_backends.PREFERENCE.get(kind, ("torch",))[0]]
+            if chosen is not best and (kind, chosen.name) in _backends.COSTS:
+                notes.append("%s, so %s %s statistics: an attached step costs %s" % (
+                    best.unavailable(device), "torch ops compute" if chosen.name == "torch" else "Triton computes",
+                    "CPU" if kind == "cpu" else "GPU", _backends.COSTS[(kind, chosen.name)]))
         return "; ".join(notes) or None
 
     def choose(self, device):
-        """The backend that computes a tensor's row on `device`."""
+        """The name of the backend that computes a tensor's row on `device`."""
+        return self.backend_for(device).name
+
+    def backend_for(self, device, shared=False):
+        """The backend that computes a row on `device` (shared: a shard's, in a shared range)."""
+        key = (device, shared)
+        chosen = self._chosen.get(key)
+        if chosen is None or chosen.failed:  # a failure is what makes a chosen backend unavailable
+            chosen = self._chosen[key] = self._pick(device, shared)
+        return chosen
+
+    def _pick(self, device, shared):
         wanted = self.requested
-        if device.type == "cpu":
-            if wanted == "torch" or (wanted == "triton" and _interpreting() and self._usable_triton()):
-                return wanted
-            if wanted in ("auto", "native") and self._lib is not None:
-                return "native"
-            if wanted != "auto":
-                self._cannot(wanted, device)
-            return "native" if self._lib is not None else "torch"
-        if wanted in ("auto", "triton") and device.type == "cuda" and self._usable_triton():
-            return "triton"
-        if wanted not in ("auto", "torch"):
-            self._cannot(wanted, device)
-        return "torch"
+        if wanted != "auto":
+            backend = self._backends[wanted]
+            why = backend.unavailable(device)
+            if why is None and shared and not backend.shared_ranges:
+                why = "it does not bin a shard between its whole tensor's edges"
+            if why is None:
+                return backend
+            self._cannot(wanted, device, why)
+        for name in _backends.PREFERENCE.get(device.type, ()):
+            backend = self._backends[name]
+            if backend.unavailable(device) is None and (backend.shared_ranges or not shared):
+                return backend
+        return self._backends["torch"]
 
-    def _usable_triton(self):
-        return self._triton_failed is None and triton_statistics()[0] is not None
-
-    def _cannot(self, wanted, device):
-        if wanted == "triton" and self._triton_failed:
-            return  # said when they failed
-        if wanted == "native":
-            why = ("HookScope's C++ kernel is not built (pip install the hookscope package with a C++ "
-                   "compiler, or build HookScope)" if device.type == "cpu" else
-                   "HookScope's C++ kernel reads CPU memory only")
-        elif triton_statistics()[0] is None:
-            why = triton_statistics()[1]
-        elif device.type == "cpu":
-            why = "the Triton kernels run on CPU tensors only under TRITON_INTERPRET=1"
-        else:
-            why = "the Triton kernels run on CUDA devices"
+    def _cannot(self, wanted, device, why):
+        if why == self._backends[wanted].failed:
+            return  # said when it failed
         message = "the %s statistics backend cannot compute a %s tensor's row: %s" % (wanted, device.type, why)
         if self.strict:
             raise BackendError(message)
@@ -405,63 +171,100 @@ class StepStatistics:
     def __len__(self):
         return len(self._entries)
 
-    def add(self, fields, tensor, defer=False):
-        """Computes `tensor`'s row now (the values as they are at this moment)."""
-        if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
-            raise CapturedInGraph("captured into a CUDA graph: HookScope sees nothing on replay")
-        width = HEADER + self.bins
-        backend = self.choose(tensor.device)
-        if tensor.device.type == "cpu" and not defer and backend != "triton":
-            if backend == "native":
-                row = native_row(self._lib, tensor, self.bins)
-            else:
-                out = torch.empty(width, dtype=torch.float64)
-                torch_row(tensor, self.bins, out)
-                row = out.tolist()
-            self._entries.append([fields, row, None, backend])
-            return
+    def add(self, fields, tensor, defer=False, origin=None, history=True):
+        """Computes `tensor`'s row now (the values as they are at this moment). origin: the
+        object the hook was given (tensor may be its detached or local view): the same object
+        at the same version later in the step is not read again. history: the series (named by
+        `fields`) may be binned between its previous edges (one read on a GPU); False: this
+        tensor's own finite min and max, always."""
         device = tensor.device
+        cuda = device.type == "cuda"
+        if cuda and torch.cuda.is_current_stream_capturing():
+            raise CapturedInGraph("captured into a CUDA graph: HookScope sees nothing on replay")
+        if device.type not in self.seen:
+            self.seen.add(device.type)
+        backend = self.backend_for(device)
+        origin = tensor if origin is None else origin
+        version = _version(origin)
+        known = self._read.get(id(origin))
+        if known is not None and not (known[0]() is origin and known[1] == version and known[2] == device):
+            known = None  # another tensor (the id reused), or this one changed in place since
+        if device.type == "cpu" and not defer and backend.name != "triton":
+            if known is not None and known[4] is not None:  # read already: the same row
+                self.shared_reads += 1
+                self._entries.append([fields, list(known[4]), None, "shared"])
+                return
+            row = backend.host_row(tensor, self.bins)
+            self._remember(origin, version, device, None, row)
+            self._entries.append([fields, row, None, backend.name])
+            return
         slot = self._device.get(device)
         if slot is None or slot[1] == slot[0].shape[0]:
-            capacity = 256 if slot is None else 2 * slot[0].shape[0]
-            rows = torch.empty((capacity, width), dtype=torch.float64, device=device)
-            if slot is not None:
-                rows[:slot[1]].copy_(slot[0][:slot[1]])
-            self.rows_bytes += rows.numel() * 8 - (slot[0].numel() * 8 if slot is not None else 0)
-            slot = self._device[device] = [rows, 0 if slot is None else slot[1]]
-        row = slot[0][slot[1]]
-        if backend != "triton":
-            backend = "torch"  # what writes into a row buffer on any device
-        if device.type == "cuda":
-            # The kernels run on the current stream; the tensor's memory is kept until they are
-            # done there, and the step's end waits for every stream that wrote a row.
-            stream = torch.cuda.current_stream(device)
-            tensor.record_stream(stream)
-            slot[0].record_stream(stream)
-            self._streams.setdefault(device, set()).add(stream)
-        if backend == "triton":
-            backend = self._triton_row(tensor, row)
-        if backend == "torch":
-            torch_row(tensor, self.bins, row)
-        self._entries.append([fields, None, (device, slot[1]), backend])
+            slot = self._grow(device, slot)
+        index = slot[1]
+        width = HEADER + self.bins
+        if cuda:
+            stream = _raw_stream(device)
+            if stream != 0:  # a side stream: the tensor's memory kept until the kernels are done there
+                current = torch.cuda.current_stream(device)
+                tensor.record_stream(current)
+                slot[0].record_stream(current)
+                self._streams.setdefault(device, set()).add(current)
+        if known is not None and known[3] is not None:  # read already: its row copied on the device
+            self._copy_row(backend, slot[0], known[3], index, width)
+            self.shared_reads += 1
+            self._entries.append([fields, None, (device, index), "shared"])
+            slot[1] += 1
+            return
+        name = self._compute(backend, tensor, slot[0], index, width, fields if history else None)
+        self._remember(origin, version, device, index, None)
+        self._entries.append([fields, None, (device, index), name])
         slot[1] += 1
+
+    def _remember(self, origin, version, device, index, row):
+        """That `origin` at `version` was read this step: its row at `index` of the device rows,
+        or `row` (a host list)."""
+        if version is not None:
+            self._read[id(origin)] = (weakref.ref(origin), version, device, index, row)
+
+    def _grow(self, device, slot):
+        capacity = 256 if slot is None else 2 * slot[0].shape[0]
+        rows = torch.empty((capacity, HEADER + self.bins), dtype=torch.float64, device=device)
+        if slot is not None:
+            rows[:slot[1]].copy_(slot[0][:slot[1]])
+        self.rows_bytes += rows.numel() * 8 - (slot[0].numel() * 8 if slot is not None else 0)
+        slot = self._device[device] = [rows, 0 if slot is None else slot[1]]
+        return slot
+
+    def _copy_row(self, backend, rows, source, destination, width):
+        if backend.name == "cuda":
+            base = rows.data_ptr()
+            backend.copy_row(rows.device, base + destination * width * 8, base + source * width * 8, width * 8)
+        else:
+            rows[destination].copy_(rows[source])
+
+    def _compute(self, backend, tensor, rows, index, width, series):
+        """Writes the row with `backend`; where it fails (not for lack of memory), it is not used
+        again and the next backend computes the row. Returns the name of the one that did."""
+        try:
+            if backend.name == "cuda":
+                backend.row_at(tensor, self.bins, rows.data_ptr() + index * width * 8, series=series)
+            else:
+                backend.row(tensor, self.bins, rows[index], series=series)
+            return backend.name
+        except Exception as exc:
+            if self.strict or isinstance(exc, _OUT_OF_MEMORY) or backend.name == "torch":
+                raise  # out of memory: this capture is a gap; the backend stays for the next one
+            backend.failed = "%s failed (%s: %s)" % (
+                "HookScope's CUDA kernels" if backend.name == "cuda" else "the %s kernels" % backend.name.capitalize(),
+                type(exc).__name__, exc)
+            following = self.backend_for(tensor.device)
+            self.fallbacks.append("%s; %s computes the statistics from now on" % (backend.failed, following.name))
+            return self._compute(following, tensor, rows, index, width, series)
 
     def add_row(self, fields, row, backend="sharded"):
         """An entry whose row was computed elsewhere (a shard's, at the step's end: _sharded)."""
         self._entries.append([fields, row, None, backend])
-
-    def _triton_row(self, tensor, row):
-        """Computes the row with the Triton kernels; "torch" where they failed (from now on)."""
-        try:
-            triton_statistics()[0].row(tensor, self.bins, row)
-            return "triton"
-        except Exception as exc:
-            if self.strict or isinstance(exc, _OUT_OF_MEMORY):
-                raise  # out of memory: this capture is a gap; the kernels stay for the next one
-            self._triton_failed = "the Triton kernels failed (%s: %s)" % (type(exc).__name__, exc)
-            self.fallbacks.append(self._triton_failed + "; torch ops compute the statistics from now on, "
-                                  "several times slower on a GPU")
-            return "torch"
 
     def take(self, with_backend=False):
         """Every entry of the step as (fields, row), or (fields, row, backend); device rows come
@@ -481,6 +284,8 @@ class StepStatistics:
                     if stream != current:
                         current.wait_stream(stream)
             pinned[:count].copy_(rows[:count], non_blocking=True)
+            if device.type == "cuda" and self._backends["cuda"].kernels_loaded():
+                self._backends["cuda"].queue_reads(device)
             if device.type == "cuda":
                 torch.cuda.current_stream(device).synchronize()
             host[device] = pinned[:count].tolist()
@@ -489,9 +294,20 @@ class StepStatistics:
             row = row if place is None else host[place[0]][place[1]]
             out.append((fields, row, backend) if with_backend else (fields, row))
         self._entries = []
+        self._read = {}
         for slot in self._device.values():
             slot[1] = 0
         return out
+
+    def take_reads(self):
+        """This step's reads: {"one": captures read once, "two": read twice, "shared": copied from
+        the same tensor's row}, from the CUDA kernels' counters; None where they did not run."""
+        cuda = self._backends["cuda"]
+        one, two = cuda.reads() if cuda.kernels_loaded() else (0, 0)
+        shared, self.shared_reads = self.shared_reads, 0
+        if not (one or two or shared):
+            return None
+        return {"one": one, "two": two, "shared": shared}
 
 
 _public = {}
@@ -520,7 +336,7 @@ def tensor_statistics(tensor, bins=64, backend="auto"):
         if step is None:
             step = _public[(bins, backend)] = StepStatistics(bins=bins, backend=backend, strict=True)
         try:
-            step.add("", tensor.detach())
+            step.add("", tensor.detach(), history=False)
         finally:
             taken = step.take(with_backend=True)
     _, row, used = taken[0]

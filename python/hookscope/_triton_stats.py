@@ -27,7 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
-HEADER = 15
+from ._stats_rows import HEADER  # the row's layout (core/kernels/RowLayout.h)
+
 BLOCK = 2048          # values a program reads per iteration (at most 118 registers a thread on sm_90, no spills)
 WARPS = 8
 PROGRAMS_PER_SM = 4   # programs per multiprocessor, at most

@@ -21,12 +21,18 @@
 
 #ifdef HS_EMULATION
 #define HS_DEV inline
+#define HS_NOINLINE inline
 #define HS_GLOBAL inline void
+#define HS_GLOBAL_REREAD inline void
 #define HS_SHARED_BYTES(name) unsigned char* name = hs_emulation::sharedMemory()
 #define HS_UNROLL
 #else
 #define HS_DEV __device__ __forceinline__
+#define HS_NOINLINE __device__ __noinline__
+// Three blocks of 256 threads a multiprocessor for the read (no spills on sm_80 to sm_12x); two
+// for the re-read, which runs only where the read could not complete a row.
 #define HS_GLOBAL extern "C" __global__ void __launch_bounds__(256, 3)
+#define HS_GLOBAL_REREAD extern "C" __global__ void __launch_bounds__(256, 2)
 #define HS_SHARED_BYTES(name) extern __shared__ __align__(16) unsigned char name[]
 #define HS_UNROLL _Pragma("unroll")
 #endif
@@ -34,7 +40,22 @@
 typedef unsigned long long hs_u64;
 typedef long long hs_i64;
 
-// The row (RowLayout.h): 15 header fields, then the bins' counts.
+// The row (core/kernels/RowLayout.h): its header's fields, then the bins' counts from HS_HEADER on.
+#define HS_ROW_MIN 0
+#define HS_ROW_MAX 1
+#define HS_ROW_MEAN 2
+#define HS_ROW_STD 3
+#define HS_ROW_L2 4
+#define HS_ROW_ZEROS 5
+#define HS_ROW_NAN 6
+#define HS_ROW_INF 7
+#define HS_ROW_LO 8
+#define HS_ROW_HI 9
+#define HS_ROW_AMAX 10
+#define HS_ROW_F16_OVERFLOW 11
+#define HS_ROW_F16_UNDERFLOW 12
+#define HS_ROW_E4M3_UNDERFLOW 13
+#define HS_ROW_E5M2_UNDERFLOW 14
 #define HS_HEADER 15
 // The scratch (64-bit words) a device and stream share between captures: tickets, the re-read
 // flag, the fp8 band counts, the histogram's global counters, each block's partials, the bands.
@@ -42,6 +63,8 @@ typedef long long hs_i64;
 #define HS_TICKET_REREAD 1
 #define HS_REREAD 2
 #define HS_BAND_COUNT 3  // and 4: E4M3's, E5M2's
+#define HS_READS_ONE 5   // captures completed in one read, and in two: counted, never reset
+#define HS_READS_TWO 6
 #define HS_HIST 8
 #define HS_MAX_BINS 4096
 #define HS_PARTIALS (HS_HIST + HS_MAX_BINS)
@@ -100,12 +123,14 @@ template <typename W> struct hs_limits;
 template <> struct hs_limits<float> {
   typedef unsigned int bits;
   static HS_DEV float largest() { return 3.4028234663852886e38f; }
+  static HS_DEV float infinity() { return __uint_as_float(0x7f800000u); }
   static HS_DEV unsigned int to_bits(float v) { return __float_as_uint(v); }
   static HS_DEV float from_bits(unsigned int b) { return __uint_as_float(b); }
 };
 template <> struct hs_limits<double> {
   typedef hs_u64 bits;
   static HS_DEV double largest() { return 1.7976931348623157e308; }
+  static HS_DEV double infinity() { return __longlong_as_double(0x7ff0000000000000ll); }
   static HS_DEV hs_u64 to_bits(double v) { return (hs_u64)__double_as_longlong(v); }
   static HS_DEV double from_bits(hs_u64 b) { return __longlong_as_double((hs_i64)b); }
 };
@@ -202,8 +227,8 @@ struct hs_acc {
 
 template <typename W>
 HS_DEV void hs_acc_init(hs_acc<W>& a) {
-  a.lo = W(1) / W(0);
-  a.hi = -a.lo;
+  a.lo = hs_limits<W>::infinity();
+  a.hi = -hs_limits<W>::infinity();
   a.s1 = a.s2 = 0;
 HS_UNROLL
   for (int i = 0; i < P_COUNT; ++i) a.count[i] = 0;
@@ -265,6 +290,7 @@ HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
       IN v[16 / sizeof(IN)];
     } u;
     u.raw = body[i];
+    HS_UNROLL
     for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(u.v[j]));
   }
   for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) take(hs_value<IN, W>(x[i]));
@@ -302,7 +328,8 @@ HS_DEV void hs_fold_blocks(const double* partials, int fields, double* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const volatile double* parts = partials;
   for (int f = warp; f < fields; f += warps) {
-    double v = f == P_MIN ? 1.0 / 0.0 : (f == P_MAX ? -1.0 / 0.0 : 0.0);
+    const double inf = hs_limits<double>::infinity();
+    double v = f == P_MIN ? inf : (f == P_MAX ? -inf : 0.0);
     for (unsigned int b = lane; b < gridDim.x; b += 32) v = hs_fold(f, v, parts[b * HS_FIELDS + f]);
     for (int offset = 16; offset > 0; offset >>= 1) v = hs_fold(f, v, __shfl_down_sync(0xffffffffu, v, offset));
     if (lane == 0) total[f] = v;
@@ -369,11 +396,15 @@ HS_DEV void hs_own_edges(double lo, double hi, double* low, double* high) {
   }
 }
 
-// The last block of the first read: the row's head, the decision, the next slot.
+// The last block of the first read: the row's head, the decision, the next slot. Not inlined:
+// its registers are not the read loop's. The forecast is read again from the slot (before
+// thread 0 writes the next one), t is the block's folded totals (shared memory).
 template <typename W>
-HS_DEV void hs_finish_read(hs_i64 n, int bins, double* row, double* slot, hs_u64* scratch, const hs_forecast<W>& f,
-                           const double* t, unsigned int* counter) {
-  const double nan = 0.0 / 0.0, count = (double)n - t[P_NAN] - t[P_INF];
+HS_NOINLINE void hs_finish_read(hs_i64 n, int bins, double* row, double* slot, hs_u64* scratch, const double* t,
+                                unsigned int* counter) {
+  const hs_forecast<W> f = hs_read_slot<W>(slot, bins);
+  __syncthreads();
+  const double nan = __longlong_as_double(0x7ff8000000000000ll), count = (double)n - t[P_NAN] - t[P_INF];
   const bool some = count > 0;
   double low = 0, high = 0;
   if (some) hs_own_edges(t[P_MIN], t[P_MAX], &low, &high);
@@ -401,24 +432,24 @@ HS_UNROLL
   }
   __syncthreads();  // every thread has read the scratch and the slot before thread 0 resets them
   if (threadIdx.x != 0) return;
-  row[0] = some ? t[P_MIN] : nan;
-  row[1] = some ? t[P_MAX] : nan;
-  row[2] = some ? mean : nan;
-  row[3] = some ? __dsqrt_rn(var > 0 ? var : 0.0) : (n > 0 ? nan : 0.0);
+  row[HS_ROW_MIN] = some ? t[P_MIN] : nan;
+  row[HS_ROW_MAX] = some ? t[P_MAX] : nan;
+  row[HS_ROW_MEAN] = some ? mean : nan;
+  row[HS_ROW_STD] = some ? __dsqrt_rn(var > 0 ? var : 0.0) : (n > 0 ? nan : 0.0);
   // The sum of squares from the shifted sums (no cancellation worth a digit while the shift is
   // near the mean; a re-read sums the squares themselves).
   const double squares = t[P_S2] + 2.0 * f.shift * t[P_S1] + count * f.shift * f.shift;
-  row[4] = some ? __dsqrt_rn(squares > 0 ? squares : 0.0) : (n > 0 ? nan : 0.0);
-  row[5] = n > 0 ? t[P_ZERO] / (double)n : 0.0;
-  row[6] = t[P_NAN];
-  row[7] = t[P_INF];
-  row[8] = one ? f.low : low;
-  row[9] = one ? f.high : high;
-  row[10] = amax;
-  row[11] = t[P_F16O];
-  row[12] = t[P_F16U];
-  row[13] = fp8[0];
-  row[14] = fp8[1];
+  row[HS_ROW_L2] = some ? __dsqrt_rn(squares > 0 ? squares : 0.0) : (n > 0 ? nan : 0.0);
+  row[HS_ROW_ZEROS] = n > 0 ? t[P_ZERO] / (double)n : 0.0;
+  row[HS_ROW_NAN] = t[P_NAN];
+  row[HS_ROW_INF] = t[P_INF];
+  row[HS_ROW_LO] = one ? f.low : low;
+  row[HS_ROW_HI] = one ? f.high : high;
+  row[HS_ROW_AMAX] = amax;
+  row[HS_ROW_F16_OVERFLOW] = t[P_F16O];
+  row[HS_ROW_F16_UNDERFLOW] = t[P_F16U];
+  row[HS_ROW_E4M3_UNDERFLOW] = fp8[0];
+  row[HS_ROW_E5M2_UNDERFLOW] = fp8[1];
   if (slot != 0 && some) {  // the next step's forecast
     const double margin = high > low && t[P_MAX] > t[P_MIN] ? HS_MARGIN * (high - low) : 0.0;
     const double next_low = low - margin, next_high = high + margin;
@@ -429,6 +460,7 @@ HS_UNROLL
     slot[4] = hs_finite(mean) ? mean : 0.0;
   }
   scratch[HS_REREAD] = some && !one ? 1ull : 0ull;
+  scratch[some && !one ? HS_READS_TWO : HS_READS_ONE] += 1;
   scratch[HS_BAND_COUNT] = scratch[HS_BAND_COUNT + 1] = 0;
   scratch[HS_TICKET_READ] = 0;
 }
@@ -458,14 +490,7 @@ HS_UNROLL
   if (f.predicted) hs_flush_histogram(hist, bins, copies, scratch + HS_HIST);
   if (!hs_last_block(&scratch[HS_TICKET_READ], flag)) return;
   hs_fold_blocks(partials, P_COUNT, red);
-  double total[P_COUNT];
-HS_UNROLL
-  for (int i = 0; i < P_COUNT; ++i) total[i] = red[i];
-  // The forecast again, from memory (not kept in registers through the loop); read before
-  // thread 0 writes the next one.
-  const hs_forecast<W> again = hs_read_slot<W>(slot, bins);
-  __syncthreads();
-  hs_finish_read<W>(n, bins, row, slot, scratch, again, total, hist);
+  hs_finish_read<W>(n, bins, row, slot, scratch, red, hist);
 }
 
 // The second read, where the first could not complete the row.
@@ -477,8 +502,8 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   bool* flag;
   unsigned int* hist;
   hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
-  const double mean = row[2], amax = row[10];
-  const hs_plan plan = hs_make_plan<W>(row[8], row[9], bins);
+  const double mean = row[HS_ROW_MEAN], amax = row[HS_ROW_AMAX];
+  const hs_plan plan = hs_make_plan<W>(row[HS_ROW_LO], row[HS_ROW_HI], bins);
   const W below[2] = {hs_flush_below<W>(amax, 448.0, 0x1p-9), hs_flush_below<W>(amax, 57344.0, 0x1p-16)};
   unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
   double m2 = 0, residual = 0, squares = 0;
@@ -507,16 +532,16 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   hs_u64* global = scratch + HS_HIST;
   for (int b = threadIdx.x; b < bins; b += blockDim.x) row[HS_HEADER + b] = (double)atomicExch(&global[b], 0ull);
   if (threadIdx.x != 0) return;
-  const double count = (double)n - row[6] - row[7];
+  const double count = (double)n - row[HS_ROW_NAN] - row[HS_ROW_INF];
   // The corrected two-pass algorithm: the differences' own sum says what the mean is off by.
   const double shift = t_residual / count;
   double centred = t_m2 - shift * t_residual;
   centred = centred > 0 ? centred : 0.0;
-  row[2] = mean + shift;
-  row[3] = count > 1 ? __dsqrt_rn(centred / (count - 1)) : 0.0;
-  row[4] = __dsqrt_rn(t_squares);
-  row[13] = t_e4;
-  row[14] = t_e5;
+  row[HS_ROW_MEAN] = mean + shift;
+  row[HS_ROW_STD] = count > 1 ? __dsqrt_rn(centred / (count - 1)) : 0.0;
+  row[HS_ROW_L2] = __dsqrt_rn(t_squares);
+  row[HS_ROW_E4M3_UNDERFLOW] = t_e4;
+  row[HS_ROW_E5M2_UNDERFLOW] = t_e5;
   scratch[HS_REREAD] = 0;
   scratch[HS_TICKET_REREAD] = 0;
 }
@@ -527,7 +552,7 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
                            hs_u64* scratch) {                                                               \
     hs_read<IN, W>(x, n, bins, copies, row, slot, scratch);                                                  \
   }                                                                                                          \
-  HS_GLOBAL hs_reread_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, hs_u64* scratch) {    \
+  HS_GLOBAL_REREAD hs_reread_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, hs_u64* scratch) {    \
     hs_reread<IN, W>(x, n, bins, copies, row, scratch);                                                      \
   }
 

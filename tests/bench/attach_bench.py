@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, HERE)
 import hookscope  # noqa: E402
 from hookscope import _stats, _wire  # noqa: E402
+import gpu_stats_bench  # noqa: E402
 
 
 def recorder(cli, folder, *args):
@@ -324,6 +325,7 @@ def gpu_bench(args):
             syncs = None
             if hs is not None:
                 syncs = count_syncs(lambda: run(model, opt, hs, 1))
+                results["inside"] = gpu_stats_bench.instrumented_steps(hs, lambda: run(model, opt, hs, 1))
                 rows = hs._stats.rows_bytes
                 hs.close()
                 listener.thread.join(timeout=60)
@@ -359,6 +361,7 @@ def gpu_bench(args):
               f"limit_two_reads={limit2:.4f} captured_gb={captured / 1e9:.3f} syncs={attached[2]} "
               f"extra_peak_mib={(attached[1] - plain[1]) / 2**20:.0f}")
         pass_bandwidth(bandwidth)
+        gpu_stats_bench.backend_bandwidth(bandwidth)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

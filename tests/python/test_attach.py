@@ -494,6 +494,32 @@ def test_a_capture_without_statistics_is_a_gap_that_names_its_series(tmp):
     assert "1 activation call 0 index 0: a torch.sparse_coo tensor" in shown.stdout, shown.stdout
 
 
+def test_a_tensor_captured_twice_in_a_step_is_read_once_and_the_export_counts_it(tmp):
+    """A container's output is its last child's output object (and its gradient the same
+    gradient): HookScope reads it once a step, the second row is the first's, and the export's
+    scalars say how many captures shared a read (reads_shared)."""
+    recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh())
+    hs = hookscope.attach(model, address=recorder.address)
+    for _ in range(3):
+        loss = model(torch.randn(4, 6)).square().sum()
+        loss.backward()
+        hs.step(loss)
+    hs.close()
+    code, err = recorder.wait()
+    assert code == 0, err
+    rows = read_csv(recorder.out, "stats.csv")
+    fields = [k for k in rows[0] if k not in ("module", "step")]
+    for step in ("0", "1", "2"):
+        for kind in ("activation", "gradient"):
+            root = [r for r in rows if r["step"] == step and r["module"] == "" and r["kind"] == kind]
+            tanh = [r for r in rows if r["step"] == step and r["module"] == "1" and r["kind"] == kind]
+            assert len(root) == len(tanh) == 1, (step, kind)
+            assert [root[0][k] for k in fields] == [tanh[0][k] for k in fields], (step, kind)
+    shared = [r for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "reads_shared"]
+    assert [float(r["value"]) for r in shared] == [2.0, 2.0, 2.0], shared
+
+
 def test_the_device_path_gives_the_same_statistics(tmp):
     """GPU tensors' rows are written into a device buffer and read back once at the step's end;
     this machine has no GPU, so CPU tensors are sent down that path (torch ops into the row

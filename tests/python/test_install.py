@@ -21,7 +21,12 @@ warnings.simplefilter("always")
 lib = _stats.native_library()
 print("library", lib._name if lib is not None else None)
 print("backend", _stats.StepStatistics().backend)
-print("fallback", _stats.StepStatistics().slower_fallback())
+step = _stats.StepStatistics()
+step.add('"module":0', torch.ones(3))  # a CPU capture: what computes CPU statistics is said then
+print("fallback", step.slower_fallback())
+from hookscope import _cuda_stats
+import os
+print("cuda_source", os.path.isfile(_cuda_stats.SOURCE))
 print("statistics", hookscope.tensor_statistics(torch.arange(10.0))["backend"])
 import hookscope.engine, hookscope.integrations
 """
@@ -54,6 +59,7 @@ def test_pip_builds_the_cpu_kernel_and_the_package_uses_it(target):
     assert seen["library"].startswith(os.path.join(target, "hookscope", "_hookscope_stats")), seen
     assert seen["backend"] == "cpu: native" and seen["statistics"] == "native", seen
     assert seen["fallback"] == "None", seen
+    assert seen["cuda_source"] == "True", seen  # the CUDA kernels' source, for NVRTC on a GPU
 
 
 def test_without_a_compiler_the_package_installs_and_says_what_torch_ops_cost(target):

@@ -1,0 +1,228 @@
+"""HookScope's CUDA statistics kernels from Python (python/hookscope/_cuda_stats.py): compiled by
+NVRTC for NVIDIA architectures with no GPU present and their machine code checked, the disk
+cache, launches that write only pointers into argument arrays built once, the backend seam's
+choice and what it says, the same tensor read once a step; and, where a GPU is at hand, the
+kernels against the torch ops, with one read for a series' later captures. The kernels'
+arithmetic itself runs on the CPU in hookscope_cuda_kernel_tests (their source as host C++)."""
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+from hookscope import _cuda_stats, _stats  # noqa: E402
+
+
+def _nvrtc():
+    try:
+        return _cuda_stats.Nvrtc()
+    except _cuda_stats.Unavailable:
+        return None
+
+
+NVRTC = _nvrtc()
+needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason="no libnvrtc here (setup.sh installs nvidia-cuda-nvrtc-cu12)")
+
+
+def _cuda_backend_runs():
+    return torch.cuda.is_available() and _stats.StepStatistics().choose(torch.device("cuda")) == "cuda"
+
+
+needs_gpu = pytest.mark.skipif(not _cuda_backend_runs(), reason="no NVIDIA GPU with NVRTC here")
+
+
+def _cuobjdump():
+    try:
+        import triton
+    except ImportError:
+        return None
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    return tool if os.path.exists(tool) else None
+
+
+@needs_nvrtc
+@pytest.mark.skipif(_cuobjdump() is None, reason="no cuobjdump (Triton's wheel ships it)")
+def test_the_kernels_compile_for_a100_h100_and_the_newest_without_spills_and_with_128_bit_loads():
+    done = subprocess.run([sys.executable, os.path.join(HERE, "cuda_compile_check.py")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    capabilities = {row["capability"] for row in rows}
+    assert {80, 90} <= capabilities and max(capabilities) == max(NVRTC.architectures())
+    assert len(rows) == len(capabilities) * 18  # nine kinds of values, two kernels each
+    for row in rows:
+        assert row["local"] == 0 and row["stack"] == 0 and row["spill_instructions"] == 0, row  # no spills
+        # Three blocks of 256 threads fit a multiprocessor for the read, two for the re-read.
+        assert row["reg"] <= (85 if row["kernel"].startswith("hs_read_") else 128), row
+        assert row["loads_128"] >= 1, row  # 16 bytes a thread a load
+        assert row["ftz"] == 0, row  # subnormals kept: they are neither zeros nor flushed
+
+
+@needs_nvrtc
+def test_a_compiled_binary_is_cached_per_architecture_source_and_nvrtc(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOKSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    compiled = []
+
+    class Counting:
+        version = NVRTC.version
+
+        def compile(self, source, capability):
+            compiled.append(capability)
+            return b"cubin for sm_%d" % capability
+
+    first = _cuda_stats.cubin_for(90, Counting())
+    assert _cuda_stats.cubin_for(90, Counting()) == first and compiled == [90]
+    names = os.listdir(tmp_path / "cache")
+    assert len(names) == 1 and "sm90" in names[0] and "nvrtc%d.%d" % NVRTC.version in names[0]
+    _cuda_stats.cubin_for(80, Counting())
+    changed = tmp_path / "stats_kernels.cu"
+    changed.write_text(open(_cuda_stats.SOURCE).read() + "\n// changed\n")
+    _cuda_stats.cubin_for(90, Counting(), source_path=str(changed))
+    assert compiled == [90, 80, 90] and len(os.listdir(tmp_path / "cache")) == 3
+
+
+class StubDriver:
+    """cuLaunchKernel and cuMemcpyDtoDAsync recorded, with each launch's argument values read
+    through its parameter array at the moment of the call."""
+
+    def __init__(self):
+        self.launched = []
+
+    def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        array = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        count = 7 if function == "read" else 6
+        values = [ctypes.cast(array[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in range(count)]
+        self.launched.append((function, gx, bx, shared, stream, params, values))
+        return 0
+
+    def check(self, status, what):
+        assert status == 0, what
+
+
+def stub_kernels(sms=132):
+    """CudaStatistics with a stub driver and one "device" (the CPU: only pointers are used)."""
+    kernels = _cuda_stats.CudaStatistics(nvrtc=object(), driver=StubDriver())
+    place = _cuda_stats._Device.__new__(_cuda_stats._Device)
+    place.device, place.index, place.sms = torch.device("cpu"), 0, sms
+    place.launches = {suffix: _cuda_stats.launch_pair(kernels.driver, "read", "reread")
+                      for suffix in set(_cuda_stats.KERNELS.values())}
+    place.scratch, place.counts, place.series = {}, {}, {}
+    place.slots = torch.zeros((2, _cuda_stats.SLOT_WORDS), dtype=torch.float64)
+    kernels._devices[place.device] = place
+    kernels._stream = lambda index: 77
+    return kernels, place
+
+
+def test_a_capture_writes_pointers_into_argument_arrays_built_once_and_launches_two_kernels():
+    kernels, place = stub_kernels()
+    a, b = torch.randn(4000), torch.randn(40_000_000, dtype=torch.bfloat16)
+    kernels.row(a, 64, 1000, series="s")
+    kernels.row(b, 64, 2000, series="t")
+    kernels.row(a, 64, 3000, series="s")
+    launched = kernels.driver.launched
+    assert [call[0] for call in launched] == ["read", "reread"] * 3
+    # The same argument array for every launch of a kernel: nothing built per capture.
+    assert launched[0][5] == launched[4][5] and launched[1][5] == launched[5][5]
+    slot_s = place.slots.data_ptr()
+    x, n, bins, copies, row, slot, scratch = launched[0][6]
+    assert (x, n, bins, row, slot) == (a.data_ptr(), 4000, 64, 1000, slot_s)
+    assert launched[1][6] == [a.data_ptr(), 4000, 64, copies, 1000, scratch]  # the re-read has no slot
+    assert launched[2][6][4:6] == [2000, slot_s + _cuda_stats.SLOT_WORDS * 8]  # another series, another slot
+    assert launched[4][6][5] == slot_s and all(call[4] == 77 for call in launched)  # the current stream's handle
+    assert launched[0][1] == launched[1][1] == 1  # a small tensor: one block
+    assert (launched[2][1], launched[3][1]) == (132 * 3, 132 * 2)  # a large one: every multiprocessor
+    assert all(call[2] == _cuda_stats.THREADS for call in launched)
+    # The slots grow by doubling and keep what they held (their device memory is copied).
+    for name in "uvw":
+        kernels.row(a, 64, 4000, series=name)
+    assert place.slots.shape[0] == 8 and place.series == {"s": 0, "t": 1, "u": 2, "v": 3, "w": 4}
+
+
+def test_histogram_copies_fit_the_shared_memory_for_any_bins():
+    for bins in (1, 64, 256, 4096):
+        copies = _cuda_stats.histogram_copies(bins)
+        assert 1 <= copies <= 8 and _cuda_stats.SHARED_FOLD + copies * (bins + 1) * 4 <= 48 * 1024
+    assert _cuda_stats.histogram_copies(64) == 8
+
+
+def test_the_cuda_backend_says_why_it_cannot_run_and_auto_never_picks_it_off_a_gpu():
+    with pytest.raises(_stats.BackendError, match="CUDA kernels run on NVIDIA GPUs"):
+        _stats.StepStatistics(backend="cuda", strict=True).add("", torch.ones(3))
+    step = _stats.StepStatistics(backend="cuda")
+    step.add('"module":0', torch.ones(3))
+    assert step.take(with_backend=True)[0][2] in ("native", "torch")
+    assert any("CUDA kernels run on NVIDIA GPUs" in m for m in step.fallbacks)
+    assert _stats.StepStatistics().choose(torch.device("cpu")) in ("native", "torch")
+
+
+def test_the_slower_fallback_is_said_only_for_devices_that_captured(monkeypatch):
+    step = _stats.StepStatistics(use_native=False)
+    assert step.slower_fallback() is None  # nothing captured yet: nothing to say about the CPU
+    step.add('"module":0', torch.ones(4))
+    said = step.slower_fallback()
+    assert said and "C++ kernel" in said and "CPU statistics" in said and "GPU" not in said
+    assert step.slower_fallback() is None  # once
+
+
+def test_a_tensor_captured_twice_at_one_version_is_read_once():
+    step = _stats.StepStatistics(bins=16, backend="torch")
+    t = torch.randn(300)
+    step.add('"module":0', t, defer=True)
+    step.add('"module":1', t, defer=True)                      # a container's output: its last child's
+    step.add('"module":2', t.detach(), defer=True, origin=t)  # what a hook sees, detached
+    t.add_(1.0)                                                # changed in place: read again
+    step.add('"module":3', t, defer=True)
+    step.add('"module":4', t.clone(), defer=True)              # equal values, another tensor
+    rows = step.take(with_backend=True)
+    assert [backend for _, _, backend in rows] == ["torch", "shared", "shared", "torch", "torch"]
+    assert rows[0][1] == rows[1][1] == rows[2][1] and rows[3][1] != rows[0][1] and rows[3][1] == rows[4][1]
+    assert step.take_reads() == {"one": 0, "two": 0, "shared": 2}
+    step.add('"module":0', t, defer=True)  # a new step: nothing is shared across steps
+    assert step.take(with_backend=True)[0][2] == "torch" and step.take_reads() is None
+    # CPU captures computed at once (HookScope's C++ kernel or torch ops): the row reused too.
+    step = _stats.StepStatistics(bins=16)
+    step.add('"module":0', t)
+    step.add('"module":1', t.detach(), origin=t)
+    rows = step.take(with_backend=True)
+    assert rows[1][2] == "shared" and rows[0][1] == rows[1][1] and rows[0][1] is not rows[1][1]
+
+
+@needs_gpu
+def test_a_series_is_read_once_from_its_second_capture_on_a_gpu():
+    step = _stats.StepStatistics(bins=64)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    for i in range(5):
+        x = torch.randn(1_000_003, device="cuda", generator=g)
+        step.add('"module":0,"kind":"activation"', x)
+        (_, row, backend), = step.take(with_backend=True)
+        assert backend == "cuda"
+        assert step.take_reads() == ({"one": 0, "two": 1, "shared": 0} if i == 0 else {"one": 1, "two": 0, "shared": 0})
+        ops = torch.empty(_stats.HEADER + 64, dtype=torch.float64, device="cuda")
+        shared = tuple(torch.tensor(v, dtype=torch.float64, device="cuda") for v in (row[8], row[9], row[10]))
+        _stats.torch_row(x, 64, ops, shared)
+        ops = ops.tolist()
+        assert row[:2] == ops[:2] and row[5:] == ops[5:], i  # min, max, counts, edges, histogram exactly
+        assert row[8] <= row[0] and row[1] <= row[9] and row[1] - row[0] >= 0.5 * (row[9] - row[8])
+
+
+@needs_gpu
+def test_no_host_synchronisation_in_a_hook_with_the_cuda_kernels():
+    step = _stats.StepStatistics(bins=64)
+    x = torch.randn(4096, device="cuda")
+    step.add('"module":0', x)  # compiled and loaded before the check
+    step.take()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for i in range(3):
+            step.add('"module":%d' % i, x * i)
+            step.add('"module":%d' % (i + 10), x.half())
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert len(step.take()) == 6
