@@ -15,7 +15,7 @@ import os
 import torch
 
 from ._cuda_stats import KERNELS as CUDA_DTYPES
-from ._stats_rows import HEADER, native_in_range, native_library, native_row, torch_row
+from ._stats_rows import HEADER, dense, native_in_range, native_library, native_row, torch_row
 
 NAMES = ("auto", "native", "torch", "triton", "cuda")
 # What "auto" tries, in order, by device type; the torch ops run anywhere.
@@ -23,8 +23,7 @@ PREFERENCE = {"cpu": ("native", "torch"), "cuda": ("cuda", "triton", "torch")}
 # What an attached step costs against a plain one where auto falls back (docs/performance.md).
 COSTS = {
     ("cpu", "torch"): "about 3x a plain one instead of about 1.1x",
-    ("cuda", "triton"): "2.6x (gpt2) to 4.2x (resnet50) a plain one on an H200, against about 1.1x with the CUDA "
-                        "kernels",
+    ("cuda", "triton"): "2.6x (gpt2) to 4.2x (resnet50) a plain one on an H200, where the memory allows about 1.1x",
     ("cuda", "torch"): "tens of times a plain one",
 }
 
@@ -178,7 +177,7 @@ class CudaBackend(Backend):
         """Queues tensor's row into device memory at `address` (the hot path: no view, no tensor
         made for a dense tensor of a dtype the kernels read)."""
         x = tensor
-        if x.dtype not in CUDA_DTYPES or not (x.is_contiguous() or _dense(x)):
+        if x.dtype not in CUDA_DTYPES or not dense(x):
             x = x.detach()
             if x.is_complex():
                 x = x.abs()
@@ -196,17 +195,6 @@ class CudaBackend(Backend):
 
     def reads(self):
         return self._kernels.reads()
-
-
-def _dense(x):
-    """Whether x's values fill one stretch of its storage (any order), with no gap or overlap,
-    starting at its first element (channels_last and transposed tensors read as their storage)."""
-    expected = 1
-    for size, stride in sorted(((s, st) for s, st in zip(x.shape, x.stride()) if s != 1), key=lambda p: p[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 TORCH = TorchBackend()

@@ -259,3 +259,17 @@ def torch_row(t, bins, row, shared=None):
         *precision.to(f64)])
     row[:HEADER].copy_(head)
     row[HEADER:].copy_(hist[:bins])
+
+
+def dense(x):
+    """Whether x's values fill one stretch of its storage (any order), with no gap or overlap,
+    starting at its first element: a kernel reads channels_last and transposed tensors as their
+    storage, without a copy."""
+    if x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last):
+        return True
+    expected = 1
+    for size, stride in sorted(((s, st) for s, st in zip(x.shape, x.stride()) if s != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True

@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._stats_rows import HEADER  # the row's layout (core/kernels/RowLayout.h)
+from ._stats_rows import HEADER, dense  # the row's layout (core/kernels/RowLayout.h)
 
 BLOCK = 2048          # values a program reads per iteration (at most 118 registers a thread on sm_90, no spills)
 WARPS = 8
@@ -289,18 +289,6 @@ def _next_power_of_two(n):
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def _dense(x):
-    """Whether x's values fill one stretch of its storage (any order), with no gap or overlap."""
-    if x.is_contiguous() or x.is_contiguous(memory_format=torch.channels_last):
-        return True
-    expected = 1
-    for size, stride in sorted(((s, st) for s, st in zip(x.shape, x.stride()) if s != 1), key=lambda p: p[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
-
-
 def flat_values(t):
     """t's values as a flat tensor Triton can read, without a copy where t is dense (channels_last
     and transposed tensors read as their storage), and its working precision."""
@@ -312,7 +300,7 @@ def flat_values(t):
     wide = x.dtype not in (torch.float32, torch.float16, torch.bfloat16)
     if x.dtype not in _DIRECT:
         x = x.to(torch.float64)
-    if _dense(x):
+    if dense(x):
         x = x.as_strided((x.numel(),), (1,), x.storage_offset())
     else:
         x = x.reshape(-1).contiguous()

@@ -20,10 +20,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import torch  # noqa: E402
 
-from hookscope import _backends, _capture, _cuda_stats, _stats  # noqa: E402
+from cuda_stand_in import stand_in  # noqa: E402
+from hookscope import _backends, _capture, _stats  # noqa: E402
 
 
 class StubDriver:
@@ -42,19 +44,6 @@ class StubDriver:
         assert status == 0, what
 
 
-def stub_launcher(sms=132):
-    kernels = _cuda_stats.CudaStatistics(nvrtc=object(), driver=StubDriver())
-    place = _cuda_stats._Device.__new__(_cuda_stats._Device)
-    place.device, place.index, place.sms = torch.device("cpu"), 0, sms
-    place.launches = {suffix: _cuda_stats.launch_pair(kernels.driver, 0, 0)
-                      for suffix in set(_cuda_stats.KERNELS.values())}
-    place.scratch, place.counts, place.series = {}, {}, {}
-    place.slots = torch.zeros((64, _cuda_stats.SLOT_WORDS), dtype=torch.float64)
-    kernels._devices[place.device] = place
-    kernels._stream = lambda index: 0
-    return kernels
-
-
 class Sink(_capture.CaptureSink):
     """CaptureSink as an attached script has it, every capture deferred to the device-row path."""
 
@@ -71,7 +60,7 @@ class Sink(_capture.CaptureSink):
 def main():
     captures = int(sys.argv[1]) if len(sys.argv) > 1 else 338  # resnet50, every module hooked
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    _backends._launchers["cuda"] = (stub_launcher(), None)
+    _backends._launchers["cuda"] = (stand_in(StubDriver(), read=0, reread=0)[0], None)
     _backends.CudaBackend.unavailable = lambda self, device: None  # the CPU stands in for the device
     sink = Sink()
     g = torch.Generator().manual_seed(0)

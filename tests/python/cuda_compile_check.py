@@ -28,8 +28,9 @@ def cuobjdump():
     named = os.environ.get("HOOKSCOPE_CUOBJDUMP")
     if named:
         return named
-    import triton
-    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    import importlib.util
+    spec = importlib.util.find_spec("triton")
+    return os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "cuobjdump")
 
 
 def functions(sass):

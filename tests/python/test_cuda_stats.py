@@ -6,6 +6,7 @@ kernels against the torch ops, with one read for a series' later captures. The k
 arithmetic itself runs on the CPU in hookscope_cuda_kernel_tests (their source as host C++)."""
 
 import ctypes
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,8 +17,10 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
 
-from hookscope import _cuda_stats, _stats  # noqa: E402
+from hookscope import _backends, _cuda_stats, _stats  # noqa: E402
+from cuda_stand_in import stand_in  # noqa: E402
 
 
 def _nvrtc():
@@ -39,11 +42,12 @@ needs_gpu = pytest.mark.skipif(not _cuda_backend_runs(), reason="no NVIDIA GPU w
 
 
 def _cuobjdump():
-    try:
-        import triton
-    except ImportError:
+    """Triton's cuobjdump, found without importing Triton (an import here would fix Triton's
+    mode for the interpreter tests in the same process)."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    tool = os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "cuobjdump")
     return tool if os.path.exists(tool) else None
 
 
@@ -106,22 +110,8 @@ class StubDriver:
         assert status == 0, what
 
 
-def stub_kernels(sms=132):
-    """CudaStatistics with a stub driver and one "device" (the CPU: only pointers are used)."""
-    kernels = _cuda_stats.CudaStatistics(nvrtc=object(), driver=StubDriver())
-    place = _cuda_stats._Device.__new__(_cuda_stats._Device)
-    place.device, place.index, place.sms = torch.device("cpu"), 0, sms
-    place.launches = {suffix: _cuda_stats.launch_pair(kernels.driver, "read", "reread")
-                      for suffix in set(_cuda_stats.KERNELS.values())}
-    place.scratch, place.counts, place.series = {}, {}, {}
-    place.slots = torch.zeros((2, _cuda_stats.SLOT_WORDS), dtype=torch.float64)
-    kernels._devices[place.device] = place
-    kernels._stream = lambda index: 77
-    return kernels, place
-
-
 def test_a_capture_writes_pointers_into_argument_arrays_built_once_and_launches_two_kernels():
-    kernels, place = stub_kernels()
+    kernels, place = stand_in(StubDriver())
     a, b = torch.randn(4000), torch.randn(40_000_000, dtype=torch.bfloat16)
     kernels.row(a, 64, 1000, series="s")
     kernels.row(b, 64, 2000, series="t")
@@ -143,6 +133,33 @@ def test_a_capture_writes_pointers_into_argument_arrays_built_once_and_launches_
     for name in "uvw":
         kernels.row(a, 64, 4000, series=name)
     assert place.slots.shape[0] == 8 and place.series == {"s": 0, "t": 1, "u": 2, "v": 3, "w": 4}
+
+
+def test_dense_tensors_are_read_in_place_and_others_through_one_flat_copy():
+    """What the kernels are handed: a contiguous, channels_last or transposed tensor's own memory
+    (its storage read as it lies: the statistics do not depend on the order); an expanded,
+    strided or complex tensor, or a dtype the kernels do not read, as one flat copy of its values."""
+    kernels, place = stand_in(StubDriver())
+    _backends._launchers["cuda"] = (kernels, None)
+    try:
+        backend = _backends.CudaBackend()
+        base = torch.randn(4, 6, 5, 5)
+        cases = {"contiguous": (base, True), "channels_last": (base.to(memory_format=torch.channels_last), True),
+                 "transposed": (base[0, 0].t(), True), "expanded": (torch.randn(6, 1).expand(6, 1000), False),
+                 "every other": (base[:, ::2], False), "complex": (torch.randn(30, dtype=torch.complex64), False),
+                 "bool": (base > 0, True), "float8": (None, False)}
+        if hasattr(torch, "float8_e4m3fn"):
+            cases["float8"] = (base.to(torch.float8_e4m3fn), False)
+        for name, (t, in_place) in cases.items():
+            if t is None:
+                continue
+            kernels.driver.launched.clear()
+            backend.row_at(t, 64, 1000)
+            x, n = kernels.driver.launched[0][6][:2]
+            assert n == t.numel(), name
+            assert (x == t.data_ptr()) == in_place, name
+    finally:
+        _backends._launchers.pop("cuda", None)
 
 
 def test_histogram_copies_fit_the_shared_memory_for_any_bins():

@@ -1,7 +1,7 @@
 #pragma once
 // Just enough of CUDA to run python/hookscope/stats_kernels.cu as host C++: a block's threads are
 // real threads (each kernel call one of them), with a barrier for __syncthreads, a barrier per
-// warp for the shuffles, a shared-memory buffer per block, and atomics behind one lock. Blocks
+// warp for the shuffles, a shared-memory buffer per block, and the compiler's atomic builtins. Blocks
 // run one after the other, so the last one to take a ticket is the last block. Slow, and
 // exact: the arithmetic is the kernels' own source.
 
@@ -67,10 +67,6 @@ struct Block {
 };
 
 inline thread_local Block* current = nullptr;
-inline std::mutex& atomics() {
-  static std::mutex m;
-  return m;
-}
 
 inline unsigned char* sharedMemory() { return reinterpret_cast<unsigned char*>(current->shared.data()); }
 
@@ -114,20 +110,15 @@ inline double __shfl_down_sync(unsigned int, double v, int delta) {
   return out;
 }
 
+// The kernels' atomics are on unsigned integers: the compiler's atomic builtins serve.
 template <typename T>
 T atomicAdd(T* at, T v) {
-  std::lock_guard<std::mutex> lock(hs_emulation::atomics());
-  const T old = *at;
-  *at = old + v;
-  return old;
+  return __atomic_fetch_add(at, v, __ATOMIC_SEQ_CST);
 }
 
 template <typename T>
 T atomicExch(T* at, T v) {
-  std::lock_guard<std::mutex> lock(hs_emulation::atomics());
-  const T old = *at;
-  *at = v;
-  return old;
+  return __atomic_exchange_n(at, v, __ATOMIC_SEQ_CST);
 }
 
 // Round-to-nearest arithmetic that a GPU compiler may not contract into FMA; the host build

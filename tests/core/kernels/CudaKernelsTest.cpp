@@ -259,6 +259,22 @@ TEST(CudaKernelsTest, UnalignedStartsAndTailsAndFullBlocksEqualTheCpuKernel) {
   expectFirstCapture(normal(70001, 1.0f, 0.0f, 7), 256);  // the launch's own 256 threads a block
 }
 
+TEST(CudaKernelsTest, OffsetsPast2To31ValuesAreRead) {
+  // 2^31 + 4099 bytes: the values past 2^31 (the only non-zero ones) are found, counted and binned.
+  const std::int64_t n = (std::int64_t(1) << 31) + 4099;
+  std::vector<unsigned char> values(std::size_t(n), 0);
+  values[std::size_t(n - 1)] = 200;
+  values[std::size_t((std::int64_t(1) << 31) + 7)] = 3;
+  Stream stream;
+  const Outcome out = run(stream, values.data(), n, nullptr, 64, 4);
+  EXPECT_EQ(out.row[HS_ROW_MIN], 0.0);
+  EXPECT_EQ(out.row[HS_ROW_MAX], 200.0);
+  EXPECT_EQ(out.row[HS_ROW_ZEROS], double(n - 2) / double(n));
+  EXPECT_EQ(out.row[HS_HEADER + kBins - 1], 1.0);  // 200 in the last bin
+  EXPECT_EQ(out.row[HS_HEADER], double(n - 1));    // 0 and 3 in the first
+  expectClose(out.row[HS_ROW_L2], std::sqrt(200.0L * 200.0L + 9.0L), 200.0L, "l2");
+}
+
 // A series' slot after one capture, and the stream it shares.
 struct Series {
   Stream stream;
