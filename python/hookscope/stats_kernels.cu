@@ -75,9 +75,10 @@ typedef long long hs_i64;
 #define HS_SCRATCH_WORDS (HS_BANDS + 2 * HS_BAND_CAPACITY)
 // A series' slot (float64): valid, low, high, amax, shift (the previous mean).
 #define HS_SLOT_WORDS 8
-// The next step's edges: this step's range widened by this much of its span on each side
-// (a range that stays as it is fills 1 / 1.25 = 80% of them).
-#define HS_MARGIN 0.125
+// The next step's edges: this step's range widened by this much of its span on each side. A
+// range symmetric about zero that is scaled by 0.71 to 1.41 (1 / sqrt 2 to sqrt 2) then still
+// fits and fills half the edges: one read for a tensor whose scale drifts either way alike.
+#define HS_MARGIN 0.2
 // A shift this many standard deviations from the mean, squared, makes the one-read variance
 // lose digits: read again about the mean.
 #define HS_SHIFT_LIMIT 1e6
