@@ -30,6 +30,16 @@ def wait_for(condition, seconds, what):
     raise AssertionError("timed out waiting for " + what)
 
 
+def sent(progress):
+    """Steps a script has sent while connected, from its --progress file (0 before it has one)."""
+    try:
+        steps, connected = open(progress).read().split()
+    except (OSError, ValueError):
+        return 0
+    assert connected == "1", "the script lost its window"
+    return int(steps)
+
+
 def test_windows_signalled_in_the_same_second_each_save_their_captures_and_exit(tmp_path):
     env = dict(os.environ)
     env.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "data"),
@@ -45,9 +55,12 @@ def test_windows_signalled_in_the_same_second_each_save_their_captures_and_exit(
             wait_for(lambda: os.path.exists(address[5:]), 60, "window %d to listen" % i)
             script_env = dict(env, HOOKSCOPE_ADDRESS=address)
             scripts.append(subprocess.Popen([sys.executable, SCRIPT, "--steps", "100000", "--workers", "0",
-                                             "--sleep", "0.02"], env=script_env,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(5)  # steps come in to both
+                                             "--sleep", "0.02", "--progress", str(tmp_path / ("steps%d" % i))],
+                                            env=script_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # Steps come in to both: each script connected and has sent 30 (a busy machine may take
+        # a minute to start them; the window reads each as it comes).
+        for i in range(2):
+            wait_for(lambda: sent(tmp_path / ("steps%d" % i)) >= 30, 180, "script %d to send 30 steps" % i)
         for window in windows:
             window.send_signal(signal.SIGTERM)
         outcomes = [window.communicate(timeout=60) for window in windows]

@@ -123,6 +123,7 @@ def main():
     parser.add_argument("--nan-at", type=int, default=-1)
     parser.add_argument("--only", help="reference hooks on this module only")
     parser.add_argument("--detach", action="store_true", help="run without HookScope")
+    parser.add_argument("--progress", help="a file that holds the number of steps sent so far")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -149,6 +150,10 @@ def main():
                     reference.end_step()
                 if hs is not None:
                     hs.step(loss, batch=float(step))
+                    if args.progress:  # for a test to wait on: the steps sent, written whole
+                        with open(args.progress + ".new", "w") as f:
+                            f.write("%d %d" % (step + 1, hs.connected))
+                        os.replace(args.progress + ".new", args.progress)
                 if step == args.kill_self_at:
                     os.kill(os.getpid(), signal.SIGKILL)
                 step += 1
