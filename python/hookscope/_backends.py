@@ -36,7 +36,9 @@ class Backend:
     """One way of computing rows. `failed` holds why it stopped being used after an error."""
 
     name = None
+    title = None          # what it is called in a message ("torch ops ... compute")
     shared_ranges = True  # whether row() bins between a shared (low, high, amax): a shard's row
+    host_rows = False     # whether a CPU capture's row is computed at once, as a list (host_row)
 
     def __init__(self):
         self.failed = None
@@ -57,9 +59,19 @@ class Backend:
         self.row(tensor, bins, out, shared)
         return out.tolist()
 
+    def write_row(self, tensor, bins, rows, index, series=None):
+        """tensor's row into rows[index] (a step's row buffer on tensor's device)."""
+        self.row(tensor, bins, rows[index], series=series)
+
+    def copy_row(self, rows, source, destination):
+        """rows[destination] = rows[source], on the rows' device (a tensor read already this step)."""
+        rows[destination].copy_(rows[source])
+
 
 class NativeBackend(Backend):
     name = "native"
+    title = "HookScope's C++ kernel"
+    host_rows = True
 
     def __init__(self, lib):
         super().__init__()
@@ -87,6 +99,8 @@ class NativeBackend(Backend):
 
 class TorchBackend(Backend):
     name = "torch"
+    title = "torch ops"
+    host_rows = True
 
     def row(self, tensor, bins, out, shared=None, series=None):
         given = None if shared is None else \
@@ -124,6 +138,7 @@ def cuda_launcher():
 
 class TritonBackend(Backend):
     name = "triton"
+    title = "the Triton kernels"
 
     def kernels(self):
         return triton_launcher()[0]
@@ -157,6 +172,7 @@ class TritonBackend(Backend):
 
 class CudaBackend(Backend):
     name = "cuda"
+    title = "HookScope's CUDA kernels"
     shared_ranges = False
 
     @property
@@ -184,8 +200,13 @@ class CudaBackend(Backend):
             x = x.reshape(-1).to(x.dtype if x.dtype in CUDA_DTYPES else torch.float64).contiguous()
         self._kernels.row(x, bins, address, series)
 
-    def copy_row(self, device, destination, source, nbytes):
-        self._kernels.copy_row(device, destination, source, nbytes)
+    def write_row(self, tensor, bins, rows, index, series=None):
+        self.row_at(tensor, bins, rows.data_ptr() + index * rows.shape[1] * 8, series)
+
+    def copy_row(self, rows, source, destination):
+        width = rows.shape[1] * 8
+        base = rows.data_ptr()
+        self._kernels.copy_row(rows.device, base + destination * width, base + source * width, width)
 
     def kernels_loaded(self):
         return _launchers.get("cuda", (None,))[0] is not None

@@ -82,6 +82,21 @@ def _fsdp1_advice(model):
             "are each rank's slice; shard with fully_shard (FSDP2) for whole-tensor statistics")
 
 
+_EXIT_GRACE_S = 0.05
+_exit_grace = []
+
+
+def _let_gloo_finish_at_exit():
+    """In a multi-rank job, a short wait at exit, registered once. PyTorch's gloo worker threads can
+    drop the last reference to a backward's context after the interpreter has begun to finalize;
+    the thread is then ended inside a noexcept destructor and the rank aborts ("terminate called
+    without an active exception") after a complete run, with or without HookScope. atexit runs
+    before finalization, so waiting there lets those threads finish first (docs/distributed.md)."""
+    if not _exit_grace:
+        _exit_grace.append(True)
+        atexit.register(time.sleep, _EXIT_GRACE_S)
+
+
 def _process_group():
     """Whether this process is in an initialised torch.distributed process group."""
     try:
@@ -148,6 +163,8 @@ class Attached(CaptureSink):
         model = _unwrap(model)
         self._model = model
         self._dist = _distributed(job)
+        if self._dist and self._dist[1] > 1:
+            _let_gloo_finish_at_exit()
         # In a job, each step's end carries (sum, norm) of every parameter and gradient: rank_divergence.
         self._prints = list(model.named_parameters()) if self._dist and self._dist[1] > 1 \
             and _replicated(model) else []

@@ -119,9 +119,9 @@ class StepStatistics:
             chosen = self.backend_for(device)
             best = self._backends[_backends.PREFERENCE.get(kind, ("torch",))[0]]
             if chosen is not best and (kind, chosen.name) in _backends.COSTS:
-                notes.append("%s, so %s %s statistics: an attached step costs %s" % (
-                    best.unavailable(device), "torch ops compute" if chosen.name == "torch" else "Triton computes",
-                    "CPU" if kind == "cpu" else "GPU", _backends.COSTS[(kind, chosen.name)]))
+                notes.append("%s, so %s compute %s statistics: an attached step costs %s" % (
+                    best.unavailable(device), chosen.title, "CPU" if kind == "cpu" else "GPU",
+                    _backends.COSTS[(kind, chosen.name)]))
         return "; ".join(notes) or None
 
     def choose(self, device):
@@ -189,7 +189,7 @@ class StepStatistics:
         known = self._read.get(id(origin))
         if known is not None and not (known[0]() is origin and known[1] == version and known[2] == device):
             known = None  # another tensor (the id reused), or this one changed in place since
-        if device.type == "cpu" and not defer and backend.name != "triton":
+        if device.type == "cpu" and not defer and backend.host_rows:
             if known is not None and known[4] is not None:  # read already: the same row
                 self.shared_reads += 1
                 self._entries.append([fields, list(known[4]), None, "shared"])
@@ -211,12 +211,12 @@ class StepStatistics:
                 slot[0].record_stream(current)
                 self._streams.setdefault(device, set()).add(current)
         if known is not None and known[3] is not None:  # read already: its row copied on the device
-            self._copy_row(backend, slot[0], known[3], index, width)
+            backend.copy_row(slot[0], known[3], index)
             self.shared_reads += 1
             self._entries.append([fields, None, (device, index), "shared"])
             slot[1] += 1
             return
-        name = self._compute(backend, tensor, slot[0], index, width, fields if history else None)
+        name = self._compute(backend, tensor, slot[0], index, fields if history else None)
         self._remember(origin, version, device, index, None)
         self._entries.append([fields, None, (device, index), name])
         slot[1] += 1
@@ -236,31 +236,19 @@ class StepStatistics:
         slot = self._device[device] = [rows, 0 if slot is None else slot[1]]
         return slot
 
-    def _copy_row(self, backend, rows, source, destination, width):
-        if backend.name == "cuda":
-            base = rows.data_ptr()
-            backend.copy_row(rows.device, base + destination * width * 8, base + source * width * 8, width * 8)
-        else:
-            rows[destination].copy_(rows[source])
-
-    def _compute(self, backend, tensor, rows, index, width, series):
+    def _compute(self, backend, tensor, rows, index, series):
         """Writes the row with `backend`; where it fails (not for lack of memory), it is not used
         again and the next backend computes the row. Returns the name of the one that did."""
         try:
-            if backend.name == "cuda":
-                backend.row_at(tensor, self.bins, rows.data_ptr() + index * width * 8, series=series)
-            else:
-                backend.row(tensor, self.bins, rows[index], series=series)
+            backend.write_row(tensor, self.bins, rows, index, series)
             return backend.name
         except Exception as exc:
-            if self.strict or isinstance(exc, _OUT_OF_MEMORY) or backend.name == "torch":
+            if self.strict or isinstance(exc, _OUT_OF_MEMORY) or backend is self._backends["torch"]:
                 raise  # out of memory: this capture is a gap; the backend stays for the next one
-            backend.failed = "%s failed (%s: %s)" % (
-                "HookScope's CUDA kernels" if backend.name == "cuda" else "the %s kernels" % backend.name.capitalize(),
-                type(exc).__name__, exc)
+            backend.failed = "%s failed (%s: %s)" % (backend.title, type(exc).__name__, exc)
             following = self.backend_for(tensor.device)
-            self.fallbacks.append("%s; %s computes the statistics from now on" % (backend.failed, following.name))
-            return self._compute(following, tensor, rows, index, width, series)
+            self.fallbacks.append("%s; %s compute the statistics from now on" % (backend.failed, following.title))
+            return self._compute(following, tensor, rows, index, series)
 
     def add_row(self, fields, row, backend="sharded"):
         """An entry whose row was computed elsewhere (a shard's, at the step's end: _sharded)."""
