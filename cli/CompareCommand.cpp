@@ -4,6 +4,7 @@
 #include "cli/CliCommands.h"
 #include "cli/CliSupport.h"
 #include "common/CsvFormat.h"
+#include "common/OutputFile.h"
 #include "common/PrintableText.h"
 #include "files/ExportFolder.h"
 #include "store/RunCompare.h"
@@ -24,6 +25,7 @@ struct CompareOptions {
   std::string a, b;
   double tolerance = 1e-4;
   std::string csv;
+  bool force = false;
 };
 
 std::string number(double v) {
@@ -68,6 +70,9 @@ void printList(std::ostringstream& out, const std::string& label, const std::vec
 
 int runCompare(const CompareOptions& options) {
   if (!(options.tolerance > 0)) return error(kUsage, "--tolerance must be a positive relative difference, such as 1e-4");
+  if (!options.csv.empty()) {  // before the comparison: a refused file costs nothing
+    if (const std::string why = checkOutputFile(options.csv, options.force); !why.empty()) return error(kOutput, why);
+  }
   ExportData a, b;
   std::string message;
   if (!readExport(options.a, &a, &message)) return error(kData, message);
@@ -115,6 +120,7 @@ Command addCompareCommand(CLI::App& app) {
                       "relative difference of mean, std or L2 norm that counts as a divergence (default 1e-4; a "
                       "mean is measured against its std too)");
   command->add_option("--csv", options->csv, "also write every step's first differing series to this CSV file");
+  command->add_flag("--force", options->force, "replace an existing --csv file");
   return {command, [options] { return runCompare(*options); }};
 }
 

@@ -1,6 +1,7 @@
 #include "files/ExportTarget.h"
 
 #include "common/FileLimits.h"
+#include "common/OutputFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -77,7 +78,8 @@ std::string checkExportTarget(const std::string& dir, bool overwrite) {
     return dir + " is a symbolic link: give the export folder's real path.";
   }
   if (fs::exists(status) && !fs::is_directory(status)) {
-    return dir + " exists and is a file, not a folder: choose another export folder.";
+    return dir + " exists and is " + describeFileAt(target.string()) +
+           ", not a folder: HookScope will not replace it, even with --force. Choose another export folder.";
   }
   if (!fs::is_directory(status) || fs::is_empty(target, ec)) {
     const fs::path parent = target.parent_path();

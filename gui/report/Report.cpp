@@ -1,5 +1,6 @@
 #include "report/Report.h"
 
+#include "common/OutputFile.h"
 #include "files/ExportFolder.h"
 #include "store/RunCompare.h"
 #include "rules/RuleEvaluator.h"
@@ -425,8 +426,9 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
     *error = QString::fromStdString(message);
     return ReportResult::BadInput;
   }
-  if (QFileInfo::exists(request.out) && !request.force) {
-    *error = QStringLiteral("%1 exists; use --force to replace it, or name another file").arg(request.out);
+  // Never over a device, FIFO, socket or folder; over a regular file only with --force.
+  if (const std::string why = checkOutputFile(request.out.toStdString(), request.force); !why.empty()) {
+    *error = QString::fromStdString(why);
     return ReportResult::CannotWrite;
   }
   *contents = ReportContents();

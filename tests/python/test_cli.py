@@ -12,6 +12,8 @@ import os
 import time
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -838,6 +840,93 @@ class ExportFolder(CliTestCase):
         lines = run("show", holed).stdout.splitlines()
         self.assertIn("1 step, first 1", [line for line in lines if line.startswith("activation fc1 0/0")][0])
         self.assertTrue([line for line in lines if line.startswith("gradient fc1 0/0")][0].endswith("none"))
+
+
+class OutputPaths(CliTestCase):
+    """--force and every output path: only a regular file (or a HookScope export folder) is ever
+    replaced; a device, FIFO, socket, folder or a link to one is refused with exit 5, named, and
+    left as it was. The nodes are made in a temporary folder, never the real /dev ones."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.mkdtemp(prefix="hookscope-outputs-")
+        cls.export = os.path.join(cls.folder, "run")
+        cls.made = run("capture", CNN, "--out", cls.export, "--hook", "fc1", "--steps", "2")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.folder, ignore_errors=True)
+
+    def nodes(self):
+        """{kind named in the message: path} of special files, each made here."""
+        made = {}
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        made["a FIFO (named pipe)"] = fifo
+        sock_path = os.path.join(self.tmp, "sock")
+        listening = socket.socket(socket.AF_UNIX)
+        self.addCleanup(listening.close)
+        listening.bind(sock_path)
+        made["a socket"] = sock_path
+        folder = os.path.join(self.tmp, "folder")
+        os.mkdir(folder)
+        made["a folder"] = folder
+        link = os.path.join(self.tmp, "link")
+        os.symlink(fifo, link)
+        made["a symbolic link to a FIFO (named pipe)"] = link
+        device = os.path.join(self.tmp, "full")
+        try:  # a copy of /dev/full's node (root only)
+            os.mknod(device, stat.S_IFCHR | 0o600, os.makedev(1, 7))
+            made["a character device"] = device
+        except (PermissionError, OSError):
+            pass
+        return made
+
+    def assertUnchanged(self, path, mode):
+        self.assertEqual(stat.S_IFMT(os.lstat(path).st_mode), stat.S_IFMT(mode), path)
+
+    def test_report_replaces_only_a_regular_file(self):
+        self.assertExit(self.made, 0)
+        html = os.path.join(self.tmp, "report.html")
+        first = run("report", self.export, "--out", html)
+        if first.returncode == 8:
+            self.skipTest("hookscope-report is not built here (no window): " + first.stderr)
+        self.assertExit(first, 0)
+        self.assertExit(run("report", self.export, "--out", html), 5, "exists: replace it with --force")
+        self.assertExit(run("report", self.export, "--out", html, "--force"), 0)
+        for kind, path in self.nodes().items():
+            mode = os.lstat(path).st_mode
+            result = run("report", self.export, "--out", path, "--force")
+            self.assertExit(result, 5, path + " is " + kind + ", not a regular file")
+            self.assertIn("even with --force", result.stderr)
+            self.assertUnchanged(path, mode)
+
+    def test_compare_csv_replaces_an_existing_file_only_with_force_and_never_a_special_file(self):
+        self.assertExit(self.made, 0)
+        csv_path = os.path.join(self.tmp, "diff.csv")
+        with open(csv_path, "w") as f:
+            f.write("the user's own notes\n")
+        result = run("compare", self.export, self.export, "--csv", csv_path)
+        self.assertExit(result, 5, "exists: replace it with --force")
+        with open(csv_path) as f:
+            self.assertEqual(f.read(), "the user's own notes\n")
+        self.assertExit(run("compare", self.export, self.export, "--csv", csv_path, "--force"), 0)
+        with open(csv_path) as f:
+            self.assertTrue(f.read().startswith("step,kind,module"))
+        for kind, path in self.nodes().items():  # a FIFO with no reader would hang a plain open()
+            mode = os.lstat(path).st_mode
+            self.assertExit(run("compare", self.export, self.export, "--csv", path, "--force"), 5, kind)
+            self.assertUnchanged(path, mode)
+
+    def test_an_export_folder_is_never_made_over_a_special_file(self):
+        for kind, path in self.nodes().items():
+            if kind == "a folder":
+                continue  # an empty folder is a fine export folder
+            mode = os.lstat(path).st_mode
+            result = run("capture", CNN, "--out", path, "--steps", "1", "--force")
+            self.assertExit(result, 5)
+            self.assertIn(kind if "link" not in kind else "symbolic link", result.stderr)
+            self.assertUnchanged(path, mode)
 
 
 class ExportParity(CliTestCase):
