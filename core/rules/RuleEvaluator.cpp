@@ -187,7 +187,10 @@ public:
     }
   }
 
+  // A tensor holding NaN or Inf is non_finite's: no rule judges it by its finite part (a gradient
+  // 25% NaN and 75% zero would read as a vanishing norm of 0).
   void gradient(const SeriesKey& key, const TensorStats& s) {
+    if (s.hasNonFinite()) return;
     if (on(RuleKind::ExplodingGradient)) exploding(key, s);
     if (on(RuleKind::VanishingGradient) && s.numel > 0 && s.l2norm < m_settings.vanishingNorm) {
       fire(key.module, key.kind, RuleKind::VanishingGradient, s.l2norm,
@@ -241,7 +244,7 @@ public:
   }
 
   void update(const SeriesKey& key, const TensorStats& s) {
-    if (on(RuleKind::UpdateRatio) && s.numel > 0 && std::isfinite(s.l2norm) &&
+    if (on(RuleKind::UpdateRatio) && s.numel > 0 && !s.hasNonFinite() && std::isfinite(s.l2norm) &&
         (s.l2norm < m_settings.updateRatioLow || s.l2norm > m_settings.updateRatioHigh)) {
       fire(key.module, key.kind, RuleKind::UpdateRatio, s.l2norm,
            "update of " + key.module + " is " + number(s.l2norm) + " of its norm, outside [" +

@@ -198,3 +198,46 @@ TEST(RuleEvaluatorTest, UpdateRatioIgnoresAnEmptyShard) {
   ASSERT_EQ(fired.size(), 1u);
   EXPECT_EQ(fired[0].module, "fc.bias");
 }
+
+// A tensor holding NaN or Inf is non_finite's to report: no rule judges it by its finite part (a
+// gradient 25% NaN and 75% zero is not a vanishing gradient of norm 0; an Inf update is not an
+// update ratio; a gradient with Inf is not an explosion of its finite values).
+TEST(RuleEvaluatorTest, NoRuleJudgesATensorHoldingNanOrInfByItsFinitePart) {
+  CaptureStore store;
+  TensorStats gradient;
+  gradient.shape = {4, 4};
+  gradient.dtype = "float32";
+  gradient.numel = 16;
+  gradient.nanCount = 4;   // the other 12 are zero: the finite part's norm is 0
+  gradient.l2norm = 0;
+  gradient.zeroFraction = 0.75;
+  TensorStats huge = gradient;
+  huge.nanCount = 0;
+  huge.infCount = 1;
+  huge.l2norm = 1e9;       // the finite part: far above the exploding threshold
+  TensorStats update = huge;
+  update.l2norm = 50;      // outside [update_ratio_low, update_ratio_high]
+  store.add(0, {"conv1", 0, CaptureKind::Gradient, 0}, gradient);
+  store.add(0, {"fc", 0, CaptureKind::Gradient, 0}, huge);
+  store.add(0, {"fc.weight", 0, CaptureKind::Update, 0}, update);
+  StepOrder order;
+  order.backward = {{"fc", 0, CaptureKind::Gradient, 0}, {"conv1", 0, CaptureKind::Gradient, 0}};
+  RuleEvaluator rules;
+  const auto alerts = rules.evaluate(store, 0, order);
+  EXPECT_TRUE(ofRule(alerts, RuleKind::VanishingGradient).empty());
+  EXPECT_TRUE(ofRule(alerts, RuleKind::ExplodingGradient).empty());
+  EXPECT_TRUE(ofRule(alerts, RuleKind::UpdateRatio).empty());
+  ASSERT_FALSE(ofRule(alerts, RuleKind::NonFinite).empty());
+  EXPECT_EQ(ofRule(alerts, RuleKind::NonFinite)[0].module, "fc");  // where it first appears, backward
+  // The same tensors without NaN or Inf are judged as before.
+  gradient.nanCount = 0;
+  huge.infCount = 0;
+  update.infCount = 0;
+  store.add(1, {"conv1", 0, CaptureKind::Gradient, 0}, gradient);
+  store.add(1, {"fc", 0, CaptureKind::Gradient, 0}, huge);
+  store.add(1, {"fc.weight", 0, CaptureKind::Update, 0}, update);
+  const auto judged = rules.evaluate(store, 1, order);
+  EXPECT_EQ(ofRule(judged, RuleKind::VanishingGradient).size(), 1u);
+  EXPECT_EQ(ofRule(judged, RuleKind::ExplodingGradient).size(), 1u);
+  EXPECT_EQ(ofRule(judged, RuleKind::UpdateRatio).size(), 1u);
+}
