@@ -90,7 +90,7 @@ void Recording::progress(int rank, const AttachedStep& s) {
   if (live.empty() || rank != live.front()) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
   std::ostringstream line;
-  line << "step " << (s.step + 1);
+  line << "step " << s.step;  // the export's own step number, with that step's loss
   if (const auto loss = s.scalars.find("loss"); loss != s.scalars.end()) {
     line << "  loss " << std::setprecision(6) << loss->second;
   }

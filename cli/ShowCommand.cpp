@@ -72,7 +72,12 @@ void describeRun(std::ostringstream& out, const ExportData& data) {
   out << "  hooked:   " << m.hooked.size() << " modules\n"
       << "  captures: " << store.captureCount() << " in " << store.seriesKeys().size() << " series, "
       << store.steps().size() << " steps kept\n";
-  if (!m.interrupted.empty()) out << "  interrupted: by " << m.interrupted << " after step " << m.steps << "\n";
+  if (!m.interrupted.empty()) {  // step numbers are the export's own: the last kept is steps - 1
+    out << "  interrupted: by " << m.interrupted
+        << (m.steps > 0 ? " after step " + std::to_string(m.steps - 1) + " (" + std::to_string(m.steps) + " steps)"
+                        : std::string(" before its first step"))
+        << "\n";
+  }
   if (m.thinned()) {
     out << "  thinned:  yes, " << m.thinning.size() << " times to stay under " << m.memoryCapBytes / (1024 * 1024)
         << " MiB: every " << m.thinning.back().stride << " steps kept";

@@ -155,6 +155,19 @@ def test_a_tied_weight_is_counted_once_and_named():
     assert "shared" not in modules["0"]
 
 
+def test_records_progress_lines_name_the_exports_step_with_its_own_loss(tmp):
+    recorder = Recorder(tmp)
+    code = run_script(recorder.address, "--steps", "5").returncode
+    assert code == 0
+    code, err = recorder.wait()
+    assert code == 0, err
+    losses = {int(r["step"]): float(r["value"]) for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "loss"}
+    shown = [line.split() for line in err.splitlines() if line.startswith("step ") and "loss" in line]
+    assert [int(words[1]) for words in shown] == [0, 1, 2, 3, 4], err
+    for words in shown:
+        assert close_enough(float(words[3]), losses[int(words[1])], rel=1e-5), (words, losses)
+
+
 def test_a_killed_recorder_leaves_the_script_training(tmp):
     recorder = Recorder(tmp)
     env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address)

@@ -396,7 +396,10 @@ class Interrupted(CliTestCase):
                 self.assertGreaterEqual(manifest["steps"], 5)
                 losses = [r for r in read_scalars(self.out()) if r["name"] == "loss"]
                 self.assertEqual([int(r["step"]) for r in losses], list(range(manifest["steps"])))
-                self.assertIn("interrupted: by " + name, run("show", self.out()).stdout)
+                # The step named is the export's own: the last one kept (steps count from 0).
+                self.assertIn("interrupted: by %s after step %d (%d steps)" % (name, manifest["steps"] - 1,
+                                                                              manifest["steps"]),
+                              run("show", self.out()).stdout)
 
     def test_a_second_signal_ends_it_at_once(self):
         process = self.start()
