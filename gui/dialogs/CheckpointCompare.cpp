@@ -36,8 +36,10 @@ CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
   m_summary = new QLabel(tr("Reading…"), this);
   m_summary->setWordWrap(true);
   layout->addWidget(m_summary);
-  m_table = new QTableWidget(0, 5, this);
-  m_table->setHorizontalHeaderLabels({tr("Tensor"), tr("Status"), tr("Norm of change"), tr("Relative"), tr("NaN/Inf")});
+  // NaN and Inf counted per file, each in its own column ("2" alone read as either).
+  m_table = new QTableWidget(0, 8, this);
+  m_table->setHorizontalHeaderLabels({tr("Tensor"), tr("Status"), tr("Norm of change"), tr("Relative"), tr("NaN 1st"),
+                                      tr("Inf 1st"), tr("NaN 2nd"), tr("Inf 2nd")});
   m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->verticalHeader()->hide();
@@ -83,11 +85,12 @@ void CheckpointCompare::fill(const QByteArray& csv) {
   int changed = 0, unchanged = 0, broken = 0, other = 0;
   for (int i = 1; i < lines.size(); ++i) {  // line 0: the header
     if (lines[i].isEmpty()) continue;
-    // tensor,status,norm,relative,nonfinite: a tensor's name may hold commas, the rest do not.
+    // tensor,status,norm,relative,nonfinite,nan_first,inf_first,nan_second,inf_second: a tensor's
+    // name may hold commas, the rest do not.
     QStringList fields = QString::fromUtf8(lines[i]).split(QLatin1Char(','));
-    if (fields.size() < 5) continue;
-    const QStringList tail = fields.mid(fields.size() - 4);
-    QString name = fields.mid(0, fields.size() - 4).join(QLatin1Char(','));
+    if (fields.size() < 9) continue;
+    const QStringList tail = fields.mid(fields.size() - 8);
+    QString name = fields.mid(0, fields.size() - 8).join(QLatin1Char(','));
     if (name.startsWith(QLatin1Char('"')) && name.endsWith(QLatin1Char('"'))) name = name.mid(1, name.size() - 2).replace(QStringLiteral("\"\""), QStringLiteral("\""));
     const QString status = tail[0];
     const int nonfinite = tail[3].toInt();
@@ -100,8 +103,8 @@ void CheckpointCompare::fill(const QByteArray& csv) {
       const double v = text.toDouble(&ok);
       return !ok ? text : std::isnan(v) ? QStringLiteral("NaN") : QString::number(v, 'g', 5);
     };
-    const QStringList cells{name, QString(status).replace(QLatin1Char('_'), QLatin1Char(' ')), number(tail[1]),
-                            number(tail[2]), tail[3]};
+    const QStringList cells{name,    QString(status).replace(QLatin1Char('_'), QLatin1Char(' ')),
+                            number(tail[1]), number(tail[2]), tail[4], tail[5], tail[6], tail[7]};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (c >= 2) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);

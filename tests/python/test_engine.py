@@ -325,10 +325,24 @@ def test_comparing_two_checkpoints_names_what_fine_tuning_changed_and_what_went_
     nan_bias = lines[2].split()
     finite = torch.arange(1, before["2.bias"].numel())
     assert abs(float(nan_bias[1]) - (after["2.bias"][finite] - before["2.bias"][finite]).double().norm().item()) <= 1e-9
-    assert math.isfinite(float(nan_bias[2])) and nan_bias[3] == "0/1", nan_bias
+    # NaN and Inf of each file in columns of their own: NaN 1st, Inf 1st, NaN 2nd, Inf 2nd.
+    assert lines[1].split()[-8:] == ["NaN", "1st", "Inf", "1st", "NaN", "2nd", "Inf", "2nd"], lines[1]
+    assert math.isfinite(float(nan_bias[2])) and nan_bias[3:] == ["0", "0", "1", "0"], nan_bias
     reverse = cli("checkpoint", b, "--compare", a)
     assert reverse.returncode == 0, reverse.stderr
-    assert reverse.stdout.splitlines()[2].split()[::3] == ["2.bias", "1/0"], reverse.stdout
+    assert reverse.stdout.splitlines()[2].split()[3:] == ["1", "0", "0", "0"], reverse.stdout
+    with_inf = dict(after)
+    with_inf["2.bias"] = after["2.bias"].clone()
+    with_inf["2.bias"][1] = float("inf")
+    c = os.path.join(tmp, "inf.pt")
+    torch.save(with_inf, c)
+    both = cli("checkpoint", a, "--compare", c)
+    assert both.stdout.splitlines()[2].split()[3:] == ["0", "0", "1", "1"], both.stdout
+    table = cli("checkpoint", a, "--compare", c, "--csv")
+    rows = list(csv.DictReader(table.stdout.splitlines()))
+    bias = next(r for r in rows if r["tensor"] == "2.bias")
+    assert (bias["nonfinite"], bias["nan_first"], bias["inf_first"], bias["nan_second"], bias["inf_second"]) == \
+        ("2", "0", "0", "1", "1"), bias
     head = lines[3].split()
     delta = (after["2.weight"].double() - before["2.weight"].double()).norm().item()
     assert abs(float(head[1]) - delta) <= 1e-5 * delta

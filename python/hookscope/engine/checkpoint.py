@@ -151,8 +151,9 @@ def show(path, tensors, out):
 
 
 def changes(before, after):
-    """Per tensor in both: (name, ‖after - before‖, relative change, NaN/Inf in either, in the
-    first, in the second), what NaN or Inf touches first, then the largest relative change; and
+    """Per tensor in both: (name, ‖after - before‖, relative change, values NaN or Inf in either,
+    NaN in the first, Inf in the first, NaN in the second, Inf in the second), what NaN or Inf
+    touches first, then the largest relative change; and
     the names only one has, or with other shapes. The change is measured over the values finite
     in both: one NaN does not turn a tensor's whole change into nan."""
     rows, reshaped = [], []
@@ -167,7 +168,8 @@ def changes(before, after):
         delta = (b64[both] - a64[both]).norm().item()
         base = a64[both].norm().item()
         relative = delta / base if base > 0 else (0.0 if delta == 0 else math.inf)
-        rows.append((name, delta, relative, int((~both).sum()), int((~finite_a).sum()), int((~finite_b).sum())))
+        rows.append((name, delta, relative, int((~both).sum()), int(torch.isnan(a64).sum()), int(torch.isinf(a64).sum()),
+                     int(torch.isnan(b64).sum()), int(torch.isinf(b64).sum())))
     rows.sort(key=lambda r: (-r[3], -r[2], r[0]))
     return rows, sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys()), sorted(reshaped)
 
@@ -179,9 +181,10 @@ def compare(path_a, a, path_b, b, out):
     out.write("%s -> %s: %d tensors in both, %d changed, %d unchanged%s\n" % (
         os.path.basename(path_a), os.path.basename(path_b), len(rows), len(changed), len(rows) - len(changed),
         "; NaN or Inf in %d (the change is measured over the values finite in both)" % len(broken) if broken else ""))
-    out.write("%-44s%16s%16s%17s\n" % ("tensor", "norm of change", "relative", "NaN/Inf 1st/2nd"))
-    for name, delta, relative, _, first, second in rows:
-        out.write("%-44s%16s%16s%17s\n" % (printable(name), _g(delta), _g(relative), "%d/%d" % (first, second)))
+    line = "%-44s%16s%16s%10s%10s%10s%10s\n"
+    out.write(line % ("tensor", "norm of change", "relative", "NaN 1st", "Inf 1st", "NaN 2nd", "Inf 2nd"))
+    for name, delta, relative, _, *counts in rows:
+        out.write(line % ((printable(name), _g(delta), _g(relative)) + tuple(counts)))
     for label, names in (("only in " + os.path.basename(path_a), only_a), ("only in " + os.path.basename(path_b), only_b),
                          ("shapes differ", reshaped)):
         if names:
@@ -189,17 +192,19 @@ def compare(path_a, a, path_b, b, out):
 
 
 def compare_csv(a, b, out):
-    """The comparison for programs: tensor,status,norm_of_change,relative,nonfinite, in the table's order."""
+    """The comparison for programs: tensor,status,norm_of_change,relative,nonfinite (values NaN or
+    Inf in either),nan_first,inf_first,nan_second,inf_second, in the table's order."""
     import csv
     rows, only_a, only_b, reshaped = changes(a, b)
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["tensor", "status", "norm_of_change", "relative", "nonfinite"])
-    for name, delta, relative, nonfinite, _, _ in rows:
+    writer.writerow(["tensor", "status", "norm_of_change", "relative", "nonfinite", "nan_first", "inf_first",
+                     "nan_second", "inf_second"])
+    for name, delta, relative, nonfinite, *counts in rows:
         writer.writerow([name, "changed" if delta != 0 or nonfinite else "unchanged", repr(delta), repr(relative),
-                         nonfinite])
+                         nonfinite] + counts)
     for status, names in (("only_in_first", only_a), ("only_in_second", only_b), ("shapes_differ", reshaped)):
         for name in names:
-            writer.writerow([name, status, "", "", ""])
+            writer.writerow([name, status] + [""] * 7)
 
 
 def main(path, other=None, out=sys.stdout, csv=False):
