@@ -59,17 +59,32 @@ bool addRecord(zip_t* z, const std::string& name, const void* data, std::size_t 
   return addSourceRecord(z, name, source, error);
 }
 
-std::string recordText(zip_t* z, zip_int64_t index, std::uint64_t size) {
+// A whole record (`size`: its size in the zip's directory), read to its end so that libzip checks
+// its CRC-32: a flipped bit is an error naming the record, never different numbers. With `keep`
+// false, only checked (read in slices, nothing kept).
+std::string recordText(zip_t* z, zip_int64_t index, std::uint64_t size, bool keep = true) {
+  const char* name = zip_get_name(z, zip_uint64_t(index), 0);
+  const std::string record = name ? name : "a record";
   std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> file(zip_fopen_index(z, zip_uint64_t(index), 0), zip_fclose);
-  if (!file) bad(std::string("cannot read a record: ") + zip_strerror(z));
-  std::string out(std::size_t(size), '\0');
+  if (!file) bad("cannot read " + record + ": " + zip_strerror(z));
+  const auto damaged = [&] {
+    bad(record + " is damaged: " + zip_file_strerror(file.get()) +
+        " (its bytes do not match the CRC-32 the archive records for it)");
+  };
+  std::string out(std::size_t(keep ? size : std::min<std::uint64_t>(size, 1 << 20)), '\0');
   std::uint64_t got = 0;
   while (got < size) {
-    const zip_int64_t n = zip_fread(file.get(), out.data() + got, size - got);
-    if (n <= 0) bad("a record is cut short");
+    char* at = keep ? out.data() + got : out.data();
+    const zip_int64_t n = zip_fread(file.get(), at, keep ? size - got : std::min<std::uint64_t>(size - got, out.size()));
+    if (n < 0) damaged();
+    if (n == 0) bad(record + " is cut short");
     got += std::uint64_t(n);
   }
-  return out;
+  char past = 0;
+  const zip_int64_t end = zip_fread(file.get(), &past, 1);  // the end: where libzip checks the CRC
+  if (end < 0) damaged();
+  if (end > 0) bad(record + " holds more bytes than the archive's directory says");
+  return keep ? out : std::string();
 }
 
 // The tensor's values, checked: the storage type the format says, `dims` dimensions, contiguous,
@@ -106,7 +121,7 @@ std::vector<T> tensorValues(zip_t* z, const std::string& prefix, const Ref& valu
     bad(what + " needs " + std::to_string(needed) + " bytes, but its storage record holds " + std::to_string(st.size) +
         ": the file is damaged or was altered");
   }
-  const std::string bytes = recordText(z, index, needed);
+  const std::string bytes = recordText(z, index, st.size);  // all of it: its CRC-32 is checked
   std::vector<T> out(static_cast<std::size_t>(count));
   if (count) std::memcpy(out.data(), bytes.data() + std::size_t(t->offset) * sizeof(T), std::size_t(count) * sizeof(T));
   *sizes = t->sizes;
@@ -135,6 +150,12 @@ bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, Histogr
       }
     }
     if (std::string problem = checkInflatedSize(path, fileBytes, inflated); !problem.empty()) bad(problem);
+    // Every record against its CRC-32, the ones this reader does not use too (a damaged file is
+    // said to be damaged, whichever part of it a reader needs).
+    for (zip_int64_t i = 0; i < entries; ++i) {
+      zip_stat_t st;
+      if (zip_stat_index(z, zip_uint64_t(i), 0, &st) == 0 && (st.valid & ZIP_STAT_SIZE)) recordText(z, i, st.size, false);
+    }
     if (pickleIndex < 0) bad("it holds no data.pkl: it is not a torch.save file");
     if (pickleSize > kMaxPickleBytes) bad("its data.pkl is " + std::to_string(pickleSize) + " bytes, over the limit");
     const std::string pickled = recordText(z, pickleIndex, pickleSize);

@@ -146,11 +146,26 @@ def _read_stats(run):
         series.stats = [series.stats[i] for i in order]
 
 
+def damaged_record(path):
+    """The first record of the zip at `path` whose bytes fail their CRC-32 (torch.load does not
+    check them), or None; a file that is not a zip is torch.load's to refuse."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except Exception:  # a directory zipfile cannot read (names, lengths): torch.load says what is wrong
+        return None
+
+
 def _read_histograms(run):
     path = os.path.join(run.path, "histograms.pt")
     if not os.path.exists(path):
         return
     import torch
+    damaged = damaged_record(path)
+    if damaged:
+        raise RunReadError("%s is damaged: its record %s does not match the CRC-32 the archive records for it"
+                           % (path, damaged))
     try:
         try:
             data = torch.load(path, map_location="cpu", weights_only=True)

@@ -12,6 +12,7 @@ import sys
 import torch
 
 from .._stats import HEADER, torch_row
+from ..runs import damaged_record
 from ._terminal import printable
 
 SAFETENSORS_DTYPES = {
@@ -99,6 +100,10 @@ def read_checkpoint(path):
         magic = f.read(4)
     # A zip archive (torch.save's format), or a pickle (its format before PyTorch 1.6).
     if magic == b"PK\x03\x04" or magic[:1] == b"\x80":
+        damaged = damaged_record(path) if magic[:1] == b"P" else None
+        if damaged:  # torch.load does not check records' CRC-32: a flipped bit would be other numbers
+            raise CheckpointError("%s is damaged: its record %s does not match the CRC-32 the archive records for it"
+                                  % (path, damaged))
         try:
             value = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:
