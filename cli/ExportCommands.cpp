@@ -41,7 +41,14 @@ std::string kindPath(const SeriesKey& key) {
 /// The series of an export, one JSON object a line, as hookscope/tensorboard_export.py reads them.
 std::vector<std::string> seriesLines(const CaptureStore& store) {
   std::vector<std::string> lines;
-  const auto ranks = store.ranks();
+  // The job's ranks, and a sharded tensor's whole-tensor series as a run of their own ("whole").
+  auto ranks = store.ranks();
+  for (const auto& key : store.seriesKeys()) {
+    if (key.rank == kWholeRank) {
+      ranks.push_back(kWholeRank);
+      break;
+    }
+  }
   lines.push_back(nlohmann::json{{"type", "begin"}, {"ranks", ranks}}.dump());
   std::size_t histograms = 0, scalars = 0;
   auto scalar = [&](int rank, const std::string& tag, std::int64_t step, double value) {

@@ -55,6 +55,14 @@ def check_target(logdir):
                     "empty folder (or delete this one)" % logdir)
 
 
+WHOLE = -1  # the rank of a sharded tensor's whole-tensor series
+
+
+def run_name(rank):
+    """A rank's run: rank0, rank1, ...; a sharded tensor's whole, made from every rank's shard: whole."""
+    return "whole" if rank == WHOLE else "rank%d" % rank
+
+
 def write(logdir, lines, SummaryWriter):
     """Writes the stream's runs into `logdir` (a fresh folder); returns (histograms, scalars, ranks)."""
     writers = {}
@@ -71,7 +79,7 @@ def write(logdir, lines, SummaryWriter):
                 if kind == "begin":
                     ranks = [int(r) for r in item["ranks"]]
                     for r in ranks:
-                        path = logdir if len(ranks) == 1 else os.path.join(logdir, "rank%d" % r)
+                        path = logdir if len(ranks) == 1 else os.path.join(logdir, run_name(r))
                         writers[r] = SummaryWriter(log_dir=path)
                 elif kind == "histogram":
                     writers[int(item["rank"])].add_histogram_raw(
@@ -120,7 +128,9 @@ def main(argv):
     finally:
         if not moved:
             shutil.rmtree(temporary, ignore_errors=True)
-    runs = "1 run" if len(ranks) == 1 else "%d runs (rank0 ... rank%d)" % (len(ranks), max(ranks))
+    names = [run_name(r) for r in sorted(ranks, key=lambda r: (r == WHOLE, r))]
+    runs = "1 run" if len(ranks) == 1 else "%d runs (%s)" % (len(ranks), ", ".join(names) if len(names) <= 4
+                                                             else "%s ... %s" % (names[0], names[-1]))
     sys.stderr.write("wrote %s: %d histograms and %d scalars in %s; view it with: tensorboard --logdir %s\n"
                      % (argv[0], histograms, scalars, runs, argv[0]))
     return 0

@@ -126,3 +126,26 @@ def test_fsdp1_shows_the_models_own_tree_or_says_what_to_set(tmp):
     os.mkdir(flat)
     _, job = record(flat, "--world", "2", "--model", "fsdp1-flat", "--steps", "2")
     assert "use_orig_params=True" in job.stderr, job.stderr[-2000:]
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("tensorboard") is None,
+                    reason="tensorboard is not installed (scripts/setup.sh)")
+def test_export_tensorboard_writes_the_whole_tensors_as_a_run_of_their_own(tmp):
+    """A sharded run's whole-tensor series (rank -1) are TensorBoard's run "whole", beside rank0
+    and rank1; none is dropped (a whole-only export gave "0 histograms")."""
+    run, _ = record(tmp, "--world", "2", "--model", "mlp", "--steps", "2")
+    logdir = os.path.join(tmp, "tb")
+    done = subprocess.run([CLI, "export-tensorboard", run.path, logdir, "--python", sys.executable],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(logdir)) == ["rank0", "rank1", "whole"], os.listdir(logdir)
+    assert "3 runs (rank0, rank1, whole)" in done.stderr, done.stderr
+    from tensorboard.backend.event_processing import event_accumulator
+    events = event_accumulator.EventAccumulator(os.path.join(logdir, "whole"), size_guidance={"histograms": 0})
+    events.Reload()
+    whole = [s for s in run.all_series() if s.rank == hookscope.WHOLE]
+    assert whole
+    for series in whole:
+        tag = "%s/%s/%d/%d" % (series.kind, series.module or "(root)", series.call, series.index)
+        written = {e.step: list(e.histogram_value.bucket) for e in events.Histograms(tag)}
+        assert written == {step: series.counts[i].tolist() for i, step in enumerate(series.steps)}, tag
