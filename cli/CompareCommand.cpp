@@ -80,6 +80,14 @@ int runCompare(const CompareOptions& options) {
   const RunComparison result = compareRuns(*a.store, *b.store, options.tolerance, moduleOrder(a.manifest, b.manifest));
   // Every name comes from the exports' files: printed so that none can drive the terminal.
   std::ostringstream out;
+  // Runs of different models first: their module trees, or a series' shapes, differ.
+  const auto modulesA = a.manifest.modulePaths(), modulesB = b.manifest.modulePaths();
+  if (!modulesA.empty() && !modulesB.empty() && modulesA != modulesB) {
+    out << "these runs are of different models (their module trees differ): only the series both hold with the "
+           "same shapes are compared\n";
+  } else if (!result.shapesDiffer.empty()) {
+    out << result.shapesDiffer.size() << " series differ in shape between the runs and are not compared\n";
+  }
   if (result.diverged()) {
     out << "first divergence: " << describeDifference(result.first) << "\n";
   } else {
@@ -100,6 +108,7 @@ int runCompare(const CompareOptions& options) {
   }
   printList(out, "only in " + options.a, result.onlyInA);
   printList(out, "only in " + options.b, result.onlyInB);
+  printList(out, "shapes differ, not compared", result.shapesDiffer);
   for (const auto& note : result.notes) out << "note: " << note << "\n";
   std::cout << printableText(out.str());
   if (!options.csv.empty() && !writeCsv(options.csv, result, &message)) return error(kOutput, message);

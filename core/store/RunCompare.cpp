@@ -140,6 +140,7 @@ std::string describeSeries(const SeriesKey& key) {
   if (key.call > 0) text += " [call " + std::to_string(key.call) + "]";
   if (key.index > 0) text += " [tensor " + std::to_string(key.index) + "]";
   if (key.rank > 0) text += " [rank " + std::to_string(key.rank) + "]";
+  if (key.rank == kWholeRank) text += " [whole]";
   return text;
 }
 
@@ -154,8 +155,19 @@ RunComparison compareRuns(const CaptureStore& a, const CaptureStore& b, double t
                           const std::vector<std::string>& moduleOrder) {
   RunComparison result;
   const auto keysA = a.seriesKeys(), keysB = b.seriesKeys();
-  std::vector<SeriesKey> shared;
-  std::set_intersection(keysA.begin(), keysA.end(), keysB.begin(), keysB.end(), std::back_inserter(shared));
+  std::vector<SeriesKey> both, shared;
+  std::set_intersection(keysA.begin(), keysA.end(), keysB.begin(), keysB.end(), std::back_inserter(both));
+  // Tensors of other shapes are other tensors (another model's layer of the same name): never
+  // compared, said with both shapes.
+  for (const auto& key : both) {
+    const auto first = a.series(key), second = b.series(key);
+    if (!first.empty() && !second.empty() && first.front().stats.shape != second.front().stats.shape) {
+      result.shapesDiffer.push_back(describeSeries(key) + ": " + first.front().stats.shapeString() + " vs " +
+                                    second.front().stats.shapeString());
+    } else {
+      shared.push_back(key);
+    }
+  }
   for (const auto& key : keysA) {
     if (!std::binary_search(keysB.begin(), keysB.end(), key)) result.onlyInA.push_back(describeSeries(key));
   }

@@ -31,6 +31,9 @@ struct RunComparison {
   std::size_t seriesCompared = 0;
   /// Series only one run holds (module, kind, call, index, rank), named as "activation fc1 [call 1] [rank 2]".
   std::vector<std::string> onlyInA, onlyInB;
+  /// Series both runs hold whose tensors have other shapes: not compared, named with both
+  /// shapes ("activation (root): 16x3 vs 8x10").
+  std::vector<std::string> shapesDiffer;
   /// What could not be aligned and how it was handled: steps one run kept and the other did
   /// not, different histogram bins, different ranks.
   std::vector<std::string> notes;
@@ -48,7 +51,8 @@ bool differs(double a, double b, double tolerance);
 RunComparison compareRuns(const CaptureStore& a, const CaptureStore& b, double tolerance,
                           const std::vector<std::string>& moduleOrder);
 
-/// "activation fc1 [call 1] [rank 2]": a series as the comparison names it.
+/// "activation fc1 [call 1] [rank 2]" (a sharded tensor's whole: "[whole]"): a series as the
+/// comparison names it.
 std::string describeSeries(const SeriesKey& key);
 /// "step 1, activation conv1 (std 0.5935955 vs 0.5937674)": a difference as the comparison says it.
 std::string describeDifference(const SeriesDifference& difference);

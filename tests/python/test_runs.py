@@ -69,6 +69,7 @@ def test_the_same_run_twice_does_not_diverge(runs):
 def test_runs_of_different_models_compare_on_what_they_share_and_list_the_rest(runs):
     result = cli("compare", runs["a"], runs["other"])
     assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("these runs are of different models"), result.stdout
     assert "only in %s" % runs["a"] in result.stdout and "activation conv1" in result.stdout
     assert "only in %s" % runs["other"] in result.stdout
     assert "note: the runs kept different steps (4 and 2" in result.stdout
@@ -171,3 +172,20 @@ def test_load_run_checks_every_record_of_histograms_pt_against_its_crc(runs):
         f.write(bytes([byte ^ 0x01]))
     with pytest.raises(hookscope.RunReadError, match="its record %s does not match the CRC-32" % info.filename):
         hookscope.load_run(damaged)
+
+
+def test_a_series_of_another_shape_is_not_compared_and_is_named_with_both_shapes(runs):
+    """The same model at another batch size: every activation has another shape; nothing of
+    them is compared (a 16x10 output against an 8x10 one is no divergence), each is named."""
+    folder = os.path.dirname(runs["a"])
+    bigger = os.path.join(folder, "batch16")
+    result = cli("capture", MODEL, "--input", "16x1x28x28", "--steps", "4", "--hook", "*", "--lr", "0.01",
+                 "--kinds", "activation,gradient,param", "--out", bigger)
+    assert result.returncode == 0, result.stderr
+    result = cli("compare", runs["a"], bigger)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("series differ in shape between the runs and are not compared"), result.stdout
+    assert "activation (root): 8x10 vs 16x10" in result.stdout, result.stdout
+    shown = [line for line in lines if line.startswith("  step")]
+    assert all("activation" not in line and "gradient" not in line for line in shown), result.stdout
