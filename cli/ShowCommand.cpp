@@ -2,6 +2,7 @@
 
 #include "cli/CliCommands.h"
 #include "cli/CliSupport.h"
+#include "common/CheckedMath.h"
 #include "common/CsvFormat.h"
 #include "files/ExportFolder.h"
 #include "common/PrintableText.h"
@@ -164,7 +165,7 @@ void describeSeries(std::ostringstream& out, const CaptureStore& store, const Ex
     const auto points = store.series(key);
     if (points.empty()) continue;
     std::int64_t bad = 0;
-    for (const auto& p : points) bad += p.stats.nanCount + p.stats.infCount;
+    for (const auto& p : points) bad = saturatingAdd(bad, saturatingAdd(p.stats.nanCount, p.stats.infCount));
     const std::string name = std::string(captureKindName(key.kind)) + " " +
                              (key.module.empty() ? "(root)" : printableText(key.module, false)) + " " +
                              std::to_string(key.call) + "/" + std::to_string(key.index) +

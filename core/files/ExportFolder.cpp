@@ -383,6 +383,9 @@ bool statsRow(std::vector<std::string>& f, bool precision, SeriesKey* key, Serie
   p->stats.zeroFraction = parseDouble(f[13]);
   p->stats.nanCount = std::stoll(f[14]);
   p->stats.infCount = std::stoll(f[15]);
+  // Counts read from a file: each in range before any arithmetic on them (numel - NaN - Inf).
+  const std::int64_t numel = p->stats.numel, nan = p->stats.nanCount, inf = p->stats.infCount;
+  if (p->step < 0 || numel < 0 || nan < 0 || inf < 0 || nan > numel || inf > numel - nan) return false;
   if (precision && !f[16].empty()) {
     p->stats.amax = parseDouble(f[16]);
     p->stats.f16Overflow = std::stoll(f[17]);

@@ -1,5 +1,7 @@
 #include "files/ExportManifest.h"
 
+#include "common/CheckedMath.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -61,7 +63,7 @@ std::string ScriptRecord::describe() const {
 
 std::int64_t ExportManifest::droppedCaptures() const {
   std::int64_t dropped = 0;
-  for (const auto& gap : gaps) dropped += gap.captures;
+  for (const auto& gap : gaps) dropped = saturatingAdd(dropped, gap.captures);  // counts from a file
   return dropped;
 }
 

@@ -969,6 +969,40 @@ class DamagedRecords(CliTestCase):
                     self.assertIn("CRC-32", result.stderr)
 
 
+class CraftedCounts(CliTestCase):
+    """Counts read from an export are checked before any arithmetic on them (ASan/UBSan runs these
+    through scripts/asan.sh): a stats.csv row whose numel is INT64_MIN is refused as damaged, and
+    gaps of INT64_MAX captures are added without overflowing."""
+
+    def test_a_row_with_counts_out_of_range_is_damaged_and_huge_gaps_do_not_overflow(self):
+        made = run("capture", CNN, "--out", self.out("run"), "--hook", "fc1", "--steps", "2")
+        self.assertExit(made, 0)
+        for numel, nan in (("-9223372036854775808", "0"), ("10", "11"), ("10", "-1")):
+            with self.subTest(numel=numel, nan=nan):
+                copy = self.out("crafted")
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(self.out("run"), copy)
+                rows = read_stats(copy)
+                rows[0]["numel"], rows[0]["nan_count"] = numel, nan
+                with open(os.path.join(copy, "stats.csv"), "w", newline="") as f:
+                    writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+                    writer.writeheader()
+                    writer.writerows(rows)
+                for command in ("show", "export-tensorboard"):
+                    args = (command, copy) + ((os.path.join(self.tmp, "tb"),) if command != "show" else ())
+                    self.assertExit(run(*args), 4, "stats.csv")
+        copy = self.out("gaps")
+        shutil.copytree(self.out("run"), copy)
+        with open(os.path.join(copy, "manifest.json")) as f:
+            manifest = json.load(f)
+        manifest["gaps"] = [{"step": s, "rank": 0, "captures": 9223372036854775807, "series": []} for s in (0, 1)]
+        with open(os.path.join(copy, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        result = run("show", copy)
+        self.assertIn(result.returncode, (0, 4), result.stderr)
+        self.assertNotIn("runtime error", result.stderr)
+
+
 class ExportParity(CliTestCase):
     """stats.csv from the CLI against PyTorch's own hooks (golden files from the fixtures)."""
 
