@@ -310,6 +310,41 @@ def test_a_flipped_byte_in_a_checkpoints_tensor_data_is_named_not_measured(tmp):
         assert "Traceback" not in result.stderr
 
 
+def test_a_checkpoint_with_cycles_deep_nesting_or_tensors_without_values_says_what_never_a_traceback(tmp):
+    """A list that holds itself, nesting past 64 levels: refused by path; meta and sparse tensors
+    listed as having no values; a quantized one measured dequantized; a view that repeats one
+    stored value 10^12 times is not walked (a 1.7 KB file kept checkpoint busy for minutes)."""
+    looped = [torch.ones(2)]
+    looped.append(looped)
+    deep = torch.ones(1)
+    for _ in range(200):
+        deep = [deep]
+    for name, value, says in (("cycle", {"w": torch.ones(2), "loop": looped}, "'loop.1' holds a container it is"),
+                              ("deep", {"deep": deep}, "nested more than 64 containers deep")):
+        path = os.path.join(tmp, name + ".pt")
+        torch.save(value, path)
+        result = cli("checkpoint", path)
+        assert result.returncode == 4 and says in result.stderr, (name, result.stderr)
+        assert "Traceback" not in result.stderr
+    odd = {"meta": torch.empty(3, 4, device="meta"), "sparse": torch.eye(3).to_sparse(),
+           "quantized": torch.quantize_per_tensor(torch.tensor([-1.0, 0.5, 2.0]), 0.1, 0, torch.qint8),
+           "repeated": torch.ones(1).expand(10 ** 12), "plain": torch.arange(4.0)}
+    path = os.path.join(tmp, "odd.pt")
+    torch.save(odd, path)
+    assert os.path.getsize(path) < 10_000
+    result = cli("checkpoint", path)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[2:]}
+    assert "a meta tensor: no values to measure" in lines["meta"]
+    assert "a sparse_coo tensor: no values to measure" in lines["sparse"]
+    assert "a view of 1 stored values seen as 1000000000000" in lines["repeated"]
+    assert "qint8 (dequantized)" in lines["quantized"] and lines["quantized"].split()[-7:-5] == ["-1", "2"]
+    assert lines["plain"].split()[-7:-5] == ["0", "3"]
+    compared = cli("checkpoint", path, "--compare", path)
+    assert compared.returncode == 0, compared.stderr
+    assert "not measured (no values, or a view repeating its storage): meta, repeated, sparse" in compared.stdout
+
+
 def test_a_checkpoints_buffers_are_not_counted_as_parameters_and_its_nan_is_an_alert(tmp):
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(16), torch.nn.Linear(4, 2))
     state = model.state_dict()

@@ -80,16 +80,47 @@ def read_safetensors(path):
         return tensors
 
 
+MAX_DEPTH = 64  # containers inside containers a checkpoint may nest (a state_dict nests 1 or 2)
+
+
 def _flatten(value, prefix, out):
-    if isinstance(value, torch.Tensor):
-        out[prefix] = value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(item, "%s.%s" % (prefix, key) if prefix else str(key), out)
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            _flatten(item, "%s.%d" % (prefix, i) if prefix else str(i), out)
+    """{dotted name: tensor} of the tensors in nested dicts, lists and tuples, walked without
+    recursion; a container inside itself (a cycle) or nested past MAX_DEPTH is refused, by path."""
+    stack = [(value, prefix, ())]
+    while stack:
+        item, name, inside = stack.pop()
+        if isinstance(item, torch.Tensor):
+            out[name] = item
+            continue
+        if isinstance(item, dict):
+            children = [("%s.%s" % (name, key) if name else str(key), child) for key, child in item.items()]
+        elif isinstance(item, (list, tuple)):
+            children = [("%s.%d" % (name, i) if name else str(i), child) for i, child in enumerate(item)]
+        else:
+            continue
+        if id(item) in inside:
+            raise CheckpointError("%r holds a container it is itself inside of (a cycle): a checkpoint is a tree of "
+                                  "tensors, not this" % (name or "the file's top level"))
+        if len(inside) >= MAX_DEPTH:
+            raise CheckpointError("%r is nested more than %d containers deep: not a checkpoint's layout"
+                                  % (printable(name)[:200], MAX_DEPTH))
+        for child_name, child in reversed(children):
+            stack.append((child, child_name, inside + (id(item),)))
     return out
+
+
+def unmeasured(t):
+    """Why a tensor's values are not measured (a meta or sparse tensor has none to read; a view
+    that repeats its storage's values, stride 0 or overlapping, would be walked value by value
+    far past what the file holds), or None."""
+    if t.is_meta:
+        return "a meta tensor: no values to measure"
+    if t.layout != torch.strided:
+        return "a %s tensor: no values to measure" % str(t.layout).replace("torch.", "")
+    if not t.is_quantized and t.numel() * t.element_size() > t.untyped_storage().nbytes():
+        return ("a view of %d stored values seen as %d (stride 0 or overlapping): not measured value by value"
+                % (t.untyped_storage().nbytes() // max(t.element_size(), 1), t.numel()))
+    return None
 
 
 def read_checkpoint(path):
@@ -121,7 +152,13 @@ def read_checkpoint(path):
 
 def statistics(t):
     """numel, min, max, mean, std (n-1), l2 over the finite values; NaN and Inf counted: the
-    package's own statistics (_stats.torch_row), as the window shows for the same tensor."""
+    package's own statistics (_stats.torch_row), as the window shows for the same tensor. A
+    quantized tensor is measured dequantized; one unmeasured() refuses has "why" instead."""
+    why = unmeasured(t)
+    if why:
+        return {"numel": t.numel(), "why": why, "nan": 0, "inf": 0}
+    if t.is_quantized:
+        t = t.dequantize()
     row = torch.empty(HEADER + 1, dtype=torch.float64)
     torch_row(t, 1, row)
     low, high, mean, std, l2, _, nan, inf = row[:8].tolist()
@@ -150,23 +187,31 @@ def show(path, tensors, out):
             if owner:
                 out.write("%s\n" % printable(owner))
         label = ("  " + leaf) if owner else leaf
-        out.write("%-44s%-14s%-9s%13s%13s%13s%13s%13s%8d%8d\n" % (
-            printable(label), "x".join(map(str, t.shape)) or "()", str(t.dtype).replace("torch.", ""),
-            _g(s["min"]), _g(s["max"]), _g(s["mean"]), _g(s["std"]), _g(s["l2norm"]), s["nan"], s["inf"]))
+        dtype = str(t.dtype).replace("torch.", "") + (" (dequantized)" if t.is_quantized else "")
+        head = "%-44s%-14s%-9s" % (printable(label), "x".join(map(str, t.shape)) or "()", dtype)
+        if "why" in s:
+            out.write("%s  %s\n" % (head, s["why"]))
+            continue
+        out.write("%s%13s%13s%13s%13s%13s%8d%8d\n" % (
+            head, _g(s["min"]), _g(s["max"]), _g(s["mean"]), _g(s["std"]), _g(s["l2norm"]), s["nan"], s["inf"]))
 
 
 def changes(before, after):
     """Per tensor in both: (name, ‖after - before‖, relative change, values NaN or Inf in either,
     NaN in the first, Inf in the first, NaN in the second, Inf in the second), what NaN or Inf
-    touches first, then the largest relative change; and
-    the names only one has, or with other shapes. The change is measured over the values finite
-    in both: one NaN does not turn a tensor's whole change into nan."""
-    rows, reshaped = [], []
+    touches first, then the largest relative change; and the names only one has, with other
+    shapes, or not measured (unmeasured()). The change is measured over the values finite in
+    both: one NaN does not turn a tensor's whole change into nan."""
+    rows, reshaped, skipped = [], [], []
     for name in before.keys() & after.keys():
         a, b = before[name], after[name]
         if a.shape != b.shape:
             reshaped.append(name)
             continue
+        if unmeasured(a) or unmeasured(b):  # nothing to read, or far more values than stored
+            skipped.append(name)
+            continue
+        a, b = (t.dequantize() if t.is_quantized else t for t in (a, b))
         a64, b64 = a.detach().to(torch.float64), b.detach().to(torch.float64)
         finite_a, finite_b = torch.isfinite(a64), torch.isfinite(b64)
         both = finite_a & finite_b
@@ -176,11 +221,12 @@ def changes(before, after):
         rows.append((name, delta, relative, int((~both).sum()), int(torch.isnan(a64).sum()), int(torch.isinf(a64).sum()),
                      int(torch.isnan(b64).sum()), int(torch.isinf(b64).sum())))
     rows.sort(key=lambda r: (-r[3], -r[2], r[0]))
-    return rows, sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys()), sorted(reshaped)
+    return (rows, sorted(before.keys() - after.keys()), sorted(after.keys() - before.keys()), sorted(reshaped),
+            sorted(skipped))
 
 
 def compare(path_a, a, path_b, b, out):
-    rows, only_a, only_b, reshaped = changes(a, b)
+    rows, only_a, only_b, reshaped, skipped = changes(a, b)
     changed = [r for r in rows if r[1] != 0 or r[3]]
     broken = [r for r in rows if r[3]]
     out.write("%s -> %s: %d tensors in both, %d changed, %d unchanged%s\n" % (
@@ -191,7 +237,8 @@ def compare(path_a, a, path_b, b, out):
     for name, delta, relative, _, *counts in rows:
         out.write(line % ((printable(name), _g(delta), _g(relative)) + tuple(counts)))
     for label, names in (("only in " + os.path.basename(path_a), only_a), ("only in " + os.path.basename(path_b), only_b),
-                         ("shapes differ", reshaped)):
+                         ("shapes differ", reshaped),
+                         ("not measured (no values, or a view repeating its storage)", skipped)):
         if names:
             out.write("%s: %s\n" % (label, ", ".join(printable(n) for n in names)))
 
@@ -200,14 +247,15 @@ def compare_csv(a, b, out):
     """The comparison for programs: tensor,status,norm_of_change,relative,nonfinite (values NaN or
     Inf in either),nan_first,inf_first,nan_second,inf_second, in the table's order."""
     import csv
-    rows, only_a, only_b, reshaped = changes(a, b)
+    rows, only_a, only_b, reshaped, skipped = changes(a, b)
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["tensor", "status", "norm_of_change", "relative", "nonfinite", "nan_first", "inf_first",
                      "nan_second", "inf_second"])
     for name, delta, relative, nonfinite, *counts in rows:
         writer.writerow([name, "changed" if delta != 0 or nonfinite else "unchanged", repr(delta), repr(relative),
                          nonfinite] + counts)
-    for status, names in (("only_in_first", only_a), ("only_in_second", only_b), ("shapes_differ", reshaped)):
+    for status, names in (("only_in_first", only_a), ("only_in_second", only_b), ("shapes_differ", reshaped),
+                          ("not_measured", skipped)):
         for name in names:
             writer.writerow([name, status] + [""] * 7)
 
