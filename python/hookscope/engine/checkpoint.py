@@ -117,10 +117,18 @@ def unmeasured(t):
         return "a meta tensor: no values to measure"
     if t.layout != torch.strided:
         return "a %s tensor: no values to measure" % str(t.layout).replace("torch.", "")
-    if not t.is_quantized and t.numel() * t.element_size() > t.untyped_storage().nbytes():
+    stored = _stored_bytes(t)
+    if not t.is_quantized and t.numel() * t.element_size() > stored:
         return ("a view of %d stored values seen as %d (stride 0 or overlapping): not measured value by value"
-                % (t.untyped_storage().nbytes() // max(t.element_size(), 1), t.numel()))
+                % (stored // max(t.element_size(), 1), t.numel()))
     return None
+
+
+def _stored_bytes(t):
+    try:
+        return t.untyped_storage().nbytes()
+    except AttributeError:  # PyTorch 1.x
+        return t.storage().nbytes()
 
 
 def read_checkpoint(path):
@@ -187,13 +195,16 @@ def show(path, tensors, out):
             if owner:
                 out.write("%s\n" % printable(owner))
         label = ("  " + leaf) if owner else leaf
-        dtype = str(t.dtype).replace("torch.", "") + (" (dequantized)" if t.is_quantized else "")
-        head = "%-44s%-14s%-9s" % (printable(label), "x".join(map(str, t.shape)) or "()", dtype)
+        head = "%-44s%-14s%-9s" % (printable(label), "x".join(map(str, t.shape)) or "()",
+                                   str(t.dtype).replace("torch.", ""))
         if "why" in s:
             out.write("%s  %s\n" % (head, s["why"]))
             continue
         out.write("%s%13s%13s%13s%13s%13s%8d%8d\n" % (
             head, _g(s["min"]), _g(s["max"]), _g(s["mean"]), _g(s["std"]), _g(s["l2norm"]), s["nan"], s["inf"]))
+    quantized = sorted(name for name, _, t in rows if t.is_quantized)
+    if quantized:
+        out.write("measured dequantized (quantized tensors): %s\n" % ", ".join(printable(n) for n in quantized))
 
 
 def changes(before, after):
