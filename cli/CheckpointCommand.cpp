@@ -37,7 +37,7 @@ Command addCheckpointCommand(CLI::App& app, SharedOptions& shared) {
     if (!options->other.empty()) arguments.insert(arguments.end(), {"--compare", options->other});
     if (!options->confine) arguments.push_back("--no-confine");
     if (options->csv) arguments.push_back("--csv");
-    return execPythonEngine(shared.python.python, arguments, "checkpoints are read by HookScope's Python engine");
+    return runPythonEngine(shared.python.python, arguments, "checkpoints are read by HookScope's Python engine");
   }};
 }
 

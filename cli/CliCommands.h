@@ -146,6 +146,10 @@ int execEngineFor(const std::string& command, const std::string& model, const Py
 /// Runs `python -m hookscope.engine ARGUMENTS...` in `python` ("" : defaultPython()) with the
 /// package on PYTHONPATH; returns only when it cannot start, with `why` in the message.
 int execPythonEngine(const std::string& python, const std::vector<std::string>& arguments, const std::string& why);
+/// As execPythonEngine, but waits for the engine in a child process: the scratch folder the
+/// confined engine writes into is made and removed here, on every exit, and a Python that cannot
+/// run the engine (exit 1 or 127) is said to be so. Returns the engine's exit code.
+int runPythonEngine(const std::string& python, const std::vector<std::string>& arguments, const std::string& why);
 /// The hookscope package's folder: HOOKSCOPE_PACKAGE_DIR, else installed beside this program,
 /// else the source tree's python/.
 std::string pythonPackageDir();

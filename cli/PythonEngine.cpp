@@ -13,7 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 namespace hookscope::cli {
 
@@ -90,6 +95,65 @@ int execPythonEngine(const std::string& chosen, const std::vector<std::string>& 
   return error(kModelLoad, why + ", and " + python + " cannot be started (" + std::strerror(failure) +
                                "): name a Python with PyTorch with --python (or HOOKSCOPE_PYTHON; in the window, "
                                "Settings > Python for model files)");
+}
+
+namespace {
+
+pid_t g_engineChild = 0;
+
+// SIGTERM or SIGINT for this process goes on to the engine it waits for, which ends as it would;
+// this process then removes the scratch folder.
+void forwardSignal(int signo) {
+  if (g_engineChild > 0) ::kill(g_engineChild, signo);
+}
+
+}  // namespace
+
+int runPythonEngine(const std::string& chosen, const std::vector<std::string>& arguments, const std::string& why) {
+  const std::string python = !chosen.empty() ? chosen : defaultPython();
+  // The confined engine may write only into this folder and cannot remove it itself: made here,
+  // removed here on every exit of the engine.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string scratch = std::string(tmp && *tmp ? tmp : "/tmp") + "/hookscope-engine-XXXXXX";
+  if (!::mkdtemp(scratch.data())) {
+    return error(kOutput, "cannot make a scratch folder in " + std::string(tmp && *tmp ? tmp : "/tmp") + ": " +
+                              std::strerror(errno) + ". Set TMPDIR to a folder you can write to.");
+  }
+  ::setenv("PYTHONPATH", packagePythonPath().c_str(), 1);
+  ::setenv("HOOKSCOPE_ENGINE_SCRATCH", scratch.c_str(), 1);
+  std::vector<std::string> words{python, "-m", "hookscope.engine"};
+  words.insert(words.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  struct sigaction forward {}, savedTerm {}, savedInt {};
+  forward.sa_handler = forwardSignal;
+  ::sigaction(SIGTERM, &forward, &savedTerm);
+  ::sigaction(SIGINT, &forward, &savedInt);
+  pid_t pid = 0;
+  const int spawned = ::posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+  int status = 0;
+  if (spawned == 0) {
+    g_engineChild = pid;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_engineChild = 0;
+  }
+  ::sigaction(SIGTERM, &savedTerm, nullptr);
+  ::sigaction(SIGINT, &savedInt, nullptr);
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  const std::string advice = ": name a Python with PyTorch with --python (or HOOKSCOPE_PYTHON; in the window, "
+                             "Settings > Python for model files)";
+  if (spawned != 0) return error(kModelLoad, why + ", and " + python + " cannot be started (" + std::strerror(spawned) + ")" + advice);
+  if (WIFSIGNALED(status)) {
+    return error(kModelLoad, "the Python engine (" + python + ") was ended by signal " + std::to_string(WTERMSIG(status)));
+  }
+  const int code = WEXITSTATUS(status);
+  if (code == 1 || code == 127) {  // Python could not run the engine (not one of the engine's exit codes)
+    return error(kMissingTool, python + " could not run hookscope.engine (exit " + std::to_string(code) + ")" + advice);
+  }
+  return code;
 }
 
 }  // namespace hookscope::cli

@@ -346,6 +346,22 @@ def test_a_checkpoint_with_cycles_deep_nesting_or_tensors_without_values_says_wh
     assert "not measured (no values, or a view repeating its storage): meta, repeated, sparse" in compared.stdout
 
 
+def test_checkpoint_leaves_no_scratch_folder_and_says_when_its_python_cannot_run_the_engine(tmp):
+    """The confined engine cannot remove its own scratch folder: hookscope-cli makes and removes it,
+    on every exit. A --python that cannot run the engine is said to be so (exit 8), not a bare 1."""
+    path = os.path.join(tmp, "weights.pt")
+    torch.save(weights(0), path)
+    scratch = os.path.join(tmp, "scratch")
+    os.mkdir(scratch)
+    for args in ((path,), (path, "--compare", path), (os.path.join(tmp, "missing.pt"),)):
+        result = cli("checkpoint", *args, env={"TMPDIR": scratch})
+        assert result.returncode in (0, 4), result.stderr
+        assert os.listdir(scratch) == [], (args, os.listdir(scratch))
+    result = cli("checkpoint", path, "--python", "/bin/false")
+    assert result.returncode == 8, result.stderr
+    assert "/bin/false could not run hookscope.engine (exit 1)" in result.stderr, result.stderr
+
+
 def test_a_checkpoints_buffers_are_not_counted_as_parameters_and_its_nan_is_an_alert(tmp):
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(16), torch.nn.Linear(4, 2))
     state = model.state_dict()

@@ -51,7 +51,9 @@ def main(argv=None):
             return _fail(2, str(exc))
     # torch.export.load unpacks the archive into a temporary folder: a private one, removed at
     # exit, is the only place the confined process may write.
-    scratch = tempfile.mkdtemp(prefix="hookscope-engine-")
+    # hookscope-cli checkpoint makes it and removes it after this process ends (a confined process
+    # cannot remove its own folder); else made here and removed at exit where the confinement allows.
+    scratch = os.environ.pop("HOOKSCOPE_ENGINE_SCRATCH", "") or tempfile.mkdtemp(prefix="hookscope-engine-")
     atexit.register(shutil.rmtree, scratch, True)
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
