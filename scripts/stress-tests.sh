@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the whole ctest suite N times (default 3) while a parallel build keeps both cores busy, as
+# CI's machine may be, and lists every test that failed at least once, with how often. The load
+# is a clean rebuild of the statistics kernels and the CLI into build-stress/ (ccache off), over
+# and over until the runs end. Exit 1 when any test failed.
+#
+#     ./scripts/stress-tests.sh [N]
+set -uo pipefail
+source "$(dirname "$0")/common.sh"
+runs=${1:-3}
+build="$root/build"
+[ -f "$build/CTestTestfile.cmake" ] || { echo "stress-tests: build first (./scripts/build.sh)" >&2; exit 2; }
+load_dir="$root/build-stress"
+"$cmake" -S "$root" -B "$load_dir" -DCMAKE_BUILD_TYPE=Release -DHOOKSCOPE_PYTHON="$python" \
+  -DHOOKSCOPE_BUILD_GUI=OFF >/dev/null
+( while true; do
+    "$cmake" --build "$load_dir" --target clean >/dev/null 2>&1
+    CCACHE_DISABLE=1 "$cmake" --build "$load_dir" -j2 --target hookscope_stats hookscope-cli >/dev/null 2>&1
+  done ) &
+load=$!
+trap 'kill $load 2>/dev/null; pkill -P $load 2>/dev/null' EXIT
+export QT_QPA_PLATFORM=offscreen
+failures=$(mktemp)
+for i in $(seq 1 "$runs"); do
+  start=$(date +%s)
+  (cd "$build" && ctest -j2 --output-on-failure >"$failures.log.$i" 2>&1)
+  code=$?
+  grep -E '^\s+[0-9]+ - ' "$failures.log.$i" | sed -E 's/^\s+[0-9]+ - //' >>"$failures"
+  echo "stress-tests: run $i of $runs: ctest exit $code in $(( $(date +%s) - start )) s" \
+       "($(grep -cE '^\s+[0-9]+ - ' "$failures.log.$i") failed; log $failures.log.$i)"
+done
+if [ -s "$failures" ]; then
+  echo "stress-tests: tests that failed at least once (times):"
+  sort "$failures" | uniq -c | sort -rn
+  exit 1
+fi
+echo "stress-tests: every test passed in all $runs runs with both cores loaded"
