@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,8 @@ import unittest
 import zipfile
 
 import torch
+
+from zip_damage import flip_a_byte_in
 
 CLI = os.environ.get("HOOKSCOPE_CLI", "build/cli/hookscope-cli")
 FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
@@ -931,20 +932,6 @@ class OutputPaths(CliTestCase):
             self.assertExit(result, 5)
             self.assertIn(kind if "link" not in kind else "symbolic link", result.stderr)
             self.assertUnchanged(path, mode)
-
-
-def flip_a_byte_in(path, record):
-    """One byte in the middle of a zip record's stored bytes flipped, the archive otherwise intact."""
-    with zipfile.ZipFile(path) as z:
-        info = z.getinfo(record)
-    with open(path, "r+b") as f:
-        f.seek(info.header_offset + 26)
-        name_length, extra_length = struct.unpack("<HH", f.read(4))
-        at = info.header_offset + 30 + name_length + extra_length + info.compress_size // 2
-        f.seek(at)
-        byte = f.read(1)[0]
-        f.seek(at)
-        f.write(bytes([byte ^ 0x10]))
 
 
 class DamagedRecords(CliTestCase):
