@@ -223,7 +223,7 @@ def launch_pair(driver, read, reread):
     return first, _Launch(driver, reread, False, first.arguments)
 
 
-def _raw_stream_getter():
+def raw_stream_getter():
     """device index -> the current stream's raw handle, without a torch.cuda.Stream object."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
@@ -299,7 +299,7 @@ class CudaStatistics:
         self.driver = driver or Driver()
         self._devices = {}
         self._lock = threading.Lock()
-        self._stream = _raw_stream_getter()
+        self._stream = raw_stream_getter()
         self._archs = None
 
     def capability_for(self, capability):
@@ -332,6 +332,9 @@ class CudaStatistics:
         copies = histogram_copies(bins)
         shared = SHARED_FOLD + copies * (bins + 1) * 4
         scratch = place.scratch_for(stream)
+        if len(self._devices) > 1 and torch.cuda.current_device() != place.index:
+            with torch.cuda.device(place.index):  # its module is loaded in that device's context
+                return self.row(values, bins, row_address, series)
         with self._lock:  # the two launches share the argument values and the stream's scratch
             a = first.arguments
             a.x.value = values.data_ptr()

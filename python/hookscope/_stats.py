@@ -18,6 +18,7 @@ import weakref
 import torch
 
 from . import _backends
+from ._cuda_stats import raw_stream_getter
 from ._stats_rows import (  # noqa: F401 (the row's layout and the two host backends, as before)
     _CHUNK, E4M3, E5M2, F16_LARGEST, F16_SMALLEST, FIELDS, HEADER, PRECISION, bin_plan, flush_below,
     native_in_range, native_library, native_row, torch_row)
@@ -59,11 +60,12 @@ def _version(t):
         return None
 
 
+_raw_stream_of = raw_stream_getter()
+
+
 def _raw_stream(device):
     """The current stream's raw handle on a CUDA device (no torch.cuda.Stream object made)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+    return _raw_stream_of(device.index if device.index is not None else torch.cuda.current_device())
 
 
 class StepStatistics:
