@@ -31,7 +31,7 @@ CheckpointCompare* CheckpointCompare::open(QWidget* parent, const QString& first
 
 CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("Compare checkpoints"));
-  resize(760, 520);
+  resize(900, 560);
   auto* layout = new QVBoxLayout(this);
   m_summary = new QLabel(tr("Reading…"), this);
   m_summary->setWordWrap(true);
@@ -41,6 +41,9 @@ CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
   m_table->setHorizontalHeaderLabels({tr("Tensor"), tr("Status"), tr("Norm of change"), tr("Relative"), tr("NaN 1st"),
                                       tr("Inf 1st"), tr("NaN 2nd"), tr("Inf 2nd")});
   m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  for (int c = 1; c < m_table->columnCount(); ++c) {  // the numbers as wide as they need, the names the rest
+    m_table->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  }
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->verticalHeader()->hide();
   layout->addWidget(m_table);

@@ -10,6 +10,7 @@
 #include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
 
+#include <QHeaderView>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QSettings>
@@ -348,6 +349,18 @@ private Q_SLOTS:
     QCOMPARE(counts, (QStringList{QStringLiteral("0"), QStringLiteral("0"), QStringLiteral("1"), QStringLiteral("0")}));
     QCOMPARE(table->item(3, 1)->text(), QStringLiteral("unchanged"));
     QVERIFY2(dialog->summary().contains(QStringLiteral("3 changed, 1 unchanged, NaN or Inf in 1")), qPrintable(dialog->summary()));
+    // Every column's header reads whole at the dialog's own size (none cut to "Na…").
+    dialog->show();
+    QVERIFY(QTest::qWaitForWindowExposed(dialog));
+    for (int c = 1; c < table->columnCount(); ++c) {
+      const QString header = table->horizontalHeaderItem(c)->text();
+      QVERIFY2(table->columnWidth(c) >= table->horizontalHeader()->fontMetrics().horizontalAdvance(header),
+               qPrintable(header));
+    }
+    QVERIFY2(table->columnWidth(0) >= 200, qPrintable(QString::number(table->columnWidth(0))));  // the names
+    if (const QString folder = qEnvironmentVariable("HOOKSCOPE_SCREENSHOTS"); !folder.isEmpty()) {
+      dialog->grab().save(folder + QStringLiteral("/compare-checkpoints.png"));
+    }
   }
 
   void anUntrustedModelIsAskedAboutWithTheEnginesFindings() {
