@@ -310,7 +310,7 @@ def tensor_statistics(tensor, bins=64, backend="auto"):
     (counts), lo and hi (the histogram's edges), hist (`bins` counts of the finite values),
     amax (the largest finite |value|), f16_overflow, f16_underflow, e4m3_underflow and
     e5m2_underflow (counts of the finite values those formats would lose: docs/export-format.md)
-    and backend ("native", "torch" or "triton": which one computed it).
+    and backend ("native", "torch", "triton" or "cuda": which one computed it).
 
     Min, max and the moments are over the finite values (NaN where there is none). backend
     "auto" picks as a hooked capture does; a named one that cannot take the tensor raises
