@@ -291,13 +291,13 @@ class StepStatistics:
 
     def take_reads(self):
         """This step's reads: {"one": captures read once, "two": read twice, "shared": copied from
-        the same tensor's row}, from the CUDA kernels' counters; None where they did not run."""
+        the same tensor's row}; one and two only where the CUDA kernels ran; None for nothing."""
         cuda = self._backends["cuda"]
-        one, two = cuda.reads() if cuda.kernels_loaded() else (0, 0)
         shared, self.shared_reads = self.shared_reads, 0
-        if not (one or two or shared):
-            return None
-        return {"one": one, "two": two, "shared": shared}
+        if cuda.kernels_loaded():
+            one, two = cuda.reads()
+            return {"one": one, "two": two, "shared": shared} if one or two or shared else None
+        return {"shared": shared} if shared else None
 
 
 _public = {}
