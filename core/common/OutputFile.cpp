@@ -12,7 +12,7 @@ namespace hookscope {
 namespace {
 
 std::string kindOf(const struct stat& st) {
-  if (S_ISREG(st.st_mode)) return "a regular file";
+  if (S_ISREG(st.st_mode)) return "a file";
   if (S_ISDIR(st.st_mode)) return "a folder";
   if (S_ISCHR(st.st_mode)) return "a character device";
   if (S_ISBLK(st.st_mode)) return "a block device";

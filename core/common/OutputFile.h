@@ -8,7 +8,7 @@
 namespace hookscope {
 
 /// What is at `path`, in words: "a character device", "a FIFO (named pipe)", "a socket", "a
-/// folder", "a regular file", "a symbolic link to a folder", ...; "" where nothing is.
+/// folder", "a file" (a regular one), "a symbolic link to a folder", ...; "" where nothing is.
 std::string describeFileAt(const std::string& path);
 
 /// "" when a file may be written at `path`: nothing is there and its folder exists and is
