@@ -28,18 +28,20 @@ NAMED_DROPS = 64             # dropped captures named per step (the count is alw
 _eager_capture = []
 
 
-def _compiling_check():
-    """torch.compiler.is_compiling (2.3 and later; True while Dynamo traces the code that calls
-    it), torch._dynamo's older name, or False where neither exists (PyTorch 1.x)."""
-    compiler = getattr(torch, "compiler", None)
-    check = getattr(compiler, "is_compiling", None)
-    if check is not None:
-        return check
+_IS_COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None)  # PyTorch 2.3 and later
+
+
+def _compiling():
+    """Whether Dynamo is tracing the calling code: torch.compiler.is_compiling where it exists;
+    before it, Dynamo's own is_compiling once Dynamo is loaded (True where that is missing, so a
+    capture is kept out of a trace as before); False on PyTorch 1.x, which has no Dynamo."""
+    if _IS_COMPILING is not None:
+        return _IS_COMPILING()
     dynamo = sys.modules.get("torch._dynamo")
-    return getattr(dynamo, "is_compiling", None) or (lambda: False)
-
-
-_compiling = _compiling_check()
+    if dynamo is None:
+        return False
+    check = getattr(dynamo, "is_compiling", None)
+    return True if check is None else check()
 
 
 def _kept_out_of_dynamo():
