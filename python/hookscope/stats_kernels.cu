@@ -75,6 +75,11 @@ typedef long long hs_i64;
 #define HS_SCRATCH_WORDS (HS_BANDS + 2 * HS_BAND_CAPACITY)
 // A series' slot (float64): valid, low, high, amax, shift (the previous mean).
 #define HS_SLOT_WORDS 8
+// Up to this many bins, each thread counts in shared memory of its own (two 16-bit counters a
+// word, a word's bank its thread's: no atomics, no conflicts), spilled to the block's histogram
+// before a counter could wrap; past it, per-warp histograms take shared atomics.
+#define HS_OWN_BINS 64
+#define HS_OWN_LIMIT 65535
 // The next step's edges: this step's range widened by this much of its span on each side. A
 // range symmetric about zero that is scaled by 0.71 to 1.41 (1 / sqrt 2 to sqrt 2) then still
 // fits and fills half the edges: one read for a tensor whose scale drifts either way alike.
@@ -235,9 +240,67 @@ HS_UNROLL
   for (int i = 0; i < P_COUNT; ++i) a.count[i] = 0;
 }
 
+// Where a thread counts a value's bin: its own counters (own, bins <= HS_OWN_BINS), or its
+// warp's histogram in shared memory (hist).
+struct hs_counts {
+  unsigned int* hist;  // the block's histogram (own) or this warp's (shared atomics)
+  unsigned int* own;   // word w of this thread: own[w * blockDim.x], bins 2w (low half) and 2w + 1
+  int words;
+  unsigned int taken;  // values counted in own since the last spill
+};
+
+HS_DEV hs_counts hs_make_counts(unsigned int* hist, unsigned int* own, int bins, int copies) {
+  hs_counts c;
+  c.own = own;
+  c.hist = own != 0 ? hist : hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
+  c.words = (bins + 1) >> 1;
+  c.taken = 0;
+  return c;
+}
+
+// This thread's own counters added to the block's histogram and cleared.
+HS_DEV void hs_spill_own(hs_counts& c) {
+  for (int w = 0; w < c.words; ++w) {
+    unsigned int* at = c.own + w * blockDim.x + threadIdx.x;
+    const unsigned int v = *at;
+    if (v == 0) continue;
+    if (v & 0xffffu) atomicAdd(&c.hist[2 * w], v & 0xffffu);
+    if (v >> 16) atomicAdd(&c.hist[2 * w + 1], v >> 16);
+    *at = 0;
+  }
+  c.taken = 0;
+}
+
+HS_DEV void hs_count_bin(hs_counts& c, int bin) {
+  if (c.own != 0) {
+    c.own[(bin >> 1) * blockDim.x + threadIdx.x] += 1u << ((bin & 1) << 4);
+    if (++c.taken == HS_OWN_LIMIT) hs_spill_own(c);
+  } else {
+    atomicAdd(&c.hist[bin], 1u);
+  }
+}
+
+// Every thread's own counters added to the block's histogram: thread t sums word t % words over
+// a share of the threads (read rotated by the word, so that a warp's reads meet no bank twice).
+HS_DEV void hs_fold_own(const hs_counts& c) {
+  __syncthreads();
+  if (c.own == 0) return;
+  const int threads = blockDim.x, parts = threads / c.words;
+  const int w = threadIdx.x % c.words, part = threadIdx.x / c.words;
+  if (part >= parts) return;
+  unsigned int low = 0, high = 0;
+  for (int j = part; j < threads; j += parts) {
+    const unsigned int v = c.own[w * threads + (j + w) % threads];
+    low += v & 0xffffu;
+    high += v >> 16;
+  }
+  if (low) atomicAdd(&c.hist[2 * w], low);
+  if (high) atomicAdd(&c.hist[2 * w + 1], high);
+}
+
 // The first read's work on one value.
 template <typename W>
-HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, unsigned int* hist, hs_u64* scratch) {
+HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, hs_counts& counts, hs_u64* scratch) {
   if (!hs_finite(v)) {
     if (v != v) {
       ++a.count[P_NAN];
@@ -268,7 +331,7 @@ HS_UNROLL
       }
     }
   }
-  if (f.predicted) atomicAdd(&hist[hs_bin(v, f.plan)], 1u);
+  if (f.predicted) hs_count_bin(counts, hs_bin(v, f.plan));
 }
 
 // Reads the values [0, n) as 16-byte vectors where aligned, calling take(value) for each
@@ -352,19 +415,29 @@ HS_DEV bool hs_last_block(hs_u64* ticket, bool* flag) {
   return last;
 }
 
-// The shared memory: the fold's room, a flag, then `copies` histograms of bins + 1 counters.
-HS_DEV void hs_shared_layout(unsigned char* smem, int bins, int copies, double** red, bool** flag,
-                             unsigned int** hist) {
+// The shared memory: the fold's room, a flag, then `copies` histograms of bins + 1 counters
+// (one where bins <= HS_OWN_BINS), then each thread's own counters ((bins + 1) / 2 words a
+// thread) where bins <= HS_OWN_BINS (_cuda_stats.shared_bytes says the same).
+HS_DEV hs_counts hs_shared_layout(unsigned char* smem, int bins, int copies, double** red, bool** flag) {
   *red = reinterpret_cast<double*>(smem);
   *flag = reinterpret_cast<bool*>(smem + 32 * HS_FIELDS * 8);
-  *hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
-  for (int i = threadIdx.x; i < copies * (bins + 1); i += blockDim.x) (*hist)[i] = 0;
+  unsigned int* hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
+  const bool own = bins <= HS_OWN_BINS;
+  copies = own ? 1 : copies;
+  unsigned int* mine = own ? hist + copies * (bins + 1) : 0;
+  const int words = own ? ((bins + 1) >> 1) * (int)blockDim.x : 0;
+  for (int i = threadIdx.x; i < copies * (bins + 1); i += blockDim.x) hist[i] = 0;
+  for (int i = threadIdx.x; i < words; i += blockDim.x) mine[i] = 0;
   __syncthreads();
+  return hs_make_counts(hist, mine, bins, copies);
 }
 
 // The block's shared histograms added to the global counters: one atomic per non-empty bin.
-HS_DEV void hs_flush_histogram(const unsigned int* hist, int bins, int copies, hs_u64* global) {
+HS_DEV void hs_flush_histogram(const hs_counts& counts, const unsigned int* hist, int bins, int copies,
+                               hs_u64* global) {
+  hs_fold_own(counts);
   __syncthreads();
+  copies = counts.own != 0 ? 1 : copies;
   for (int b = threadIdx.x; b < bins; b += blockDim.x) {
     hs_u64 c = 0;
     for (int k = 0; k < copies; ++k) c += hist[k * (bins + 1) + b];
@@ -382,7 +455,9 @@ HS_DEV hs_u64 hs_count_band(const hs_u64* scratch, int k, hs_u64 kept, W w, unsi
   for (hs_u64 i = threadIdx.x; i < kept; i += blockDim.x) mine += band[i] < (double)w;
   if (mine) atomicAdd(counter, mine);
   __syncthreads();
-  return *counter;
+  const hs_u64 below = *counter;
+  __syncthreads();  // every thread has read it before a next call resets it
+  return below;
 }
 
 // The row's edges for this step's finite min and max: widened around a single value.
@@ -471,13 +546,12 @@ HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, do
   HS_SHARED_BYTES(smem);
   double* red;
   bool* flag;
-  unsigned int* hist;
-  hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
+  hs_counts counts = hs_shared_layout(smem, bins, copies, &red, &flag);
+  unsigned int* hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
   const hs_forecast<W> f = hs_read_slot<W>(slot, bins);
-  unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
   hs_acc<W> a;
   hs_acc_init(a);
-  auto take = [&](W v) { hs_take(v, a, f, my_hist, scratch); };
+  auto take = [&](W v) { hs_take(v, a, f, counts, scratch); };
   hs_each_value<IN, W>(x, n, take);
   double mine[P_COUNT];
   mine[P_MIN] = (double)a.lo;
@@ -488,7 +562,7 @@ HS_UNROLL
   for (int i = P_ZERO; i < P_COUNT; ++i) mine[i] = (double)a.count[i];
   double* partials = reinterpret_cast<double*>(scratch) + HS_PARTIALS;
   hs_block_fold(mine, P_COUNT, red, partials + blockIdx.x * HS_FIELDS);
-  if (f.predicted) hs_flush_histogram(hist, bins, copies, scratch + HS_HIST);
+  if (f.predicted) hs_flush_histogram(counts, hist, bins, copies, scratch + HS_HIST);
   if (!hs_last_block(&scratch[HS_TICKET_READ], flag)) return;
   hs_fold_blocks(partials, P_COUNT, red);
   hs_finish_read<W>(n, bins, row, slot, scratch, red, hist);
@@ -501,12 +575,11 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   HS_SHARED_BYTES(smem);
   double* red;
   bool* flag;
-  unsigned int* hist;
-  hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
+  hs_counts counts = hs_shared_layout(smem, bins, copies, &red, &flag);
+  unsigned int* hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
   const double mean = row[HS_ROW_MEAN], amax = row[HS_ROW_AMAX];
   const hs_plan plan = hs_make_plan<W>(row[HS_ROW_LO], row[HS_ROW_HI], bins);
   const W below[2] = {hs_flush_below<W>(amax, 448.0, 0x1p-9), hs_flush_below<W>(amax, 57344.0, 0x1p-16)};
-  unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
   double m2 = 0, residual = 0, squares = 0;
   unsigned int fp8[2] = {0, 0};
   auto take = [&](W v) {
@@ -518,14 +591,14 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
     const W m = hs_abs(v);
     fp8[0] += m > W(0) && m < below[0];
     fp8[1] += m > W(0) && m < below[1];
-    atomicAdd(&my_hist[hs_bin(v, plan)], 1u);
+    hs_count_bin(counts, hs_bin(v, plan));
   };
   hs_each_value<IN, W>(x, n, take);
   double* partials = reinterpret_cast<double*>(scratch) + HS_PARTIALS;
   // Fields 2..6 of the fold's order are sums (P_S1 .. P_INF): the same fold serves.
   const double mine[P_INF + 1] = {0, 0, m2, residual, (double)fp8[0], (double)fp8[1], squares};
   hs_block_fold(mine, P_INF + 1, red, partials + blockIdx.x * HS_FIELDS);
-  hs_flush_histogram(hist, bins, copies, scratch + HS_HIST);
+  hs_flush_histogram(counts, hist, bins, copies, scratch + HS_HIST);
   if (!hs_last_block(&scratch[HS_TICKET_REREAD], flag)) return;
   hs_fold_blocks(partials, P_INF + 1, red);
   const double t_m2 = red[2], t_residual = red[3], t_e4 = red[4], t_e5 = red[5], t_squares = red[6];

@@ -2,12 +2,14 @@
 # Everything the GPU statistics need checked on a machine with an NVIDIA GPU, from the Python
 # package alone (no C++ build): PyTorch with CUDA (its NVRTC) and its Triton. In order: the CUDA
 # kernels' tests (compiled by NVRTC for this GPU, a series read once, no host synchronisation in
-# a hook), the statistics tests (every GPU backend against the torch ops on the device, a hook
-# inside CUDA-graph capture), the Triton tests, compute-sanitizer's racecheck, memcheck and
-# synccheck on both GPU backends where it is installed, then the GPU benchmark for resnet50 (b64)
-# and gpt2 (b8, seq 1024): attached / plain beside limit / plain, the share of captures read
-# once, host time a capture inside the step, the kernels' time a step, each backend's bandwidth.
-# About 6 minutes on an H100 (not yet timed there). Output to stdout; RESULT lines carry the figures.
+# a hook), the GPU benchmark for resnet50 (b64) and gpt2 (b8, seq 1024): attached / plain beside
+# limit / plain, the share of captures read once, host time a capture inside the step, the
+# kernels' time a step, each backend's bandwidth; the statistics tests (every GPU backend against
+# the torch ops on the device, a hook inside CUDA-graph capture) and the Triton tests; then
+# compute-sanitizer's memcheck, racecheck and synccheck on both GPU backends where it is installed.
+# Each step has a time limit of its own (a hung kernel fails its step, not the run), the most
+# telling first, so that a run cut short still says what matters most.
+# Output to stdout; RESULT lines carry the figures.
 #
 #     PYTHON=python3 tests/bench/gpu_check.sh [--quick]     (--quick: one benchmark round each)
 set -uo pipefail
@@ -15,21 +17,36 @@ cd "$(dirname "$0")/../.."
 python=${PYTHON:-python3}
 rounds_resnet=3 rounds_gpt=2
 [ "${1:-}" = "--quick" ] && rounds_resnet=1 rounds_gpt=1
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 failed=0
-step() { echo; echo "== $*"; "$@" || { failed=1; echo "== FAILED: $*"; }; }
+started=$SECONDS
+# step SECONDS COMMAND...: run it under a time limit, say how long it took and whether it failed.
+step() {
+  local limit=$1; shift
+  local begun=$SECONDS
+  echo; echo "== $*"
+  timeout --kill-after=10 "$limit" "$@"
+  local rc=$?
+  [ $rc -eq 124 ] && echo "== TIMED OUT after ${limit}s"
+  [ $rc -ne 0 ] && { failed=1; echo "== FAILED (exit $rc): $*"; }
+  echo "== $((SECONDS - begun)) s"
+}
 "$python" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__,
   torch.cuda.get_device_name() if torch.cuda.is_available() else 'NO CUDA GPU')"
-step "$python" -m pytest -q -p no:cacheprovider tests/python/test_cuda_stats.py tests/python/test_row_layout.py
-step "$python" -m pytest -q -p no:cacheprovider tests/python/test_statistics.py
-step "$python" -m pytest -q -p no:cacheprovider tests/python/test_triton_stats.py
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+step 120 "$python" -m pytest -q -p no:cacheprovider tests/python/test_cuda_stats.py tests/python/test_row_layout.py
+step 150 "$python" tests/bench/attach_bench.py --device cuda --model resnet50 --rounds "$rounds_resnet"
+step 150 "$python" tests/bench/attach_bench.py --device cuda --model gpt2 --rounds "$rounds_gpt"
+step 90 "$python" -m pytest -q -p no:cacheprovider tests/python/test_statistics.py
+# A process of its own: it sets TRITON_INTERPRET before Triton's import for its CPU cases.
+step 90 "$python" -m pytest -q -p no:cacheprovider tests/python/test_triton_stats.py
 if command -v compute-sanitizer >/dev/null; then
   # Both GPU backends; the CUDA kernels also on a series' later captures (one read, and a read
   # again when the range moves) and with the fp8 band full.
   probe="import sys, torch, hookscope
 from hookscope import _stats
 backend = sys.argv[1]
-for n in (1, 4097, 51_380_224):
+for n in (1, 4097, 1_000_003):
     for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.int32, torch.uint8):
         x = (torch.randn(n, device='cuda') * 100).to(dtype)
         if dtype.is_floating_point:
@@ -37,16 +54,15 @@ for n in (1, 4097, 51_380_224):
         print(n, dtype, hookscope.tensor_statistics(x, backend=backend)['hist'][:4])
 step = _stats.StepStatistics(backend=backend)
 for i, scale in enumerate((1.0, 1.1, 0.9, 5.0, 1e-6)):
-    step.add('\"module\":0', torch.randn(1_000_003, device='cuda') * scale)
+    step.add('\"module\":0', torch.randn(262_147, device='cuda') * scale)
     print(step.take(with_backend=True)[0][1][:2], step.take_reads())"
   for backend in cuda triton; do
-    for tool in racecheck memcheck synccheck; do
-      step compute-sanitizer --tool "$tool" --error-exitcode 9 "$python" -c "$probe" "$backend"
+    for tool in memcheck racecheck synccheck; do
+      step 60 compute-sanitizer --tool "$tool" --error-exitcode 9 "$python" -c "$probe" "$backend"
     done
   done
 else
   echo "== compute-sanitizer is not installed here: racecheck and memcheck not run"
 fi
-step "$python" tests/bench/attach_bench.py --device cuda --model resnet50 --rounds "$rounds_resnet"
-step "$python" tests/bench/attach_bench.py --device cuda --model gpt2 --rounds "$rounds_gpt"
+echo; echo "== gpu_check: $((SECONDS - started)) s in all, $([ $failed = 0 ] && echo passed || echo 'something FAILED')"
 exit $failed

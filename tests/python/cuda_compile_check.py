@@ -7,12 +7,15 @@ subnormals are values). One JSON object a line; the compile time on stderr.
 
     PYTHON cuda_compile_check.py [CAPABILITY ...]     (default: 80, 90 and the newest this NVRTC knows)
 
-Needs libnvrtc (setup.sh installs nvidia-cuda-nvrtc-cu12 into the venv) and cuobjdump (in
-Triton's wheel, or HOOKSCOPE_CUOBJDUMP).
+Needs libnvrtc (setup.sh installs nvidia-cuda-nvrtc-cu12 into the venv) and cuobjdump:
+HOOKSCOPE_CUOBJDUMP, else a CUDA toolkit's (on PATH or /usr/local/cuda: it reads what that
+toolkit's NVRTC writes; Triton's older one may not), else Triton's wheel's.
 """
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,12 +28,27 @@ from hookscope import _cuda_stats  # noqa: E402
 
 
 def cuobjdump():
+    """The cuobjdump to read the cubins with, or None (found without importing Triton)."""
     named = os.environ.get("HOOKSCOPE_CUOBJDUMP")
     if named:
         return named
-    import importlib.util
+    for tool in (shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"):
+        if tool and os.path.exists(tool):
+            return tool
     spec = importlib.util.find_spec("triton")
-    return os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "cuobjdump")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    tool = os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "cuobjdump")
+    return tool if os.path.exists(tool) else None
+
+
+def run_tool(tool, *args):
+    """The tool's output; a failure says which tool and what it printed."""
+    done = subprocess.run([tool, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit("%s %s failed (exit %d): %s" % (tool, " ".join(args), done.returncode,
+                                                         (done.stderr or done.stdout).strip()))
+    return done.stdout
 
 
 def functions(sass):
@@ -53,8 +71,8 @@ def check(capability, nvrtc, tool):
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
-        sass = functions(subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout)
+        usage = run_tool(tool, "-res-usage", f.name)
+        sass = functions(run_tool(tool, "-sass", f.name))
     rows = []
     for name, line in re.findall(r"Function (\S+):\s*\n\s*(REG:.*)", usage):
         resources = {k.lower(): int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}

@@ -42,13 +42,10 @@ needs_gpu = pytest.mark.skipif(not _cuda_backend_runs(), reason="no NVIDIA GPU w
 
 
 def _cuobjdump():
-    """Triton's cuobjdump, found without importing Triton (an import here would fix Triton's
-    mode for the interpreter tests in the same process)."""
-    spec = importlib.util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    tool = os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "cuobjdump")
-    return tool if os.path.exists(tool) else None
+    """cuda_compile_check's cuobjdump (a CUDA toolkit's, else Triton's), found without importing
+    Triton (an import here would fix Triton's mode for the interpreter tests in the same process)."""
+    from cuda_compile_check import cuobjdump
+    return cuobjdump()
 
 
 @needs_nvrtc
@@ -163,10 +160,14 @@ def test_dense_tensors_are_read_in_place_and_others_through_one_flat_copy():
 
 
 def test_histogram_copies_fit_the_shared_memory_for_any_bins():
-    for bins in (1, 64, 256, 4096):
+    for bins in (1, 63, 64, 65, 256, 4096):
         copies = _cuda_stats.histogram_copies(bins)
-        assert 1 <= copies <= 8 and _cuda_stats.SHARED_FOLD + copies * (bins + 1) * 4 <= 48 * 1024
-    assert _cuda_stats.histogram_copies(64) == 8
+        # under 48 KiB (no opt-in) and three blocks a multiprocessor in an A100's 164 KiB
+        assert 1 <= copies <= 8 and _cuda_stats.shared_bytes(bins) <= 48 * 1024
+        assert 3 * _cuda_stats.shared_bytes(bins) <= 164 * 1024
+    assert _cuda_stats.histogram_copies(64) == 1  # its threads count in words of their own
+    assert _cuda_stats.shared_bytes(64) == _cuda_stats.SHARED_FOLD + 65 * 4 + 32 * 256 * 4
+    assert _cuda_stats.histogram_copies(65) == 8
 
 
 def test_the_cuda_backend_says_why_it_cannot_run_and_auto_never_picks_it_off_a_gpu():
