@@ -24,6 +24,7 @@ import torch
 
 THREADS = 256
 BLOCKS_PER_SM = 3                                             # resident at once: __launch_bounds__(256, 3)
+WIDE = frozenset(("f64", "i8", "u8", "i16", "i32", "i64"))   # read in float64: HS_GLOBAL_WIDE, (256, 2)
 REREAD_BLOCKS_PER_SM = 2                                      # the re-read's: (256, 2)
 MAX_BLOCKS = 2048
 MAX_BINS = 4096
@@ -338,7 +339,7 @@ class CudaStatistics:
         first, second = place.launches[suffix]
         stream = self._stream(place.index)
         n = values.numel()
-        blocks = grid(n, values.element_size(), place.sms)
+        blocks = grid(n, values.element_size(), place.sms, REREAD_BLOCKS_PER_SM if suffix in WIDE else BLOCKS_PER_SM)
         again = grid(n, values.element_size(), place.sms, REREAD_BLOCKS_PER_SM)
         copies = histogram_copies(bins)
         shared = shared_bytes(bins)

@@ -24,6 +24,7 @@
 #define HS_NOINLINE inline
 #define HS_GLOBAL inline void
 #define HS_GLOBAL_REREAD inline void
+#define HS_GLOBAL_WIDE inline void
 #define HS_SHARED_BYTES(name) unsigned char* name = hs_emulation::sharedMemory()
 #define HS_UNROLL
 #else
@@ -33,6 +34,9 @@
 // for the re-read, which runs only where the read could not complete a row.
 #define HS_GLOBAL extern "C" __global__ void __launch_bounds__(256, 3)
 #define HS_GLOBAL_REREAD extern "C" __global__ void __launch_bounds__(256, 2)
+// The read of values worked in float64 (float64 and integers: rarer, and more registers a value):
+// two blocks a multiprocessor, as _cuda_stats.READ_BLOCKS_PER_SM says.
+#define HS_GLOBAL_WIDE extern "C" __global__ void __launch_bounds__(256, 2)
 #define HS_SHARED_BYTES(name) extern __shared__ __align__(16) unsigned char name[]
 #define HS_UNROLL _Pragma("unroll")
 #endif
@@ -184,14 +188,23 @@ HS_DEV hs_plan hs_make_plan(double low, double high, int bins) {
   return p;
 }
 
+// hs_bin where the plan is narrow (float32 values, a normal float32 span and scale).
+HS_DEV int hs_bin_narrow(float v, const hs_plan& p) {
+  float at = __fmul_rn(__fsub_rn(v, p.low_f), p.scale_f);
+  at = at > 0.0f ? at : 0.0f;
+  at = at < p.top_f ? at : p.top_f;
+#ifdef HS_EMULATION
+  return (int)at;
+#else
+  // Truncation of 0 <= at < 2^23 on the FMA pipe (the conversion units are the loop's narrowest).
+  return __float_as_int(__fadd_rz(at, 8388608.0f)) - 0x4B000000;
+#endif
+}
+
 // A finite value's bin, clamped to [0, bins - 1] (a NaN position to 0); no contraction into FMA.
 template <typename W>
 HS_DEV int hs_bin(W v, const hs_plan& p) {
-  if (sizeof(W) == 4 && p.narrow) {
-    float at = __fmul_rn(__fsub_rn((float)v, p.low_f), p.scale_f);
-    at = at > 0.0f ? at : 0.0f;
-    return (int)(at < p.top_f ? at : p.top_f);
-  }
+  if (sizeof(W) == 4 && p.narrow) return hs_bin_narrow((float)v, p);
   double at = __dmul_rn(__dsub_rn(__dmul_rn((double)v, p.k), p.low_k), p.scale);
   at = at > 0.0 ? at : 0.0;
   return (int)(at < p.top ? at : p.top);
@@ -205,6 +218,7 @@ struct hs_forecast {
   double low, high, shift, amax;
   hs_plan plan;
   W band_low[2], band_high[2];
+  W rare_below;  // a finite value of magnitude in (0, rare_below) takes the rare path
 };
 
 template <typename W>
@@ -220,6 +234,11 @@ HS_DEV hs_forecast<W> hs_read_slot(const double* slot, int bins) {
   f.band_high[0] = hs_flush_below<W>(f.amax * 2.0, 448.0, 0x1p-9);
   f.band_low[1] = hs_flush_below<W>(f.amax * 0.5, 57344.0, 0x1p-16);
   f.band_high[1] = hs_flush_below<W>(f.amax * 2.0, 57344.0, 0x1p-16);
+  f.rare_below = W(5.9604644775390625e-08);  // float16's smallest subnormal
+  if (f.predicted) {
+    f.rare_below = f.band_high[0] > f.rare_below ? f.band_high[0] : f.rare_below;
+    f.rare_below = f.band_high[1] > f.rare_below ? f.band_high[1] : f.rare_below;
+  }
   return f;
 }
 
@@ -258,25 +277,39 @@ HS_DEV hs_counts hs_make_counts(unsigned int* hist, unsigned int* own, int bins,
   return c;
 }
 
-// This thread's own counters added to the block's histogram and cleared.
-HS_DEV void hs_spill_own(hs_counts& c) {
-  for (int w = 0; w < c.words; ++w) {
-    unsigned int* at = c.own + w * blockDim.x + threadIdx.x;
+// This thread's own counters added to the block's histogram and cleared (rare: out of the loop;
+// by value, so that the caller's counters stay in registers).
+HS_NOINLINE void hs_spill_own(unsigned int* own, unsigned int* hist, int words) {
+  for (int w = 0; w < words; ++w) {
+    unsigned int* at = own + w * blockDim.x + threadIdx.x;
     const unsigned int v = *at;
     if (v == 0) continue;
-    if (v & 0xffffu) atomicAdd(&c.hist[2 * w], v & 0xffffu);
-    if (v >> 16) atomicAdd(&c.hist[2 * w + 1], v >> 16);
+    if (v & 0xffffu) atomicAdd(&hist[2 * w], v & 0xffffu);
+    if (v >> 16) atomicAdd(&hist[2 * w + 1], v >> 16);
     *at = 0;
   }
-  c.taken = 0;
 }
 
-HS_DEV void hs_count_bin(hs_counts& c, int bin) {
+// Counts a value in this thread's own counters where `counted` (a finite value).
+HS_DEV void hs_count_own(hs_counts& c, int bin, bool counted) {
+  c.own[(bin >> 1) * blockDim.x + threadIdx.x] += (unsigned int)counted << ((bin & 1) << 4);
+}
+
+// Counts a value in its bin where `counted` (a finite value), with no branch on the value.
+HS_DEV void hs_count_bin(hs_counts& c, int bin, bool counted) {
   if (c.own != 0) {
-    c.own[(bin >> 1) * blockDim.x + threadIdx.x] += 1u << ((bin & 1) << 4);
-    if (++c.taken == HS_OWN_LIMIT) hs_spill_own(c);
-  } else {
+    c.own[(bin >> 1) * blockDim.x + threadIdx.x] += (unsigned int)counted << ((bin & 1) << 4);
+  } else if (counted) {
     atomicAdd(&c.hist[bin], 1u);
+  }
+}
+
+// After `values` more values: spilled while no counter could wrap in the next 16.
+HS_DEV void hs_took(hs_counts& c, int values) {
+  c.taken += values;
+  if (c.own != 0 && c.taken > HS_OWN_LIMIT - 16) {
+    hs_spill_own(c.own, c.hist, c.words);
+    c.taken = 0;
   }
 }
 
@@ -298,46 +331,67 @@ HS_DEV void hs_fold_own(const hs_counts& c) {
   if (high) atomicAdd(&c.hist[2 * w + 1], high);
 }
 
-// The first read's work on one value.
+// Keeps a value in the fp8 band (rare: out of the loop) for the last block to count exactly.
 template <typename W>
-HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, hs_counts& counts, hs_u64* scratch) {
-  if (!hs_finite(v)) {
-    if (v != v) {
-      ++a.count[P_NAN];
-    } else {
-      ++a.count[P_INF];
-    }
-    return;
+HS_NOINLINE void hs_keep_band(W m, bool in_e4, bool in_e5, hs_u64* scratch) {
+  for (int k = 0; k < 2; ++k) {
+    if (!(k == 0 ? in_e4 : in_e5)) continue;
+    const hs_u64 at = atomicAdd(&scratch[HS_BAND_COUNT + k], 1ull);
+    if (at < HS_BAND_CAPACITY) reinterpret_cast<double*>(scratch)[HS_BANDS + k * HS_BAND_CAPACITY + at] = (double)m;
   }
-  a.lo = v < a.lo ? v : a.lo;
-  a.hi = v > a.hi ? v : a.hi;
-  const double d = (double)v - f.shift;
+}
+
+// The first read's work on one value. The common value (finite, inside float16's range, zero
+// or above where float16's and the fp8 formats' underflow may begin) takes no branch: selects and
+// predicated adds. The rare one (non-finite, past float16's range, tiny) takes one that counts it
+// exactly: NaN or Inf (and nothing else), float16's overflow and underflow, the fp8 counts, the
+// fp8 band. PREDICTED: the slot had edges (the histogram and fp8 counts are taken). FAST: the
+// thread's own counters and a narrow plan (the common case, with no per-value test of either).
+template <bool PREDICTED, bool FAST, typename W>
+HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, hs_counts& counts, hs_u64* scratch) {
+  const bool finite = hs_finite(v);
+  const W m = finite ? hs_abs(v) : W(0);
+  const bool some = m > W(0);
+  if (!finite || m > W(65504) || (some && m < f.rare_below)) {
+    const bool nan = v != v;
+    a.count[P_NAN] += nan;
+    a.count[P_INF] += !finite && !nan;
+    a.count[P_F16O] += m > W(65504);
+    a.count[P_F16U] += some && m < W(5.9604644775390625e-08);
+    if (PREDICTED) {
+      a.count[P_E4] += some && m < f.band_low[0];
+      a.count[P_E5] += some && m < f.band_low[1];
+      const bool in_e4 = some && m >= f.band_low[0] && m < f.band_high[0];
+      const bool in_e5 = some && m >= f.band_low[1] && m < f.band_high[1];
+      if (in_e4 || in_e5) hs_keep_band(m, in_e4, in_e5, scratch);
+    }
+  }
+  const W inf = hs_limits<W>::infinity();
+  const W low = finite ? v : inf, high = finite ? v : -inf;
+  a.lo = low < a.lo ? low : a.lo;
+  a.hi = high > a.hi ? high : a.hi;
+  const double d = finite ? (double)v - f.shift : 0.0;
   a.s1 += d;
   a.s2 += d * d;
-  const W m = hs_abs(v);
   a.count[P_ZERO] += v == W(0);
-  a.count[P_F16O] += m > W(65504);
-  if (m > W(0)) {
-    a.count[P_F16U] += m < W(5.9604644775390625e-08);
-    if (f.predicted) {
-HS_UNROLL
-      for (int k = 0; k < 2; ++k) {
-        if (m < f.band_low[k]) {
-          ++a.count[P_E4 + k];
-        } else if (m < f.band_high[k]) {  // rare: kept for the last block to count exactly
-          const hs_u64 at = atomicAdd(&scratch[HS_BAND_COUNT + k], 1ull);
-          if (at < HS_BAND_CAPACITY) reinterpret_cast<double*>(scratch)[HS_BANDS + k * HS_BAND_CAPACITY + at] = (double)m;
-        }
-      }
-    }
+  if (!PREDICTED) return;
+  if (FAST) {
+    hs_count_own(counts, hs_bin_narrow((float)(finite ? v : W(0)), f.plan), finite);
+  } else {
+    hs_count_bin(counts, hs_bin(finite ? v : W(0), f.plan), finite);
   }
-  if (f.predicted) hs_count_bin(counts, hs_bin(v, f.plan));
+}
+
+// Whether a kernel's bins go to the thread's own counters by a narrow plan (its FAST loops).
+template <typename W>
+HS_DEV bool hs_fast(const hs_counts& counts, const hs_plan& plan) {
+  return counts.own != 0 && sizeof(W) == 4 && plan.narrow;
 }
 
 // Reads the values [0, n) as 16-byte vectors where aligned, calling take(value) for each
 // value this thread owns (a grid-stride loop; the unaligned head and the tail one at a time).
 template <typename IN, typename W, typename Take>
-HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
+HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take, hs_counts& counts) {
   const int per_vector = 16 / (int)sizeof(IN);
   const hs_i64 thread = (hs_i64)blockIdx.x * blockDim.x + threadIdx.x;
   const hs_i64 threads = (hs_i64)gridDim.x * blockDim.x;
@@ -345,7 +399,10 @@ HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
   hs_i64 head = (hs_i64)(((16 - (address & 15)) & 15) / sizeof(IN));
   if (address % sizeof(IN) != 0) head = n;  // never for a tensor's storage: read one at a time
   head = head < n ? head : n;
-  for (hs_i64 i = thread; i < head; i += threads) take(hs_value<IN, W>(x[i]));
+  for (hs_i64 i = thread; i < head; i += threads) {
+    take(hs_value<IN, W>(x[i]));
+    hs_took(counts, 1);
+  }
   const hs_i64 vectors = (n - head) / per_vector;
   const uint4* body = reinterpret_cast<const uint4*>(x + head);
   for (hs_i64 i = thread; i < vectors; i += threads) {
@@ -356,8 +413,12 @@ HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
     u.raw = body[i];
     HS_UNROLL
     for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(u.v[j]));
+    hs_took(counts, per_vector);
   }
-  for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) take(hs_value<IN, W>(x[i]));
+  for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) {
+    take(hs_value<IN, W>(x[i]));
+    hs_took(counts, 1);
+  }
 }
 
 HS_DEV double hs_fold(int field, double a, double b) {
@@ -551,8 +612,16 @@ HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, do
   const hs_forecast<W> f = hs_read_slot<W>(slot, bins);
   hs_acc<W> a;
   hs_acc_init(a);
-  auto take = [&](W v) { hs_take(v, a, f, counts, scratch); };
-  hs_each_value<IN, W>(x, n, take);
+  if (f.predicted && hs_fast<W>(counts, f.plan)) {
+    auto take = [&](W v) { hs_take<true, true>(v, a, f, counts, scratch); };
+    hs_each_value<IN, W>(x, n, take, counts);
+  } else if (f.predicted) {
+    auto take = [&](W v) { hs_take<true, false>(v, a, f, counts, scratch); };
+    hs_each_value<IN, W>(x, n, take, counts);
+  } else {
+    auto take = [&](W v) { hs_take<false, false>(v, a, f, counts, scratch); };
+    hs_each_value<IN, W>(x, n, take, counts);
+  }
   double mine[P_COUNT];
   mine[P_MIN] = (double)a.lo;
   mine[P_MAX] = (double)a.hi;
@@ -568,6 +637,42 @@ HS_UNROLL
   hs_finish_read<W>(n, bins, row, slot, scratch, red, hist);
 }
 
+// The second read's work on one value, without branches on the value (as the first read's;
+// FAST as there).
+template <typename W>
+struct hs_again {
+  double mean;
+  hs_plan plan;
+  W below[2];
+  W rare_below;  // a finite value of magnitude in (0, rare_below) counts for fp8 (rare: a branch)
+  hs_counts* counts;
+  double m2, residual, squares;
+  unsigned int fp8[2];
+  template <bool FAST>
+  HS_DEV void take(W v) {
+    const bool finite = hs_finite(v);
+    const double d = finite ? (double)v - mean : 0.0, w = finite ? (double)v : 0.0;
+    residual += d;
+    m2 += d * d;
+    squares += w * w;
+    const W m = finite ? hs_abs(v) : W(0);
+    if (sizeof(W) == 4) {  // a branch where registers allow it
+      if (m > W(0) && m < rare_below) {
+        fp8[0] += m < below[0];
+        fp8[1] += m < below[1];
+      }
+    } else {
+      fp8[0] += m > W(0) && m < below[0];
+      fp8[1] += m > W(0) && m < below[1];
+    }
+    if (FAST) {
+      hs_count_own(*counts, hs_bin_narrow((float)(finite ? v : W(0)), plan), finite);
+    } else {
+      hs_count_bin(*counts, hs_bin(finite ? v : W(0), plan), finite);
+    }
+  }
+};
+
 // The second read, where the first could not complete the row.
 template <typename IN, typename W>
 HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, hs_u64* scratch) {
@@ -580,20 +685,17 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   const double mean = row[HS_ROW_MEAN], amax = row[HS_ROW_AMAX];
   const hs_plan plan = hs_make_plan<W>(row[HS_ROW_LO], row[HS_ROW_HI], bins);
   const W below[2] = {hs_flush_below<W>(amax, 448.0, 0x1p-9), hs_flush_below<W>(amax, 57344.0, 0x1p-16)};
-  double m2 = 0, residual = 0, squares = 0;
-  unsigned int fp8[2] = {0, 0};
-  auto take = [&](W v) {
-    if (!hs_finite(v)) return;
-    const double d = (double)v - mean;
-    residual += d;
-    m2 += d * d;
-    squares += (double)v * (double)v;
-    const W m = hs_abs(v);
-    fp8[0] += m > W(0) && m < below[0];
-    fp8[1] += m > W(0) && m < below[1];
-    hs_count_bin(counts, hs_bin(v, plan));
-  };
-  hs_each_value<IN, W>(x, n, take);
+  hs_again<W> r = {mean, plan, {below[0], below[1]}, below[0] > below[1] ? below[0] : below[1], &counts, 0, 0, 0,
+                   {0, 0}};
+  if (hs_fast<W>(counts, plan)) {
+    auto take = [&](W v) { r.template take<true>(v); };
+    hs_each_value<IN, W>(x, n, take, counts);
+  } else {
+    auto take = [&](W v) { r.template take<false>(v); };
+    hs_each_value<IN, W>(x, n, take, counts);
+  }
+  const double m2 = r.m2, residual = r.residual, squares = r.squares;
+  const unsigned int fp8[2] = {r.fp8[0], r.fp8[1]};
   double* partials = reinterpret_cast<double*>(scratch) + HS_PARTIALS;
   // Fields 2..6 of the fold's order are sums (P_S1 .. P_INF): the same fold serves.
   const double mine[P_INF + 1] = {0, 0, m2, residual, (double)fp8[0], (double)fp8[1], squares};
@@ -621,8 +723,8 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
 }
 
 // The kernels by the values' type (the names _cuda_stats.py launches).
-#define HS_KERNELS(NAME, IN, W)                                                                              \
-  HS_GLOBAL hs_read_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot,          \
+#define HS_KERNELS(NAME, IN, W, READ_GLOBAL)                                                                 \
+  READ_GLOBAL hs_read_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot,          \
                            hs_u64* scratch) {                                                               \
     hs_read<IN, W>(x, n, bins, copies, row, slot, scratch);                                                  \
   }                                                                                                          \
@@ -630,12 +732,12 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
     hs_reread<IN, W>(x, n, bins, copies, row, scratch);                                                      \
   }
 
-HS_KERNELS(bf16, hs_bf16, float)
-HS_KERNELS(f16, hs_half, float)
-HS_KERNELS(f32, float, float)
-HS_KERNELS(f64, double, double)
-HS_KERNELS(i8, signed char, double)
-HS_KERNELS(u8, unsigned char, double)
-HS_KERNELS(i16, short, double)
-HS_KERNELS(i32, int, double)
-HS_KERNELS(i64, long long, double)
+HS_KERNELS(bf16, hs_bf16, float, HS_GLOBAL)
+HS_KERNELS(f16, hs_half, float, HS_GLOBAL)
+HS_KERNELS(f32, float, float, HS_GLOBAL)
+HS_KERNELS(f64, double, double, HS_GLOBAL_WIDE)
+HS_KERNELS(i8, signed char, double, HS_GLOBAL_WIDE)
+HS_KERNELS(u8, unsigned char, double, HS_GLOBAL_WIDE)
+HS_KERNELS(i16, short, double, HS_GLOBAL_WIDE)
+HS_KERNELS(i32, int, double, HS_GLOBAL_WIDE)
+HS_KERNELS(i64, long long, double, HS_GLOBAL_WIDE)

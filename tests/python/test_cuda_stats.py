@@ -60,8 +60,10 @@ def test_the_kernels_compile_for_a100_h100_and_the_newest_without_spills_and_wit
     assert len(rows) == len(capabilities) * 18  # nine kinds of values, two kernels each
     for row in rows:
         assert row["local"] == 0 and row["stack"] == 0 and row["spill_instructions"] == 0, row  # no spills
-        # Three blocks of 256 threads fit a multiprocessor for the read, two for the re-read.
-        assert row["reg"] <= (85 if row["kernel"].startswith("hs_read_") else 128), row
+        # Three blocks of 256 threads fit a multiprocessor for the read of float32 and narrower
+        # floats, two for the others' and for the re-read.
+        narrow = row["kernel"].startswith("hs_read_") and row["kernel"][8:] not in _cuda_stats.WIDE
+        assert row["reg"] <= (85 if narrow else 128), row
         assert row["loads_128"] >= 1, row  # 16 bytes a thread a load
         assert row["ftz"] == 0, row  # subnormals kept: they are neither zeros nor flushed
 
