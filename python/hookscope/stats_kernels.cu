@@ -304,10 +304,10 @@ HS_DEV void hs_count_bin(hs_counts& c, int bin, bool counted) {
   }
 }
 
-// After `values` more values: spilled while no counter could wrap in the next 16.
+// After `values` more values: spilled while no counter could wrap in the next 32 (two vectors).
 HS_DEV void hs_took(hs_counts& c, int values) {
   c.taken += values;
-  if (c.own != 0 && c.taken > HS_OWN_LIMIT - 16) {
+  if (c.own != 0 && c.taken > HS_OWN_LIMIT - 32) {
     hs_spill_own(c.own, c.hist, c.words);
     c.taken = 0;
   }
@@ -405,14 +405,30 @@ HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take, hs_counts& counts) 
   }
   const hs_i64 vectors = (n - head) / per_vector;
   const uint4* body = reinterpret_cast<const uint4*>(x + head);
-  for (hs_i64 i = thread; i < vectors; i += threads) {
-    union {
-      uint4 raw;
-      IN v[16 / sizeof(IN)];
-    } u;
-    u.raw = body[i];
+  union Vector {
+    uint4 raw;
+    IN v[16 / sizeof(IN)];
+  };
+  // Two loads in flight a thread before either's values are taken (one is too few bytes in
+  // flight to keep the memory busy); the values in the same order as one at a time. One-byte
+  // values: sixteen a load are work enough (and 32 would spill).
+  const bool pairs = sizeof(IN) > 1;
+  hs_i64 i = thread;
+  for (; pairs && i + threads < vectors; i += 2 * threads) {
+    Vector a, b;
+    a.raw = body[i];
+    b.raw = body[i + threads];
     HS_UNROLL
-    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(u.v[j]));
+    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(a.v[j]));
+    HS_UNROLL
+    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(b.v[j]));
+    hs_took(counts, 2 * per_vector);
+  }
+  for (; i < vectors; i += threads) {
+    Vector a;
+    a.raw = body[i];
+    HS_UNROLL
+    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(a.v[j]));
     hs_took(counts, per_vector);
   }
   for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) {
