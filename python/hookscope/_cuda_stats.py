@@ -24,7 +24,6 @@ import torch
 
 THREADS = 256
 BLOCKS_PER_SM = 3                                             # resident at once: __launch_bounds__(256, 3)
-WIDE = frozenset(("f64", "i8", "u8", "i16", "i32", "i64"))   # read in float64: HS_GLOBAL_WIDE, (256, 2)
 REREAD_BLOCKS_PER_SM = 2                                      # the re-read's: (256, 2)
 MAX_BLOCKS = 2048
 MAX_BINS = 4096
@@ -33,7 +32,6 @@ READ_COUNTERS = 5                                             # HS_READS_ONE, HS
 SCRATCH_WORDS = 8 + MAX_BINS + MAX_BLOCKS * 16 + 2 * 8192   # HS_SCRATCH_WORDS
 SHARED_FOLD = 32 * 16 * 8 + 16                                # the fold's room and a flag
 HISTOGRAM_SHARED = 40 * 1024                                  # bytes for the per-warp histograms
-OWN_BINS = 64                                                 # HS_OWN_BINS: up to it, counters a thread
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats_kernels.cu")
 
 # torch dtype -> (kernel suffix, bytes a value)
@@ -283,18 +281,8 @@ class _Device:
 
 
 def histogram_copies(bins):
-    """How many per-warp histograms fit the shared memory given to them (8 warps at most); one
-    (the block's) where each thread counts in its own words (bins <= OWN_BINS)."""
-    if bins <= OWN_BINS:
-        return 1
+    """How many per-warp histograms fit the shared memory given to them (8 warps at most)."""
     return max(1, min(THREADS // 32, HISTOGRAM_SHARED // (4 * (bins + 1))))
-
-
-def shared_bytes(bins):
-    """A block's shared memory (the kernels' hs_shared_layout): the fold's room, the histograms,
-    and each thread's own counters (two 16-bit counters a word) where bins <= OWN_BINS."""
-    own = (bins + 1) // 2 * THREADS * 4 if bins <= OWN_BINS else 0
-    return SHARED_FOLD + histogram_copies(bins) * (bins + 1) * 4 + own
 
 
 def grid(n, bytes_per_value, sms, per_sm=BLOCKS_PER_SM):
@@ -339,10 +327,10 @@ class CudaStatistics:
         first, second = place.launches[suffix]
         stream = self._stream(place.index)
         n = values.numel()
-        blocks = grid(n, values.element_size(), place.sms, REREAD_BLOCKS_PER_SM if suffix in WIDE else BLOCKS_PER_SM)
+        blocks = grid(n, values.element_size(), place.sms)
         again = grid(n, values.element_size(), place.sms, REREAD_BLOCKS_PER_SM)
         copies = histogram_copies(bins)
-        shared = shared_bytes(bins)
+        shared = SHARED_FOLD + copies * (bins + 1) * 4
         scratch = place.scratch_for(stream)
         if len(self._devices) > 1 and torch.cuda.current_device() != place.index:
             with torch.cuda.device(place.index):  # its module is loaded in that device's context

@@ -24,7 +24,6 @@
 #define HS_NOINLINE inline
 #define HS_GLOBAL inline void
 #define HS_GLOBAL_REREAD inline void
-#define HS_GLOBAL_WIDE inline void
 #define HS_SHARED_BYTES(name) unsigned char* name = hs_emulation::sharedMemory()
 #define HS_UNROLL
 #else
@@ -34,9 +33,6 @@
 // for the re-read, which runs only where the read could not complete a row.
 #define HS_GLOBAL extern "C" __global__ void __launch_bounds__(256, 3)
 #define HS_GLOBAL_REREAD extern "C" __global__ void __launch_bounds__(256, 2)
-// The read of values worked in float64 (float64 and integers: rarer, and more registers a value):
-// two blocks a multiprocessor, as _cuda_stats.READ_BLOCKS_PER_SM says.
-#define HS_GLOBAL_WIDE extern "C" __global__ void __launch_bounds__(256, 2)
 #define HS_SHARED_BYTES(name) extern __shared__ __align__(16) unsigned char name[]
 #define HS_UNROLL _Pragma("unroll")
 #endif
@@ -79,11 +75,6 @@ typedef long long hs_i64;
 #define HS_SCRATCH_WORDS (HS_BANDS + 2 * HS_BAND_CAPACITY)
 // A series' slot (float64): valid, low, high, amax, shift (the previous mean).
 #define HS_SLOT_WORDS 8
-// Up to this many bins, each thread counts in shared memory of its own (two 16-bit counters a
-// word, a word's bank its thread's: no atomics, no conflicts), spilled to the block's histogram
-// before a counter could wrap; past it, per-warp histograms take shared atomics.
-#define HS_OWN_BINS 64
-#define HS_OWN_LIMIT 65535
 // The next step's edges: this step's range widened by this much of its span on each side. A
 // range symmetric about zero that is scaled by 0.71 to 1.41 (1 / sqrt 2 to sqrt 2) then still
 // fits and fills half the edges: one read for a tensor whose scale drifts either way alike.
@@ -188,23 +179,14 @@ HS_DEV hs_plan hs_make_plan(double low, double high, int bins) {
   return p;
 }
 
-// hs_bin where the plan is narrow (float32 values, a normal float32 span and scale).
-HS_DEV int hs_bin_narrow(float v, const hs_plan& p) {
-  float at = __fmul_rn(__fsub_rn(v, p.low_f), p.scale_f);
-  at = at > 0.0f ? at : 0.0f;
-  at = at < p.top_f ? at : p.top_f;
-#ifdef HS_EMULATION
-  return (int)at;
-#else
-  // Truncation of 0 <= at < 2^23 on the FMA pipe (the conversion units are the loop's narrowest).
-  return __float_as_int(__fadd_rz(at, 8388608.0f)) - 0x4B000000;
-#endif
-}
-
 // A finite value's bin, clamped to [0, bins - 1] (a NaN position to 0); no contraction into FMA.
 template <typename W>
 HS_DEV int hs_bin(W v, const hs_plan& p) {
-  if (sizeof(W) == 4 && p.narrow) return hs_bin_narrow((float)v, p);
+  if (sizeof(W) == 4 && p.narrow) {
+    float at = __fmul_rn(__fsub_rn((float)v, p.low_f), p.scale_f);
+    at = at > 0.0f ? at : 0.0f;
+    return (int)(at < p.top_f ? at : p.top_f);
+  }
   double at = __dmul_rn(__dsub_rn(__dmul_rn((double)v, p.k), p.low_k), p.scale);
   at = at > 0.0 ? at : 0.0;
   return (int)(at < p.top ? at : p.top);
@@ -218,7 +200,6 @@ struct hs_forecast {
   double low, high, shift, amax;
   hs_plan plan;
   W band_low[2], band_high[2];
-  W rare_below;  // a finite value of magnitude in (0, rare_below) takes the rare path
 };
 
 template <typename W>
@@ -234,11 +215,6 @@ HS_DEV hs_forecast<W> hs_read_slot(const double* slot, int bins) {
   f.band_high[0] = hs_flush_below<W>(f.amax * 2.0, 448.0, 0x1p-9);
   f.band_low[1] = hs_flush_below<W>(f.amax * 0.5, 57344.0, 0x1p-16);
   f.band_high[1] = hs_flush_below<W>(f.amax * 2.0, 57344.0, 0x1p-16);
-  f.rare_below = W(5.9604644775390625e-08);  // float16's smallest subnormal
-  if (f.predicted) {
-    f.rare_below = f.band_high[0] > f.rare_below ? f.band_high[0] : f.rare_below;
-    f.rare_below = f.band_high[1] > f.rare_below ? f.band_high[1] : f.rare_below;
-  }
   return f;
 }
 
@@ -259,139 +235,46 @@ HS_UNROLL
   for (int i = 0; i < P_COUNT; ++i) a.count[i] = 0;
 }
 
-// Where a thread counts a value's bin: its own counters (own, bins <= HS_OWN_BINS), or its
-// warp's histogram in shared memory (hist).
-struct hs_counts {
-  unsigned int* hist;  // the block's histogram (own) or this warp's (shared atomics)
-  unsigned int* own;   // word w of this thread: own[w * blockDim.x], bins 2w (low half) and 2w + 1
-  int words;
-  unsigned int taken;  // values counted in own since the last spill
-};
-
-HS_DEV hs_counts hs_make_counts(unsigned int* hist, unsigned int* own, int bins, int copies) {
-  hs_counts c;
-  c.own = own;
-  c.hist = own != 0 ? hist : hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
-  c.words = (bins + 1) >> 1;
-  c.taken = 0;
-  return c;
-}
-
-// This thread's own counters added to the block's histogram and cleared (rare: out of the loop;
-// by value, so that the caller's counters stay in registers).
-HS_NOINLINE void hs_spill_own(unsigned int* own, unsigned int* hist, int words) {
-  for (int w = 0; w < words; ++w) {
-    unsigned int* at = own + w * blockDim.x + threadIdx.x;
-    const unsigned int v = *at;
-    if (v == 0) continue;
-    if (v & 0xffffu) atomicAdd(&hist[2 * w], v & 0xffffu);
-    if (v >> 16) atomicAdd(&hist[2 * w + 1], v >> 16);
-    *at = 0;
-  }
-}
-
-// Counts a value in this thread's own counters where `counted` (a finite value).
-HS_DEV void hs_count_own(hs_counts& c, int bin, bool counted) {
-  c.own[(bin >> 1) * blockDim.x + threadIdx.x] += (unsigned int)counted << ((bin & 1) << 4);
-}
-
-// Counts a value in its bin where `counted` (a finite value), with no branch on the value.
-HS_DEV void hs_count_bin(hs_counts& c, int bin, bool counted) {
-  if (c.own != 0) {
-    c.own[(bin >> 1) * blockDim.x + threadIdx.x] += (unsigned int)counted << ((bin & 1) << 4);
-  } else if (counted) {
-    atomicAdd(&c.hist[bin], 1u);
-  }
-}
-
-// After `values` more values: spilled while no counter could wrap in the next 32 (two vectors).
-HS_DEV void hs_took(hs_counts& c, int values) {
-  c.taken += values;
-  if (c.own != 0 && c.taken > HS_OWN_LIMIT - 32) {
-    hs_spill_own(c.own, c.hist, c.words);
-    c.taken = 0;
-  }
-}
-
-// Every thread's own counters added to the block's histogram: thread t sums word t % words over
-// a share of the threads (read rotated by the word, so that a warp's reads meet no bank twice).
-HS_DEV void hs_fold_own(const hs_counts& c) {
-  __syncthreads();
-  if (c.own == 0) return;
-  const int threads = blockDim.x, parts = threads / c.words;
-  const int w = threadIdx.x % c.words, part = threadIdx.x / c.words;
-  if (part >= parts) return;
-  unsigned int low = 0, high = 0;
-  for (int j = part; j < threads; j += parts) {
-    const unsigned int v = c.own[w * threads + (j + w) % threads];
-    low += v & 0xffffu;
-    high += v >> 16;
-  }
-  if (low) atomicAdd(&c.hist[2 * w], low);
-  if (high) atomicAdd(&c.hist[2 * w + 1], high);
-}
-
-// Keeps a value in the fp8 band (rare: out of the loop) for the last block to count exactly.
+// The first read's work on one value.
 template <typename W>
-HS_NOINLINE void hs_keep_band(W m, bool in_e4, bool in_e5, hs_u64* scratch) {
-  for (int k = 0; k < 2; ++k) {
-    if (!(k == 0 ? in_e4 : in_e5)) continue;
-    const hs_u64 at = atomicAdd(&scratch[HS_BAND_COUNT + k], 1ull);
-    if (at < HS_BAND_CAPACITY) reinterpret_cast<double*>(scratch)[HS_BANDS + k * HS_BAND_CAPACITY + at] = (double)m;
-  }
-}
-
-// The first read's work on one value. The common value (finite, inside float16's range, zero
-// or above where float16's and the fp8 formats' underflow may begin) takes no branch: selects and
-// predicated adds. The rare one (non-finite, past float16's range, tiny) takes one that counts it
-// exactly: NaN or Inf (and nothing else), float16's overflow and underflow, the fp8 counts, the
-// fp8 band. PREDICTED: the slot had edges (the histogram and fp8 counts are taken). FAST: the
-// thread's own counters and a narrow plan (the common case, with no per-value test of either).
-template <bool PREDICTED, bool FAST, typename W>
-HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, hs_counts& counts, hs_u64* scratch) {
-  const bool finite = hs_finite(v);
-  const W m = finite ? hs_abs(v) : W(0);
-  const bool some = m > W(0);
-  if (!finite || m > W(65504) || (some && m < f.rare_below)) {
-    const bool nan = v != v;
-    a.count[P_NAN] += nan;
-    a.count[P_INF] += !finite && !nan;
-    a.count[P_F16O] += m > W(65504);
-    a.count[P_F16U] += some && m < W(5.9604644775390625e-08);
-    if (PREDICTED) {
-      a.count[P_E4] += some && m < f.band_low[0];
-      a.count[P_E5] += some && m < f.band_low[1];
-      const bool in_e4 = some && m >= f.band_low[0] && m < f.band_high[0];
-      const bool in_e5 = some && m >= f.band_low[1] && m < f.band_high[1];
-      if (in_e4 || in_e5) hs_keep_band(m, in_e4, in_e5, scratch);
+HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, unsigned int* hist, hs_u64* scratch) {
+  if (!hs_finite(v)) {
+    if (v != v) {
+      ++a.count[P_NAN];
+    } else {
+      ++a.count[P_INF];
     }
+    return;
   }
-  const W inf = hs_limits<W>::infinity();
-  const W low = finite ? v : inf, high = finite ? v : -inf;
-  a.lo = low < a.lo ? low : a.lo;
-  a.hi = high > a.hi ? high : a.hi;
-  const double d = finite ? (double)v - f.shift : 0.0;
+  a.lo = v < a.lo ? v : a.lo;
+  a.hi = v > a.hi ? v : a.hi;
+  const double d = (double)v - f.shift;
   a.s1 += d;
   a.s2 += d * d;
+  const W m = hs_abs(v);
   a.count[P_ZERO] += v == W(0);
-  if (!PREDICTED) return;
-  if (FAST) {
-    hs_count_own(counts, hs_bin_narrow((float)(finite ? v : W(0)), f.plan), finite);
-  } else {
-    hs_count_bin(counts, hs_bin(finite ? v : W(0), f.plan), finite);
+  a.count[P_F16O] += m > W(65504);
+  if (m > W(0)) {
+    a.count[P_F16U] += m < W(5.9604644775390625e-08);
+    if (f.predicted) {
+HS_UNROLL
+      for (int k = 0; k < 2; ++k) {
+        if (m < f.band_low[k]) {
+          ++a.count[P_E4 + k];
+        } else if (m < f.band_high[k]) {  // rare: kept for the last block to count exactly
+          const hs_u64 at = atomicAdd(&scratch[HS_BAND_COUNT + k], 1ull);
+          if (at < HS_BAND_CAPACITY) reinterpret_cast<double*>(scratch)[HS_BANDS + k * HS_BAND_CAPACITY + at] = (double)m;
+        }
+      }
+    }
   }
-}
-
-// Whether a kernel's bins go to the thread's own counters by a narrow plan (its FAST loops).
-template <typename W>
-HS_DEV bool hs_fast(const hs_counts& counts, const hs_plan& plan) {
-  return counts.own != 0 && sizeof(W) == 4 && plan.narrow;
+  if (f.predicted) atomicAdd(&hist[hs_bin(v, f.plan)], 1u);
 }
 
 // Reads the values [0, n) as 16-byte vectors where aligned, calling take(value) for each
 // value this thread owns (a grid-stride loop; the unaligned head and the tail one at a time).
 template <typename IN, typename W, typename Take>
-HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take, hs_counts& counts) {
+HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
   const int per_vector = 16 / (int)sizeof(IN);
   const hs_i64 thread = (hs_i64)blockIdx.x * blockDim.x + threadIdx.x;
   const hs_i64 threads = (hs_i64)gridDim.x * blockDim.x;
@@ -399,42 +282,19 @@ HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take, hs_counts& counts) 
   hs_i64 head = (hs_i64)(((16 - (address & 15)) & 15) / sizeof(IN));
   if (address % sizeof(IN) != 0) head = n;  // never for a tensor's storage: read one at a time
   head = head < n ? head : n;
-  for (hs_i64 i = thread; i < head; i += threads) {
-    take(hs_value<IN, W>(x[i]));
-    hs_took(counts, 1);
-  }
+  for (hs_i64 i = thread; i < head; i += threads) take(hs_value<IN, W>(x[i]));
   const hs_i64 vectors = (n - head) / per_vector;
   const uint4* body = reinterpret_cast<const uint4*>(x + head);
-  union Vector {
-    uint4 raw;
-    IN v[16 / sizeof(IN)];
-  };
-  // Two loads in flight a thread before either's values are taken (one is too few bytes in
-  // flight to keep the memory busy); the values in the same order as one at a time. One-byte
-  // values: sixteen a load are work enough (and 32 would spill).
-  const bool pairs = sizeof(IN) > 1;
-  hs_i64 i = thread;
-  for (; pairs && i + threads < vectors; i += 2 * threads) {
-    Vector a, b;
-    a.raw = body[i];
-    b.raw = body[i + threads];
+  for (hs_i64 i = thread; i < vectors; i += threads) {
+    union {
+      uint4 raw;
+      IN v[16 / sizeof(IN)];
+    } u;
+    u.raw = body[i];
     HS_UNROLL
-    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(a.v[j]));
-    HS_UNROLL
-    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(b.v[j]));
-    hs_took(counts, 2 * per_vector);
+    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(u.v[j]));
   }
-  for (; i < vectors; i += threads) {
-    Vector a;
-    a.raw = body[i];
-    HS_UNROLL
-    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(a.v[j]));
-    hs_took(counts, per_vector);
-  }
-  for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) {
-    take(hs_value<IN, W>(x[i]));
-    hs_took(counts, 1);
-  }
+  for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) take(hs_value<IN, W>(x[i]));
 }
 
 HS_DEV double hs_fold(int field, double a, double b) {
@@ -492,29 +352,19 @@ HS_DEV bool hs_last_block(hs_u64* ticket, bool* flag) {
   return last;
 }
 
-// The shared memory: the fold's room, a flag, then `copies` histograms of bins + 1 counters
-// (one where bins <= HS_OWN_BINS), then each thread's own counters ((bins + 1) / 2 words a
-// thread) where bins <= HS_OWN_BINS (_cuda_stats.shared_bytes says the same).
-HS_DEV hs_counts hs_shared_layout(unsigned char* smem, int bins, int copies, double** red, bool** flag) {
+// The shared memory: the fold's room, a flag, then `copies` histograms of bins + 1 counters.
+HS_DEV void hs_shared_layout(unsigned char* smem, int bins, int copies, double** red, bool** flag,
+                             unsigned int** hist) {
   *red = reinterpret_cast<double*>(smem);
   *flag = reinterpret_cast<bool*>(smem + 32 * HS_FIELDS * 8);
-  unsigned int* hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
-  const bool own = bins <= HS_OWN_BINS;
-  copies = own ? 1 : copies;
-  unsigned int* mine = own ? hist + copies * (bins + 1) : 0;
-  const int words = own ? ((bins + 1) >> 1) * (int)blockDim.x : 0;
-  for (int i = threadIdx.x; i < copies * (bins + 1); i += blockDim.x) hist[i] = 0;
-  for (int i = threadIdx.x; i < words; i += blockDim.x) mine[i] = 0;
+  *hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
+  for (int i = threadIdx.x; i < copies * (bins + 1); i += blockDim.x) (*hist)[i] = 0;
   __syncthreads();
-  return hs_make_counts(hist, mine, bins, copies);
 }
 
 // The block's shared histograms added to the global counters: one atomic per non-empty bin.
-HS_DEV void hs_flush_histogram(const hs_counts& counts, const unsigned int* hist, int bins, int copies,
-                               hs_u64* global) {
-  hs_fold_own(counts);
+HS_DEV void hs_flush_histogram(const unsigned int* hist, int bins, int copies, hs_u64* global) {
   __syncthreads();
-  copies = counts.own != 0 ? 1 : copies;
   for (int b = threadIdx.x; b < bins; b += blockDim.x) {
     hs_u64 c = 0;
     for (int k = 0; k < copies; ++k) c += hist[k * (bins + 1) + b];
@@ -533,7 +383,7 @@ HS_DEV hs_u64 hs_count_band(const hs_u64* scratch, int k, hs_u64 kept, W w, unsi
   if (mine) atomicAdd(counter, mine);
   __syncthreads();
   const hs_u64 below = *counter;
-  __syncthreads();  // every thread has read it before a next call resets it
+  __syncthreads();  // every thread has read it before a next call resets it (racecheck's hazard)
   return below;
 }
 
@@ -623,21 +473,14 @@ HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, do
   HS_SHARED_BYTES(smem);
   double* red;
   bool* flag;
-  hs_counts counts = hs_shared_layout(smem, bins, copies, &red, &flag);
-  unsigned int* hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
+  unsigned int* hist;
+  hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
   const hs_forecast<W> f = hs_read_slot<W>(slot, bins);
+  unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
   hs_acc<W> a;
   hs_acc_init(a);
-  if (f.predicted && hs_fast<W>(counts, f.plan)) {
-    auto take = [&](W v) { hs_take<true, true>(v, a, f, counts, scratch); };
-    hs_each_value<IN, W>(x, n, take, counts);
-  } else if (f.predicted) {
-    auto take = [&](W v) { hs_take<true, false>(v, a, f, counts, scratch); };
-    hs_each_value<IN, W>(x, n, take, counts);
-  } else {
-    auto take = [&](W v) { hs_take<false, false>(v, a, f, counts, scratch); };
-    hs_each_value<IN, W>(x, n, take, counts);
-  }
+  auto take = [&](W v) { hs_take(v, a, f, my_hist, scratch); };
+  hs_each_value<IN, W>(x, n, take);
   double mine[P_COUNT];
   mine[P_MIN] = (double)a.lo;
   mine[P_MAX] = (double)a.hi;
@@ -647,47 +490,11 @@ HS_UNROLL
   for (int i = P_ZERO; i < P_COUNT; ++i) mine[i] = (double)a.count[i];
   double* partials = reinterpret_cast<double*>(scratch) + HS_PARTIALS;
   hs_block_fold(mine, P_COUNT, red, partials + blockIdx.x * HS_FIELDS);
-  if (f.predicted) hs_flush_histogram(counts, hist, bins, copies, scratch + HS_HIST);
+  if (f.predicted) hs_flush_histogram(hist, bins, copies, scratch + HS_HIST);
   if (!hs_last_block(&scratch[HS_TICKET_READ], flag)) return;
   hs_fold_blocks(partials, P_COUNT, red);
   hs_finish_read<W>(n, bins, row, slot, scratch, red, hist);
 }
-
-// The second read's work on one value, without branches on the value (as the first read's;
-// FAST as there).
-template <typename W>
-struct hs_again {
-  double mean;
-  hs_plan plan;
-  W below[2];
-  W rare_below;  // a finite value of magnitude in (0, rare_below) counts for fp8 (rare: a branch)
-  hs_counts* counts;
-  double m2, residual, squares;
-  unsigned int fp8[2];
-  template <bool FAST>
-  HS_DEV void take(W v) {
-    const bool finite = hs_finite(v);
-    const double d = finite ? (double)v - mean : 0.0, w = finite ? (double)v : 0.0;
-    residual += d;
-    m2 += d * d;
-    squares += w * w;
-    const W m = finite ? hs_abs(v) : W(0);
-    if (sizeof(W) == 4) {  // a branch where registers allow it
-      if (m > W(0) && m < rare_below) {
-        fp8[0] += m < below[0];
-        fp8[1] += m < below[1];
-      }
-    } else {
-      fp8[0] += m > W(0) && m < below[0];
-      fp8[1] += m > W(0) && m < below[1];
-    }
-    if (FAST) {
-      hs_count_own(*counts, hs_bin_narrow((float)(finite ? v : W(0)), plan), finite);
-    } else {
-      hs_count_bin(*counts, hs_bin(finite ? v : W(0), plan), finite);
-    }
-  }
-};
 
 // The second read, where the first could not complete the row.
 template <typename IN, typename W>
@@ -696,27 +503,31 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   HS_SHARED_BYTES(smem);
   double* red;
   bool* flag;
-  hs_counts counts = hs_shared_layout(smem, bins, copies, &red, &flag);
-  unsigned int* hist = reinterpret_cast<unsigned int*>(smem + 32 * HS_FIELDS * 8 + 16);
+  unsigned int* hist;
+  hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
   const double mean = row[HS_ROW_MEAN], amax = row[HS_ROW_AMAX];
   const hs_plan plan = hs_make_plan<W>(row[HS_ROW_LO], row[HS_ROW_HI], bins);
   const W below[2] = {hs_flush_below<W>(amax, 448.0, 0x1p-9), hs_flush_below<W>(amax, 57344.0, 0x1p-16)};
-  hs_again<W> r = {mean, plan, {below[0], below[1]}, below[0] > below[1] ? below[0] : below[1], &counts, 0, 0, 0,
-                   {0, 0}};
-  if (hs_fast<W>(counts, plan)) {
-    auto take = [&](W v) { r.template take<true>(v); };
-    hs_each_value<IN, W>(x, n, take, counts);
-  } else {
-    auto take = [&](W v) { r.template take<false>(v); };
-    hs_each_value<IN, W>(x, n, take, counts);
-  }
-  const double m2 = r.m2, residual = r.residual, squares = r.squares;
-  const unsigned int fp8[2] = {r.fp8[0], r.fp8[1]};
+  unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
+  double m2 = 0, residual = 0, squares = 0;
+  unsigned int fp8[2] = {0, 0};
+  auto take = [&](W v) {
+    if (!hs_finite(v)) return;
+    const double d = (double)v - mean;
+    residual += d;
+    m2 += d * d;
+    squares += (double)v * (double)v;
+    const W m = hs_abs(v);
+    fp8[0] += m > W(0) && m < below[0];
+    fp8[1] += m > W(0) && m < below[1];
+    atomicAdd(&my_hist[hs_bin(v, plan)], 1u);
+  };
+  hs_each_value<IN, W>(x, n, take);
   double* partials = reinterpret_cast<double*>(scratch) + HS_PARTIALS;
   // Fields 2..6 of the fold's order are sums (P_S1 .. P_INF): the same fold serves.
   const double mine[P_INF + 1] = {0, 0, m2, residual, (double)fp8[0], (double)fp8[1], squares};
   hs_block_fold(mine, P_INF + 1, red, partials + blockIdx.x * HS_FIELDS);
-  hs_flush_histogram(counts, hist, bins, copies, scratch + HS_HIST);
+  hs_flush_histogram(hist, bins, copies, scratch + HS_HIST);
   if (!hs_last_block(&scratch[HS_TICKET_REREAD], flag)) return;
   hs_fold_blocks(partials, P_INF + 1, red);
   const double t_m2 = red[2], t_residual = red[3], t_e4 = red[4], t_e5 = red[5], t_squares = red[6];
@@ -739,8 +550,8 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
 }
 
 // The kernels by the values' type (the names _cuda_stats.py launches).
-#define HS_KERNELS(NAME, IN, W, READ_GLOBAL)                                                                 \
-  READ_GLOBAL hs_read_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot,          \
+#define HS_KERNELS(NAME, IN, W)                                                                              \
+  HS_GLOBAL hs_read_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot,          \
                            hs_u64* scratch) {                                                               \
     hs_read<IN, W>(x, n, bins, copies, row, slot, scratch);                                                  \
   }                                                                                                          \
@@ -748,12 +559,12 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
     hs_reread<IN, W>(x, n, bins, copies, row, scratch);                                                      \
   }
 
-HS_KERNELS(bf16, hs_bf16, float, HS_GLOBAL)
-HS_KERNELS(f16, hs_half, float, HS_GLOBAL)
-HS_KERNELS(f32, float, float, HS_GLOBAL)
-HS_KERNELS(f64, double, double, HS_GLOBAL_WIDE)
-HS_KERNELS(i8, signed char, double, HS_GLOBAL_WIDE)
-HS_KERNELS(u8, unsigned char, double, HS_GLOBAL_WIDE)
-HS_KERNELS(i16, short, double, HS_GLOBAL_WIDE)
-HS_KERNELS(i32, int, double, HS_GLOBAL_WIDE)
-HS_KERNELS(i64, long long, double, HS_GLOBAL_WIDE)
+HS_KERNELS(bf16, hs_bf16, float)
+HS_KERNELS(f16, hs_half, float)
+HS_KERNELS(f32, float, float)
+HS_KERNELS(f64, double, double)
+HS_KERNELS(i8, signed char, double)
+HS_KERNELS(u8, unsigned char, double)
+HS_KERNELS(i16, short, double)
+HS_KERNELS(i32, int, double)
+HS_KERNELS(i64, long long, double)
