@@ -37,4 +37,30 @@ std::string checkRegularFile(const std::string& path, const std::string& what) {
   return "";
 }
 
+std::string checkJsonDepth(const std::string& text) {
+  int depth = 0;
+  bool inString = false, escaped = false;
+  for (const char c : text) {
+    if (inString) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        inString = false;
+      }
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kJsonMaxDepth) {
+        return "nests arrays and objects deeper than " + std::to_string(kJsonMaxDepth) +
+               " levels, which HookScope never writes: the file or message is damaged or crafted";
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return "";
+}
+
 } // namespace hookscope

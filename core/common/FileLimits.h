@@ -23,4 +23,13 @@ std::string checkInflatedSize(const std::string& path, std::uint64_t fileBytes, 
 /// what to do. `what` names the file for the message ("manifest.json").
 std::string checkRegularFile(const std::string& path, const std::string& what);
 
+/// The deepest JSON HookScope reads (manifests, messages on the wire): what it writes nests a
+/// few levels; a copy of deeper JSON recurses once a level and could overflow the stack.
+constexpr int kJsonMaxDepth = 64;
+
+/// "" when the JSON text's arrays and objects nest at most kJsonMaxDepth deep (brackets inside
+/// strings not counted; the text need not be valid JSON, its parser says what else is wrong);
+/// else "nests deeper than 64 levels". One pass, no recursion.
+std::string checkJsonDepth(const std::string& text);
+
 } // namespace hookscope

@@ -1,4 +1,5 @@
 #include "engine/ModelServer.h"
+#include "common/FileLimits.h"
 
 #include "wire/AttachListener.h"
 #include "files/ExportManifest.h"
@@ -157,6 +158,7 @@ bool Server::receive(int timeoutMs) {
     if (frame.type != wire::kJsonFrame) continue;
     json message;
     try {
+      if (const std::string deep = checkJsonDepth(frame.payload); !deep.empty()) throw std::runtime_error(deep);
       message = json::parse(frame.payload);
     } catch (const std::exception& e) {
       m_done = true;

@@ -233,16 +233,24 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
   const bool existed = fs::exists(target, ec);
   try {
     FileSink sink(temp, options);
-    sink.write("manifest.json", manifest.toJson());
-    sink.write("scalars.csv", scalarsCsv(store));
+    // The manifest last: it says how many rows each CSV was written with (a reader tells a cut
+    // file from a smaller run), counted from what was written while the store was read.
+    ExportManifest written = manifest;
+    const std::string scalars = scalarsCsv(store);
+    written.rows["scalars.csv"] = std::int64_t(std::count(scalars.begin(), scalars.end(), '\n')) - 1;
+    sink.write("scalars.csv", scalars);
     // Written from the store in place, not from a copy of it, and stats.csv a MiB at a time: an
     // export's peak memory is the store's cap plus a pointer per row.
     store.readAll([&](const AllSeries& all) {
+      std::int64_t statsRows = 0;
+      for (const auto& [key, points] : all) statsRows += std::int64_t(points.size());
+      written.rows["stats.csv"] = statsRows;
       sink.writeWith("stats.csv",
                      [&](const std::string& path, std::string* error) { return writeStatsCsv(path, all, error); });
       sink.writeWith("histograms.pt",
                      [&](const std::string& path, std::string* error) { return writeHistograms(path, all, error); });
     });
+    sink.write("manifest.json", written.toJson());
     if (!tensorsPickle.empty()) sink.write("tensors.pt", tensorsPickle.data(), tensorsPickle.size());
     for (const auto& [name, text] : options.extraFiles) sink.write(name, text);
   } catch (const std::exception& e) {
@@ -403,8 +411,24 @@ bool statsRow(std::vector<std::string>& f, bool precision, SeriesKey* key, Serie
 }
 
 // stats.csv of any version into `series`; "" when it was read, else what is wrong.
+// "" when `file` holds the rows the manifest says it was written with (or the manifest is older
+// than that count); else that the file was cut (after its last step) or grew.
+std::string checkRowCount(const ExportManifest& manifest, const std::string& dir, const std::string& file,
+                          std::int64_t rows, std::int64_t lastStep) {
+  const auto it = manifest.rows.find(file);
+  if (it == manifest.rows.end() || it->second == rows) return "";
+  if (rows < it->second) {
+    return dir + "/" + file + " is cut" + (rows > 0 ? " after step " + std::to_string(lastStep) : std::string(" before its first row")) +
+           ": it holds " + std::to_string(rows) + " of the " + std::to_string(it->second) +
+           " rows manifest.json says were written. The export is damaged (a copy that stopped short?); "
+           "copy or export it again from its source.";
+  }
+  return dir + "/" + file + " holds " + std::to_string(rows) + " rows where manifest.json says " +
+         std::to_string(it->second) + " were written: rows were added after the export. Export the run again.";
+}
+
 std::string readStatsCsv(const fs::path& folder, const std::string& dir,
-                         std::map<SeriesKey, std::vector<SeriesPoint>>* series) {
+                         std::map<SeriesKey, std::vector<SeriesPoint>>* series, const ExportManifest& manifest) {
   std::ifstream in(folder / "stats.csv");
   if (!in) return dir + " has no stats.csv: the export is incomplete.";
   std::string line;
@@ -413,34 +437,56 @@ std::string readStatsCsv(const fs::path& folder, const std::string& dir,
   const bool v1 = line == kStatsCsvHeaderV1;
   const bool precision = line == kStatsCsvHeader;  // version 3
   if (!v1 && !precision && line != kStatsCsvHeaderV2) return dir + "/stats.csv does not start with the expected header.";
+  std::int64_t rows = 0, lastStep = 0;
   const std::string problem = readCsvRows(in, [&](std::vector<std::string> f) {
     if (f.size() != (v1 ? 16u : precision ? 22u : 17u)) return false;
     SeriesKey key;
     key.rank = takeRank(f, v1);
     SeriesPoint p;
     if ((key.rank < 0 && key.rank != kWholeRank) || !statsRow(f, precision, &key, &p)) return false;
+    ++rows;
+    lastStep = p.step;
     (*series)[key].push_back(std::move(p));
     return true;
   });
-  return problem.empty() ? "" : dir + "/stats.csv " + problem;
+  if (!problem.empty()) return dir + "/stats.csv " + problem;
+  return checkRowCount(manifest, dir, "stats.csv", rows, lastStep);
 }
 
-std::string readScalarsCsv(const fs::path& folder, const std::string& dir, CaptureStore* store) {
+std::string readScalarsCsv(const fs::path& folder, const std::string& dir, CaptureStore* store,
+                           const ExportManifest& manifest) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(folder / "scalars.csv", ec))) {
+    return dir + " has no scalars.csv (every export has one, if only its header): the export is incomplete.";
+  }
+  if (std::string problem = checkRegularFile((folder / "scalars.csv").string(), "scalars.csv"); !problem.empty()) {
+    return dir + "/" + problem;
+  }
   std::ifstream in(folder / "scalars.csv");
   std::string line;
   std::getline(in, line);
   const bool v1 = line.rfind("step,name,value", 0) == 0;
+  if (!v1 && line.rfind("step,rank,name,value", 0) != 0) return dir + "/scalars.csv does not start with the expected header.";
+  std::int64_t rows = 0, lastStep = 0, number = 1;
   while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
     auto f = splitCsvLine(line);
-    if (f.size() != (v1 ? 3u : 4u)) continue;
+    if (f.size() != (v1 ? 3u : 4u)) {
+      return dir + "/scalars.csv line " + std::to_string(number) + " has " + std::to_string(f.size()) + " fields where " +
+             (v1 ? "3" : "4") + " are expected: the file is damaged.";
+    }
     try {
       const int rank = takeRank(f, v1);
-      store->addScalar(std::stoll(f[0]), f[1], parseDouble(f[2]), rank);
+      lastStep = std::stoll(f[0]);
+      store->addScalar(lastStep, f[1], parseDouble(f[2]), rank);
+      ++rows;
     } catch (const std::exception&) {
       return dir + "/scalars.csv has a bad line: " + line;
     }
   }
-  return "";
+  return checkRowCount(manifest, dir, "scalars.csv", rows, lastStep);
 }
 
 std::string readAlertsCsv(const fs::path& folder, const std::string& dir, std::vector<Alert>* alerts) {
@@ -486,7 +532,7 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   if (!ExportManifest::fromJson(readText(folder / "manifest.json"), &result.manifest, error)) return false;
   result.store = std::make_shared<CaptureStore>(std::numeric_limits<std::size_t>::max());
   std::map<SeriesKey, std::vector<SeriesPoint>> series;
-  if (std::string problem = readStatsCsv(folder, dir, &series); !problem.empty()) return fail(problem);
+  if (std::string problem = readStatsCsv(folder, dir, &series, result.manifest); !problem.empty()) return fail(problem);
   if (fs::exists(fs::symlink_status(folder / "histograms.pt", ec))) {
     if (std::string problem = readHistograms((folder / "histograms.pt").string(), series); !problem.empty()) {
       return fail(dir + "/histograms.pt cannot be read: " + problem + ".");
@@ -495,7 +541,9 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   for (auto& [key, points] : series) {
     for (auto& p : points) result.store->add(p.step, key, std::move(p.stats));
   }
-  if (std::string problem = readScalarsCsv(folder, dir, result.store.get()); !problem.empty()) return fail(problem);
+  if (std::string problem = readScalarsCsv(folder, dir, result.store.get(), result.manifest); !problem.empty()) {
+    return fail(problem);
+  }
   if (std::string problem = readAlertsCsv(folder, dir, &result.alerts); !problem.empty()) return fail(problem);
   result.hasTensors = fs::exists(folder / "tensors.pt", ec);
   *data = std::move(result);

@@ -1,4 +1,5 @@
 #include "files/ExportManifest.h"
+#include "common/FileLimits.h"
 
 #include "common/CheckedMath.h"
 
@@ -166,6 +167,7 @@ std::string runConfigText(const RunConfig& config) { return configJson(config).d
 
 bool parseRunConfig(const std::string& text, RunConfig* config, std::string* error) {
   try {
+    if (const std::string deep = checkJsonDepth(text); !deep.empty()) throw std::runtime_error(deep);
     const json j = json::parse(text);
     if (!j.is_object()) throw std::runtime_error("not a JSON object");
     *config = configFromJson(j);
@@ -246,6 +248,7 @@ std::string ExportManifest::toJson() const {
       {"memory_cap_bytes", memoryCapBytes},
       {"interrupted", interrupted.empty() ? json(nullptr) : json(interrupted)},
   };
+  if (!rows.empty()) j["rows"] = rows;
   if (script) {
     // An attached script ran its own loop: its data, loss and optimizer (named in `script`) are
     // its own, and the window's run settings did not apply. Only the histogram bins did.
@@ -289,6 +292,10 @@ std::string ExportManifest::toJson() const {
 bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
                               std::string* error) {
   try {
+    if (const std::string deep = checkJsonDepth(text); !deep.empty()) {
+      if (error) *error = "manifest.json " + deep;
+      return false;
+    }
     const json j = json::parse(text);
     if (j.value("format", "") != kFormat) {
       if (error) *error = "manifest.json is not a HookScope capture (format is not \"hookscope-capture\")";
@@ -330,6 +337,12 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     }
     m.memoryCapBytes = wholeNumber<std::size_t>(j, "memory_cap_bytes", 0);
     if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];
+    if (j.contains("rows") && j["rows"].is_object()) {
+      for (const auto& [file, count] : j["rows"].items()) {
+        m.rows[file] = wholeNumber<std::int64_t>(j["rows"], file.c_str(), 0, 0);
+        (void)count;
+      }
+    }
     if (j.value("source", "model") == "script" && j.contains("script") && j["script"].is_object()) {
       m.script = scriptFromJson(j["script"]);
     }

@@ -124,6 +124,9 @@ struct ExportManifest {
   /// Every process of an attached torch.distributed job, by rank (empty for one process).
   std::vector<ScriptRecord> ranks;
   std::vector<GapRecord> gaps;
+  /// The data rows (header not counted) each CSV was written with ("stats.csv", "scalars.csv"),
+  /// so that a reader tells a cut file from a smaller run; empty in exports written before.
+  std::map<std::string, std::int64_t> rows;
 
   bool thinned() const { return !thinning.empty(); }
   /// The model's module paths in its order (`modules`), else, for an export written before it

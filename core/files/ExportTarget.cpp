@@ -65,6 +65,7 @@ bool isHookScopeExport(const std::string& dir) {
   if (ec || size > kManifestMaxBytes) return false;
   std::ifstream in(manifest, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!checkJsonDepth(text).empty()) return false;
   const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return json.is_object() && json.value("format", std::string()) == "hookscope-capture";
 }

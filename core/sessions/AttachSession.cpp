@@ -1,4 +1,5 @@
 #include "sessions/AttachSession.h"
+#include "common/FileLimits.h"
 
 #include "wire/WireJson.h"
 
@@ -40,6 +41,7 @@ std::unique_ptr<AttachSession> AttachSession::accept(int fd, const std::string& 
   }
   json hello;
   try {
+    if (const std::string deep = checkJsonDepth(frame.payload); !deep.empty()) throw std::runtime_error(deep);
     hello = json::parse(frame.payload);
   } catch (const std::exception& e) {
     return refuse(std::string("the hello is not JSON: ") + e.what());
@@ -135,6 +137,7 @@ bool AttachSession::handleFrame(const wire::Frame& frame, std::string* error) {
   if (frame.type == wire::kStatsFrame) return m_intake.readStatsRows(frame.payload, error);
   json message;
   try {
+    if (const std::string deep = checkJsonDepth(frame.payload); !deep.empty()) throw std::runtime_error(deep);
     message = json::parse(frame.payload);
   } catch (const std::exception& e) {
     *error = std::string("a message is not JSON: ") + e.what();

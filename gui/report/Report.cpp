@@ -181,14 +181,30 @@ QString gradNormLegend(const GradNormPlot& page) {
   return html + QStringLiteral("</table>\n");
 }
 
-/// The series a layer's heatmap draws: its activation (call 0, output 0), else what it has.
+/// The series a layer's heatmap draws: its activation (call 0, output 0), else what it has, on
+/// the shown rank or as a whole tensor (a sharded run's); else its weight, or its first
+/// parameter, and that parameter's gradient (a run that captured parameters alone, such as a
+/// sharded run's whole tensors).
 bool layerSeries(const CaptureStore& store, const std::string& module, int rank, SeriesKey* key) {
-  const CaptureKind order[] = {CaptureKind::Activation, CaptureKind::Gradient, CaptureKind::Input};
-  for (const auto kind : order) {
-    const SeriesKey candidate{module, 0, kind, 0, rank};
-    if (!store.series(candidate).empty()) {
-      *key = candidate;
-      return true;
+  const auto found = [&](const SeriesKey& candidate) {
+    if (store.series(candidate).empty()) return false;
+    *key = candidate;
+    return true;
+  };
+  for (const auto kind : {CaptureKind::Activation, CaptureKind::Gradient, CaptureKind::Input}) {
+    if (found({module, 0, kind, 0, rank}) || found({module, 0, kind, 0, kWholeRank})) return true;
+  }
+  const std::string prefix = module.empty() ? std::string() : module + ".";
+  std::vector<std::string> parameters;  // the layer's own: "fc.weight", not "fc.sub.weight"
+  for (const auto& k : store.seriesKeys()) {
+    if ((k.kind != CaptureKind::Param && k.kind != CaptureKind::ParamGrad) || k.module.rfind(prefix, 0) != 0) continue;
+    if (k.module.find('.', prefix.size()) == std::string::npos) parameters.push_back(k.module);
+  }
+  std::stable_partition(parameters.begin(), parameters.end(),
+                        [&](const std::string& p) { return p == prefix + "weight"; });
+  for (const auto& parameter : parameters) {
+    for (const auto kind : {CaptureKind::Param, CaptureKind::ParamGrad}) {
+      if (found({parameter, 0, kind, 0, rank}) || found({parameter, 0, kind, 0, kWholeRank})) return true;
     }
   }
   return false;
@@ -269,7 +285,8 @@ QString precisionSection(ViewState state, ReportContents* contents) {
   std::vector<Row> rows;
   int counted = 0;
   for (const auto& key : state.store->seriesKeys()) {
-    if (key.kind == CaptureKind::Update || key.rank != state.shownRank()) continue;
+    // The shown rank's tensors and a sharded run's whole ones.
+    if (key.kind == CaptureKind::Update || (key.rank != state.shownRank() && key.rank != kWholeRank)) continue;
     Row row{key, {}, 0};
     bool any = false;
     for (const auto& p : state.store->series(key)) {
@@ -315,6 +332,7 @@ QString precisionSection(ViewState state, ReportContents* contents) {
     const Row& row = rows[r];
     QString tensor = QString::fromLatin1(captureKindName(row.key.kind));
     if (row.key.call || row.key.index) tensor += QStringLiteral(" (call %1, tensor %2)").arg(row.key.call).arg(row.key.index);
+    if (row.key.rank == kWholeRank) tensor += QStringLiteral(", whole tensor");
     body += QStringLiteral("<tr><td>%1</td><td>%2</td>")
                 .arg(esc(row.key.module.empty() ? std::string("(root)") : row.key.module), esc(tensor));
     for (const auto& w : row.worst) {
@@ -376,8 +394,10 @@ bool heatmapSection(const ReportRequest& request, const ExportData& data, ViewSt
     state.selected = key;
     state.hasSelection = true;
     HeatmapPlot page;
-    *body += QStringLiteral("<h3>%1 <small>%2, call 0, tensor 0</small></h3>\n")
-                 .arg(esc(name), esc(std::string(captureKindName(key.kind)))) +
+    QString what = QString::fromLatin1(captureKindName(key.kind));
+    if (key.module != module) what += QStringLiteral(" of ") + esc(key.module);  // a parameter's
+    if (key.rank == kWholeRank) what += QStringLiteral(", whole tensor");
+    *body += QStringLiteral("<h3>%1 <small>%2, call 0, tensor 0</small></h3>\n").arg(esc(name), what) +
              image(&page, state, name);
     std::vector<std::int64_t> bad;
     const auto points = store.series(key);
@@ -394,7 +414,7 @@ bool heatmapSection(const ReportRequest& request, const ExportData& data, ViewSt
                  .arg(missing.join(QStringLiteral(", ")));
     return false;
   }
-  if (drawn == 0) *body += QStringLiteral("<p>No layer has activations, gradients or inputs captured.</p>\n");
+  if (drawn == 0) *body += QStringLiteral("<p>No layer has activations, gradients, inputs or parameters captured.</p>\n");
   if (contents->layersLeftOut) {
     *body += QStringLiteral("<p class=\"note\">%1 more hooked layers are not drawn; name the ones to draw with "
                             "<code>--layer PATH</code> (repeatable).</p>\n")

@@ -120,9 +120,25 @@ def _rows(path, required):
     return rows
 
 
+def _check_rows(run, name, rows, last_step):
+    """A CSV against the rows manifest.json says it was written with (exports that say)."""
+    written = (run.manifest.get("rows") or {}).get(name) if isinstance(run.manifest.get("rows"), dict) else None
+    if not isinstance(written, int) or written == rows:
+        return
+    path = os.path.join(run.path, name)
+    if rows < written:
+        raise RunReadError("%s is cut%s: it holds %d of the %d rows manifest.json says were written; the export is "
+                           "damaged (a copy that stopped short?): copy or export it again from its source"
+                           % (path, " after step %d" % last_step if rows else " before its first row", rows, written))
+    raise RunReadError("%s holds %d rows where manifest.json says %d were written: rows were added after the export"
+                       % (path, rows, written))
+
+
 def _read_stats(run):
     path = os.path.join(run.path, "stats.csv")
-    for row in _rows(path, ("step", "module", "call", "kind", "index")):
+    rows = _rows(path, ("step", "module", "call", "kind", "index"))
+    _check_rows(run, "stats.csv", len(rows), _number(rows[-1].get("step"), True) if rows else None)
+    for row in rows:
         values = {}
         for column, text in row.items():
             if column is None or column in _TEXT:
@@ -197,8 +213,14 @@ def _read_histograms(run):
 def _read_scalars(run):
     path = os.path.join(run.path, "scalars.csv")
     if not os.path.exists(path):
-        return
-    for row in _rows(path, ("step", "name", "value")):
+        raise RunReadError("%s has no scalars.csv (every export has one, if only its header): the export is "
+                           "incomplete" % run.path)
+    rows = _rows(path, ("step", "name", "value"))
+    for number, row in enumerate(rows, 2):
+        if None in row:  # more fields than the header names
+            raise RunReadError("%s line %d has more fields than its header: the file is damaged" % (path, number))
+    _check_rows(run, "scalars.csv", len(rows), _number(rows[-1].get("step"), True) if rows else None)
+    for row in rows:
         rank = _number(row.get("rank"), True) or 0
         run.rank_scalars.setdefault((row["name"], rank), []).append((int(row["step"]), _number(row["value"], False)))
     for (name, rank), values in run.rank_scalars.items():
@@ -232,6 +254,9 @@ def load_run(path):
         raise RunReadError("%s has no manifest.json: it is not a HookScope export" % path)
     except ValueError as exc:
         raise RunReadError("%s is not JSON (%s): the export is damaged" % (manifest_path, exc))
+    except RecursionError:
+        raise RunReadError("%s nests arrays and objects deeper than HookScope ever writes: the export is damaged or "
+                           "crafted" % manifest_path)
     if not isinstance(manifest, dict) or manifest.get("format") != "hookscope-capture":
         raise RunReadError("%s does not say format hookscope-capture: it is not a HookScope export" % manifest_path)
     version = manifest.get("version", 1)

@@ -182,3 +182,55 @@ def test_a_series_of_another_shape_is_not_compared_and_is_named_with_both_shapes
     assert "activation (root): 8x10 vs 16x10" in result.stdout, result.stdout
     shown = [line for line in lines if line.startswith("  step")]
     assert all("activation" not in line and "gradient" not in line for line in shown), result.stdout
+
+
+def test_a_csv_cut_at_a_line_end_or_missing_is_damage_not_a_smaller_run(runs):
+    """The manifest says how many rows each CSV was written with: a stats.csv cut after a whole
+    line is named as cut (after which step) by load_run and by the CLI's readers, not read as a
+    run of fewer steps; a missing scalars.csv or a row with another field count is damage too."""
+    with open(os.path.join(runs["a"], "manifest.json")) as f:
+        rows = json.load(f)["rows"]
+    with open(os.path.join(runs["a"], "scalars.csv")) as f:
+        assert rows["scalars.csv"] == len(f.readlines()) - 1 > 4  # the loss, lr and timings at four steps
+    cut = os.path.join(os.path.dirname(runs["a"]), "cut")
+    shutil.copytree(runs["a"], cut)
+    with open(os.path.join(cut, "stats.csv")) as f:
+        lines = f.readlines()
+    last_step = int(lines[-2].split(",")[0])
+    with open(os.path.join(cut, "stats.csv"), "w") as f:
+        f.writelines(lines[:-1])  # the last row gone, at a line end
+    said = "stats.csv is cut after step %d: it holds %d of the %d rows" % (last_step, len(lines) - 2, len(lines) - 1)
+    with pytest.raises(hookscope.RunReadError, match=said):
+        hookscope.load_run(cut)
+    for command in (("show", cut), ("report", cut, "--out", os.path.join(cut, "..", "cut.html"), "--force"),
+                    ("compare", runs["a"], cut)):
+        result = cli(*command)
+        assert result.returncode == 4 and said in result.stderr, (command, result.returncode, result.stderr)
+    shutil.rmtree(cut)
+
+    missing = os.path.join(os.path.dirname(runs["a"]), "no_scalars")
+    shutil.copytree(runs["a"], missing)
+    os.remove(os.path.join(missing, "scalars.csv"))
+    with pytest.raises(hookscope.RunReadError, match="has no scalars.csv"):
+        hookscope.load_run(missing)
+    result = cli("show", missing)
+    assert result.returncode == 4 and "has no scalars.csv" in result.stderr, result.stderr
+    with open(os.path.join(missing, "scalars.csv"), "w") as f:
+        f.write("step,rank,name,value\n0,0,loss,1.5,extra\n1,0,loss,1.4\n2,0,loss,1.3\n3,0,loss,1.2\n")
+    with pytest.raises(hookscope.RunReadError, match="line 2 has more fields than its header"):
+        hookscope.load_run(missing)
+    result = cli("show", missing)
+    assert result.returncode == 4 and "scalars.csv line 2 has 5 fields where 4 are expected" in result.stderr
+    shutil.rmtree(missing)
+
+
+def test_a_manifest_nested_past_what_hookscope_writes_is_refused_not_a_crash(runs):
+    deep = os.path.join(os.path.dirname(runs["a"]), "deep")
+    shutil.copytree(runs["a"], deep)
+    with open(os.path.join(deep, "manifest.json"), "w") as f:
+        f.write('{"format": "hookscope-capture", "version": 3, "modules": ' + "[" * 200000 + "]" * 200000 + "}")
+    with pytest.raises(hookscope.RunReadError, match="deeper than HookScope ever writes"):
+        hookscope.load_run(deep)
+    result = cli("show", deep)
+    assert result.returncode == 4 and "deeper than 64 levels" in result.stderr, (result.returncode, result.stderr)
+    shutil.rmtree(deep)

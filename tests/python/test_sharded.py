@@ -8,6 +8,7 @@ that is not attached makes no rank wait.
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -149,3 +150,30 @@ def test_export_tensorboard_writes_the_whole_tensors_as_a_run_of_their_own(tmp):
         tag = "%s/%s/%d/%d" % (series.kind, series.module or "(root)", series.call, series.index)
         written = {e.step: list(e.histogram_value.bucket) for e in events.Histograms(tag)}
         assert written == {step: series.counts[i].tolist() for i, step in enumerate(series.steps)}, tag
+
+
+def test_report_draws_the_whole_tensors_of_a_whole_only_export(tmp):
+    """A run whose only rows are whole tensors (rank -1: the ranks' rows taken out, as in an
+    export kept of the whole tensors alone): the report draws each layer's weight as a whole
+    tensor and lists its low-precision counts, rather than "No layer has activations…"."""
+    run, _ = record(tmp, "--world", "2", "--model", "mlp", "--steps", "2")
+    whole_only = os.path.join(tmp, "whole_only")
+    shutil.copytree(run.path, whole_only)
+    with open(os.path.join(run.path, "stats.csv")) as f:
+        lines = f.readlines()
+    kept = [lines[0]] + [line for line in lines[1:] if line.split(",")[1] == "-1"]
+    assert 1 < len(kept) < len(lines)
+    with open(os.path.join(whole_only, "stats.csv"), "w") as f:
+        f.writelines(kept)
+    with open(os.path.join(whole_only, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["rows"]["stats.csv"] = len(kept) - 1
+    with open(os.path.join(whole_only, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    html = os.path.join(tmp, "whole.html")
+    done = subprocess.run([CLI, "report", whole_only, "--out", html], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "(0 layer heatmaps)" not in done.stderr, done.stderr
+    text = open(html).read()
+    assert "No layer has activations" not in text
+    assert "param of 0.weight, whole tensor" in text or "param_grad of 0.weight, whole tensor" in text

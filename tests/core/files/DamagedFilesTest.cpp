@@ -123,6 +123,28 @@ INSTANTIATE_TEST_SUITE_P(
                  writeBytes(d / "histograms.pt", histogramsWith(beyondItsStorage(at::kLong, {1000, 1000}, {1000, 1})));
                },
                "storage"},
+        Damage{"manifest_nested_100k_deep",
+               [](const fs::path& d) {
+                 std::ofstream(d / "manifest.json") << "{\"format\":\"hookscope-capture\",\"version\":3,\"modules\":"
+                                                    << std::string(100000, '[') << std::string(100000, ']') << "}";
+               },
+               "deeper than 64 levels"},
+        Damage{"stats_cut_at_a_line_end",
+               [](const fs::path& d) {
+                 std::ifstream in(d / "stats.csv");
+                 std::string header;
+                 std::getline(in, header);
+                 in.close();
+                 std::ofstream(d / "stats.csv", std::ios::trunc) << header << "\n";
+               },
+               "stats.csv is cut before its first row: it holds 0 of the 1 rows"},
+        Damage{"scalars_missing", [](const fs::path& d) { fs::remove(d / "scalars.csv"); }, "has no scalars.csv"},
+        Damage{"scalars_row_short",
+               [](const fs::path& d) { std::ofstream(d / "scalars.csv") << "step,rank,name,value\n0,0,loss\n"; },
+               "scalars.csv line 2 has 3 fields where 4 are expected"},
+        Damage{"scalars_row_added",
+               [](const fs::path& d) { std::ofstream(d / "scalars.csv") << "step,rank,name,value\n0,0,loss,1.5\n"; },
+               "holds 1 rows where manifest.json says 0"},
         Damage{"counts_wrong_shape",
                [](const fs::path& d) { writeBytes(d / "histograms.pt", histogramsWith(at::zeros({3}, at::kLong))); },
                "shapes and types of the format"}),
