@@ -82,19 +82,59 @@ def _fsdp1_advice(model):
             "are each rank's slice; shard with fully_shard (FSDP2) for whole-tensor statistics")
 
 
-_EXIT_GRACE_S = 0.05
-_exit_grace = []
+_EXIT_GRACE_S = 0.05     # where no step marked a backward: a short wait
+_EXIT_WAIT_LIMIT_S = 2.0  # the longest the deterministic wait waits
+_exit_wait = []
+
+
+class _BackwardToken:
+    """A value in the backward contexts' variable, whose weak reference says when the last copy
+    of a context holding it is gone."""
+    __slots__ = ("__weakref__",)
+
+
+class _BackwardContexts:
+    """Each backward() stores a copy of the Python contextvars context in PyTorch's thread-local
+    state, which DDP's allreduce hands to gloo's work objects; a gloo worker thread can drop the
+    last copy after the interpreter has begun to finalize, and the rank then aborts ("terminate
+    called without an active exception") after a complete run, with or without HookScope. Each
+    step() sets a fresh token in a context variable, so the next backward's copies hold it; at
+    exit (atexit runs before finalization) the variable is cleared and the wait lasts until the
+    tokens of the last two steps are gone, which is when gloo has let go of those contexts
+    (docs/distributed.md). No step at all: a short wait instead."""
+
+    def __init__(self):
+        import contextvars
+        self._var = contextvars.ContextVar("hookscope_backward", default=None)
+        self._refs = []
+        self.waited_s = None
+
+    def mark(self):
+        token = _BackwardToken()
+        self._var.set(token)
+        self._refs = self._refs[-1:] + [weakref.ref(token)]
+
+    def wait(self, limit=_EXIT_WAIT_LIMIT_S):
+        started = time.monotonic()
+        if not self._refs:
+            time.sleep(_EXIT_GRACE_S)
+        else:
+            try:
+                self._var.set(None)  # atexit runs in the main thread's context, the loop's
+            except Exception:
+                pass
+            deadline = started + limit
+            while any(r() is not None for r in self._refs) and time.monotonic() < deadline:
+                time.sleep(0.001)
+        self.waited_s = time.monotonic() - started
 
 
 def _let_gloo_finish_at_exit():
-    """In a multi-rank job, a short wait at exit, registered once. PyTorch's gloo worker threads can
-    drop the last reference to a backward's context after the interpreter has begun to finalize;
-    the thread is then ended inside a noexcept destructor and the rank aborts ("terminate called
-    without an active exception") after a complete run, with or without HookScope. atexit runs
-    before finalization, so waiting there lets those threads finish first (docs/distributed.md)."""
-    if not _exit_grace:
-        _exit_grace.append(True)
-        atexit.register(time.sleep, _EXIT_GRACE_S)
+    """In a multi-rank job, the wait at exit of _BackwardContexts, registered once; returns it."""
+    if not _exit_wait:
+        _exit_wait.append(_BackwardContexts())
+        atexit.register(_exit_wait[0].wait)
+    return _exit_wait[0]
 
 
 def _process_group():
@@ -163,8 +203,9 @@ class Attached(CaptureSink):
         model = _unwrap(model)
         self._model = model
         self._dist = _distributed(job)
-        if self._dist and self._dist[1] > 1:
-            _let_gloo_finish_at_exit()
+        self._backward_contexts = _let_gloo_finish_at_exit() if self._dist and self._dist[1] > 1 else None
+        if self._backward_contexts is not None:
+            self._backward_contexts.mark()  # the first step's backward holds a token too
         # In a job, each step's end carries (sum, norm) of every parameter and gradient: rank_divergence.
         self._prints = list(model.named_parameters()) if self._dist and self._dist[1] > 1 \
             and _replicated(model) else []
@@ -245,6 +286,8 @@ class Attached(CaptureSink):
 
     def step(self, loss=None, **scalars):
         """Ends a training step: sends the loss and scalars, and obeys pause, step and break."""
+        if self._backward_contexts is not None:
+            self._backward_contexts.mark()
         if not self.connected:
             if self._shards is not None and self._shards.live:  # the other ranks wait in the collective
                 with self.lock:
