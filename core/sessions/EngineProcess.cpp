@@ -176,6 +176,7 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
     if (needsTrust && engine->exitCode() == kEngineNeedsTrust) {
       *needsTrust = true;
       *error = engine->findings();
+      engine->m_logSaid = true;  // the findings are all it wrote: no log is left behind
     } else {
       *error = engine->couldNotOpen(options.model);
     }
@@ -263,8 +264,9 @@ EngineProcess::~EngineProcess() {
   if (m_errThread.joinable()) m_errThread.join();
   if (m_errFd >= 0) ::close(m_errFd);
   if (m_log) std::fclose(m_log);
-  // The log is kept for an engine that failed, which the messages point at.
-  if (!m_logPath.empty() && !failed()) std::remove(m_logPath.c_str());
+  // The log is kept for an engine that failed, which the messages point at; not for one that
+  // asked for trust, whose findings were said in full.
+  if (!m_logPath.empty() && (!failed() || m_logSaid)) std::remove(m_logPath.c_str());
 }
 
 std::string EngineProcess::errorSummary() const { return firstMeaningfulLine(errorOutput()); }

@@ -121,6 +121,7 @@ private:
   std::string m_logPath;     // every byte it wrote to its standard error (up to kMaxLogBytes)
   std::FILE* m_log = nullptr;
   std::size_t m_logged = 0;
+  bool m_logSaid = false;    // all the log holds was said (a refusal's findings): removed at the end
   std::unique_ptr<AttachSession> m_session;
 };
 

@@ -116,6 +116,18 @@ class ExitCodes(CliTestCase):
         self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x32"), 9, "__main__.SplitHead")
         self.assertExit(run("capture", path, "--out", self.out(), "--input", "1x32", "--trust"), 3, "torch.export.save")
 
+    def test_a_refusal_leaves_no_engine_log_behind(self):
+        """Exit 9 says every finding: the engine's log of them is not left in the temp folder."""
+        model = os.path.join(FIXTURES, "bad", "setstate_from_file.pt")
+        temp = self.out("temp")
+        os.makedirs(temp)
+        env = dict(os.environ, TMPDIR=temp)
+        for command in (["inspect", model], ["capture", model, "--out", self.out(), "--input", "3x4"]):
+            with self.subTest(command=command[0]):
+                result = subprocess.run([CLI, *command], capture_output=True, text=True, timeout=300, env=env)
+                self.assertExit(result, 9, "__setstate__")
+                self.assertEqual(os.listdir(temp), [])
+
     def test_a_model_whose_code_writes_a_file_is_refused_unless_trusted(self):
         model = os.path.join(FIXTURES, "bad", "setstate_from_file.pt")
         victim = os.path.join(FIXTURES, "bad", "victim.bin")
