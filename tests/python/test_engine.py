@@ -424,6 +424,11 @@ def test_comparing_two_checkpoints_names_what_fine_tuning_changed_and_what_went_
     ("wrong length", "bytes of data"),
     ("not json", "not JSON"),
     ("bad dtype", "does not read"),
+    ("overlapping", "(they overlap)"),
+    ("gap", "belong to no tensor"),
+    ("bytes after", "the bytes after belong to no tensor"),
+    ("booleans as offsets", "not two whole numbers"),
+    ("duplicate name", "the key '0.bias' is given twice"),
 ])
 def test_a_damaged_or_hostile_safetensors_file_is_refused_with_what_is_wrong(tmp, damage, says):
     path = os.path.join(tmp, "bad.safetensors")
@@ -441,6 +446,21 @@ def test_a_damaged_or_hostile_safetensors_file_is_refused_with_what_is_wrong(tmp
     elif damage == "not json":
         with open(path, "wb") as f:
             f.write((5).to_bytes(8, "little") + b"{oops")
+    elif damage in ("overlapping", "gap", "bytes after", "booleans as offsets", "duplicate name"):
+        # What the safetensors library refuses: the tensors must tile the data, once each.
+        a, b = torch.arange(4, dtype=torch.float32), torch.arange(4, dtype=torch.float32) + 10
+        body = a.numpy().tobytes() + b.numpy().tobytes()
+        entries = {"overlapping": '"a": [0, 16], "b": [8, 24]', "gap": '"a": [0, 16], "b": [24, 40]',
+                   "bytes after": '"a": [0, 16], "b": [16, 32]', "booleans as offsets": '"a": [false, 16], "b": [16, 32]',
+                   "duplicate name": '"a": [0, 16], "0.bias": [16, 32], "0.bias": [16, 32]'}[damage]
+        fields = []
+        for pair in entries.split("], "):
+            name, offsets = pair.split(": ", 1)
+            fields.append('%s: {"dtype": "F32", "shape": [4], "data_offsets": %s}' % (name, offsets.rstrip("]") + "]"))
+        text = ("{" + ", ".join(fields) + "}").encode()
+        extra = {"gap": 8, "bytes after": 8}.get(damage, 0)
+        with open(path, "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text + body + b"\0" * extra)
     else:
         write_safetensors(path, sd, header_patch=lambda h: h["0.bias"].update(dtype="F8_E4M3X"))
     result = cli("checkpoint", path)

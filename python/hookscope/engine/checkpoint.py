@@ -31,9 +31,25 @@ def _itemsize(dtype):
     return torch.empty((), dtype=dtype).element_size()
 
 
+def _unique_keys(pairs):
+    """A JSON object's dict, refusing a key given twice (json.loads would keep the last)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError("the key %r is given twice" % key)
+        out[key] = value
+    return out
+
+
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def read_safetensors(path):
     """{name: tensor} of a safetensors file. Every length and offset is checked against the file
-    before anything is read: a header that claims more than the file holds is refused."""
+    before anything is read, as the reference library checks them: a header that claims more than
+    the file holds, offsets that are not whole numbers, tensors that overlap or leave bytes between
+    them or after the last, and a name given twice are refused."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(8)
@@ -46,13 +62,14 @@ def read_safetensors(path):
                                   % (path, length, "the format allows at most 100 MiB" if length > MAX_HEADER
                                      else "it holds %d bytes after the length" % (size - 8)))
         try:
-            header = json.loads(f.read(length).decode("utf-8"))
+            header = json.loads(f.read(length).decode("utf-8"), object_pairs_hook=_unique_keys)
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise CheckpointError("the header of %s is not JSON (%s): the file is damaged" % (path, exc))
         if not isinstance(header, dict):
             raise CheckpointError("the header of %s is not a JSON object" % path)
         data = size - 8 - length
         tensors = {}
+        spans = []
         for name, entry in header.items():
             if name == "__metadata__":
                 continue
@@ -62,18 +79,37 @@ def read_safetensors(path):
             shape, offsets = entry.get("shape"), entry.get("data_offsets")
             if dtype is None:
                 raise CheckpointError("%s: %r has dtype %r, which HookScope does not read" % (path, name, entry.get("dtype")))
-            if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 40
-                                                     for d in shape)):
+            if not (isinstance(shape, list) and all(_whole(d) and 0 <= d < 1 << 40 for d in shape)):
                 raise CheckpointError("%s: %r has a bad shape %r" % (path, name, shape))
-            if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
-                    and 0 <= offsets[0] <= offsets[1] <= data):
+            if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o) for o in offsets)):
+                raise CheckpointError("%s: %r has data_offsets %r, not two whole numbers: the file is damaged"
+                                      % (path, name, offsets))
+            if not 0 <= offsets[0] <= offsets[1] <= data:
                 raise CheckpointError("%s: %r lies at bytes %r, outside the %d bytes of data the file holds: the file "
                                       "is truncated or damaged" % (path, name, offsets, data))
             expected = math.prod(shape) * _itemsize(dtype)
             if offsets[1] - offsets[0] != expected:
                 raise CheckpointError("%s: %r has shape %r of %s (%d bytes) but %d bytes of data"
                                       % (path, name, shape, entry["dtype"], expected, offsets[1] - offsets[0]))
-            f.seek(8 + length + offsets[0])
+            spans.append((offsets[0], offsets[1], name))
+        # The tensors tile the data from its first byte to its last, as the reference library
+        # requires: an overlap or a gap is a damaged (or crafted) file, not weights to measure.
+        end, before = 0, None
+        for start, stop, name in sorted(spans):
+            if start != end:
+                raise CheckpointError(
+                    "%s: %r starts at byte %d of the data, where %s: the tensors must lie one after another, "
+                    "as the safetensors library requires; the file is damaged or crafted"
+                    % (path, name, start, "%r ends at %d (they overlap)" % (before, end) if start < end else
+                       "the bytes %d to %d belong to no tensor" % (end, start)))
+            end, before = stop, name
+        if end != data:
+            raise CheckpointError("%s: the tensors end at byte %d of the data but the file holds %d: the bytes after "
+                                  "belong to no tensor; the file is damaged or crafted" % (path, end, data))
+        for start, stop, name in spans:
+            entry = header[name]
+            dtype, shape, expected = SAFETENSORS_DTYPES[entry["dtype"]], entry["shape"], stop - start
+            f.seek(8 + length + start)
             raw = bytearray(f.read(expected))
             tensors[name] = torch.frombuffer(raw, dtype=dtype).reshape(shape) if expected else \
                 torch.empty(shape, dtype=dtype)
