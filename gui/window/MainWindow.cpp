@@ -595,3 +595,5 @@ void MainWindow::dropEvent(QDropEvent* event) {
   openPath(path);
   event->acceptProposedAction();
 }
+
+bool MainWindow::redrawPending() const { return m_redrawTimer->isActive(); }

@@ -181,6 +181,12 @@ private:
   QTabWidget* m_sideTabs = nullptr;
   AlertsPanel* m_alerts = nullptr;
   QTimer* m_redrawTimer;
+
+public:
+  /// Whether a coalesced redraw is due (tests wait for it to be done, not for a fixed time).
+  bool redrawPending() const;
+
+private:
   StatusLine* m_status;
   AttachWatch* m_attach = nullptr;
   TensorBoardExport* m_tensorBoard = nullptr;

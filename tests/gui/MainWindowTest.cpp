@@ -213,13 +213,11 @@ private Q_SLOTS:
     QCOMPARE(plots->gradNorms()->pointCount("fc1"), 3);
     QCOMPARE(plots->loss()->pointCount(), 3);
     select(*window, "conv1");
-    QTest::qWait(50);
-    QCOMPARE(plots->histogram()->barCount(), 64);
+    QTRY_COMPARE_WITH_TIMEOUT(plots->histogram()->barCount(), 64, kTimeout);
     QCOMPARE(plots->heatmap()->columnCount(), 3);
     QVERIFY(plots->histogram()->statsText().contains(QStringLiteral("min")));
     select(*window, "conv2");
-    QTest::qWait(50);
-    QCOMPARE(plots->histogram()->barCount(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(plots->histogram()->barCount(), 0, kTimeout);
     QCOMPARE(plots->heatmap()->columnCount(), 0);
     QCOMPARE(plots->gradNorms()->pointCount("conv2"), 0);
     // The gradient-norm column and the status bar follow the run.
@@ -301,8 +299,7 @@ private Q_SLOTS:
     // Step runs one step and the view follows to it.
     window->stepOnce();
     QTRY_COMPARE_WITH_TIMEOUT(window->sessions()->state().stepsDone, step + 2, kTimeout);
-    QTest::qWait(100);
-    QCOMPARE(window->plots()->shownStep(), step + 1);
+    QTRY_COMPARE_WITH_TIMEOUT(window->plots()->shownStep(), step + 1, kTimeout);
     window->stop();
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
     QCOMPARE(window->sessions()->state().stepsDone, step + 2);
@@ -530,8 +527,7 @@ private Q_SLOTS:
     window->resetWeights();
     window->openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_mlp.pt"));
     QVERIFY(!window->close());
-    QTest::qWait(300);
-    QCOMPARE(window->discardQuestions(), 3);
+    QTRY_COMPARE_WITH_TIMEOUT(window->discardQuestions(), 3, kTimeout);
     QVERIFY(window->isVisible());
     QCOMPARE(window->store(), store);
     QCOMPARE(window->modelPath(), QStringLiteral(HOOKSCOPE_SAMPLE_MODEL));
@@ -624,8 +620,11 @@ private Q_SLOTS:
   void tickBoxesShowAt1024x700() {
     auto window = openSample();
     window->resize(1024, 700);
-    QTest::qWait(100);
     QTreeView* view = window->treeView();
+    QTRY_COMPARE_WITH_TIMEOUT(window->size(), QSize(1024, 700), kTimeout);
+    QCoreApplication::sendPostedEvents();  // the layout the resize asked for
+    QCoreApplication::processEvents();
+    QTRY_VERIFY_WITH_TIMEOUT(!window->redrawPending(), kTimeout);
     for (int column : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In, ModuleTreeModel::GradNorm}) {
       const int right = view->header()->sectionViewportPosition(column) + view->header()->sectionSize(column);
       QVERIFY2(right <= view->viewport()->width(),
@@ -644,7 +643,7 @@ private Q_SLOTS:
     window->runControls()->setConfig(config);
     runAndWait(*window, 2);
     select(*window, "attn.out_proj");
-    QTest::qWait(50);
+    QTRY_VERIFY_WITH_TIMEOUT(window->plots()->histogram()->statsText().contains(QStringLiteral("was not called")), kTimeout);
     const QString text = window->plots()->histogram()->statsText();
     QVERIFY2(text.contains(QStringLiteral("was not called")) && text.contains(QStringLiteral("out_proj")), qPrintable(text));
     // A layer scrubbed to before its captures began says when they start.
@@ -824,9 +823,8 @@ private Q_SLOTS:
         QCOMPARE(a[i].value, b[i].value);
       }
     }
-    QTest::qWait(100);
-    QCOMPARE(window->plots()->gradNorms()->lineCount(), 2);
-    QCOMPARE(window->plots()->gradNorms()->pointCount("conv2"), 4);
+    QTRY_COMPARE_WITH_TIMEOUT(window->plots()->gradNorms()->lineCount(), 2, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(window->plots()->gradNorms()->pointCount("conv2"), 4, kTimeout);
     // Reopened, the axes hold every point (they used to show -3.5..3.5 and hide steps 4-7).
     const QCPRange x = window->plots()->gradNorms()->plot()->xAxis->range();
     const QCPRange y = window->plots()->gradNorms()->plot()->yAxis->range();

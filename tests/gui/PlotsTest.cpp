@@ -362,9 +362,12 @@ private Q_SLOTS:
     store->add(0, SeriesKey{"fc", 0, CaptureKind::Param, 0}, gaussianStats(0.08, 1));
     panel.setSelectedModule("fc");
     panel.refresh();
-    QTest::qWait(200);
+    QTRY_VERIFY_WITH_TIMEOUT(panel.histogram()->plot()->width() > 440, 30000);  // laid out large first
     panel.resize(440, 360);
-    QTest::qWait(300);
+    // The layout after the resize is the event waited for, then the replots it queued.
+    QTRY_VERIFY_WITH_TIMEOUT(panel.histogram()->plot()->width() < 440, 30000);
+    QCoreApplication::sendPostedEvents();
+    QCoreApplication::processEvents();
     for (QCPAxis* axis : {panel.histogram()->plot()->xAxis, panel.heatmap()->plot()->yAxis}) {
       const QString why = unreadableAxis(axis);
       QVERIFY2(why.isEmpty(), qPrintable(why));

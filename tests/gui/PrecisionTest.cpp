@@ -208,9 +208,8 @@ private Q_SLOTS:
     QCOMPARE(show->shortcut(), QKeySequence(QStringLiteral("Ctrl+Shift+P")));
     show->trigger();
     QVERIFY(window->plots()->showsPrecision());
-    QTest::qWait(100);
     PrecisionPlot* page = window->plots()->precision();
-    QCOMPARE(page->pointCount(2), 3);
+    QTRY_COMPARE_WITH_TIMEOUT(page->pointCount(2), 3, 30000);
     // The page's numbers are the store's: what the engine's kernel counted.
     const auto rows = csvRows(*page);
     const auto series = window->store()->series(window->plots()->selectedSeries());

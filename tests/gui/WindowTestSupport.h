@@ -49,7 +49,7 @@ inline void runSteps(MainWindow& window, int steps, int timeoutMs) {
   window.run();
   QTRY_COMPARE_WITH_TIMEOUT(window.stepsSeen(), before + steps, timeoutMs);
   QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), timeoutMs);
-  QTest::qWait(100);
+  QTRY_VERIFY_WITH_TIMEOUT(!window.redrawPending(), timeoutMs);
 }
 
 } // namespace hookscope::test

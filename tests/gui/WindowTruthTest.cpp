@@ -117,8 +117,7 @@ private Q_SLOTS:
     tickAll(window->treeModel(), ModuleTreeModel::Grad);
     runAndWait(*window, 12);
     window->plots()->scrubTo(3);
-    QTest::qWait(100);
-    QCOMPARE(window->plots()->shownStep(), 3);
+    QTRY_COMPARE_WITH_TIMEOUT(window->plots()->shownStep(), 3, kTimeout);
     QTRY_VERIFY_WITH_TIMEOUT(treeShowsTheShownStep(*window, "fc1"), 5000);
     QAction* follow = findAction(*window, QStringLiteral("Follow latest step"));
     QVERIFY(follow);
@@ -196,7 +195,7 @@ private Q_SLOTS:
     QSignalSpy opened(review.get(), &MainWindow::modelOpened);
     review->openCapture(out);
     QVERIFY(opened.wait(kTimeout));
-    QTest::qWait(300);
+    QTRY_COMPARE_WITH_TIMEOUT(int(review->treeModel()->modules().size()), 11, kTimeout);
     tree = review->treeModel();
     QCOMPARE(int(tree->modules().size()), 11);  // relu1, pool1, ... too, though not hooked
     const auto cell = [&](const char* module, int column) {
@@ -245,7 +244,7 @@ private Q_SLOTS:
     QSignalSpy opened(window.get(), &MainWindow::modelOpened);
     window->openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_mlp.pt"));
     QVERIFY(opened.wait(kTimeout));
-    QTest::qWait(100);
+    QTRY_VERIFY_WITH_TIMEOUT(!window->redrawPending(), kTimeout);
     for (PlotPage* page : window->plots()->pages()) {
       const QCPRange x = page->plot()->xAxis->range();
       QVERIFY2(x.upper <= 5, qPrintable(page->title() + QStringLiteral(" keeps x up to %1").arg(x.upper)));

@@ -172,9 +172,15 @@ class ExitCodes(CliTestCase):
                 engine = int(pids[0])
             time.sleep(0.1)
         self.assertIsNotNone(engine, "capture started no engine process")
-        time.sleep(3)  # some steps
+        # Some steps: capture says each on its standard error (a pipe: a line a step).
+        said = []
+        while len([line for line in said if line.startswith("step ")]) < 3:
+            line = process.stderr.readline()
+            self.assertTrue(line, "capture ended before three steps: %s" % "".join(said))
+            said.append(line)
         os.kill(engine, signal.SIGSEGV)
-        _, stderr = process.communicate(timeout=120)
+        rest, stderr = process.communicate(timeout=120)
+        stderr = "".join(said) + stderr
         self.assertEqual(process.returncode, 4, stderr)
         # SIGSEGV; under AddressSanitizer (scripts/asan.sh) its handler reports the SEGV and aborts.
         self.assertRegex(stderr, r"killed by signal (11 \(SIGSEGV|6 \(SIGABRT)")
