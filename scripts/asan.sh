@@ -112,6 +112,8 @@ header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
 with open(os.path.join(out, "tiny.safetensors"), "wb") as f:
     f.write(b"\x01" + len(header).to_bytes(8, "little") + header + bytes(8))
 PY
+# The held-out sweep's bad exports and safetensors files, as seeds (each must still be handled).
+"$python" "$root/fuzz/make_sweep_seeds.py" "$seed_export" "$corpus"
 declare -A runs=([ExportReaderFuzz]=4000 [DataFileFuzz]=1500 [PickleShapeFuzz]=200000 [ModelArchiveFuzz]=5000
                  [InputSpecFuzz]=400000 [AttachWireFuzz]=20000 [ModelFileKindFuzz]=20000)
 for target in ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz \
