@@ -16,6 +16,7 @@ from ._client import KINDS, Attached, Stopped, attach
 from ._stats import tensor_statistics
 from ._wire import PROTOCOL_VERSION, ProtocolError
 from .runs import WHOLE, RunReadError, load_run
+from . import bands  # noqa: F401  (hookscope.bands.describe, first_movers)
 
 __all__ = ["attach", "Attached", "Stopped", "KINDS", "PROTOCOL_VERSION", "ProtocolError",
            "default_address", "parse_address", "tensor_statistics", "load_run", "RunReadError", "WHOLE"]

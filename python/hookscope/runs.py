@@ -92,6 +92,22 @@ class Run:
     def steps(self):
         return sorted({step for s in self._series.values() for step in s.steps})
 
+    def deviation(self, series, statistic="l2norm", window=None, warmup=None):
+        """``[(step, score, value)]``: how many robust sigmas each step's `statistic` lies from
+        the band of the series' own last `window` steps (hookscope.bands; None before the band
+        has `warmup` values). `series`: a Series of this run, or its key tuple."""
+        from . import bands
+        if not isinstance(series, Series):
+            series = self.series(*series)
+        return bands.scores(series.values(statistic), statistic, window or bands.WINDOW, warmup or bands.WARMUP)
+
+    def first_movers(self, step=None, sigma=None):
+        """The series that left their band by `step` (by default the loss's largest excursion),
+        the first to leave it first: see hookscope.bands.first_movers, whose dict this returns;
+        ``hookscope.bands.describe(result)`` says it in words."""
+        from . import bands
+        return bands.first_movers(self, step=step, sigma=sigma or bands.SIGMA)
+
     def __repr__(self):
         return "Run(%r: %d series, %d steps)" % (self.path, len(self._series), len(self.steps))
 

@@ -234,3 +234,64 @@ def test_a_manifest_nested_past_what_hookscope_writes_is_refused_not_a_crash(run
     result = cli("show", deep)
     assert result.returncode == 4 and "deeper than 64 levels" in result.stderr, (result.returncode, result.stderr)
     shutil.rmtree(deep)
+
+
+@pytest.fixture(scope="module")
+def long_run():
+    """40 steps of the sample model, every module's activations and gradients."""
+    folder = tempfile.mkdtemp(prefix="hookscope-bands-")
+    out = os.path.join(folder, "run")
+    result = cli("capture", MODEL, "--input", "8x1x28x28", "--steps", "40", "--hook", "*",
+                 "--kinds", "activation,gradient", "--out", out)
+    assert result.returncode == 0, result.stderr
+    yield out
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_run_whose_loss_never_left_its_band_names_no_first_mover(long_run):
+    from hookscope import bands
+    result = hookscope.load_run(long_run).first_movers()
+    assert result["movers"] == [] and result["why"].startswith("the loss never left its band"), result["why"]
+    assert result["furthest"] and all(abs(e["score"]) < bands.SIGMA for e in result["furthest"])
+    assert bands.describe(result)[0] == result["why"]
+
+
+def test_the_first_layer_to_leave_its_band_is_named_at_the_step_the_loss_spikes(long_run):
+    """fc1's output 30 times larger from step 25 on, relu3's after it, the loss 10 times larger at
+    step 25: the spike is found at 25 and fc1 named first (it comes first in the step)."""
+    spiked = long_run + "-spiked"
+    shutil.copytree(long_run, spiked)
+    with open(os.path.join(spiked, "stats.csv"), newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    for row in rows:
+        if row["kind"] == "activation" and row["module"] in ("fc1", "relu3") and int(row["step"]) >= 25:
+            for column in ("l2norm", "std", "amax", "max"):
+                row[column] = repr(float(row[column]) * 30)
+    with open(os.path.join(spiked, "stats.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(os.path.join(spiked, "scalars.csv"), newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    for row in rows:
+        if row["name"] == "loss" and row["step"] == "25":
+            row["value"] = repr(float(row["value"]) * 10)
+    with open(os.path.join(spiked, "scalars.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    run = hookscope.load_run(spiked)
+    result = run.first_movers()
+    assert result["step"] == 25 and result["loss"][1] >= 6, result
+    first = result["movers"][0]
+    assert (first["series"].kind, first["series"].module, first["start"]) == ("activation", "fc1", 25)
+    assert [(m["series"].kind, m["series"].module) for m in result["movers"][:2]] == \
+        [("activation", "fc1"), ("activation", "relu3")]
+    from hookscope import bands
+    assert bands.describe(result)[0].startswith("first to move: step 25, activation 'fc1'")
+    scored = dict((step, z) for step, z, _ in run.deviation(("activation", "fc1"), "l2norm"))
+    assert scored[0] is None and abs(scored[24]) < 6 <= scored[25]
+    # Asked about step 24, before the spike: nobody has moved.
+    assert run.first_movers(step=24)["movers"] == []

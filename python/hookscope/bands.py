@@ -1,0 +1,181 @@
+"""Each series against its own history: a normal band per series and statistic, a deviation
+score per step, and the first series to leave its band before a step (issue 49's first mover),
+over a run read by ``hookscope.load_run``. Standard library only.
+
+The band of a statistic at step t is the median and the median absolute deviation (MAD, scaled
+by 1.4826 to a normal distribution's sigma) of its last ``window`` values before t, of log10|v|
+for the magnitudes (L2 norm, std, amax) and of v itself for the zero fraction. A step's score
+is how many such sigmas its value lies from the median; a series needs ``warmup`` earlier
+values before it has a band (its earlier steps score None). The MAD is floored at
+``FLOOR[statistic]`` so that a series that never moved does not call a rounding change a spike.
+"""
+
+import math
+
+WINDOW = 200       # the last steps a band is made of
+WARMUP = 8         # values a band needs before it scores a step
+SIGMA = 6.0        # how far out counts as having left the band
+# The smallest spread a band assumes: a tenth of a decade's 1/40 (about 6% in value) for the
+# magnitudes, 0.01 for the zero fraction.
+FLOOR = {"l2norm": 0.025, "std": 0.025, "amax": 0.025, "zero_frac": 0.01, "loss": 0.025}
+STATISTICS = ("l2norm", "std", "amax", "zero_frac")
+# The order a step makes its captures in, kind by kind (gradients go backward through the model).
+KIND_ORDER = {"input": 0, "activation": 1, "gradient": 2, "param_grad": 3, "param": 4, "update": 5}
+
+
+def _measure(statistic, value):
+    """The number a band is made of, or None for a value that has none (not finite, or a zero
+    magnitude, whose log has no place on the band's scale)."""
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    if statistic == "zero_frac":
+        return float(value)
+    return math.log10(abs(value)) if value != 0 else None
+
+
+def _median(sorted_values):
+    n = len(sorted_values)
+    middle = n // 2
+    return sorted_values[middle] if n % 2 else 0.5 * (sorted_values[middle - 1] + sorted_values[middle])
+
+
+def scores(points, statistic, window=WINDOW, warmup=WARMUP):
+    """[(step, score or None, value)] of [(step, value)] in step order: each step against the
+    band of the `window` values before it."""
+    out, history = [], []
+    floor = FLOOR.get(statistic, 0.025)
+    for step, value in points:
+        x = _measure(statistic, value)
+        score = None
+        if x is not None and len(history) >= warmup:
+            recent = sorted(history[-window:])
+            median = _median(recent)
+            mad = _median(sorted(abs(v - median) for v in recent)) * 1.4826
+            score = (x - median) / max(mad, floor)
+        elif value is not None and isinstance(value, float) and not math.isfinite(value) and len(history) >= warmup:
+            score = math.inf  # NaN or Inf where the band had numbers: as far out as it gets
+        out.append((step, score, value))
+        if x is not None:
+            history.append(x)
+    return out
+
+
+def excursion_start(scored, step, sigma):
+    """The first step of the run of out-of-band steps that holds `step` (None when `step` is in
+    its band): how far back the excursion began."""
+    by_step = {s: z for s, z, _ in scored}
+    z = by_step.get(step)
+    if z is None or abs(z) < sigma:
+        return None
+    steps = [s for s, _, _ in scored if s <= step]
+    start = step
+    for s in reversed(steps[:-1]):
+        z = by_step[s]
+        if z is None or abs(z) < sigma:
+            break
+        start = s
+    return start
+
+
+def module_order(run):
+    """{module path: its place in the model} (manifest order; parameters by their module's)."""
+    order = {}
+    for i, module in enumerate(run.modules):
+        order.setdefault(module.get("path", ""), i)
+    return order
+
+
+def step_order(series, order):
+    """Where a capture falls within its step: kind first (inputs, outputs, gradients backward,
+    parameters), then the module's place (reversed for gradients), then call and tensor."""
+    module = series.module
+    place = order.get(module)
+    if place is None and "." in module:  # a parameter: its module's place
+        place = order.get(module.rsplit(".", 1)[0])
+    place = len(order) if place is None else place
+    if series.kind in ("gradient", "param_grad"):
+        place = -place
+    return (KIND_ORDER.get(series.kind, 9), place, series.call, series.index)
+
+
+def loss_spike(run, name="loss", rank=0, window=WINDOW, warmup=WARMUP):
+    """(step, score, value) of the loss's largest excursion above its band, or None when the run
+    has too few steps of it for a band."""
+    points = (run.scalars.get(name) if rank == 0 else run.rank_scalars.get((name, rank))) or []
+    scored = [p for p in scores(points, "loss", window, warmup) if p[1] is not None]
+    if not scored:
+        return None
+    return max(scored, key=lambda p: p[1])
+
+
+def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, statistics=STATISTICS):
+    """The series out of their band at `step` (by default the loss's largest excursion), ranked
+    by the step their excursion began, then by the order the step made them. Returns a dict:
+    step, why (how the step was chosen, or why none is named), loss (step, score, value) or
+    None, movers: [{series, start, statistic, value, score}], furthest: the series furthest from
+    their band at the step when none left it."""
+    result = {"step": step, "why": "", "loss": None, "movers": [], "furthest": [], "sigma": sigma}
+    loss_points = run.scalars.get("loss") or []
+    if step is None:
+        spike = loss_spike(run, window=window, warmup=warmup)
+        result["loss"] = spike
+        if spike is None:
+            result["why"] = ("the loss has %d steps; a band needs %d before the step it judges"
+                             % (len(loss_points), warmup + 1))
+            return result
+        step = result["step"] = spike[0]
+        if spike[1] < sigma:
+            result["why"] = ("the loss never left its band (largest excursion: step %d, %.1f sigma above its last "
+                             "%d steps; %.1f needed)" % (spike[0], spike[1], window, sigma))
+    order = module_order(run)
+    found, near = [], []
+    for series in run.all_series():
+        if step not in series.steps:
+            continue
+        best = None
+        for statistic in statistics:
+            points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats)]
+            if all(v is None for _, v in points):
+                continue
+            scored = scores(points, statistic, window, warmup)
+            z = dict((s, z) for s, z, _ in scored).get(step)
+            if z is None:
+                continue
+            value = dict(points)[step]
+            start = excursion_start(scored, step, sigma)
+            entry = {"series": series, "start": start, "statistic": statistic, "value": value, "score": z}
+            if start is not None and (best is None or best["start"] is None or start < best["start"]
+                                      or (start == best["start"] and abs(z) > abs(best["score"]))):
+                best = entry
+            elif best is None or (best["start"] is None and abs(z) > abs(best["score"])):
+                best = entry
+        if best is None:
+            continue
+        (found if best["start"] is not None else near).append(best)
+    found.sort(key=lambda e: (e["start"], step_order(e["series"], order)))
+    result["movers"] = found
+    if not found:
+        result["furthest"] = sorted(near, key=lambda e: -abs(e["score"]))[:5]
+        if not result["why"]:
+            result["why"] = "no series was %.1f sigma or more from its band at step %d" % (sigma, step)
+    return result
+
+
+def describe(result, limit=5):
+    """The result of first_movers as lines a person reads."""
+    lines = []
+    if result["why"]:
+        lines.append(result["why"])
+    movers = result["movers"]
+    for i, e in enumerate(movers[:limit]):
+        s = e["series"]
+        tie = i > 0 and e["start"] == movers[i - 1]["start"]
+        lines.append("%s: step %d, %s %r (%s %.4g, %.1f sigma %s its band)%s" % (
+            "first to move" if i == 0 else "then", e["start"], s.kind, s.module or "(root)", e["statistic"],
+            e["value"], abs(e["score"]), "above" if e["score"] > 0 else "below",
+            " (the same step as the one before)" if tie else ""))
+    for e in result["furthest"]:
+        s = e["series"]
+        lines.append("furthest from its band: %s %r (%s, %.1f sigma)" % (s.kind, s.module or "(root)", e["statistic"],
+                                                                       abs(e["score"])))
+    return lines
