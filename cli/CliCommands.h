@@ -138,6 +138,7 @@ Command addReportCommand(CLI::App& app);
 Command addCheckpointCommand(CLI::App& app, SharedOptions& shared);
 Command addShowCommand(CLI::App& app);
 Command addCompareCommand(CLI::App& app);
+Command addExplainCommand(CLI::App& app);
 
 /// serve and inspect: a TorchScript file goes to hookscope-engine (execEngine), a .pt2 or a
 /// whole-model pickle to `python -m hookscope.engine`; any other file ends with what it is.

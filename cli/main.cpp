@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   SharedOptions shared;
   const Command commands[] = {addInspectCommand(app, shared), addCaptureCommand(app, shared), addRecordCommand(app),
                               addServeCommand(app, shared),   addTensorBoardCommand(app),     addReportCommand(app),
-                              addCheckpointCommand(app, shared), addShowCommand(app), addCompareCommand(app)};
+                              addCheckpointCommand(app, shared), addShowCommand(app), addCompareCommand(app),
+                              addExplainCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

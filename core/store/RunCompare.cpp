@@ -51,6 +51,8 @@ void callTimes(const std::vector<std::string>& order, std::map<std::string, int>
   }
 }
 
+} // namespace
+
 std::vector<SeriesKey> inStepOrder(const std::vector<SeriesKey>& keys, const std::vector<std::string>& moduleOrder) {
   // Modules the order does not list come after it, by name.
   std::vector<std::string> order = moduleOrder;
@@ -84,6 +86,8 @@ std::vector<SeriesKey> inStepOrder(const std::vector<SeriesKey>& keys, const std
   for (const auto& place : places) ordered.push_back(place.key);
   return ordered;
 }
+
+namespace {
 
 /// The first statistic of `x` and `y` that differs, or nullptr.
 const char* firstDifference(const TensorStats& x, const TensorStats& y, double tolerance, double* a, double* b) {

@@ -10,6 +10,11 @@
 
 namespace hookscope {
 
+/// `keys` in the order a step makes them: inputs as a module's call begins, outputs as it
+/// returns (after its children's), then gradients backward, then the parameter kinds by module;
+/// modules `moduleOrder` (the model's, in order) does not list come after it, by name.
+std::vector<SeriesKey> inStepOrder(const std::vector<SeriesKey>& keys, const std::vector<std::string>& moduleOrder);
+
 /// One series that differs between the runs at one step.
 struct SeriesDifference {
   SeriesKey key;

@@ -19,8 +19,8 @@ SIGMA = 6.0        # how far out counts as having left the band
 # magnitudes, 0.01 for the zero fraction.
 FLOOR = {"l2norm": 0.025, "std": 0.025, "amax": 0.025, "zero_frac": 0.01, "loss": 0.025}
 STATISTICS = ("l2norm", "std", "amax", "zero_frac")
-# The order a step makes its captures in, kind by kind (gradients go backward through the model).
-KIND_ORDER = {"input": 0, "activation": 1, "gradient": 2, "param_grad": 3, "param": 4, "update": 5}
+# CaptureKind's order in HookScope's C++ (core/common/CaptureKind.h): ties within a place.
+KINDS = ("activation", "input", "gradient", "param", "param_grad", "update")
 
 
 def _measure(statistic, value):
@@ -77,25 +77,57 @@ def excursion_start(scored, step, sigma):
     return start
 
 
-def module_order(run):
-    """{module path: its place in the model} (manifest order; parameters by their module's)."""
-    order = {}
-    for i, module in enumerate(run.modules):
-        order.setdefault(module.get("path", ""), i)
-    return order
+def _owner(series):
+    """The module a series belongs to: a parameter's module for the parameter kinds."""
+    if series.kind in ("param", "param_grad", "update"):
+        return series.module.rsplit(".", 1)[0] if "." in series.module else ""
+    return series.module
 
 
-def step_order(series, order):
-    """Where a capture falls within its step: kind first (inputs, outputs, gradients backward,
-    parameters), then the module's place (reversed for gradients), then call and tensor."""
-    module = series.module
-    place = order.get(module)
-    if place is None and "." in module:  # a parameter: its module's place
-        place = order.get(module.rsplit(".", 1)[0])
-    place = len(order) if place is None else place
-    if series.kind in ("gradient", "param_grad"):
-        place = -place
-    return (KIND_ORDER.get(series.kind, 9), place, series.call, series.index)
+def _is_ancestor(ancestor, path):
+    return bool(path) if not ancestor else path.startswith(ancestor + ".")
+
+
+def call_times(order):
+    """({module: when its call begins}, {module: when it returns}), walking the modules in the
+    model's order (a parent before its children; a parent returns after its last child)."""
+    begins, returns, open_, clock = {}, {}, [], 0
+    for path in order:
+        if path in begins:
+            continue
+        while open_ and not _is_ancestor(open_[-1], path):
+            returns[open_.pop()] = clock
+            clock += 1
+        begins[path] = clock
+        clock += 1
+        open_.append(path)
+    while open_:
+        returns[open_.pop()] = clock
+        clock += 1
+    return begins, returns
+
+
+def in_step_order(series_list, modules):
+    """The series in the order a step makes them (as compare-runs orders them: inputs as a
+    call begins, outputs as it returns, then gradients backward, then the parameter kinds),
+    modules the tree does not list after it by name (core/store/RunCompare.cpp inStepOrder)."""
+    order = list(modules)
+    listed = set(order)
+    order += sorted({_owner(s) for s in series_list} - listed)
+    begins, returns = call_times(order)
+
+    def place(s):
+        owner = _owner(s)
+        if s.kind == "input":
+            phase, time = 0, begins[owner]
+        elif s.kind == "activation":
+            phase, time = 0, returns[owner]
+        elif s.kind == "gradient":
+            phase, time = 1, -returns[owner]
+        else:
+            phase, time = 2, begins[owner]
+        return (phase, time, s.call, KINDS.index(s.kind) if s.kind in KINDS else len(KINDS), s.index, s.rank)
+    return sorted(series_list, key=place)
 
 
 def loss_spike(run, name="loss", rank=0, window=WINDOW, warmup=WARMUP):
@@ -125,14 +157,14 @@ def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, stat
             return result
         step = result["step"] = spike[0]
         if spike[1] < sigma:
-            result["why"] = ("the loss never left its band (largest excursion: step %d, %.1f sigma above its last "
+            result["why"] = ("the loss never left its band (its largest rise: step %d, %+.1f sigma against its last "
                              "%d steps; %.1f needed)" % (spike[0], spike[1], window, sigma))
-    order = module_order(run)
     found, near = [], []
-    for series in run.all_series():
+    ordered = in_step_order(run.all_series(), [m.get("path", "") for m in run.modules])
+    for series in ordered:
         if step not in series.steps:
             continue
-        best = None
+        best, best_rank = None, None
         for statistic in statistics:
             points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats)]
             if all(v is None for _, v in points):
@@ -143,22 +175,28 @@ def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, stat
                 continue
             value = dict(points)[step]
             start = excursion_start(scored, step, sigma)
-            entry = {"series": series, "start": start, "statistic": statistic, "value": value, "score": z}
-            if start is not None and (best is None or best["start"] is None or start < best["start"]
-                                      or (start == best["start"] and abs(z) > abs(best["score"]))):
-                best = entry
-            elif best is None or (best["start"] is None and abs(z) > abs(best["score"])):
-                best = entry
+            # A statistic out of its band beats one inside; then the earlier start; then the
+            # further out (the first such in STATISTICS' order on a tie).
+            rank = (0, start, -abs(z)) if start is not None else (1, 0, -abs(z))
+            if best is None or rank < best_rank:
+                best, best_rank = {"series": series, "start": start, "statistic": statistic, "value": value,
+                                   "score": z}, rank
         if best is None:
             continue
         (found if best["start"] is not None else near).append(best)
-    found.sort(key=lambda e: (e["start"], step_order(e["series"], order)))
+    found.sort(key=lambda e: e["start"])  # stable: within a start, the order the step made them
     result["movers"] = found
     if not found:
-        result["furthest"] = sorted(near, key=lambda e: -abs(e["score"]))[:5]
+        result["furthest"] = sorted(near, key=lambda e: -abs(e["score"]))[:5]  # stable, as above
         if not result["why"]:
             result["why"] = "no series was %.1f sigma or more from its band at step %d" % (sigma, step)
     return result
+
+
+def _name(series):
+    """A series as describe names it: its kind and module, and its rank in a job."""
+    where = " (whole tensor)" if series.rank == -1 else " (rank %d)" % series.rank if series.rank else ""
+    return "%s '%s'%s" % (series.kind, series.module or "(root)", where)
 
 
 def describe(result, limit=5):
@@ -170,12 +208,11 @@ def describe(result, limit=5):
     for i, e in enumerate(movers[:limit]):
         s = e["series"]
         tie = i > 0 and e["start"] == movers[i - 1]["start"]
-        lines.append("%s: step %d, %s %r (%s %.4g, %.1f sigma %s its band)%s" % (
-            "first to move" if i == 0 else "then", e["start"], s.kind, s.module or "(root)", e["statistic"],
+        lines.append("%s: step %d, %s (%s %.4g, %.1f sigma %s its band)%s" % (
+            "first to move" if i == 0 else "then", e["start"], _name(s), e["statistic"],
             e["value"], abs(e["score"]), "above" if e["score"] > 0 else "below",
             " (the same step as the one before)" if tie else ""))
     for e in result["furthest"]:
         s = e["series"]
-        lines.append("furthest from its band: %s %r (%s, %.1f sigma)" % (s.kind, s.module or "(root)", e["statistic"],
-                                                                       abs(e["score"])))
+        lines.append("furthest from its band: %s (%s, %.1f sigma)" % (_name(s), e["statistic"], abs(e["score"])))
     return lines

@@ -1,0 +1,195 @@
+#include "store/Bands.h"
+
+#include "store/RunCompare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace hookscope {
+
+namespace {
+
+/// The smallest spread a band assumes (its MAD's floor): about 6% in value for the magnitudes,
+/// 0.01 for the zero fraction.
+double floorOf(const std::string& statistic) { return statistic == "zero_frac" ? 0.01 : 0.025; }
+
+/// The number a band is made of, or nullopt for a value with none (not finite; a zero magnitude).
+std::optional<double> measure(const std::string& statistic, double value) {
+  if (!std::isfinite(value)) return std::nullopt;
+  if (statistic == "zero_frac") return value;
+  if (value == 0) return std::nullopt;
+  return std::log10(std::fabs(value));
+}
+
+double median(const std::vector<double>& sorted) {
+  const std::size_t n = sorted.size(), middle = n / 2;
+  return n % 2 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
+}
+
+const char* const kStatistics[] = {"l2norm", "std", "amax", "zero_frac"};
+
+/// A statistic of a capture, or nullopt where the export did not measure it.
+std::optional<double> statisticOf(const TensorStats& s, const std::string& statistic) {
+  if (statistic == "l2norm") return s.l2norm;
+  if (statistic == "std") return s.std;
+  if (statistic == "amax") return s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt;
+  return s.zeroFraction;
+}
+
+std::string format(const char* pattern, double a) {
+  char text[64];
+  std::snprintf(text, sizeof text, pattern, a);
+  return text;
+}
+
+std::string nameOf(const SeriesKey& key) {
+  std::string where;
+  if (key.rank == kWholeRank) where = " (whole tensor)";
+  else if (key.rank != 0) where = " (rank " + std::to_string(key.rank) + ")";
+  return std::string(captureKindName(key.kind)) + " '" + (key.module.empty() ? "(root)" : key.module) + "'" + where;
+}
+
+} // namespace
+
+std::vector<BandScore> bandScores(const std::vector<std::pair<std::int64_t, std::optional<double>>>& points,
+                                  const std::string& statistic, const BandSettings& settings) {
+  std::vector<BandScore> out;
+  std::vector<double> history;
+  const double floor = floorOf(statistic);
+  for (const auto& [step, measured] : points) {
+    BandScore score;
+    score.step = step;
+    if (!measured) {  // not measured at this step: no score, nothing added to the band
+      score.value = std::numeric_limits<double>::quiet_NaN();
+      out.push_back(score);
+      continue;
+    }
+    const double value = *measured;
+    score.value = value;
+    const auto x = measure(statistic, value);
+    if (x && int(history.size()) >= settings.warmup) {
+      const std::size_t from = history.size() > std::size_t(settings.window) ? history.size() - settings.window : 0;
+      std::vector<double> recent(history.begin() + std::ptrdiff_t(from), history.end());
+      std::sort(recent.begin(), recent.end());
+      const double middle = median(recent);
+      std::vector<double> deviations;
+      for (const double v : recent) deviations.push_back(std::fabs(v - middle));
+      std::sort(deviations.begin(), deviations.end());
+      score.scored = true;
+      score.score = (*x - middle) / std::max(median(deviations) * 1.4826, floor);
+    } else if (!x && !std::isfinite(value) && int(history.size()) >= settings.warmup) {
+      score.scored = true;  // NaN or Inf where the band had numbers: as far out as it gets
+      score.score = std::numeric_limits<double>::infinity();
+    }
+    out.push_back(score);
+    if (x) history.push_back(*x);
+  }
+  return out;
+}
+
+std::optional<std::int64_t> excursionStart(const std::vector<BandScore>& scores, std::int64_t step, double sigma) {
+  const auto at = std::find_if(scores.begin(), scores.end(), [&](const BandScore& s) { return s.step == step; });
+  if (at == scores.end() || !at->scored || std::fabs(at->score) < sigma) return std::nullopt;
+  std::int64_t start = step;
+  for (auto it = std::make_reverse_iterator(at); it != scores.rend(); ++it) {
+    if (!it->scored || std::fabs(it->score) < sigma) break;
+    start = it->step;
+  }
+  return start;
+}
+
+FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,
+                        std::optional<std::int64_t> step, const BandSettings& settings) {
+  FirstMovers result;
+  if (!step) {
+    std::vector<std::pair<std::int64_t, std::optional<double>>> loss;
+    for (const auto& p : store.scalars("loss", 0)) loss.emplace_back(p.step, p.value);
+    std::optional<BandScore> spike;
+    for (const auto& s : bandScores(loss, "loss", settings)) {
+      if (s.scored && (!spike || s.score > spike->score)) spike = s;
+    }
+    result.loss = spike;
+    if (!spike) {
+      result.why = "the loss has " + std::to_string(loss.size()) + " steps; a band needs " +
+                   std::to_string(settings.warmup + 1) + " before the step it judges";
+      return result;
+    }
+    step = spike->step;
+    if (spike->score < settings.sigma) {
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "the loss never left its band (its largest rise: step %lld, %+.1f sigma against its last %d "
+                    "steps; %.1f needed)",
+                    static_cast<long long>(spike->step), spike->score, settings.window, settings.sigma);
+      result.why = text;
+    }
+  }
+  result.step = *step;
+  std::vector<BandMover> found, near;
+  for (const auto& key : inStepOrder(store.seriesKeys(), moduleOrder)) {
+    const auto points = store.series(key);
+    if (std::none_of(points.begin(), points.end(), [&](const SeriesPoint& p) { return p.step == *step; })) continue;
+    std::optional<BandMover> best;
+    std::tuple<int, std::int64_t, double> bestRank;
+    for (const char* statistic : kStatistics) {
+      std::vector<std::pair<std::int64_t, std::optional<double>>> values;
+      bool any = false;
+      for (const auto& p : points) {
+        values.emplace_back(p.step, statisticOf(p.stats, statistic));
+        any = any || values.back().second.has_value();
+      }
+      if (!any) continue;
+      const auto scores = bandScores(values, statistic, settings);
+      const auto at = std::find_if(scores.begin(), scores.end(), [&](const BandScore& s) { return s.step == *step; });
+      if (at == scores.end() || !at->scored) continue;
+      BandMover mover{key, excursionStart(scores, *step, settings.sigma), statistic, at->value, at->score};
+      // Out of its band beats inside; then the earlier start; then the further out.
+      const auto rank = mover.start ? std::make_tuple(0, *mover.start, -std::fabs(mover.score))
+                                    : std::make_tuple(1, std::int64_t(0), -std::fabs(mover.score));
+      if (!best || rank < bestRank) {
+        best = mover;
+        bestRank = rank;
+      }
+    }
+    if (best) (best->start ? found : near).push_back(*best);
+  }
+  std::stable_sort(found.begin(), found.end(), [](const BandMover& a, const BandMover& b) { return *a.start < *b.start; });
+  result.movers = found;
+  if (found.empty()) {
+    std::stable_sort(near.begin(), near.end(),
+                     [](const BandMover& a, const BandMover& b) { return std::fabs(a.score) > std::fabs(b.score); });
+    if (near.size() > 5) near.resize(5);
+    result.furthest = near;
+    if (result.why.empty()) {
+      char text[160];
+      std::snprintf(text, sizeof text, "no series was %.1f sigma or more from its band at step %lld", settings.sigma,
+                    static_cast<long long>(*step));
+      result.why = text;
+    }
+  }
+  return result;
+}
+
+std::vector<std::string> describeMovers(const FirstMovers& result, int limit) {
+  std::vector<std::string> lines;
+  if (!result.why.empty()) lines.push_back(result.why);
+  for (std::size_t i = 0; i < result.movers.size() && int(i) < limit; ++i) {
+    const BandMover& m = result.movers[i];
+    const bool tie = i > 0 && *m.start == *result.movers[i - 1].start;
+    lines.push_back(std::string(i == 0 ? "first to move" : "then") + ": step " + std::to_string(*m.start) + ", " +
+                    nameOf(m.key) + " (" + m.statistic + " " + format("%.4g", m.value) + ", " +
+                    format("%.1f", std::fabs(m.score)) + " sigma " + (m.score > 0 ? "above" : "below") + " its band)" +
+                    (tie ? " (the same step as the one before)" : ""));
+  }
+  for (const BandMover& m : result.furthest) {
+    lines.push_back("furthest from its band: " + nameOf(m.key) + " (" + m.statistic + ", " +
+                    format("%.1f", std::fabs(m.score)) + " sigma)");
+  }
+  return lines;
+}
+
+} // namespace hookscope

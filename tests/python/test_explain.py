@@ -1,0 +1,110 @@
+"""`hookscope-cli explain` and the package's hookscope.bands, the same rules in C++ and Python,
+held to each other line for line: on a clean run (the loss never left its band), on the same run
+with one layer's output made 30 times larger from step 25 and the loss spiked there (fc1 named
+first, at step 25), at a given step, and their CSV; and what is refused."""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import hookscope  # noqa: E402
+from hookscope import bands  # noqa: E402
+
+CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(ROOT, "build/cli/hookscope-cli"))
+MODEL = os.path.join(os.environ.get("HOOKSCOPE_MODELS", os.path.join(ROOT, "resources/models")), "small_cnn.pt")
+
+
+def cli(*args):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+
+
+def rewrite(path, change):
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    for row in rows:
+        change(row)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    folder = tempfile.mkdtemp(prefix="hookscope-explain-")
+    clean = os.path.join(folder, "clean")
+    result = cli("capture", MODEL, "--input", "8x1x28x28", "--steps", "40", "--hook", "*",
+                 "--kinds", "activation,gradient,param", "--out", clean)
+    assert result.returncode == 0, result.stderr
+    spiked = os.path.join(folder, "spiked")
+    shutil.copytree(clean, spiked)
+
+    def louder(row):
+        if row["kind"] == "activation" and row["module"] in ("fc1", "relu3") and int(row["step"]) >= 25:
+            for column in ("l2norm", "std", "amax", "max"):
+                row[column] = repr(float(row[column]) * 30)
+
+    def spike(row):
+        if row["name"] == "loss" and row["step"] == "25":
+            row["value"] = repr(float(row["value"]) * 10)
+    rewrite(os.path.join(spiked, "stats.csv"), louder)
+    rewrite(os.path.join(spiked, "scalars.csv"), spike)
+    yield {"clean": clean, "spiked": spiked, "folder": folder}
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_cli_and_the_package_say_the_same_of_a_clean_run(runs):
+    done = cli("explain", runs["clean"])
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines == bands.describe(hookscope.load_run(runs["clean"]).first_movers())
+    assert lines[0].startswith("the loss never left its band") and len(lines) == 6  # and the 5 furthest
+
+
+def test_the_cli_names_the_layer_that_moved_first_as_the_package_does(runs):
+    done = cli("explain", runs["spiked"], "--csv", os.path.join(runs["folder"], "movers.csv"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    run = hookscope.load_run(runs["spiked"])
+    result = run.first_movers()
+    assert lines == bands.describe(result)
+    assert lines[0].startswith("first to move: step 25, activation 'fc1'"), lines
+    assert lines[1].startswith("then: step 25, activation 'relu3'") and "(the same step as the one before)" in lines[1]
+    with open(os.path.join(runs["folder"], "movers.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["kind"], r["module"], r["start"], r["moved"]) for r in rows[:2]] == \
+        [("activation", "fc1", "25", "1"), ("activation", "relu3", "25", "1")]
+    assert len(rows) == len(result["movers"])
+    for row, mover in zip(rows, result["movers"]):
+        assert abs(float(row["score"]) - mover["score"]) <= 1e-9 * max(1.0, abs(mover["score"])), (row, mover)
+    # Before the spike, no series has moved; the same at a step asked for.
+    done = cli("explain", runs["spiked"], "--step", "24")
+    assert done.returncode == 0 and done.stdout.splitlines() == bands.describe(run.first_movers(step=24))
+    assert done.stdout.startswith("no series was 6.0 sigma or more from its band at step 24")
+    # A lower threshold names more, in both.
+    done = cli("explain", runs["spiked"], "--sigma", "3")
+    assert done.stdout.splitlines() == bands.describe(run.first_movers(sigma=3))
+
+
+def test_what_explain_refuses(runs):
+    assert cli("explain", runs["spiked"], "--step", "4000").returncode == 2
+    assert "holds no captures" in cli("explain", runs["spiked"], "--step", "4000").stderr
+    assert cli("explain", runs["spiked"], "--sigma", "0").returncode == 2
+    assert cli("explain", os.path.dirname(MODEL)).returncode == 4
+    existing = os.path.join(runs["folder"], "exists.csv")
+    open(existing, "w").close()
+    assert cli("explain", runs["spiked"], "--csv", existing).returncode == 5
+    short = os.path.join(runs["folder"], "short")
+    assert cli("capture", MODEL, "--input", "8x1x28x28", "--steps", "4", "--out", short).returncode == 0
+    done = cli("explain", short)
+    assert done.returncode == 0 and "a band needs 9" in done.stdout, done.stdout
+    assert done.stdout.splitlines() == bands.describe(hookscope.load_run(short).first_movers())
