@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include <filesystem>
+#include <fstream>
 
 #include <signal.h>
 #include <unistd.h>
@@ -145,6 +146,16 @@ int error(int code, const std::string& message) {
 }
 
 void note(const std::string& message) { std::cerr << "hookscope-cli (note): " << printableText(message) << "\n"; }
+
+bool writeTextFile(const std::string& path, const std::string& text, std::string* error) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  if (!file.flush()) {
+    *error = "cannot write " + path + ": check that its folder exists and is writable";
+    return false;
+  }
+  return true;
+}
 
 struct StopSignals::Saved {
   struct sigaction interrupt {}, terminate {};

@@ -28,6 +28,10 @@ int refuseUntrusted(const std::string& model, const std::string& findings);
 /// Prints "hookscope-cli (note): MESSAGE" to standard error.
 void note(const std::string& message);
 
+/// Writes `text` to `path` (a file an output option named, already checked with
+/// checkOutputFile); false, with *error saying what to check, when it cannot be written.
+bool writeTextFile(const std::string& path, const std::string& text, std::string* error);
+
 /// While alive: the first SIGINT or SIGTERM is recorded for the command to stop after its
 /// current step and write what it has; a second one ends the process at once, as the signal
 /// would have.

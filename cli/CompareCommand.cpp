@@ -11,7 +11,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <set>
@@ -51,13 +50,7 @@ bool writeCsv(const std::string& path, const RunComparison& result, std::string*
     out << d.step << "," << captureKindName(d.key.kind) << "," << csvField(d.key.module) << "," << d.key.call << ","
         << d.key.index << "," << d.key.rank << "," << d.statistic << "," << number(d.a) << "," << number(d.b) << "\n";
   }
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << out.str();
-  if (!file.flush()) {
-    *error = "cannot write " + path + ": check that its folder exists and is writable";
-    return false;
-  }
-  return true;
+  return writeTextFile(path, out.str(), error);
 }
 
 void printList(std::ostringstream& out, const std::string& label, const std::vector<std::string>& names) {

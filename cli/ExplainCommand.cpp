@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -49,13 +48,7 @@ bool writeCsv(const std::string& path, const FirstMovers& result, std::string* e
           << "," << number(m.score) << "\n";
     }
   }
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << out.str();
-  if (!file.flush()) {
-    *error = "cannot write " + path + ": check that its folder exists and is writable";
-    return false;
-  }
-  return true;
+  return writeTextFile(path, out.str(), error);
 }
 
 int runExplain(const ExplainOptions& options) {

@@ -138,7 +138,8 @@ def _rows(path, required):
 
 def _check_rows(run, name, rows, last_step):
     """A CSV against the rows manifest.json says it was written with (exports that say)."""
-    written = (run.manifest.get("rows") or {}).get(name) if isinstance(run.manifest.get("rows"), dict) else None
+    rows_written = run.manifest.get("rows")
+    written = rows_written.get(name) if isinstance(rows_written, dict) else None
     if not isinstance(written, int) or written == rows:
         return
     path = os.path.join(run.path, name)

@@ -67,7 +67,10 @@ def test_the_cli_and_the_package_say_the_same_of_a_clean_run(runs):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines == bands.describe(hookscope.load_run(runs["clean"]).first_movers())
+    result = hookscope.load_run(runs["clean"]).first_movers()
     assert lines[0].startswith("the loss never left its band") and len(lines) == 6  # and the 5 furthest
+    assert result["movers"] == [] and all(abs(e["score"]) < bands.SIGMA for e in result["furthest"])
+    assert bands.describe(result)[0] == result["why"]
 
 
 def test_the_cli_names_the_layer_that_moved_first_as_the_package_does(runs):
@@ -76,6 +79,9 @@ def test_the_cli_names_the_layer_that_moved_first_as_the_package_does(runs):
     lines = done.stdout.splitlines()
     run = hookscope.load_run(runs["spiked"])
     result = run.first_movers()
+    assert result["step"] == 25 and result["loss"][1] >= 6, result
+    first = result["movers"][0]
+    assert (first["series"].kind, first["series"].module, first["start"]) == ("activation", "fc1", 25)
     assert lines == bands.describe(result)
     assert lines[0].startswith("first to move: step 25, activation 'fc1'"), lines
     assert lines[1].startswith("then: step 25, activation 'relu3'") and "(the same step as the one before)" in lines[1]
@@ -86,9 +92,13 @@ def test_the_cli_names_the_layer_that_moved_first_as_the_package_does(runs):
     assert len(rows) == len(result["movers"])
     for row, mover in zip(rows, result["movers"]):
         assert abs(float(row["score"]) - mover["score"]) <= 1e-9 * max(1.0, abs(mover["score"])), (row, mover)
+    # Each step of fc1 against its band: unscored before the band has values, inside it until 24.
+    scored = dict((step, z) for step, z, _ in run.deviation(("activation", "fc1"), "l2norm"))
+    assert scored[0] is None and abs(scored[24]) < 6 <= scored[25]
     # Before the spike, no series has moved; the same at a step asked for.
     done = cli("explain", runs["spiked"], "--step", "24")
     assert done.returncode == 0 and done.stdout.splitlines() == bands.describe(run.first_movers(step=24))
+    assert run.first_movers(step=24)["movers"] == []
     assert done.stdout.startswith("no series was 6.0 sigma or more from its band at step 24")
     # A lower threshold names more, in both.
     done = cli("explain", runs["spiked"], "--sigma", "3")
