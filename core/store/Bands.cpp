@@ -13,16 +13,8 @@ namespace hookscope {
 
 namespace {
 
-/// The smallest spread a band assumes (its MAD's floor): about 6% in value for the magnitudes,
-/// 0.01 for the zero fraction.
-double floorOf(const std::string& statistic) { return statistic == "zero_frac" ? 0.01 : 0.025; }
-
-/// The number a band is made of, or nullopt for a value with none (not finite; a zero magnitude).
-std::optional<double> measure(const std::string& statistic, double value) {
-  if (!std::isfinite(value)) return std::nullopt;
-  if (statistic == "zero_frac") return value;
-  if (value == 0) return std::nullopt;
-  return std::log10(std::fabs(value));
+BandMeasure measureOf(const std::string& statistic) {
+  return statistic == "zero_frac" ? BandMeasure::Fraction : BandMeasure::Magnitude;
 }
 
 double median(const std::vector<double>& sorted) {
@@ -30,20 +22,29 @@ double median(const std::vector<double>& sorted) {
   return n % 2 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
 }
 
-const char* const kStatistics[] = {"l2norm", "std", "amax", "zero_frac"};
-
-/// A statistic of a capture, or nullopt where the export did not measure it.
-std::optional<double> statisticOf(const TensorStats& s, const std::string& statistic) {
-  if (statistic == "l2norm") return s.l2norm;
-  if (statistic == "std") return s.std;
-  if (statistic == "amax") return s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt;
-  return s.zeroFraction;
+/// A statistic of a capture (kBandStatisticNames' order), or nullopt where it was not measured.
+std::optional<double> statisticOf(const TensorStats& s, int statistic) {
+  switch (statistic) {
+    case 0: return s.l2norm;
+    case 1: return s.std;
+    case 2: return s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt;
+    default: return s.zeroFraction;
+  }
 }
 
 std::string format(const char* pattern, double a) {
   char text[64];
   std::snprintf(text, sizeof text, pattern, a);
   return text;
+}
+
+BandScore storedScore(std::int64_t step, double value, double score) {
+  BandScore out;
+  out.step = step;
+  out.value = value;
+  out.scored = !std::isnan(score);
+  out.score = out.scored ? score : 0;
+  return out;
 }
 
 std::string nameOf(const SeriesKey& key) {
@@ -59,7 +60,9 @@ std::vector<BandScore> bandScores(const std::vector<std::pair<std::int64_t, std:
                                   const std::string& statistic, const BandSettings& settings) {
   std::vector<BandScore> out;
   std::vector<double> history;
-  const double floor = floorOf(statistic);
+  const BandMeasure kind = measureOf(statistic);
+  const double floor = bandFloor(kind);
+  const int warmup = std::max(settings.warmup, 1);  // a band of no values has no median
   for (const auto& [step, measured] : points) {
     BandScore score;
     score.step = step;
@@ -70,8 +73,8 @@ std::vector<BandScore> bandScores(const std::vector<std::pair<std::int64_t, std:
     }
     const double value = *measured;
     score.value = value;
-    const auto x = measure(statistic, value);
-    if (x && int(history.size()) >= settings.warmup) {
+    const auto x = bandMeasure(kind, value);
+    if (x && int(history.size()) >= warmup) {
       const std::size_t from = history.size() > std::size_t(settings.window) ? history.size() - settings.window : 0;
       std::vector<double> recent(history.begin() + std::ptrdiff_t(from), history.end());
       std::sort(recent.begin(), recent.end());
@@ -81,7 +84,7 @@ std::vector<BandScore> bandScores(const std::vector<std::pair<std::int64_t, std:
       std::sort(deviations.begin(), deviations.end());
       score.scored = true;
       score.score = (*x - middle) / std::max(median(deviations) * 1.4826, floor);
-    } else if (!x && !std::isfinite(value) && int(history.size()) >= settings.warmup) {
+    } else if (!x && !std::isfinite(value) && int(history.size()) >= warmup) {
       score.scored = true;  // NaN or Inf where the band had numbers: as far out as it gets
       score.score = std::numeric_limits<double>::infinity();
     }
@@ -105,11 +108,18 @@ std::optional<std::int64_t> excursionStart(const std::vector<BandScore>& scores,
 FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,
                         std::optional<std::int64_t> step, const BandSettings& settings) {
   FirstMovers result;
+  const BandSettings kept = store.bandSettings();
+  const bool stored = kept.window == settings.window && kept.warmup == settings.warmup;
   if (!step) {
     std::vector<std::pair<std::int64_t, std::optional<double>>> loss;
-    for (const auto& p : store.scalars("loss", 0)) loss.emplace_back(p.step, p.value);
+    std::vector<BandScore> lossScores;
+    for (const auto& p : store.scalars("loss", 0)) {
+      loss.emplace_back(p.step, p.value);
+      lossScores.push_back(storedScore(p.step, p.value, p.band));
+    }
+    if (!stored) lossScores = bandScores(loss, "loss", settings);
     std::optional<BandScore> spike;
-    for (const auto& s : bandScores(loss, "loss", settings)) {
+    for (const auto& s : lossScores) {
       if (s.scored && (!spike || s.score > spike->score)) spike = s;
     }
     result.loss = spike;
@@ -135,18 +145,21 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
     if (std::none_of(points.begin(), points.end(), [&](const SeriesPoint& p) { return p.step == *step; })) continue;
     std::optional<BandMover> best;
     std::tuple<int, std::int64_t, double> bestRank;
-    for (const char* statistic : kStatistics) {
+    for (int statistic = 0; statistic < kBandStatistics; ++statistic) {
       std::vector<std::pair<std::int64_t, std::optional<double>>> values;
+      std::vector<BandScore> scores;
       bool any = false;
       for (const auto& p : points) {
         values.emplace_back(p.step, statisticOf(p.stats, statistic));
         any = any || values.back().second.has_value();
+        scores.push_back(storedScore(p.step, values.back().second.value_or(std::nan("")), p.bands[statistic]));
       }
       if (!any) continue;
-      const auto scores = bandScores(values, statistic, settings);
+      if (!stored) scores = bandScores(values, kBandStatisticNames[statistic], settings);
       const auto at = std::find_if(scores.begin(), scores.end(), [&](const BandScore& s) { return s.step == *step; });
       if (at == scores.end() || !at->scored) continue;
-      BandMover mover{key, excursionStart(scores, *step, settings.sigma), statistic, at->value, at->score};
+      BandMover mover{key, excursionStart(scores, *step, settings.sigma), kBandStatisticNames[statistic], at->value,
+                      at->score};
       // Out of its band beats inside; then the earlier start; then the further out.
       const auto rank = mover.start ? std::make_tuple(0, *mover.start, -std::fabs(mover.score))
                                     : std::make_tuple(1, std::int64_t(0), -std::fabs(mover.score));

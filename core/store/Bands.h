@@ -17,12 +17,6 @@
 
 namespace hookscope {
 
-struct BandSettings {
-  int window = 200;     ///< the last steps a band is made of
-  int warmup = 8;       ///< values a band needs before it scores a step
-  double sigma = 6.0;   ///< how far out counts as having left the band
-};
-
 /// One step of a statistic against its band.
 struct BandScore {
   std::int64_t step = 0;
@@ -56,6 +50,9 @@ struct FirstMovers {
 
 /// The series out of their band at `step` (by default the loss's largest excursion above its
 /// band), `moduleOrder` the model's modules in order (for the order a step makes its captures).
+/// Reads the scores the store gave each point as it came where its band settings are
+/// `settings`' (the window's live store, an export read by the CLI); scores the series again
+/// otherwise.
 FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,
                         std::optional<std::int64_t> step, const BandSettings& settings);
 

@@ -63,6 +63,7 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
   auto& points = it->second;
   m_bytes += pointBytes(stats);
   SeriesPoint point{step, std::move(stats)};
+  scoreLocked(points, &point);
   if (points.empty() || points.back().step <= step) {
     points.push_back(std::move(point));
   } else {
@@ -74,6 +75,30 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
   ++m_captures;
   if (overCapLocked()) thinLocked(m_stepCaptures.rbegin()->first);
   m_version.fetch_add(1, std::memory_order_release);
+}
+
+void CaptureStore::scoreLocked(const std::deque<SeriesPoint>& points, SeriesPoint* point) {
+  if (m_bandSettings.window <= 0) return;
+  SeriesBands& bands = m_bands[&points];
+  if (bands.any && point->step <= bands.lastStep) return;  // late: its band moved on without it
+  bands.any = true;
+  bands.lastStep = point->step;
+  const TensorStats& s = point->stats;
+  const std::optional<double> values[kBandStatistics] = {
+      s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
+  for (int i = 0; i < kBandStatistics; ++i) {
+    point->bands[std::size_t(i)] = bands.bands[std::size_t(i)].push(values[i], bandMeasureOf(i), m_bandSettings);
+  }
+}
+
+void CaptureStore::setBandSettings(const BandSettings& settings) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_bandSettings = settings;
+}
+
+BandSettings CaptureStore::bandSettings() const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  return m_bandSettings;
 }
 
 bool CaptureStore::remove(std::int64_t step, const SeriesKey& key) {
@@ -96,7 +121,11 @@ void CaptureStore::addScalar(std::int64_t step, const std::string& name, double 
   std::lock_guard<std::mutex> lock(m_mutex);
   m_ranks.insert(rank);
   auto& points = m_scalars[{rank, name}];
-  points.push_back({step, value});
+  ScalarPoint point{step, value};
+  if (m_bandSettings.window > 0 && (points.empty() || points.back().step < step)) {
+    point.band = m_scalarBands[&points].push(value, BandMeasure::Magnitude, m_bandSettings);
+  }
+  points.push_back(point);
   m_latestScalarStep = std::max(m_latestScalarStep, step);
   m_bytes += kScalarBytes;
   m_version.fetch_add(1, std::memory_order_release);
@@ -174,6 +203,7 @@ void CaptureStore::dropCallsLocked() {
       --m_captures;
     }
     m_bytes -= kSeriesOverhead + it->first.module.capacity();
+    m_bands.erase(&it->second);
     it = m_series.erase(it);
   }
 }
@@ -299,7 +329,9 @@ std::vector<ThinningEvent> CaptureStore::thinning() const {
 void CaptureStore::clear() {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_series.clear();
+  m_bands.clear();
   m_scalars.clear();
+  m_scalarBands.clear();
   m_ranks.clear();
   m_stepCaptures.clear();
   m_thinning.clear();

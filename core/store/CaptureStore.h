@@ -2,7 +2,9 @@
 
 #include "common/CaptureKind.h"
 #include "kernels/TensorStats.h"
+#include "store/BandTracker.h"
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -14,6 +16,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace hookscope {
@@ -56,12 +59,21 @@ std::string ownerModule(const SeriesKey& key);
 struct SeriesPoint {
   std::int64_t step = 0;
   TensorStats stats;
+  /// Each statistic against its band as the store added it (kBandStatisticNames' order): the
+  /// sigmas from the band's median, NaN where not scored (BandTracker.h).
+  std::array<double, kBandStatistics> bands = unscoredBands();
+  static std::array<double, kBandStatistics> unscoredBands() {
+    std::array<double, kBandStatistics> none;
+    none.fill(std::numeric_limits<double>::quiet_NaN());
+    return none;
+  }
 };
 
 /// One value of a named per-step scalar (loss, lr, step_ms, ...).
 struct ScalarPoint {
   std::int64_t step = 0;
   double value = 0;
+  double band = std::numeric_limits<double>::quiet_NaN();  ///< against its band, as SeriesPoint::bands
 };
 
 /// A record that the store dropped steps to stay under its memory cap.
@@ -140,6 +152,11 @@ public:
   std::uint64_t version() const { return m_version.load(std::memory_order_acquire); }
   /// Current distance between kept steps (1 until the first thinning).
   std::int64_t stride() const;
+  /// The bands the store scores each new point against (window 0: none). Set before the first
+  /// add: points already stored keep the scores they were given.
+  void setBandSettings(const BandSettings& settings);
+  BandSettings bandSettings() const;
+
   /// Drops everything, including the thinning record.
   void clear();
 
@@ -148,6 +165,7 @@ public:
 
 private:
   void thinLocked(std::int64_t newestStep);
+  void scoreLocked(const std::deque<SeriesPoint>& points, SeriesPoint* point);
   void dropCallsLocked();
   bool overCapLocked() const { return m_bytes + m_alertBytes > m_cap; }
   void dropStepsLocked(const std::set<std::int64_t>& dropped);
@@ -171,6 +189,11 @@ private:
   std::int64_t m_latestScalarStep = -1;
   std::atomic<std::uint64_t> m_version{0};
   std::unique_ptr<ShardAssembly> m_shards;
+  // Bands by the address of their series' points (a map node's value never moves): a hash of a
+  // pointer, not a second search by key, on every add.
+  BandSettings m_bandSettings;
+  std::unordered_map<const void*, SeriesBands> m_bands;
+  std::unordered_map<const void*, RunningBand> m_scalarBands;
 };
 
 } // namespace hookscope

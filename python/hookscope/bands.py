@@ -43,6 +43,7 @@ def scores(points, statistic, window=WINDOW, warmup=WARMUP):
     """[(step, score or None, value)] of [(step, value)] in step order: each step against the
     band of the `window` values before it."""
     out, history = [], []
+    warmup = max(warmup, 1)  # a band of no values has no median
     floor = FLOOR.get(statistic, 0.025)
     for step, value in points:
         x = _measure(statistic, value)

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -265,6 +266,48 @@ int memory() {
   return peak <= store.capBytes() ? 0 : 1;
 }
 
+// The band update (issue 49) against the store update it rides on: 1,000 series a step, each
+// capture added to a store that keeps bands and to one that keeps none, in turns.
+int bands() {
+  const int series = 1000, steps = 600, rounds = 3;
+  std::vector<SeriesKey> keys;
+  for (int l = 0; l < series; ++l) {
+    keys.push_back({"blocks." + std::to_string(l / 10) + ".layer" + std::to_string(l % 10), 0, CaptureKind::Activation, 0});
+  }
+  std::mt19937 random(49);
+  std::normal_distribution<double> noise(0, 0.05);
+  std::vector<TensorStats> samples(64);
+  for (auto& s : samples) {
+    s.shape = {8, 64, 28, 28};
+    s.dtype = "float32";
+    s.numel = 8 * 64 * 28 * 28;
+    s.histogram.assign(64, 1);
+    s.l2norm = std::exp(noise(random));
+    s.std = s.l2norm / 400;
+    s.zeroFraction = 0.5 + noise(random);
+  }
+  std::vector<double> withUs, withoutUs;
+  for (int round = 0; round < rounds; ++round) {
+    for (const bool keep : {true, false}) {
+      CaptureStore store;
+      if (!keep) store.setBandSettings(BandSettings{0, 8, 6});
+      const auto start = Clock::now();
+      for (int step = 0; step < steps; ++step) {
+        for (int i = 0; i < series; ++i) store.add(step, keys[std::size_t(i)], samples[std::size_t((step + i) % 64)]);
+      }
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps;
+      (keep ? withUs : withoutUs).push_back(us);
+    }
+  }
+  const double with = median(withUs), without = median(withoutUs);
+  std::printf("bands: %d series x %d steps (window 200, 4 statistics a series)\n", series, steps);
+  std::printf("  store update a step: %.0f us without bands, %.0f us with; the bands cost %.0f us (%.1f%%)\n",
+              without, with, with - without, 100 * (with - without) / without);
+  std::printf("RESULT bands series=%d store_us=%.1f with_bands_us=%.1f band_share=%.4f\n", series, without, with,
+              (with - without) / without);
+  return 0;
+}
+
 double maxRssMiB() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
@@ -344,7 +387,8 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "stats") == 0) return stats();
   if (argc >= 2 && std::strcmp(argv[1], "memory") == 0) return memory();
+  if (argc >= 2 && std::strcmp(argv[1], "bands") == 0) return bands();
   if (argc >= 3 && std::strcmp(argv[1], "limits") == 0) return limits(argv[2]);
-  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS [HOOKSCOPE_CLI]] | stats | memory | limits FIXTURES\n");
+  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS [HOOKSCOPE_CLI]] | stats | memory | bands | limits FIXTURES\n");
   return 2;
 }

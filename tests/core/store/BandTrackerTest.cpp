@@ -1,0 +1,121 @@
+// The band kept step by step as the store adds captures (BandTracker) against the reference
+// that sorts each step's band again (bandScores): the same scores, bit for bit, and the same
+// first movers whether read from the store's scores or worked out again.
+#include "TestSupport.h"
+
+#include "store/Bands.h"
+#include "store/CaptureStore.h"
+
+#include <cmath>
+#include <random>
+
+using namespace hookscope;
+
+namespace {
+
+using Points = std::vector<std::pair<std::int64_t, std::optional<double>>>;
+
+// A random walk with the awkward values a real series has: repeats (ties in the band), exact
+// zeros, NaN and Inf, a missing measure, and a spike.
+Points awkwardSeries(std::mt19937& random, int steps, bool fraction) {
+  std::normal_distribution<double> noise(0, 0.05);
+  std::uniform_int_distribution<int> pick(0, 99);
+  Points points;
+  double level = fraction ? 0.3 : 2.0;
+  for (int step = 0; step < steps; ++step) {
+    level *= fraction ? 1.0 : std::exp(noise(random));
+    double v = fraction ? std::clamp(level + noise(random), 0.0, 1.0) : level;
+    const int roll = pick(random);
+    std::optional<double> value = v;
+    if (roll < 4) value = std::nullopt;
+    else if (roll < 8) value = std::round(v * 4) / 4;  // repeats
+    else if (roll < 10) value = 0.0;
+    else if (roll == 10) value = std::nan("");
+    else if (roll == 11) value = INFINITY;
+    if (step == steps * 2 / 3 && value) value = *value * 40 + 0.5;
+    points.emplace_back(step, value);
+  }
+  return points;
+}
+
+void expectSameScores(const Points& points, BandMeasure measure, const BandSettings& settings) {
+  const auto reference = bandScores(points, measure == BandMeasure::Fraction ? "zero_frac" : "l2norm", settings);
+  RunningBand band;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double score = band.push(points[i].second, measure, settings);
+    ASSERT_EQ(!std::isnan(score), reference[i].scored) << "step " << i;
+    if (reference[i].scored) {
+      ASSERT_EQ(score, reference[i].score) << "step " << i;  // exactly
+    }
+  }
+}
+
+TensorStats statsOf(double l2, double zeros) {
+  TensorStats s;
+  s.shape = {16};
+  s.dtype = "float32";
+  s.numel = 16;
+  s.l2norm = l2;
+  s.std = l2 / 4;
+  s.zeroFraction = zeros;
+  return s;
+}
+
+} // namespace
+
+TEST(BandTrackerTest, ScoresEqualTheSortedReferenceBitForBit) {
+  std::mt19937 random(49);
+  for (const BandSettings settings : {BandSettings{200, 8, 6}, BandSettings{7, 8, 6}, BandSettings{2, 1, 3},
+                                      BandSettings{50, 0, 6}, BandSettings{64, 8, 6}}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      expectSameScores(awkwardSeries(random, 400, false), BandMeasure::Magnitude, settings);
+      expectSameScores(awkwardSeries(random, 400, true), BandMeasure::Fraction, settings);
+    }
+  }
+}
+
+TEST(BandTrackerTest, AConstantSeriesScoresAgainstTheFloorAndASpikeLeaves) {
+  RunningBand band;
+  const BandSettings settings;
+  for (int step = 0; step < 8; ++step) EXPECT_TRUE(std::isnan(band.push(1.0, BandMeasure::Magnitude, settings)));
+  EXPECT_EQ(band.push(1.0, BandMeasure::Magnitude, settings), 0);
+  // x30 is log10(30) = 1.477 above a band whose spread is its floor, 0.025: 59 sigma.
+  EXPECT_NEAR(band.push(30.0, BandMeasure::Magnitude, settings), std::log10(30.0) / 0.025, 1e-9);
+  EXPECT_EQ(band.push(std::nan(""), BandMeasure::Magnitude, settings), INFINITY);
+}
+
+TEST(BandTrackerTest, TheStoreScoresEachPointAsItComesAndExplainReadsThem) {
+  CaptureStore live, unscored;
+  unscored.setBandSettings(BandSettings{0, 8, 6});  // keeps no bands: explain scores it again
+  std::mt19937 random(7);
+  std::normal_distribution<double> noise(0, 0.03);
+  const std::vector<std::string> modules = {"fc1", "act", "fc2"};
+  for (int step = 0; step < 60; ++step) {
+    for (std::size_t m = 0; m < modules.size(); ++m) {
+      double l2 = (1 + double(m)) * std::exp(noise(random));
+      if (step >= 30 && m >= 1) l2 *= 20;  // 'act' moves at 30, 'fc2' too: 'act' comes first in a step
+      if (step >= 31 && m == 0) l2 *= 20;
+      live.add(step, {modules[m], 0, CaptureKind::Activation, 0}, statsOf(l2, 0.1));
+      unscored.add(step, {modules[m], 0, CaptureKind::Activation, 0}, statsOf(l2, 0.1));
+    }
+    const double loss = (step == 30 ? 50 : 1) * std::exp(noise(random));
+    live.addScalar(step, "loss", loss);
+    unscored.addScalar(step, "loss", loss);
+  }
+  const auto act = live.series({"act", 0, CaptureKind::Activation, 0});
+  EXPECT_TRUE(std::isnan(act[3].bands[0]));  // warming
+  EXPECT_GT(act[30].bands[0], 6);
+  EXPECT_GT(live.scalars("loss")[30].band, 6);
+
+  const FirstMovers stored = firstMovers(live, modules, std::nullopt, BandSettings{});
+  BandSettings other;
+  other.warmup = 9;  // not the store's: scored again from the values
+  const FirstMovers again = firstMovers(live, modules, std::nullopt, other);
+  ASSERT_EQ(stored.step, 30);
+  ASSERT_GE(stored.movers.size(), 2u);
+  EXPECT_EQ(stored.movers[0].key.module, "act");
+  EXPECT_EQ(stored.movers[1].key.module, "fc2");
+  EXPECT_EQ(again.movers[0].key.module, "act");
+  EXPECT_TRUE(std::isnan(unscored.series({"act", 0, CaptureKind::Activation, 0})[30].bands[0]));
+  EXPECT_EQ(describeMovers(firstMovers(unscored, modules, std::nullopt, BandSettings{})), describeMovers(stored));
+}
