@@ -1,0 +1,149 @@
+"""Training scripts with a spike put in on purpose, attached to `hookscope-cli record`, for the
+first-mover tests (issue 49): where the spike starts is known, and `explain` must name it.
+
+--fault weights: a 4-block transformer whose blocks.2.mlp.fc1 weights are scaled x30 at --at.
+--fault none:    the same transformer, untouched.
+--fault batch:   a CNN fed one sample scaled x1000 at --at (the first layer to read it moves).
+--fault grad:    a CNN whose loss gains a term on its last layer's weights from --at on: the
+                 spike starts in that layer's gradient, not in an activation.
+
+The transformer learns to continue a counting sequence (one answer in a hundred random), the
+CNN to regress a fixed map of its input; both train --pretrain steps before HookScope attaches,
+so the spike comes mid-run, once the loss has settled, not in its first fall.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+import hookscope  # noqa: E402
+
+VOCAB, WIDTH, SEQ = 64, 32, 16
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.proj = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / WIDTH ** 0.5, dim=-1)
+        return self.proj(weights @ v)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(WIDTH, 4 * WIDTH)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * WIDTH, WIDTH)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(WIDTH)
+        self.attn = Attention()
+        self.ln2 = nn.LayerNorm(WIDTH)
+        self.mlp = Mlp()
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        self.blocks = nn.ModuleList([Block() for _ in range(4)])
+        self.ln_f = nn.LayerNorm(WIDTH)
+        self.head = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1, stride=2)
+        self.relu2 = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flat = nn.Flatten()
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.fc(self.flat(self.pool(self.relu2(self.conv2(self.relu1(self.conv1(x)))))))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fault", choices=["none", "weights", "batch", "grad"], required=True)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--at", type=int, default=30)
+    parser.add_argument("--pretrain", type=int, default=150, help="steps before HookScope attaches")
+    parser.add_argument("--detach", action="store_true", help="run without HookScope")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    transformer = args.fault in ("none", "weights")
+    model = Transformer() if transformer else Cnn()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2 if transformer else 3e-3)
+    target = torch.nn.Linear(3, 10)  # what the CNN learns: a fixed map of its input's mean colour
+    for p in target.parameters():
+        p.requires_grad_(False)
+    hs = None
+    data = torch.Generator().manual_seed(1)
+    for step in range(-args.pretrain, args.steps):
+        if step == 0 and not args.detach:
+            hs = hookscope.attach(model, optimizer, wait=True, timeout=30)
+        if transformer:
+            start = torch.randint(0, VOCAB, (32, 1), generator=data)
+            tokens = (start + torch.arange(SEQ + 1)) % VOCAB
+            x, y = tokens[:, :-1], tokens[:, 1:].clone()
+            noise = torch.rand(y.shape, generator=data) < 0.01  # one answer in a hundred random: the loss settles on a floor
+            y[noise] = torch.randint(0, VOCAB, (int(noise.sum()),), generator=data)
+        else:
+            x = torch.randn(16, 3, 16, 16, generator=data)
+            y = target(x.mean(dim=(2, 3)))
+        if step == args.at and args.fault == "weights":
+            with torch.no_grad():
+                model.blocks[2].mlp.fc1.weight.mul_(30)
+        if step == args.at and args.fault == "batch":
+            x = x.clone()
+            x[3] *= 1000
+        out = model(x)
+        if transformer:
+            loss = nn.functional.cross_entropy(out.reshape(-1, VOCAB), y.reshape(-1))
+        else:
+            loss = nn.functional.mse_loss(out, y)
+        if args.fault == "grad" and step >= args.at:
+            loss = loss + 10 * model.fc.weight.pow(2).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if hs is not None:
+            hs.step(loss)
+        if args.detach:
+            print("loss %d %.5f" % (step, loss.item()))
+    if hs is not None:
+        hs.close()
+    print("finished", args.steps, "steps", flush=True)
+
+
+if __name__ == "__main__":
+    main()

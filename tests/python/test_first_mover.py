@@ -1,0 +1,96 @@
+"""Where a real spike started (issue 49): training scripts attached to `hookscope-cli record`
+with a fault put in at a known step (attach/spike_script.py), and `explain` on what was recorded
+must name the module the fault was put in, at that step, first — and the package's
+hookscope.bands the same. Run by ctest with the venv's PyTorch 2.x and with Debian's 1.13."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import shutil
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import hookscope  # noqa: E402
+from hookscope import bands  # noqa: E402
+
+CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(ROOT, "build/cli/hookscope-cli"))
+SCRIPT = os.path.join(HERE, "attach", "spike_script.py")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CLI), reason="hookscope-cli is not built")
+
+
+@pytest.fixture
+def folder():
+    path = tempfile.mkdtemp(prefix="hs-")  # short: a socket path has at most 107 bytes
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def record(folder, fault, at, steps):
+    """The script run with `fault` at step `at`, recorded with every module's activations and
+    gradients and the parameters' gradients; the export's path."""
+    out = os.path.join(folder, fault)
+    recorder = subprocess.Popen([CLI, "record", "--out", out, "--address", "unix:" + os.path.join(folder, "hs.sock"),
+                                 "--timeout", "120", "--kinds", "activation,gradient,param_grad"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = recorder.stdout.readline().strip()
+        assert line.startswith("HOOKSCOPE_ADDRESS="), line + recorder.stderr.read()
+        env = dict(os.environ, HOOKSCOPE_ADDRESS=line.split("=", 1)[1])
+        script = subprocess.run([sys.executable, SCRIPT, "--fault", fault, "--at", str(at), "--steps", str(steps)],
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert script.returncode == 0, script.stderr
+        _, err = recorder.communicate(timeout=180)
+        assert recorder.returncode == 0, err
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+            recorder.communicate()
+    return out
+
+
+def explain(run):
+    result = subprocess.run([CLI, "explain", run], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def package_says(run):
+    return bands.describe(bands.first_movers(hookscope.load_run(run)))
+
+
+def test_scaled_weights_in_one_block_are_named_at_their_step(folder):
+    run = record(folder, "weights", at=30, steps=60)
+    lines = explain(run)
+    assert lines[0].startswith("first to move: step 30, activation 'blocks.2.mlp.fc1' "), lines
+    # Nothing before the block it was put in moved: the blocks before it come later in the list.
+    assert not any("'blocks.0." in line or "'blocks.1." in line for line in lines[:3]), lines
+    assert package_says(run) == lines
+
+
+def test_the_same_script_untouched_names_no_first_mover(folder):
+    run = record(folder, "none", at=30, steps=60)
+    lines = explain(run)
+    assert lines[0].startswith("the loss never left its band"), lines
+    assert not any(line.startswith(("first to move", "then:")) for line in lines), lines
+    assert package_says(run) == lines
+
+
+def test_a_bad_batch_is_named_at_the_first_layer_that_reads_it(folder):
+    run = record(folder, "batch", at=25, steps=40)
+    lines = explain(run)
+    assert lines[0].startswith("first to move: step 25, activation 'conv1' "), lines
+    assert package_says(run) == lines
+
+
+def test_a_spike_that_starts_in_a_gradient_names_the_gradient(folder):
+    run = record(folder, "grad", at=20, steps=40)
+    lines = explain(run)
+    assert lines[0].startswith("first to move: step 20, param_grad 'fc.weight' "), lines
+    # No activation moved at the step: the forward pass was the same until the update.
+    assert not any("activation" in line for line in lines), lines
+    assert package_says(run) == lines
