@@ -337,6 +337,7 @@ bool parseRuleOptions(const std::vector<std::string>& breakNames, const std::vec
       return false;
     }
     breakOn->insert(*rule);
+    if (*rule == RuleKind::Anomaly) settings->enabled[std::size_t(RuleKind::Anomaly)] = true;  // off until asked for
   }
   for (const auto& spec : thresholds) {
     std::string name;

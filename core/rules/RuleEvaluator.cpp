@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -14,7 +15,7 @@ namespace {
 constexpr const char* kRuleNames[kRuleCount] = {"non_finite",   "exploding_gradient", "vanishing_gradient",
                                                 "dead_units",   "saturation",         "update_ratio",
                                                 "loss_plateau", "rank_divergence",    "fp16_overflow",
-                                                "fp8_underflow"};
+                                                "fp8_underflow", "anomaly"};
 
 std::string label(const std::string& module) { return module.empty() ? std::string("the root module") : "'" + module + "'"; }
 
@@ -67,6 +68,7 @@ double ruleThreshold(const RuleSettings& s, RuleKind rule) {
     case RuleKind::RankDivergence: return s.divergence;
     case RuleKind::Fp16Overflow: return s.fp16Overflow;
     case RuleKind::Fp8Underflow: return s.fp8Underflow;
+    case RuleKind::Anomaly: return s.anomalySigma;
   }
   return 0;
 }
@@ -83,6 +85,7 @@ const char* ruleThresholdMeaning(RuleKind rule) {
     case RuleKind::RankDivergence: return "relative difference between ranks above";
     case RuleKind::Fp16Overflow: return "fraction past float16's 65504 above";
     case RuleKind::Fp8Underflow: return "fraction fp8 would flush to zero above";
+    case RuleKind::Anomaly: return "robust deviations from a series' own last 200 steps, at least";
   }
   return "";
 }
@@ -125,6 +128,11 @@ bool setRuleThreshold(RuleSettings& s, RuleKind rule, double value, std::string*
     case RuleKind::RankDivergence:
       if (value < 0) return fail("must not be negative");
       s.divergence = value;
+      return true;
+    case RuleKind::Anomaly:
+      if (value <= 0) return fail("is a positive number of deviations, such as 6");
+      s.anomalySigma = value;
+      s.enabled[std::size_t(RuleKind::Anomaly)] = true;  // a threshold asked for is a rule wanted
       return true;
   }
   return false;
@@ -291,6 +299,35 @@ public:
     }
   }
 
+  // anomaly: the statistic furthest from its band, where it is sigma or more out (NaN or Inf
+  // after the warmup count as out: non_finite names them too).
+  void anomaly(const SeriesKey& key, const SeriesPoint& p) {
+    int worst = -1;
+    for (int i = 0; i < kBandStatistics; ++i) {
+      const double score = p.bands[std::size_t(i)];
+      if (!std::isnan(score) && (worst < 0 || std::fabs(score) > std::fabs(p.bands[std::size_t(worst)]))) worst = i;
+    }
+    if (worst < 0 || !(std::fabs(p.bands[std::size_t(worst)]) >= m_settings.anomalySigma)) return;
+    const double score = p.bands[std::size_t(worst)];
+    char text[96];
+    std::snprintf(text, sizeof text, "%.1f sigma %s its band", std::fabs(score), score > 0 ? "above" : "below");
+    fire(key.module, key.kind, RuleKind::Anomaly, score,
+         std::string(kBandStatisticNames[worst]) + " of " + label(key.module) + " is " + text);
+  }
+
+  // In the order the step made them (as non_finite): a break on anomaly names the first.
+  void anomalies(const StepOrder& order, const std::vector<SeriesKey>& keys) {
+    std::set<SeriesKey> done;
+    const auto judge = [&](const SeriesKey& key) {
+      SeriesPoint p;
+      if (key.rank != m_rank || !done.insert(key).second || !at(key, &p)) return;
+      anomaly(key, p);
+    };
+    for (const auto& key : order.forward) judge(key);
+    for (const auto& key : order.backward) judge(key);
+    for (const auto& key : keys) judge(key);
+  }
+
   void lossPlateau() {
     const auto loss = m_store.scalars("loss", m_rank);
     const int window = m_settings.plateauWindow;
@@ -328,6 +365,7 @@ std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64
     if (key.kind == CaptureKind::Activation) check.activation(key, s);
     if (key.kind == CaptureKind::Update) check.update(key, s);
   }
+  if (on(RuleKind::Anomaly)) check.anomalies(order, store.seriesKeys());
   if (on(RuleKind::Fp16Overflow) || on(RuleKind::Fp8Underflow)) check.precision(order);
   if (on(RuleKind::LossPlateau)) check.lossPlateau();
   add(check.fired);

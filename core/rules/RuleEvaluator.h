@@ -16,9 +16,10 @@ enum class RuleKind {
   NonFinite = 0, ExplodingGradient, VanishingGradient, DeadUnits, Saturation, UpdateRatio, LossPlateau,
   RankDivergence,  ///< across the ranks of a job: see RankDivergence.h
   Fp16Overflow,    ///< values float16 cannot hold (docs/export-format.md)
-  Fp8Underflow     ///< values fp8 with per-tensor scaling flushes: E4M3 forward, E5M2 for gradients
+  Fp8Underflow,    ///< values fp8 with per-tensor scaling flushes: E4M3 forward, E5M2 for gradients
+  Anomaly          ///< a series out of its own band (store/BandTracker.h); off unless asked for
 };
-constexpr int kRuleCount = 10;
+constexpr int kRuleCount = 11;
 
 const char* ruleName(RuleKind rule);
 std::optional<RuleKind> parseRuleName(const std::string& name);
@@ -27,7 +28,8 @@ std::string ruleNameList();
 
 /// Thresholds of the rules; each rule can be switched off.
 struct RuleSettings {
-  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true, true, true, true};
+  /// anomaly is off until asked for: breaking on it, or setting its threshold, turns it on.
+  std::array<bool, kRuleCount> enabled{true, true, true, true, true, true, true, true, true, true, false};
   double explodingNorm = 1e3;      ///< a gradient norm above this explodes...
   double explodingFactor = 10;     ///< ...and so does one above this times its median
   int explodingWindow = 20;        ///< of the last this many steps (needs 5 or more)
@@ -42,6 +44,8 @@ struct RuleSettings {
   double divergence = 1e-6;        ///< ranks' values that DDP keeps equal differing by more (relative)
   double fp16Overflow = 0;         ///< values above float16's range, as a fraction of a tensor, above this
   double fp8Underflow = 0.01;      ///< values fp8 flushes after amax scaling, as a fraction, above this
+  double anomalySigma = 12;        ///< a statistic this many robust deviations from its band or more (12,
+                                   ///< not explain's 6: hundreds of series are judged each step)
 };
 
 /// The main threshold of a rule (the one --threshold and the window change).

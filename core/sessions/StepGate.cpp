@@ -22,6 +22,12 @@ bool StepGate::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
 
 StepAnswer StepGate::check(CaptureStore& store, const StepOrder& order, GapRecord gap, int rank, AttachedStep* done,
                            std::string* reason) {
+  const std::size_t anomaly = std::size_t(RuleKind::Anomaly);
+  if ((m_breakRules & (1u << anomaly)) && !m_rules->settings().enabled[anomaly]) {
+    RuleSettings settings = m_rules->settings();  // off until asked for: breaking on it is asking
+    settings.enabled[anomaly] = true;
+    m_rules->setSettings(settings);
+  }
   done->alerts = m_rules->evaluate(store, done->step, order);
   store.setAlertBytes(m_rules->bytes(), rank);
   if (done->droppedCaptures > 0) {

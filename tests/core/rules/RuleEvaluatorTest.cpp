@@ -176,7 +176,7 @@ TEST(RuleEvaluatorTest, LowPrecisionRulesByKindAndThreshold) {
   EXPECT_TRUE(ofRule(tolerant.evaluate(store, 0, {}), RuleKind::Fp16Overflow).empty());
   EXPECT_TRUE(ofRule(tolerant.evaluate(store, 0, {}), RuleKind::Fp8Underflow).empty());
   EXPECT_EQ(parseRuleName("fp8_underflow"), RuleKind::Fp8Underflow);
-  EXPECT_NE(ruleNameList().find("rank_divergence, fp16_overflow, fp8_underflow"), std::string::npos);
+  EXPECT_NE(ruleNameList().find("rank_divergence, fp16_overflow, fp8_underflow, anomaly"), std::string::npos);
 }
 
 } // namespace
@@ -240,4 +240,35 @@ TEST(RuleEvaluatorTest, NoRuleJudgesATensorHoldingNanOrInfByItsFinitePart) {
   EXPECT_EQ(ofRule(judged, RuleKind::VanishingGradient).size(), 1u);
   EXPECT_EQ(ofRule(judged, RuleKind::ExplodingGradient).size(), 1u);
   EXPECT_EQ(ofRule(judged, RuleKind::UpdateRatio).size(), 1u);
+}
+
+// anomaly: off by default; on (by its threshold), it fires where a series leaves its own band,
+// with the statistic and how far, and not on the steps before.
+TEST(RuleEvaluatorTest, AnomalyIsOffUntilAskedAndFiresWhereASeriesLeavesItsBand) {
+  CaptureStore store;
+  const SeriesKey key{"blocks.2.mlp.fc1", 0, CaptureKind::Activation, 0};
+  RuleEvaluator quiet;
+  RuleSettings settings;
+  EXPECT_FALSE(settings.enabled[std::size_t(RuleKind::Anomaly)]);
+  EXPECT_EQ(parseRuleName("anomaly"), RuleKind::Anomaly);
+  ASSERT_TRUE(setRuleThreshold(settings, RuleKind::Anomaly, 8, nullptr));
+  EXPECT_TRUE(settings.enabled[std::size_t(RuleKind::Anomaly)]);
+  EXPECT_FALSE(setRuleThreshold(settings, RuleKind::Anomaly, 0, nullptr));
+  RuleEvaluator rules(settings);
+  std::vector<Alert> fired, firedQuiet;
+  for (int step = 0; step < 40; ++step) {
+    TensorStats s;
+    s.numel = 100;
+    s.l2norm = (step == 30 ? 30.0 : 1.0) * (1 + 0.01 * (step % 3));
+    s.std = s.l2norm / 10;
+    store.add(step, key, s);
+    for (const auto& a : ofRule(rules.evaluate(store, step, {}), RuleKind::Anomaly)) fired.push_back(a);
+    for (const auto& a : ofRule(quiet.evaluate(store, step, {}), RuleKind::Anomaly)) firedQuiet.push_back(a);
+  }
+  EXPECT_TRUE(firedQuiet.empty());
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].step, 30);
+  EXPECT_EQ(fired[0].module, "blocks.2.mlp.fc1");
+  EXPECT_GT(fired[0].value, 8);
+  EXPECT_NE(fired[0].message.find("sigma above its band"), std::string::npos) << fired[0].message;
 }

@@ -137,7 +137,11 @@ def main():
         loss.backward()
         optimizer.step()
         if hs is not None:
-            hs.step(loss)
+            try:
+                hs.step(loss)
+            except hookscope.Stopped as stopped:  # a breakpoint of the recorder's (--break)
+                print("stopped at step %d: %s" % (step, stopped), flush=True)
+                sys.exit(7)
         if args.detach:
             print("loss %d %.5f" % (step, loss.item()))
     if hs is not None:
