@@ -27,6 +27,9 @@ RuleThresholdsDialog::RuleThresholdsDialog(const RuleSettings& settings, QWidget
 void RuleThresholdsDialog::accept() {
   RuleSettings settings = m_settings;
   for (const auto& [rule, edit] : m_edits) {
+    // Only what was edited: setting a threshold can turn its rule on (anomaly), and OK on an
+    // untouched dialog must not.
+    if (edit->text() == QString::number(ruleThreshold(m_settings, rule), 'g', 6)) continue;
     bool ok = false;
     const double value = edit->text().toDouble(&ok);
     std::string error;

@@ -1,6 +1,7 @@
 // The window's low-precision views: the Precision page over steps, the tree's Precision column
 // and the histogram's numbers, on stores filled by hand with known counts, and on the sample
 // model run by its engine (whose counts the store holds as the kernel made them).
+#include "dialogs/RuleThresholdsDialog.h"
 #include "models/ModuleTreeModel.h"
 #include "panels/ModuleTreePanel.h"
 #include "panels/PlotsPanel.h"
@@ -13,6 +14,7 @@
 #include "WindowTestSupport.h"
 
 #include <QHeaderView>
+#include <QLineEdit>
 #include <QStandardPaths>
 #include <QTreeView>
 
@@ -235,6 +237,28 @@ private Q_SLOTS:
     QVERIFY2(view->header()->sectionSize(ModuleTreeModel::Name) >= nameNeeds,
              qPrintable(QStringLiteral("names get %1 px").arg(view->header()->sectionSize(ModuleTreeModel::Name))));
     QSettings().remove(QStringLiteral("view/precisionColumn"));
+  }
+
+  // anomaly is off until asked for: OK on the untouched thresholds dialog leaves it off, an
+  // edited threshold turns it on; Break on lists it.
+  void theAnomalyRuleIsOnlyOnceItsThresholdIsEdited() {
+    const hookscope::RuleSettings defaults;
+    RuleThresholdsDialog untouched(defaults);
+    untouched.accept();
+    QVERIFY(!untouched.settings().enabled[std::size_t(hookscope::RuleKind::Anomaly)]);
+    RuleThresholdsDialog edited(defaults);
+    QLineEdit* sigma = nullptr;
+    for (auto* edit : edited.findChildren<QLineEdit*>()) {
+      if (edit->toolTip().contains(QStringLiteral("robust deviations"))) sigma = edit;
+    }
+    QVERIFY(sigma);
+    QCOMPARE(sigma->text(), QStringLiteral("12"));
+    sigma->setText(QStringLiteral("20"));
+    edited.accept();
+    QVERIFY(edited.settings().enabled[std::size_t(hookscope::RuleKind::Anomaly)]);
+    QCOMPARE(edited.settings().anomalySigma, 20.0);
+    auto window = hookscope::test::openWindow(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/growing.pt"), kTimeout);
+    QVERIFY(hookscope::test::findAction(*window, QStringLiteral("anomaly")));
   }
 
   void anArmedFp16OverflowPausesTheWindowWhereALayerFirstOverflows() {
