@@ -22,16 +22,6 @@ double median(const std::vector<double>& sorted) {
   return n % 2 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
 }
 
-/// A statistic of a capture (kBandStatisticNames' order), or nullopt where it was not measured.
-std::optional<double> statisticOf(const TensorStats& s, int statistic) {
-  switch (statistic) {
-    case 0: return s.l2norm;
-    case 1: return s.std;
-    case 2: return s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt;
-    default: return s.zeroFraction;
-  }
-}
-
 std::string format(const char* pattern, double a) {
   char text[64];
   std::snprintf(text, sizeof text, pattern, a);
@@ -141,8 +131,8 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
   result.step = *step;
   std::vector<BandMover> found, near;
   for (const auto& key : inStepOrder(store.seriesKeys(), moduleOrder)) {
-    const auto points = store.series(key);
-    if (std::none_of(points.begin(), points.end(), [&](const SeriesPoint& p) { return p.step == *step; })) continue;
+    const auto points = store.bandPoints(key);
+    if (std::none_of(points.begin(), points.end(), [&](const BandPoint& p) { return p.step == *step; })) continue;
     std::optional<BandMover> best;
     std::tuple<int, std::int64_t, double> bestRank;
     for (int statistic = 0; statistic < kBandStatistics; ++statistic) {
@@ -150,9 +140,9 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
       std::vector<BandScore> scores;
       bool any = false;
       for (const auto& p : points) {
-        values.emplace_back(p.step, statisticOf(p.stats, statistic));
+        values.emplace_back(p.step, p.values[std::size_t(statistic)]);
         any = any || values.back().second.has_value();
-        scores.push_back(storedScore(p.step, values.back().second.value_or(std::nan("")), p.bands[statistic]));
+        scores.push_back(storedScore(p.step, values.back().second.value_or(std::nan("")), p.scores[std::size_t(statistic)]));
       }
       if (!any) continue;
       if (!stored) scores = bandScores(values, kBandStatisticNames[statistic], settings);

@@ -3,6 +3,7 @@
 #include "store/ShardAssembly.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hookscope {
 
@@ -238,6 +239,32 @@ std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double Tenso
   auto pos = firstAtOrAfter(points, from);
   result.reserve(std::size_t(points.end() - pos));
   for (; pos != points.end(); ++pos) result.push_back({pos->step, pos->stats.*field});
+  return result;
+}
+
+double BandPoint::furthest() const {
+  double worst = std::numeric_limits<double>::quiet_NaN();
+  for (const double score : scores) {
+    if (!std::isnan(score) && !(std::fabs(score) <= std::fabs(worst))) worst = score;
+  }
+  return worst;
+}
+
+std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64_t from) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<BandPoint> result;
+  const auto it = m_series.find(key);
+  if (it == m_series.end()) return result;
+  auto pos = firstAtOrAfter(it->second, from);
+  result.reserve(std::size_t(it->second.end() - pos));
+  for (; pos != it->second.end(); ++pos) {
+    const TensorStats& s = pos->stats;
+    BandPoint point;
+    point.step = pos->step;
+    point.values = {s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
+    point.scores = pos->bands;
+    result.push_back(point);
+  }
   return result;
 }
 

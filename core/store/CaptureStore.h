@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -69,6 +70,16 @@ struct SeriesPoint {
   }
 };
 
+/// A stored capture's banded statistics and their scores, without its histogram: what the
+/// first movers and the deviation view read.
+struct BandPoint {
+  std::int64_t step = 0;
+  std::array<std::optional<double>, kBandStatistics> values;  ///< nullopt: not measured
+  std::array<double, kBandStatistics> scores{};               ///< SeriesPoint::bands
+  /// The score furthest from its band (NaN when none is scored).
+  double furthest() const;
+};
+
 /// One value of a named per-step scalar (loss, lr, step_ms, ...).
 struct ScalarPoint {
   std::int64_t step = 0;
@@ -121,6 +132,8 @@ public:
   /// One statistic of a series over steps >= from (e.g. &TensorStats::l2norm), without
   /// copying histograms: what line plots need.
   std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
+  /// A series' banded statistics and scores over steps >= from.
+  std::vector<BandPoint> bandPoints(const SeriesKey& key, std::int64_t from = 0) const;
   /// The newest point of a series at or before `step`; false when there is none.
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
   /// Calls fn with every series' points, read in place under the store's lock (adds wait):

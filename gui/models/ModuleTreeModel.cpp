@@ -34,6 +34,7 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
   m_nonFinite.assign(m_modules.size(), false);
   m_precision.assign(m_modules.size(), std::nan(""));
   m_differs.assign(m_modules.size(), -1);
+  m_bandLeft.assign(m_modules.size(), -1);
   m_reviewOnly = reviewOnly;
   endResetModel();
 }
@@ -199,6 +200,12 @@ void ModuleTreeModel::setFirstDifferences(const std::vector<std::int64_t>& steps
   emitColumnChanged(Differs, Differs);
 }
 
+void ModuleTreeModel::setBandStarts(const std::vector<std::int64_t>& steps) {
+  if (steps.size() != m_modules.size()) return;
+  m_bandLeft = steps;
+  emitColumnChanged(BandLeft, BandLeft);
+}
+
 QModelIndex ModuleTreeModel::indexOfModule(int module, int column) const {
   if (module < 0 || std::size_t(module) >= m_modules.size()) return {};
   return createIndex(m_row[std::size_t(module)], column, quintptr(module));
@@ -322,9 +329,10 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   if (role == GradNormFractionRole) return m_gradFractions[std::size_t(m)];
   if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
   if (role == SortRole) {
-    if (column != Differs) return data(index, Qt::DisplayRole);
+    if (column != Differs && column != BandLeft) return data(index, Qt::DisplayRole);
     // Ties (modules differing at the same step) keep the model's order; one that does not differ comes last.
-    const qint64 step = m_differs[std::size_t(m)] < 0 ? std::numeric_limits<qint32>::max() : qint64(m_differs[std::size_t(m)]);
+    const std::int64_t at = stepsOf(column)[std::size_t(m)];
+    const qint64 step = at < 0 ? std::numeric_limits<qint32>::max() : qint64(at);
     return step * (qint64(1) << 31) + m;
   }
   if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
@@ -334,7 +342,8 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     return QBrush(QColor(200, 30, 30));
   }
   if (role == Qt::ToolTipRole) return toolTip(m, column);
-  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm || column == Precision || column == Differs)) {
+  if (role == Qt::TextAlignmentRole && (column == Params || column == GradNorm || column == Precision || column == Differs ||
+                                            column == BandLeft)) {
     return int(Qt::AlignRight | Qt::AlignVCenter);
   }
   if (role != Qt::DisplayRole) return {};
@@ -356,7 +365,11 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
       const double f = m_precision[std::size_t(m)];
       return std::isnan(f) ? QString() : f == 0 ? QStringLiteral("0") : QString::number(100 * f, 'g', 2) + QLatin1Char('%');
     }
-    case Differs: return m_differs[std::size_t(m)] < 0 ? QStringLiteral("—") : QString::number(m_differs[std::size_t(m)]);
+    case Differs:
+    case BandLeft: {
+      const std::int64_t step = stepsOf(column)[std::size_t(m)];
+      return step < 0 ? QStringLiteral("—") : QString::number(step);
+    }
     default: return {};
   }
 }
@@ -393,7 +406,8 @@ QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, i
           .arg(QString::fromLatin1(count.meaning));
     }
   }
-  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm", "Precision", "Differs at"};
+  static const char* names[] = {"Module", "Type", "Shape", "Params", "Act", "Grad", "In", "Grad norm", "Precision", "Differs at",
+                                "Left band"};
   static const char* tips[] = {"Module name (hover for path and parameters)",
                                "Module class",
                                "Output shape: of the first output at the first step",
@@ -404,7 +418,9 @@ QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, i
                                "L2 norm of the gradient at the module's output, latest step",
                                "A low-precision count: choose it in View > Value column",
                                "The first step where a series of the module differs from the compared run (File > "
-                               "Compare with run…); — where none does"};
+                               "Compare with run…); — where none does",
+                               "Left its band at: where the loss spiked, the step each module's series left their own band (the first "
+                               "mover's first; F9 goes to it); — where none did"};
   if (section < 0 || section >= ColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromLatin1(names[section]);
   if (role == Qt::ToolTipRole) return QString::fromLatin1(tips[section]);

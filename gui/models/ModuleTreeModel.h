@@ -15,7 +15,7 @@ class ModuleTreeModel : public QAbstractItemModel {
   Q_OBJECT
 
 public:
-  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, Precision, Differs, ColumnCount };
+  enum Column { Name, Type, OutputShape, Params, Act, Grad, In, GradNorm, Precision, Differs, BandLeft, ColumnCount };
   enum Role {
     ModuleIndexRole = Qt::UserRole + 1, PathRole, GradNormFractionRole, NonFiniteRole,
     SortRole  ///< what sorting by a column compares: "Differs at" as numbers, a module that does not differ last
@@ -56,6 +56,9 @@ public:
   /// The Differs column: per module, the first step where a series of it differs from the
   /// compared run (-1: none differs).
   void setFirstDifferences(const std::vector<std::int64_t>& steps);
+  /// The BandLeft column: per module, the step its excursion out of its band began, at the
+  /// loss's spike the window explains (-1: inside its band; issue 49).
+  void setBandStarts(const std::vector<std::int64_t>& steps);
 
   QModelIndex indexOfModule(int module, int column = Name) const;
   int moduleAt(const QModelIndex& index) const;
@@ -99,5 +102,8 @@ private:
   std::vector<double> m_precision;
   int m_precisionCount = -1;
   std::vector<std::int64_t> m_differs;  ///< setFirstDifferences
+  std::vector<std::int64_t> m_bandLeft;  ///< setBandStarts
+  /// The steps a step column (Differs, BandLeft) shows.
+  const std::vector<std::int64_t>& stepsOf(int column) const { return column == BandLeft ? m_bandLeft : m_differs; }
   bool m_reviewOnly = false;
 };

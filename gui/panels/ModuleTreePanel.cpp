@@ -84,6 +84,7 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
   }
   m_view->setColumnHidden(ModuleTreeModel::Precision, true);  // until a count is chosen for it
   m_view->setColumnHidden(ModuleTreeModel::Differs, true);    // until a run is compared
+  m_view->setColumnHidden(ModuleTreeModel::BandLeft, true);   // until the loss leaves its band
   m_view->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_view, &QWidget::customContextMenuRequested, this, &ModuleTreePanel::showMenu);
   connect(m_view->selectionModel(), &QItemSelectionModel::currentChanged, this, [this] {
@@ -103,11 +104,9 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
   m_reviewOnly = summary.reviewOnly;
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
-  if (!m_view->isColumnHidden(ModuleTreeModel::Differs)) {  // a comparison was of the run shown before
-    m_view->setColumnHidden(ModuleTreeModel::Differs, true);
-    m_view->setSortingEnabled(false);
-    m_filter->sort(-1);  // the model's own order again
-    setPrecisionColumn(m_tree->precisionCount());
+  // A comparison, or a spike, was of the run shown before.
+  if (!m_view->isColumnHidden(ModuleTreeModel::Differs) || !m_view->isColumnHidden(ModuleTreeModel::BandLeft)) {
+    hideStepColumns();
   }
   if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
   // The Type column as wide as this model's longest type (a transformer's would otherwise read
@@ -181,27 +180,52 @@ void ModuleTreePanel::setPrecisionColumn(int count) {
   Q_EMIT precisionColumnChanged(count);
 }
 
-void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) {
+std::vector<std::int64_t> ModuleTreePanel::stepsByModule(
+    const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) const {
   const std::map<std::string, std::int64_t> byPath(firstSteps.begin(), firstSteps.end());
   std::vector<std::int64_t> steps(m_tree->modules().size(), -1);
   for (std::size_t m = 0; m < steps.size(); ++m) {
     const auto found = byPath.find(m_tree->modules()[m].path);
     if (found != byPath.end()) steps[m] = found->second;
   }
-  m_tree->setFirstDifferences(steps);
+  return steps;
+}
+
+void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) {
+  m_tree->setFirstDifferences(stepsByModule(firstSteps));
+  showStepColumn(ModuleTreeModel::Differs, tr("Differs at"));
+}
+
+void ModuleTreePanel::showBandStarts(const std::vector<std::pair<std::string, std::int64_t>>& starts) {
+  m_tree->setBandStarts(stepsByModule(starts));
+  if (starts.empty()) {
+    if (!m_view->isColumnHidden(ModuleTreeModel::BandLeft)) hideStepColumns();
+    return;
+  }
+  showStepColumn(ModuleTreeModel::BandLeft, tr("Left band"));
+}
+
+void ModuleTreePanel::showStepColumn(int column, const QString& header) {
   m_view->setColumnHidden(ModuleTreeModel::GradNorm, true);
   m_view->setColumnHidden(ModuleTreeModel::Precision, true);
-  m_view->setColumnHidden(ModuleTreeModel::Differs, false);
+  for (int other : {int(ModuleTreeModel::Differs), int(ModuleTreeModel::BandLeft)}) m_view->setColumnHidden(other, other != column);
   // Sorted by it, earliest first (a click on another header sorts by that column; another run
   // shown brings back the model's order).
-  m_view->header()->setSortIndicator(ModuleTreeModel::Differs, Qt::AscendingOrder);
+  m_view->header()->setSortIndicator(column, Qt::AscendingOrder);
   m_view->setSortingEnabled(true);
   // Its header whole beside the sort indicator.
-  m_view->setColumnWidth(ModuleTreeModel::Differs, m_view->header()->fontMetrics().horizontalAdvance(tr("Differs at")) + 32);
-  if (m_view->header()->visualIndex(ModuleTreeModel::Differs) > m_view->header()->visualIndex(ModuleTreeModel::Params)) {
-    m_view->header()->moveSection(m_view->header()->visualIndex(ModuleTreeModel::Differs),
-                                  m_view->header()->visualIndex(ModuleTreeModel::Params));
+  m_view->setColumnWidth(column, m_view->header()->fontMetrics().horizontalAdvance(header) + 32);
+  if (m_view->header()->visualIndex(column) > m_view->header()->visualIndex(ModuleTreeModel::Params)) {
+    m_view->header()->moveSection(m_view->header()->visualIndex(column), m_view->header()->visualIndex(ModuleTreeModel::Params));
   }
+}
+
+void ModuleTreePanel::hideStepColumns() {
+  m_view->setColumnHidden(ModuleTreeModel::Differs, true);
+  m_view->setColumnHidden(ModuleTreeModel::BandLeft, true);
+  m_view->setSortingEnabled(false);
+  m_filter->sort(-1);  // the model's own order again
+  setPrecisionColumn(m_tree->precisionCount());
 }
 
 int ModuleTreePanel::currentModule() const { return m_tree->moduleAt(m_filter->mapToSource(m_view->currentIndex())); }

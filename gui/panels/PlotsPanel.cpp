@@ -1,5 +1,6 @@
 #include "panels/PlotsPanel.h"
 
+#include "plots/DeviationPlot.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/HistogramPlot.h"
@@ -30,9 +31,14 @@ QSplitter* PlotsPanel::buildGrid() {
   m_overSteps->setDocumentMode(true);
   m_overSteps->addTab(m_heatmap, tr("Values"));
   m_overSteps->addTab(m_precision, tr("Precision"));
+  m_overSteps->addTab(m_deviation, tr("Deviation"));
   m_overSteps->setTabToolTip(0, tr("The selected series' values over steps: its histograms as colour (Ctrl+Shift+D)"));
   m_overSteps->setTabToolTip(1, tr("What float16 would overflow or flush, and fp8 (E4M3, E5M2, scaled to the "
                                    "tensor's largest value) would flush, as % of the selected series' values (Ctrl+Shift+P)"));
+  m_overSteps->setTabToolTip(2, tr("Every hooked layer against its own last 200 steps: how many robust deviations its "
+                                   "furthest statistic lies from its band, step by step (Ctrl+Shift+B)"));
+  // The deviation view reads every series: it draws when it is shown.
+  connect(m_overSteps, &QTabWidget::currentChanged, this, [this] { refresh(); });
   top->addWidget(m_overSteps);
   auto* bottom = new QSplitter(Qt::Horizontal);
   bottom->addWidget(m_gradNorms);
@@ -51,6 +57,8 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   m_gradNorms = new GradNormPlot(this);
   m_loss = new LossPlot(this);
   m_precision = new PrecisionPlot(this);
+  m_deviation = new DeviationPlot(this);
+  connect(m_heatmap, &HeatmapPlot::deviationRequested, this, &PlotsPanel::showDeviation);
   connect(m_gradNorms, &GradNormPlot::moduleClicked, this, &PlotsPanel::moduleClicked);
 
   QSplitter* grid = buildGrid();
@@ -125,7 +133,13 @@ bool PlotsPanel::eventFilter(QObject* watched, QEvent* event) {
   return QWidget::eventFilter(watched, event);
 }
 
-QList<PlotPage*> PlotsPanel::pages() const { return {m_histogram, m_heatmap, m_precision, m_gradNorms, m_loss}; }
+QList<PlotPage*> PlotsPanel::pages() const {
+  return {m_histogram, m_heatmap, m_precision, m_deviation, m_gradNorms, m_loss};
+}
+
+void PlotsPanel::showDeviation() { m_overSteps->setCurrentWidget(m_deviation); }
+bool PlotsPanel::showsDeviation() const { return m_overSteps->currentWidget() == m_deviation; }
+void PlotsPanel::setModuleOrder(std::vector<std::string> order) { m_deviation->setModuleOrder(std::move(order)); }
 
 void PlotsPanel::showPrecision(bool precision) { m_overSteps->setCurrentWidget(precision ? static_cast<QWidget*>(m_precision) : m_heatmap); }
 bool PlotsPanel::showsPrecision() const { return m_overSteps->currentWidget() == m_precision; }

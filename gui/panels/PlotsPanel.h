@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+class DeviationPlot;
 class GradNormPlot;
 class HeatmapPlot;
 class HistogramPlot;
@@ -73,6 +74,12 @@ public:
   /// counts (the tabs under them).
   void showPrecision(bool precision);
   bool showsPrecision() const;
+  /// The third tab: every layer against its own band over steps (issue 49).
+  void showDeviation();
+  bool showsDeviation() const;
+  DeviationPlot* deviation() const { return m_deviation; }
+  /// The model's modules in order: the deviation view's rows.
+  void setModuleOrder(std::vector<std::string> order);
   QList<PlotPage*> pages() const;
   /// Writes each page as PNG, PDF and CSV into `dir`; the titles of those that could not be written.
   QStringList saveAll(const QString& dir) const;
@@ -107,6 +114,7 @@ private:
   GradNormPlot* m_gradNorms;
   LossPlot* m_loss;
   PrecisionPlot* m_precision;
+  DeviationPlot* m_deviation;
   QTabWidget* m_overSteps;
   QComboBox* m_series;
   QComboBox* m_rankChooser;

@@ -179,6 +179,8 @@ void HeatmapPlot::addMenuActions(QMenu* menu) {
     action->setChecked(int(m_source) == i);
     action->setEnabled(m_state.compared != nullptr);  // File > Compare with run… first
   }
+  menu->addSeparator();
+  menu->addAction(tr("Deviation from its band (every layer)"), this, &HeatmapPlot::deviationRequested);
 }
 
 void HeatmapPlot::fitAxes() {

@@ -32,6 +32,10 @@ public:
   void setSource(Source source);
   Source source() const { return m_source; }
 
+Q_SIGNALS:
+  /// Right-click > Deviation from its band: the deviation view, the selected layer's row outlined.
+  void deviationRequested();
+
 protected:
   /// The whole of every cell: the map's ranges are its cells' centres, so the first and last
   /// steps (and the lowest and highest rows) would otherwise show half a cell.

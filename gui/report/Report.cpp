@@ -2,8 +2,10 @@
 
 #include "common/OutputFile.h"
 #include "files/ExportFolder.h"
+#include "store/Bands.h"
 #include "store/RunCompare.h"
 #include "rules/RuleEvaluator.h"
+#include "plots/DeviationPlot.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
 #include "plots/LossPlot.h"
@@ -34,9 +36,13 @@ QString esc(const QString& text) { return text.toHtmlEscaped(); }
 
 /// The page drawn at a fixed size, as a PNG image inside the HTML.
 QString image(PlotPage* page, const ViewState& state, const QString& alt) {
+  // Shown (never on a screen) at the picture's size: laid out as the window lays it out.
+  page->setAttribute(Qt::WA_DontShowOnScreen);
+  page->show();
   page->resize(kWidth, kHeight);
   page->refresh(state);
   page->fitToData();
+  page->plot()->replot(QCustomPlot::rpImmediateRefresh);  // a layout first: pages that name what fits (deviation)
   const QPixmap pixmap = page->plot()->toPixmap(kWidth, kHeight, 1.0);
   QByteArray png;
   QBuffer buffer(&png);
@@ -423,6 +429,30 @@ bool heatmapSection(const ReportRequest& request, const ExportData& data, ViewSt
   return true;
 }
 
+/// Where the loss's largest excursion started (issue 49), as `hookscope-cli explain` says it,
+/// and every hooked layer against its own band step by step.
+QString spikeSection(const ExportData& data, const ViewState& state, ReportContents* contents) {
+  const FirstMovers result = firstMovers(*data.store, data.manifest.modulePaths(), std::nullopt, data.store->bandSettings());
+  QString body = QStringLiteral("<h2>Where the loss spiked</h2>\n");
+  const auto lines = describeMovers(result, 8);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    body += QStringLiteral("<p%1>%2</p>\n").arg(i == 0 && !result.movers.empty() ? QStringLiteral(" class=\"warn\"") : QString(),
+                                                esc(lines[i]));
+  }
+  if (!lines.empty()) contents->firstMover = QString::fromStdString(lines.front());
+  if (!result.loss) return body;  // too few steps for a band: nothing to draw
+  DeviationPlot page;
+  page.setModuleOrder(data.manifest.modulePaths());
+  body += QStringLiteral("<h3>every layer against its band</h3>\n") + image(&page, state, QStringLiteral("deviation"));
+  ++contents->images;
+  body += QStringLiteral("<p class=\"note\">A row a layer in the model's order, a column a step: how many robust "
+                         "deviations (sigmas) its furthest statistic (L2 norm, std, amax, zero fraction) lies from the "
+                         "band of its own last %1 steps; empty while a band warms up (%2 steps).</p>\n")
+              .arg(data.store->bandSettings().window)
+              .arg(data.store->bandSettings().warmup);
+  return body;
+}
+
 /// The whole page: its title, style and body.
 QString page(const QString& title, const QString& body) {
   return QStringLiteral("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>%1</title>\n"
@@ -472,6 +502,7 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   if (state.compared) body += comparisonSection(data, other, QFileInfo(request.compare).fileName(), contents);
   body += scalarsSection(state, contents);
   body += gradNormSection(state, contents);
+  body += spikeSection(data, state, contents);
   body += precisionSection(state, contents);
   if (!heatmapSection(request, data, state, contents, &body, error)) return ReportResult::BadInput;
   body += QStringLiteral("<h2>Alerts</h2>\n") + alertsTable(data.alerts, state.ranks.size() > 1);

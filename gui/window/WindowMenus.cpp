@@ -8,6 +8,7 @@
 #include "window/MainWindow.h"
 #include "window/RecentFiles.h"
 #include "window/RunComparer.h"
+#include "window/SpikeFinder.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowShortcuts.h"
 
@@ -51,6 +52,10 @@ void WindowMenus::buildFile() {
       ->setToolTip(tr("The run shown against an export, series by series: where they first diverge"));
   file->addAction(tr("&Go to first divergence"), comparer, &RunComparer::showFirstDivergence)
       ->setShortcut(QKeySequence(Qt::Key_F8));
+  auto* spikes = new SpikeFinder(w);
+  QAction* firstMover = file->addAction(tr("Go to first &mover"), spikes, &SpikeFinder::showFirstMover);
+  firstMover->setShortcut(QKeySequence(Qt::Key_F9));
+  firstMover->setToolTip(tr("Where the loss left its band: the layer that left its own band first, at that step (F9)"));
   file->addAction(tr("Comparison &tolerance…"), comparer, &RunComparer::chooseTolerance)
       ->setToolTip(tr("The relative difference that counts as a divergence (default 1e-4)"));
   m_tensorBoardAction =
@@ -102,6 +107,8 @@ void WindowMenus::buildView() {
       ->setShortcut(QKeySequence(tr("Ctrl+Shift+D")));
   view->addAction(tr("P&recision over steps"), plots, [plots] { plots->showPrecision(true); })
       ->setShortcut(QKeySequence(tr("Ctrl+Shift+P")));
+  view->addAction(tr("De&viation from each layer's band"), plots, &PlotsPanel::showDeviation)
+      ->setShortcut(QKeySequence(tr("Ctrl+Shift+B")));
   view->addMenu(m_window->treePanel()->precisionMenu());
 }
 

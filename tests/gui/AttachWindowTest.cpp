@@ -6,10 +6,13 @@
 #include "window/MainWindow.h"
 #include "panels/PlotsPanel.h"
 #include "panels/AlertsPanel.h"
+#include "plots/DeviationPlot.h"
 #include "plots/GradNormPlot.h"
+#include "plots/QCustomPlotInclude.h"
 #include "plots/HistogramPlot.h"
 #include "plots/LossPlot.h"
 #include "models/ModuleTreeModel.h"
+#include "window/SpikeFinder.h"
 #include "wire/AttachListener.h"
 #include "wire/WireFrame.h"
 
@@ -22,6 +25,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QStatusBar>
 #include <QTest>
 
 #include <poll.h>
@@ -376,6 +380,87 @@ private Q_SLOTS:
       QVERIFY(hooks != got.end());
       QCOMPARE(hooks->second.size(), std::size_t(1));
       QCOMPARE(hooks->second.front()["hooks"].size(), std::size_t(1000));
+    }
+  }
+
+  // Issue 49 in the window: a transformer script whose blocks.2.mlp.fc1 weights are scaled x30 at
+  // step 30 (tests/python/attach/spike_script.py), every module hooked once it attached. When the
+  // loss leaves its band the status bar names fc1 first, the tree says where each module left its
+  // band, F9 goes there, and the deviation view draws every layer at 1024x700 and 1600x1000.
+  void theStatusBarNamesTheFirstMoverWhenTheLossSpikes() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    QString address;
+    listenIn(window, dir, &address);
+    QProcess script;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), address);
+    script.setProcessEnvironment(env);
+    script.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    script.start(QStringLiteral(HOOKSCOPE_PYTHON),
+                 {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
+                  QStringLiteral("--at"), QStringLiteral("30"), QStringLiteral("--steps"), QStringLiteral("60"),
+                  QStringLiteral("--sleep"), QStringLiteral("0.05")});
+    QVERIFY(opened.wait(kTimeout));
+    ModuleTreeModel* tree = window.treeModel();
+    for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
+      QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
+    }
+    auto* finder = window.findChild<SpikeFinder*>();
+    QVERIFY(finder);
+    QTRY_VERIFY2_WITH_TIMEOUT(!finder->summary().isEmpty(), qPrintable(window.lastMessage()), kTimeout);
+    QVERIFY2(finder->summary().contains(QStringLiteral("The loss left its band at step 30")), qPrintable(finder->summary()));
+    QVERIFY2(finder->summary().contains(QStringLiteral("first to move, step 30: activation blocks.2.mlp.fc1")),
+             qPrintable(finder->summary()));
+    QCOMPARE(window.statusBar()->currentMessage(), finder->summary());
+    const auto bandLeft = [&](const std::string& path) {
+      return tree->data(tree->indexOfModule(moduleIndex(tree, path), ModuleTreeModel::BandLeft)).toString();
+    };
+    QCOMPARE(bandLeft("blocks.2.mlp.fc1"), QStringLiteral("30"));
+    QCOMPARE(bandLeft("blocks"), QStringLiteral("\u2014"));  // a ModuleList, never called: no band to leave
+    // F9: the layer selected at the step its excursion began.
+    QTest::keyClick(&window, Qt::Key_F9);
+    QCOMPARE(window.plots()->selectedModule(), std::string("blocks.2.mlp.fc1"));
+    QCOMPARE(window.plots()->shownStep(), qint64(30));
+    QVERIFY(script.waitForFinished(kTimeout));
+    QCOMPARE(script.exitCode(), 0);
+
+    // Every layer against its band, fc1's row hot at step 30 and cool before it, at both sizes.
+    window.plots()->showDeviation();
+    const QString shots = qEnvironmentVariable("HOOKSCOPE_SCREENSHOTS");
+    for (const QSize size : {QSize(1024, 700), QSize(1600, 1000)}) {
+      window.resize(size);
+      QTRY_VERIFY_WITH_TIMEOUT(!window.redrawPending(), kTimeout);
+      window.plots()->refresh();
+      DeviationPlot* deviation = window.plots()->deviation();
+      QTRY_VERIFY_WITH_TIMEOUT(!deviation->rows().empty(), kTimeout);
+      const auto& rows = deviation->rows();
+      const int fc1 = int(std::find(rows.begin(), rows.end(), "blocks.2.mlp.fc1") - rows.begin());
+      QVERIFY(fc1 < int(rows.size()));
+      QVERIFY(deviation->columnCount() >= 50);  // a column a step (from the step the ticks reached the script)
+      const int at = deviation->columnOf(30), before = deviation->columnOf(20);
+      QVERIFY(at > before && before >= 0);
+      QVERIFY2(deviation->cell(fc1, at) >= 6, qPrintable(QString::number(deviation->cell(fc1, at))));
+      QVERIFY2(deviation->cell(fc1, before) < 6, qPrintable(QString::number(deviation->cell(fc1, before))));
+      // The rows in the model's order: the root first, block 0 before block 2.
+      QCOMPARE(rows.front(), std::string());
+      QVERIFY(std::find(rows.begin(), rows.end(), "blocks.0") < std::find(rows.begin(), rows.end(), "blocks.2"));
+      // The names on the axis never overlap: one every few rows where they do not all fit.
+      const QCustomPlot* plot = deviation->plot();
+      const auto gap = [&] {
+        const auto ticks = plot->yAxis->tickVectorLabels();
+        const double rowPixels = std::fabs(plot->yAxis->coordToPixel(1) - plot->yAxis->coordToPixel(0));
+        return ticks.isEmpty() ? 0.0 : rowPixels * double(rows.size()) / double(ticks.size());
+      };
+      QTRY_VERIFY2_WITH_TIMEOUT(gap() >= QFontMetrics(plot->yAxis->tickLabelFont()).height(),
+                                qPrintable(QStringLiteral("%1 labels, %2 px apart")
+                                               .arg(plot->yAxis->tickVectorLabels().size())
+                                               .arg(gap())),
+                                kTimeout);
+      if (!shots.isEmpty()) {
+        window.grab().save(QStringLiteral("%1/deviation-%2x%3.png").arg(shots).arg(size.width()).arg(size.height()));
+      }
     }
   }
 

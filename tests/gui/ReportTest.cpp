@@ -136,6 +136,10 @@ private Q_SLOTS:
     }
     QVERIFY(html.contains(QStringLiteral("small_cnn.pt")));
     QVERIFY(html.contains(QStringLiteral("No rule fired.")));
+    // Six steps are too few for a band: said, and nothing drawn for it (issue 49).
+    QVERIFY2(html.contains(QStringLiteral("<h2>Where the loss spiked</h2>\n<p>the loss has 6 steps; a band needs 9 "
+                                          "before the step it judges</p>")),
+             qPrintable(html.mid(html.indexOf(QStringLiteral("Where the loss")), 300)));
   }
 
   void namedLayersOnlyAndAlertsListed() {

@@ -73,6 +73,20 @@ def test_scaled_weights_in_one_block_are_named_at_their_step(folder):
     assert package_says(run) == lines
 
 
+def test_the_report_says_where_the_spike_started_and_draws_every_layer(folder):
+    run = record(folder, "weights", at=30, steps=60)
+    out = os.path.join(folder, "report.html")
+    result = subprocess.run([CLI, "report", run, "--out", out], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    assert result.returncode == 0, result.stderr
+    with open(out) as f:
+        html = f.read()
+    section = html[html.index("<h2>Where the loss spiked</h2>"):]
+    assert section.startswith("<h2>Where the loss spiked</h2>\n<p class=\"warn\">first to move: step 30, "
+                              "activation 'blocks.2.mlp.fc1' ")
+    assert '<h3>every layer against its band</h3>\n<img alt="deviation"' in section
+
+
 def test_the_same_script_untouched_names_no_first_mover(folder):
     run = record(folder, "none", at=30, steps=60)
     lines = explain(run)

@@ -14,6 +14,7 @@ so the spike comes mid-run, once the loss has settled, not in its first fall.
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -97,6 +98,7 @@ def main():
     parser.add_argument("--at", type=int, default=30)
     parser.add_argument("--pretrain", type=int, default=150, help="steps before HookScope attaches")
     parser.add_argument("--detach", action="store_true", help="run without HookScope")
+    parser.add_argument("--sleep", type=float, default=0.0, help="seconds between attached steps")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -137,6 +139,7 @@ def main():
         loss.backward()
         optimizer.step()
         if hs is not None:
+            time.sleep(args.sleep)
             try:
                 hs.step(loss)
             except hookscope.Stopped as stopped:  # a breakpoint of the recorder's (--break)

@@ -1,0 +1,223 @@
+#include "plots/DeviationPlot.h"
+
+#include "plots/QCustomPlotInclude.h"
+#include "plots/ReadableTicker.h"
+#include "store/RunCompare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace hookscope;
+
+namespace {
+// More steps than this are wider than the plot: a column then holds several, at their furthest.
+constexpr int kMaxColumns = 512;
+} // namespace
+
+DeviationPlot::DeviationPlot(QWidget* parent) : PlotPage(tr("Deviation"), parent) {
+  setHeading(tr("Each layer against its own band"), tr("Deviation"));
+  m_map = new QCPColorMap(m_plot->xAxis, m_plot->yAxis);
+  m_scale = new QCPColorScale(m_plot);
+  m_plot->plotLayout()->addElement(1, 1, m_scale);
+  m_scale->setType(QCPAxis::atRight);
+  m_scale->axis()->setLabel(tr("sigmas from its band"));
+  m_scale->axis()->setTicker(QSharedPointer<QCPAxisTicker>(new ReadableTicker));
+  m_scale->axis()->ticker()->setTickCount(3);
+  m_scale->setBarWidth(10);
+  m_map->setColorScale(m_scale);
+  // Inside the band pale, past explain's 6 sigmas hot; a step not scored (warming up) is empty.
+  QCPColorGradient gradient;
+  gradient.setColorStopAt(0, QColor(245, 245, 250));
+  gradient.setColorStopAt(0.25, QColor(200, 215, 235));
+  gradient.setColorStopAt(0.5, QColor(250, 200, 60));
+  gradient.setColorStopAt(1, QColor(180, 20, 20));
+  gradient.setNanHandling(QCPColorGradient::nhTransparent);
+  m_map->setGradient(gradient);
+  m_map->setInterpolate(false);
+  m_map->data()->clear();
+  m_scale->setDataRange(QCPRange(0, kTopSigma));
+  auto* margins = new QCPMarginGroup(m_plot);
+  m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  m_scale->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  setStepAxis();
+  m_plot->yAxis->setRangeReversed(true);  // the model's first layer on top, as in the tree
+  m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTickerText));
+  m_selected = new QCPItemRect(m_plot);
+  m_selected->setPen(QPen(QColor(30, 30, 30), 1.5));
+  m_selected->setBrush(Qt::NoBrush);
+  m_selected->setVisible(false);
+  m_note = new QCPItemText(m_plot);
+  m_note->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_note->position->setCoords(0.5, 0.5);
+  m_note->setPositionAlignment(Qt::AlignCenter);
+  m_note->setTextAlignment(Qt::AlignCenter);
+  m_note->setClipToAxisRect(false);
+  // After each layout (a resize, another row count): which rows are named.
+  connect(m_plot, &QCustomPlot::afterLayout, this, &DeviationPlot::labelRows);
+  applyPalette();
+}
+
+void DeviationPlot::setModuleOrder(std::vector<std::string> order) {
+  m_order = std::move(order);
+  m_drawnStore = nullptr;  // rows in the new order at the next refresh
+}
+
+void DeviationPlot::resetView() {
+  m_map->data()->clear();
+  m_rows.clear();
+  m_cells.clear();
+  m_columnSteps.clear();
+  m_columns = 0;
+  m_drawnStore = nullptr;
+  PlotPage::resetView();
+}
+
+double DeviationPlot::cell(int row, int column) const {
+  if (row < 0 || column < 0 || row >= int(m_rows.size()) || column >= m_columns) return std::nan("");
+  return m_cells[std::size_t(row) * std::size_t(m_columns) + std::size_t(column)];
+}
+
+int DeviationPlot::columnOf(std::int64_t step) const {
+  if (m_columnSteps.empty() || step < m_columnSteps.front()) return -1;
+  const auto after = std::upper_bound(m_columnSteps.begin(), m_columnSteps.end(), step);
+  return int(after - m_columnSteps.begin()) - 1;
+}
+
+void DeviationPlot::refresh(const ViewState& state) {
+  setStepMarker(double(state.step), state.store && state.step >= 0);
+  // Reading every series is the cost: only while shown, and only when the store changed.
+  const bool stale = state.store.get() != m_drawnStore || (state.store && state.store->version() != m_drawnVersion) ||
+                     state.shownRank() != m_drawnRank;
+  if (stale && (isVisible() || !parentWidget())) redraw(state);  // a page of its own (the report) always
+  const QString module = QString::fromStdString(state.hasSelection ? ownerModule(state.selected) : std::string());
+  const auto row = std::find(m_rows.begin(), m_rows.end(), module.toStdString());
+  m_selected->setVisible(state.hasSelection && row != m_rows.end() && m_columns > 0);
+  if (m_selected->visible()) {
+    const double y = double(row - m_rows.begin());
+    const QCPRange x = m_map->data()->keyRange();
+    const double half = m_columns > 1 ? x.size() / (m_columns - 1) / 2 : 0.5;
+    m_selected->topLeft->setCoords(x.lower - half, y - 0.5);
+    m_selected->bottomRight->setCoords(x.upper + half, y + 0.5);
+  }
+  m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void DeviationPlot::redraw(const ViewState& state) {
+  m_drawnStore = state.store.get();
+  m_drawnVersion = state.store ? state.store->version() : 0;
+  m_drawnRank = state.shownRank();
+  m_rows.clear();
+  m_cells.clear();
+  m_columnSteps.clear();
+  m_columns = 0;
+  m_map->data()->clear();
+  if (!state.store) {
+    m_note->setText(tr("Open a model,\na capture or\nattach a script."));
+    m_note->setVisible(true);
+    return;
+  }
+  // Per layer (a module and its parameters), the furthest score at each step of any series.
+  std::map<std::string, std::map<std::int64_t, double>> furthest;
+  std::int64_t first = INT64_MAX, last = INT64_MIN;
+  const auto keys = inStepOrder(state.store->seriesKeys(), m_order);
+  std::vector<std::string> order;
+  for (const auto& key : keys) {
+    if (key.rank != state.shownRank()) continue;
+    const std::string module = ownerModule(key);
+    if (!furthest.count(module)) order.push_back(module);
+    auto& steps = furthest[module];
+    for (const auto& p : state.store->bandPoints(key)) {
+      first = std::min(first, p.step);
+      last = std::max(last, p.step);
+      const double score = std::fabs(p.furthest());
+      auto [it, added] = steps.emplace(p.step, score);
+      if (!added && (std::isnan(it->second) || score > it->second)) it->second = score;
+    }
+  }
+  // Rows in the model's order (a module before its children, as the tree lists them).
+  std::vector<std::string> rows;
+  for (const auto& path : m_order) {
+    if (furthest.count(path)) rows.push_back(path);
+  }
+  for (const auto& path : order) {
+    if (std::find(rows.begin(), rows.end(), path) == rows.end()) rows.push_back(path);
+  }
+  if (rows.empty() || first > last) {
+    m_note->setText(tr("Nothing captured yet:\ntick layers and run."));
+    m_note->setVisible(true);
+    return;
+  }
+  m_note->setVisible(false);
+  const std::int64_t span = last - first + 1;
+  m_columns = int(std::min<std::int64_t>(span, kMaxColumns));
+  m_rows = rows;
+  m_cells.assign(rows.size() * std::size_t(m_columns), std::nan(""));
+  for (int c = 0; c < m_columns; ++c) m_columnSteps.push_back(first + std::int64_t(c) * span / m_columns);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (const auto& [step, score] : furthest[rows[r]]) {
+      const int column = int((step - first) * m_columns / span);
+      double& cell = m_cells[r * std::size_t(m_columns) + std::size_t(column)];
+      if (!std::isnan(score) && (std::isnan(cell) || score > cell)) cell = score;
+    }
+  }
+  m_map->data()->setSize(m_columns, int(rows.size()));
+  const double lastColumn = m_columns == 1 ? double(first) : double(first) + double(span) * (m_columns - 1) / m_columns;
+  m_map->data()->setRange(QCPRange(double(first), std::max(lastColumn, double(first))), QCPRange(0, double(rows.size() - 1)));
+  if (m_columns == 1) m_map->data()->setKeyRange(QCPRange(double(first) - 0.5, double(first) + 0.5));
+  for (int c = 0; c < m_columns; ++c) {
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      // Past the bar's top (NaN or Inf after the warmup included) draws at its top.
+      const double v = cell(int(r), c);
+      m_map->data()->setCell(c, int(r), std::isnan(v) ? v : std::min(v, kTopSigma));
+    }
+  }
+  m_labelled = -1;  // the rows' names again, at the next layout
+  autoFit();
+}
+
+void DeviationPlot::labelRows() {
+  // Layer names on the rows: as many as fit without overlapping at the plot's height now, each
+  // at most 30% of its width (cut at the start: "…2.mlp.fc1" still tells the layers apart; the
+  // whole name is in the tree and the CSV).
+  const QFontMetrics metrics(m_plot->yAxis->tickLabelFont());
+  const int height = std::max(1, m_plot->axisRect()->height());
+  const int every = std::max<int>(1, int(std::ceil(double(m_rows.size()) * metrics.height() / height)));
+  const int width = std::max(40, int(0.3 * m_plot->width()));
+  // Steps: two ticks where the map is narrow (a 1024 px window), so that they never run together.
+  const int stepTicks = m_plot->axisRect()->width() < 120 ? 2 : 5;
+  if (every == m_labelled && width == m_labelWidth && stepTicks == m_plot->xAxis->ticker()->tickCount()) return;
+  m_plot->xAxis->ticker()->setTickCount(stepTicks);
+  m_labelled = every;
+  m_labelWidth = width;
+  auto ticker = qSharedPointerCast<QCPAxisTickerText>(m_plot->yAxis->ticker());
+  ticker->clear();
+  for (std::size_t r = 0; r < m_rows.size(); r += std::size_t(every)) {
+    const QString name = m_rows[r].empty() ? tr("(root)") : QString::fromStdString(m_rows[r]);
+    ticker->addTick(double(r), metrics.elidedText(name, Qt::ElideLeft, width));
+  }
+  m_plot->replot(QCustomPlot::rpQueuedReplot);  // this replot's ticks were made before the layout
+}
+
+void DeviationPlot::fitAxes() {
+  if (m_map->data()->isEmpty() || m_rows.empty()) return;
+  const QCPRange x = m_map->data()->keyRange();
+  const double half = m_columns > 1 ? x.size() / (m_columns - 1) / 2 : 0.5;
+  m_plot->xAxis->setRange(x.lower - half, x.upper + half);
+  m_plot->yAxis->setRange(-0.5, double(m_rows.size()) - 0.5);
+}
+
+QString DeviationPlot::toCsv() const {
+  QString csv = QStringLiteral("module,step_from,sigma\n");
+  for (std::size_t r = 0; r < m_rows.size(); ++r) {
+    for (int c = 0; c < m_columns; ++c) {
+      const double v = cell(int(r), c);
+      if (std::isnan(v)) continue;
+      csv += QStringLiteral("%1,%2,%3\n")
+                 .arg(QString::fromStdString(m_rows[r]))
+                 .arg(m_columnSteps[std::size_t(c)])
+                 .arg(v, 0, 'g', 6);
+    }
+  }
+  return csv;
+}

@@ -1,0 +1,97 @@
+#include "window/SpikeFinder.h"
+
+#include "models/ModuleTreeModel.h"
+#include "panels/ModuleTreePanel.h"
+#include "panels/PlotsPanel.h"
+#include "store/RunCompare.h"
+#include "window/MainWindow.h"
+
+#include <QStatusBar>
+#include <QStringList>
+
+#include <cmath>
+#include <map>
+
+using namespace hookscope;
+
+SpikeFinder::SpikeFinder(MainWindow* window) : QObject(window), m_window(window) {
+  m_timer.setInterval(500);
+  connect(&m_timer, &QTimer::timeout, this, &SpikeFinder::check);
+  m_timer.start();
+  // Another run shown: its modules are the deviation view's rows, and nothing of the last spike stays.
+  connect(window, &MainWindow::modelOpened, this, [this] {
+    std::vector<std::string> order;
+    for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
+    m_window->plots()->setModuleOrder(order);
+    check();
+  });
+}
+
+void SpikeFinder::reset() {
+  m_explained = -1;
+  m_version = 0;
+  m_result = FirstMovers();
+  if (!m_summary.isEmpty() && m_window->statusBar()->currentMessage() == m_summary) m_window->statusBar()->clearMessage();
+  m_summary.clear();
+  if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showBandStarts({});
+}
+
+void SpikeFinder::check() {
+  const auto store = m_window->store();
+  if (store.get() != m_store) {
+    m_store = store.get();
+    reset();
+  }
+  if (!store || store->version() == m_version) return;
+  m_version = store->version();
+  // The loss's largest excursion above its band so far, as explain takes it.
+  const BandSettings settings = store->bandSettings();
+  const ScalarPoint* spike = nullptr;
+  const auto loss = store->scalars("loss", 0);
+  for (const auto& p : loss) {
+    if (!std::isnan(p.band) && (!spike || p.band > spike->band)) spike = &p;
+  }
+  if (!spike || spike->band < settings.sigma || spike->step == m_explained) return;
+  m_explained = spike->step;
+  std::vector<std::string> order;
+  for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
+  m_result = firstMovers(*store, order, spike->step, settings);
+  const QString at = tr("The loss left its band at step %1 (%2 sigma above its last %3 steps)")
+                         .arg(spike->step)
+                         .arg(spike->band, 0, 'f', 1)
+                         .arg(settings.window);
+  if (m_result.movers.empty()) {
+    m_summary = tr("%1; no layer was out of its own band there").arg(at);
+  } else {
+    const BandMover& first = m_result.movers.front();
+    m_summary = tr("%1: first to move, step %2: %3 (%4 %5 sigma %6); F9 goes there")
+                    .arg(at)
+                    .arg(*first.start)
+                    .arg(QString::fromStdString(describeSeries(first.key)), QString::fromStdString(first.statistic))
+                    .arg(std::fabs(first.score), 0, 'f', 1)
+                    .arg(first.score > 0 ? tr("above") : tr("below"));
+  }
+  m_window->statusBar()->showMessage(m_summary);
+  QStringList lines;
+  for (const auto& line : describeMovers(m_result, 10)) lines << QString::fromStdString(line);
+  m_window->statusBar()->setToolTip(lines.join(QLatin1Char('\n')));
+  // Each module's earliest start, for the tree.
+  std::map<std::string, std::int64_t> starts;
+  for (const BandMover& m : m_result.movers) {
+    const auto [it, added] = starts.emplace(ownerModule(m.key), *m.start);
+    if (!added) it->second = std::min(it->second, *m.start);
+  }
+  if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showBandStarts({starts.begin(), starts.end()});
+}
+
+void SpikeFinder::showFirstMover() {
+  check();
+  if (m_result.movers.empty()) {
+    m_window->statusBar()->showMessage(
+        m_summary.isEmpty() ? tr("The loss has not left its band: no first mover to go to") : m_summary, 8000);
+    return;
+  }
+  const BandMover& first = m_result.movers.front();
+  m_window->jumpTo(*first.start, QString::fromStdString(ownerModule(first.key)));
+  m_window->plots()->showKind(first.key.kind);
+}
