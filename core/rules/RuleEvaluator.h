@@ -44,8 +44,9 @@ struct RuleSettings {
   double divergence = 1e-6;        ///< ranks' values that DDP keeps equal differing by more (relative)
   double fp16Overflow = 0;         ///< values above float16's range, as a fraction of a tensor, above this
   double fp8Underflow = 0.01;      ///< values fp8 flushes after amax scaling, as a fraction, above this
-  double anomalySigma = 12;        ///< a statistic this many robust deviations from its band or more (12,
-                                   ///< not explain's 6: hundreds of series are judged each step)
+  int anomalyBand = 30;            ///< anomaly judges a series once its band holds this many steps
+  double anomalySigma = 8;         ///< a statistic this many robust deviations from its band or more (8,
+                                   ///< not explain's 6: every series is judged at every step)
 };
 
 /// The main threshold of a rule (the one --threshold and the window change).

@@ -38,6 +38,8 @@ class RunningBand {
   /// Scores `value` against the band of the values before it, then adds it to the band.
   /// NaN: not scored (no value, a warming band, a zero magnitude); +inf: NaN or Inf once warm.
   double push(std::optional<double> value, BandMeasure measure, const BandSettings& settings);
+  /// Values in the band now (at most the window).
+  std::size_t size() const { return m_sorted.size(); }
   std::size_t memoryBytes() const { return (m_ring.capacity() + m_sorted.capacity()) * sizeof(double); }
 
  private:

@@ -88,7 +88,9 @@ void CaptureStore::scoreLocked(const std::deque<SeriesPoint>& points, SeriesPoin
   const std::optional<double> values[kBandStatistics] = {
       s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
   for (int i = 0; i < kBandStatistics; ++i) {
-    point->bands[std::size_t(i)] = bands.bands[std::size_t(i)].push(values[i], bandMeasureOf(i), m_bandSettings);
+    RunningBand& band = bands.bands[std::size_t(i)];
+    point->bandValues = std::max(point->bandValues, std::uint32_t(band.size()));
+    point->bands[std::size_t(i)] = band.push(values[i], bandMeasureOf(i), m_bandSettings);
   }
 }
 
@@ -129,6 +131,8 @@ void CaptureStore::addScalar(std::int64_t step, const std::string& name, double 
   points.push_back(point);
   m_latestScalarStep = std::max(m_latestScalarStep, step);
   m_bytes += kScalarBytes;
+  // Scalars count against the cap too (they are never thinned: the captures make room).
+  if (overCapLocked() && !m_stepCaptures.empty()) thinLocked(m_stepCaptures.rbegin()->first);
   m_version.fetch_add(1, std::memory_order_release);
 }
 

@@ -63,6 +63,8 @@ struct SeriesPoint {
   /// Each statistic against its band as the store added it (kBandStatisticNames' order): the
   /// sigmas from the band's median, NaN where not scored (BandTracker.h).
   std::array<double, kBandStatistics> bands = unscoredBands();
+  /// The values its widest band held when it was scored (the anomaly rule waits for a full one).
+  std::uint32_t bandValues = 0;
   static std::array<double, kBandStatistics> unscoredBands() {
     std::array<double, kBandStatistics> none;
     none.fill(std::numeric_limits<double>::quiet_NaN());

@@ -252,7 +252,7 @@ private Q_SLOTS:
       if (edit->toolTip().contains(QStringLiteral("robust deviations"))) sigma = edit;
     }
     QVERIFY(sigma);
-    QCOMPARE(sigma->text(), QStringLiteral("12"));
+    QCOMPARE(sigma->text(), QStringLiteral("8"));
     sigma->setText(QStringLiteral("20"));
     edited.accept();
     QVERIFY(edited.settings().enabled[std::size_t(hookscope::RuleKind::Anomaly)]);
