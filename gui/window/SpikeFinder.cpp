@@ -56,20 +56,17 @@ void SpikeFinder::check() {
   std::vector<std::string> order;
   for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
   m_result = firstMovers(*store, order, spike->step, settings);
-  const QString at = tr("The loss left its band at step %1 (%2 sigma above its last %3 steps)")
-                         .arg(spike->step)
-                         .arg(spike->band, 0, 'f', 1)
-                         .arg(settings.window);
+  // Short enough for a 1024 px window's status bar; the tooltip holds explain's lines whole.
+  const QString at = tr("Loss left its band at step %1 (+%2σ)").arg(spike->step).arg(spike->band, 0, 'f', 1);
   if (m_result.movers.empty()) {
     m_summary = tr("%1; no layer was out of its own band there").arg(at);
   } else {
     const BandMover& first = m_result.movers.front();
-    m_summary = tr("%1: first to move, step %2: %3 (%4 %5 sigma %6); F9 goes there")
+    m_summary = tr("%1: first to move, step %2: %3 (%4σ); F9 goes there")
                     .arg(at)
                     .arg(*first.start)
-                    .arg(QString::fromStdString(describeSeries(first.key)), QString::fromStdString(first.statistic))
-                    .arg(std::fabs(first.score), 0, 'f', 1)
-                    .arg(first.score > 0 ? tr("above") : tr("below"));
+                    .arg(QString::fromStdString(describeSeries(first.key)))
+                    .arg(first.score, 0, 'f', 1);
   }
   m_window->statusBar()->showMessage(m_summary);
   QStringList lines;

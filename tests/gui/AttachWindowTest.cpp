@@ -410,7 +410,7 @@ private Q_SLOTS:
     auto* finder = window.findChild<SpikeFinder*>();
     QVERIFY(finder);
     QTRY_VERIFY2_WITH_TIMEOUT(!finder->summary().isEmpty(), qPrintable(window.lastMessage()), kTimeout);
-    QVERIFY2(finder->summary().contains(QStringLiteral("The loss left its band at step 30")), qPrintable(finder->summary()));
+    QVERIFY2(finder->summary().contains(QStringLiteral("Loss left its band at step 30 (+")), qPrintable(finder->summary()));
     QVERIFY2(finder->summary().contains(QStringLiteral("first to move, step 30: activation blocks.2.mlp.fc1")),
              qPrintable(finder->summary()));
     QCOMPARE(window.statusBar()->currentMessage(), finder->summary());
