@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <array>
 #include <random>
 #include <string>
 #include <thread>
@@ -268,8 +269,8 @@ int memory() {
 
 // The band update (issue 49) against the store update it rides on: 1,000 series a step, each
 // capture added to a store that keeps bands and to one that keeps none, in turns.
-int bands() {
-  const int series = 1000, steps = 600, rounds = 3;
+int bands(int series) {
+  const int steps = 600, rounds = 3;
   std::vector<SeriesKey> keys;
   for (int l = 0; l < series; ++l) {
     keys.push_back({"blocks." + std::to_string(l / 10) + ".layer" + std::to_string(l % 10), 0, CaptureKind::Activation, 0});
@@ -286,25 +287,64 @@ int bands() {
     s.std = s.l2norm / 400;
     s.zeroFraction = 0.5 + noise(random);
   }
-  std::vector<double> withUs, withoutUs;
+  // (a) the store's add alone; (b) what the recorder does a step: each capture added, then the
+  // rules over the step (they read every series' point at the step).
+  std::vector<double> withUs, withoutUs, stepWithUs, stepWithoutUs;
   for (int round = 0; round < rounds; ++round) {
     for (const bool keep : {true, false}) {
-      CaptureStore store;
-      if (!keep) store.setBandSettings(BandSettings{0, 8, 6});
-      const auto start = Clock::now();
-      for (int step = 0; step < steps; ++step) {
-        for (int i = 0; i < series; ++i) store.add(step, keys[std::size_t(i)], samples[std::size_t((step + i) % 64)]);
+      for (const bool rules : {false, true}) {
+        CaptureStore store;
+        if (!keep) store.setBandSettings(BandSettings{0, 8, 6});
+        RuleEvaluator evaluator;
+        const auto start = Clock::now();
+        for (int step = 0; step < steps; ++step) {
+          for (int i = 0; i < series; ++i) store.add(step, keys[std::size_t(i)], samples[std::size_t((step + i) % 64)]);
+          if (rules) evaluator.evaluate(store, step, {});
+        }
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps;
+        (rules ? (keep ? stepWithUs : stepWithoutUs) : (keep ? withUs : withoutUs)).push_back(us);
       }
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps;
-      (keep ? withUs : withoutUs).push_back(us);
     }
   }
   const double with = median(withUs), without = median(withoutUs);
+  const double stepWith = median(stepWithUs), stepWithout = median(stepWithoutUs);
   std::printf("bands: %d series x %d steps (window 200, 4 statistics a series)\n", series, steps);
-  std::printf("  store update a step: %.0f us without bands, %.0f us with; the bands cost %.0f us (%.1f%%)\n",
+  std::printf("  the store's add a step: %.0f us without bands, %.0f us with; the bands cost %.0f us (%.1f%%)\n",
               without, with, with - without, 100 * (with - without) / without);
-  std::printf("RESULT bands series=%d store_us=%.1f with_bands_us=%.1f band_share=%.4f\n", series, without, with,
-              (with - without) / without);
+  std::printf("  the recorder's step (add, then the rules): %.0f us without bands, %.0f us with (%.1f%%)\n",
+              stepWithout, stepWith, 100 * (stepWith - stepWithout) / stepWithout);
+  // The design not taken, for scale: an exponential average and mean absolute deviation of the
+  // same log values (two numbers a statistic, no window), with the same add around it.
+  struct Ema { double mean = 0, spread = 0; std::int64_t seen = 0; };
+  std::vector<std::array<Ema, kBandStatistics>> emas(std::size_t(series) + 0);
+  std::vector<double> emaUs;
+  double sink = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const auto start = Clock::now();
+    for (int step = 0; step < steps; ++step) {
+      for (int i = 0; i < series; ++i) {
+        const TensorStats& s = samples[std::size_t((step + i) % 64)];
+        const double values[kBandStatistics] = {s.l2norm, s.std, s.amax, s.zeroFraction};
+        for (int k = 0; k < kBandStatistics; ++k) {
+          Ema& e = emas[std::size_t(i)][std::size_t(k)];
+          const auto x = bandMeasure(bandMeasureOf(k), values[k]);
+          if (!x) continue;
+          sink += e.seen >= 8 ? (*x - e.mean) / std::max(e.spread * 1.2533, 0.025) : 0;
+          const double a = e.seen < 200 ? 1.0 / double(++e.seen) : 1.0 / 200;
+          e.mean += a * (*x - e.mean);
+          e.spread += a * (std::fabs(*x - e.mean) - e.spread);
+        }
+      }
+    }
+    emaUs.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps);
+  }
+  std::printf("  for scale, an exponential band (mean and mean deviation, no window) alone: %.0f us a step "
+              "(%.1f%% of the add, %.1f%% of the recorder's step)%s\n",
+              median(emaUs), 100 * median(emaUs) / without, 100 * median(emaUs) / stepWithout, sink == 1.5 ? " " : "");
+  std::printf("RESULT bands series=%d store_us=%.1f with_bands_us=%.1f band_share=%.4f step_us=%.1f "
+              "step_with_bands_us=%.1f step_band_share=%.4f\n",
+              series, without, with, (with - without) / without, stepWithout, stepWith,
+              (stepWith - stepWithout) / stepWithout);
   return 0;
 }
 
@@ -387,8 +427,8 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "stats") == 0) return stats();
   if (argc >= 2 && std::strcmp(argv[1], "memory") == 0) return memory();
-  if (argc >= 2 && std::strcmp(argv[1], "bands") == 0) return bands();
+  if (argc >= 2 && std::strcmp(argv[1], "bands") == 0) return bands(argc > 2 ? std::atoi(argv[2]) : 1000);
   if (argc >= 3 && std::strcmp(argv[1], "limits") == 0) return limits(argv[2]);
-  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS [HOOKSCOPE_CLI]] | stats | memory | bands | limits FIXTURES\n");
+  std::fprintf(stderr, "usage: hookscope-core-bench overhead MODEL INPUT_SPEC [ROUNDS [HOOKSCOPE_CLI]] | stats | memory | bands [SERIES] | limits FIXTURES\n");
   return 2;
 }
