@@ -47,12 +47,7 @@ DeviationPlot::DeviationPlot(QWidget* parent) : PlotPage(tr("Deviation"), parent
   m_selected->setPen(QPen(QColor(30, 30, 30), 1.5));
   m_selected->setBrush(Qt::NoBrush);
   m_selected->setVisible(false);
-  m_note = new QCPItemText(m_plot);
-  m_note->position->setType(QCPItemPosition::ptAxisRectRatio);
-  m_note->position->setCoords(0.5, 0.5);
-  m_note->setPositionAlignment(Qt::AlignCenter);
-  m_note->setTextAlignment(Qt::AlignCenter);
-  m_note->setClipToAxisRect(false);
+  m_note = addCentredNote();
   // After each layout (a resize, another row count): which rows are named.
   connect(m_plot, &QCustomPlot::afterLayout, this, &DeviationPlot::labelRows);
   applyPalette();

@@ -173,6 +173,16 @@ protected:
 
 }  // namespace
 
+QCPItemText* PlotPage::addCentredNote() {
+  auto* note = new QCPItemText(m_plot);
+  note->position->setType(QCPItemPosition::ptAxisRectRatio);
+  note->position->setCoords(0.5, 0.5);
+  note->setPositionAlignment(Qt::AlignCenter);
+  note->setTextAlignment(Qt::AlignCenter);
+  note->setClipToAxisRect(false);
+  return note;
+}
+
 void PlotPage::setStepAxis() {
   m_plot->xAxis->setLabel(tr("step"));
   m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTicker>(new StepTicker));

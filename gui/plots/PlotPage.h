@@ -57,6 +57,8 @@ protected:
   void setStepAxis();
   /// Marks the step being looked at with a vertical line (hidden when step < 0).
   void setStepMarker(double step, bool visible);
+  /// A text in the middle of the plot, for what it shows instead of data ("Select a layer").
+  class QCPItemText* addCentredNote();
   /// Repaints only the marker's layer: what scrubbing needs when the data did not change.
   void replotMarker();
   /// Right-click menu: save this plot as PNG, PDF or CSV, or reset its zoom.

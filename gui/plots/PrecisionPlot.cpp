@@ -31,12 +31,7 @@ PrecisionPlot::PrecisionPlot(QWidget* parent) : PlotPage(tr("Precision"), parent
   m_plot->axisRect()->insetLayout()->simplify();
   m_plot->plotLayout()->addElement(m_plot->plotLayout()->rowCount(), 0, legend);
   m_plot->plotLayout()->setRowStretchFactor(m_plot->plotLayout()->rowCount() - 1, 0.001);
-  m_note = new QCPItemText(m_plot);
-  m_note->position->setType(QCPItemPosition::ptAxisRectRatio);
-  m_note->position->setCoords(0.5, 0.5);
-  m_note->setPositionAlignment(Qt::AlignCenter);
-  m_note->setTextAlignment(Qt::AlignCenter);
-  m_note->setClipToAxisRect(false);
+  m_note = addCentredNote();
   setStepAxis();
   m_plot->yAxis->setLabel(tr("% of values"));
   m_offersLogScale = true;

@@ -44,13 +44,19 @@ constexpr int kTimeout = 60000;
 
 QString jobPort(int test) { return QString::number(20000 + (QCoreApplication::applicationPid() * 2 + test) % 20000); }
 
-/// Starts tests/python/attach/ddp_script.py (two ranks) attached to `address`.
-void startJob(QProcess* job, const QString& address, const QStringList& arguments) {
+/// Starts a Python script (`arguments`: its path, then its own) attached to `address`.
+void startScript(QProcess* script, const QString& address, const QStringList& arguments,
+                 QProcess::ProcessChannelMode channels = QProcess::ForwardedErrorChannel) {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), address);
-  job->setProcessEnvironment(env);
-  job->setProcessChannelMode(QProcess::ForwardedChannels);
-  job->start(QStringLiteral(HOOKSCOPE_PYTHON), QStringList{QStringLiteral(HOOKSCOPE_DDP_SCRIPT)} + arguments);
+  script->setProcessEnvironment(env);
+  script->setProcessChannelMode(channels);
+  script->start(QStringLiteral(HOOKSCOPE_PYTHON), arguments);
+}
+
+/// Starts tests/python/attach/ddp_script.py (two ranks) attached to `address`.
+void startJob(QProcess* job, const QString& address, const QStringList& arguments) {
+  startScript(job, address, QStringList{QStringLiteral(HOOKSCOPE_DDP_SCRIPT)} + arguments, QProcess::ForwardedChannels);
 }
 
 /// Shows the window (answering no dialogs) waiting for a script at a socket in `dir`; `address`
@@ -142,16 +148,12 @@ private Q_SLOTS:
     QVERIFY(!address.isEmpty());
 
     QProcess script;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), address);
-    script.setProcessEnvironment(env);
-    script.setProcessChannelMode(QProcess::ForwardedErrorChannel);
     QSignalSpy opened(&window, &MainWindow::modelOpened);
     QSignalSpy breaks(&window, &MainWindow::breakHit);
-    script.start(QStringLiteral(HOOKSCOPE_PYTHON),
-                 {QStringLiteral(HOOKSCOPE_ATTACH_SCRIPT), QStringLiteral("--steps"), QStringLiteral("40"),
-                  QStringLiteral("--nan-at"), QStringLiteral("6"), QStringLiteral("--workers"), QStringLiteral("0"),
-                  QStringLiteral("--sleep"), QStringLiteral("0.05")});
+    startScript(&script, address,
+                {QStringLiteral(HOOKSCOPE_ATTACH_SCRIPT), QStringLiteral("--steps"), QStringLiteral("40"),
+                 QStringLiteral("--nan-at"), QStringLiteral("6"), QStringLiteral("--workers"), QStringLiteral("0"),
+                 QStringLiteral("--sleep"), QStringLiteral("0.05")});
     QVERIFY(opened.wait(kTimeout));
     QVERIFY(window.scriptAttached());
     ModuleTreeModel* tree = window.treeModel();
@@ -393,13 +395,9 @@ private Q_SLOTS:
     QString address;
     listenIn(window, dir, &address);
     QProcess script;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("HOOKSCOPE_ADDRESS"), address);
-    script.setProcessEnvironment(env);
-    script.setProcessChannelMode(QProcess::ForwardedErrorChannel);
     QSignalSpy opened(&window, &MainWindow::modelOpened);
-    script.start(QStringLiteral(HOOKSCOPE_PYTHON),
-                 {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
+    startScript(&script, address,
+                {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
                   QStringLiteral("--at"), QStringLiteral("30"), QStringLiteral("--steps"), QStringLiteral("60"),
                   QStringLiteral("--sleep"), QStringLiteral("0.05")});
     QVERIFY(opened.wait(kTimeout));
