@@ -37,6 +37,26 @@ BandScore storedScore(std::int64_t step, double value, double score) {
   return out;
 }
 
+/// A series' points up to `step`. Scored again, every one (a band is made of what came before);
+/// with the store's scores, only as far back as an excursion reaches: a long run's whole history
+/// is not copied to explain one step.
+std::vector<BandPoint> pointsUpTo(const CaptureStore& store, const SeriesKey& key, std::int64_t step, bool stored,
+                                  double sigma) {
+  if (!stored) return store.bandPoints(key, 0, step);
+  for (std::int64_t span = 256;; span *= 4) {
+    const std::int64_t from = step - span;
+    auto points = store.bandPoints(key, from, step);
+    if (from <= 0 || points.empty() || points.back().step != step) return points;
+    // Does some statistic's run of out-of-band steps reach the first point read?
+    bool reaches = false;
+    for (std::size_t i = 0; i < kBandStatistics && !reaches; ++i) {
+      auto out = [&](const BandPoint& p) { return !std::isnan(p.scores[i]) && std::fabs(p.scores[i]) >= sigma; };
+      reaches = std::all_of(points.begin(), points.end(), out);
+    }
+    if (!reaches || !store.pointAt(key, points.front().step - 1, nullptr)) return points;
+  }
+}
+
 std::string nameOf(const SeriesKey& key) {
   std::string where;
   if (key.rank == kWholeRank) where = " (whole tensor)";
@@ -131,8 +151,8 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
   result.step = *step;
   std::vector<BandMover> found, near;
   for (const auto& key : inStepOrder(store.seriesKeys(), moduleOrder)) {
-    const auto points = store.bandPoints(key);
-    if (std::none_of(points.begin(), points.end(), [&](const BandPoint& p) { return p.step == *step; })) continue;
+    const auto points = pointsUpTo(store, key, *step, stored, settings.sigma);
+    if (points.empty() || points.back().step != *step) continue;
     std::optional<BandMover> best;
     std::tuple<int, std::int64_t, double> bestRank;
     for (int statistic = 0; statistic < kBandStatistics; ++statistic) {

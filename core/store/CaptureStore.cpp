@@ -254,14 +254,15 @@ double BandPoint::furthest() const {
   return worst;
 }
 
-std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64_t from) const {
+std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64_t from, std::int64_t to) const {
   std::lock_guard<std::mutex> lock(m_mutex);
   std::vector<BandPoint> result;
   const auto it = m_series.find(key);
   if (it == m_series.end()) return result;
   auto pos = firstAtOrAfter(it->second, from);
-  result.reserve(std::size_t(it->second.end() - pos));
-  for (; pos != it->second.end(); ++pos) {
+  const auto end = std::upper_bound(pos, it->second.end(), to, [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
+  result.reserve(std::size_t(end - pos));
+  for (; pos != end; ++pos) {
     const TensorStats& s = pos->stats;
     BandPoint point;
     point.step = pos->step;

@@ -134,8 +134,8 @@ public:
   /// One statistic of a series over steps >= from (e.g. &TensorStats::l2norm), without
   /// copying histograms: what line plots need.
   std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
-  /// A series' banded statistics and scores over steps >= from.
-  std::vector<BandPoint> bandPoints(const SeriesKey& key, std::int64_t from = 0) const;
+  /// A series' banded statistics and scores over from <= step <= to.
+  std::vector<BandPoint> bandPoints(const SeriesKey& key, std::int64_t from = 0, std::int64_t to = kAllSteps) const;
   /// The newest point of a series at or before `step`; false when there is none.
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
   /// Calls fn with every series' points, read in place under the store's lock (adds wait):

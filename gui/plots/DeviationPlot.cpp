@@ -2,7 +2,6 @@
 
 #include "plots/QCustomPlotInclude.h"
 #include "plots/ReadableTicker.h"
-#include "store/RunCompare.h"
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +55,7 @@ DeviationPlot::DeviationPlot(QWidget* parent) : PlotPage(tr("Deviation"), parent
 void DeviationPlot::setModuleOrder(std::vector<std::string> order) {
   m_order = std::move(order);
   m_drawnStore = nullptr;  // rows in the new order at the next refresh
+  m_follower.forget();
 }
 
 void DeviationPlot::resetView() {
@@ -65,6 +65,7 @@ void DeviationPlot::resetView() {
   m_columnSteps.clear();
   m_columns = 0;
   m_drawnStore = nullptr;
+  m_follower.forget();
   PlotPage::resetView();
 }
 
@@ -98,6 +99,38 @@ void DeviationPlot::refresh(const ViewState& state) {
   m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+void DeviationPlot::Row::keep(std::int64_t step, float score) {
+  if (scores.empty()) base = step;
+  if (step < base) {  // a late capture of an earlier step: the row grows at its front
+    scores.insert(scores.begin(), std::size_t(base - step), std::nanf(""));
+    base = step;
+  }
+  const std::size_t at = std::size_t(step - base);
+  if (at >= scores.size()) scores.resize(at + 1, std::nanf(""));
+  if (!std::isnan(score) && (std::isnan(scores[at]) || score > scores[at])) scores[at] = score;
+}
+
+// Only what is new since the last read: a live run's history is read once, not at every frame.
+void DeviationPlot::readNew(const ViewState& state) {
+  if (m_follower.mustReload(state.store.get()) || state.shownRank() != m_readRank) {
+    m_read.clear();
+    m_scores.clear();
+    m_seenOrder.clear();
+    m_readRank = state.shownRank();
+  }
+  for (const auto& key : state.store->seriesKeys()) {
+    if (key.rank != m_readRank) continue;
+    const auto read = m_read.find(key);
+    const auto points = state.store->bandPoints(key, read == m_read.end() ? 0 : read->second + 1);
+    if (points.empty()) continue;
+    m_read[key] = points.back().step;
+    const std::string module = ownerModule(key);
+    const auto [row, added] = m_scores.try_emplace(module);
+    if (added) m_seenOrder.push_back(module);
+    for (const auto& p : points) row->second.keep(p.step, float(std::fabs(p.furthest())));
+  }
+}
+
 void DeviationPlot::redraw(const ViewState& state) {
   m_drawnStore = state.store.get();
   m_drawnVersion = state.store ? state.store->version() : 0;
@@ -112,30 +145,19 @@ void DeviationPlot::redraw(const ViewState& state) {
     m_note->setVisible(true);
     return;
   }
-  // Per layer (a module and its parameters), the furthest score at each step of any series.
-  std::map<std::string, std::map<std::int64_t, double>> furthest;
+  readNew(state);
   std::int64_t first = INT64_MAX, last = INT64_MIN;
-  const auto keys = inStepOrder(state.store->seriesKeys(), m_order);
-  std::vector<std::string> order;
-  for (const auto& key : keys) {
-    if (key.rank != state.shownRank()) continue;
-    const std::string module = ownerModule(key);
-    if (!furthest.count(module)) order.push_back(module);
-    auto& steps = furthest[module];
-    for (const auto& p : state.store->bandPoints(key)) {
-      first = std::min(first, p.step);
-      last = std::max(last, p.step);
-      const double score = std::fabs(p.furthest());
-      auto [it, added] = steps.emplace(p.step, score);
-      if (!added && (std::isnan(it->second) || score > it->second)) it->second = score;
-    }
+  for (const auto& [module, row] : m_scores) {
+    if (row.scores.empty()) continue;
+    first = std::min(first, row.base);
+    last = std::max(last, row.base + std::int64_t(row.scores.size()) - 1);
   }
   // Rows in the model's order (a module before its children, as the tree lists them).
   std::vector<std::string> rows;
   for (const auto& path : m_order) {
-    if (furthest.count(path)) rows.push_back(path);
+    if (m_scores.count(path)) rows.push_back(path);
   }
-  for (const auto& path : order) {
+  for (const auto& path : m_seenOrder) {
     if (std::find(rows.begin(), rows.end(), path) == rows.end()) rows.push_back(path);
   }
   if (rows.empty() || first > last) {
@@ -150,10 +172,13 @@ void DeviationPlot::redraw(const ViewState& state) {
   m_cells.assign(rows.size() * std::size_t(m_columns), std::nan(""));
   for (int c = 0; c < m_columns; ++c) m_columnSteps.push_back(first + std::int64_t(c) * span / m_columns);
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (const auto& [step, score] : furthest[rows[r]]) {
-      const int column = int((step - first) * m_columns / span);
+    const Row& row = m_scores.at(rows[r]);
+    for (std::size_t i = 0; i < row.scores.size(); ++i) {
+      const double score = row.scores[i];
+      if (std::isnan(score)) continue;
+      const int column = int((row.base + std::int64_t(i) - first) * m_columns / span);
       double& cell = m_cells[r * std::size_t(m_columns) + std::size_t(column)];
-      if (!std::isnan(score) && (std::isnan(cell) || score > cell)) cell = score;
+      if (std::isnan(cell) || score > cell) cell = score;
     }
   }
   m_map->data()->setSize(m_columns, int(rows.size()));

@@ -1,6 +1,9 @@
 #pragma once
 
 #include "plots/PlotPage.h"
+#include "plots/StoreFollower.h"
+
+#include <map>
 
 #include <string>
 #include <vector>
@@ -38,6 +41,14 @@ protected:
 
 private:
   void redraw(const ViewState& state);
+  void readNew(const ViewState& state);
+
+  /// A layer's furthest score at each step (NaN: none), from step `base` on.
+  struct Row {
+    std::int64_t base = 0;
+    std::vector<float> scores;
+    void keep(std::int64_t step, float score);
+  };
   void labelRows();
 
   QCPColorMap* m_map;
@@ -52,6 +63,11 @@ private:
   const hookscope::CaptureStore* m_drawnStore = nullptr;
   std::uint64_t m_drawnVersion = 0;
   int m_drawnRank = -2;
+  StoreFollower m_follower;  ///< the store read, to read it all again after a thinning
+  int m_readRank = -2;
+  std::map<hookscope::SeriesKey, std::int64_t> m_read;  ///< the last step read of each series
+  std::map<std::string, Row> m_scores;                  ///< by module
+  std::vector<std::string> m_seenOrder;                 ///< modules as first read (those not in m_order)
   int m_labelled = -1;  ///< every how many rows the axis names one (-1: not yet)
   int m_labelWidth = 0; ///< the widest a name may be drawn
 };

@@ -119,3 +119,23 @@ TEST(BandTrackerTest, TheStoreScoresEachPointAsItComesAndExplainReadsThem) {
   EXPECT_TRUE(std::isnan(unscored.series({"act", 0, CaptureKind::Activation, 0})[30].bands[0]));
   EXPECT_EQ(describeMovers(firstMovers(unscored, modules, std::nullopt, BandSettings{})), describeMovers(stored));
 }
+
+// Explaining a step reads the stored scores only as far back as the excursion reaches, and
+// further when it reaches further: a series NaN from step 100 on is out of its band from then to
+// step 1000 (a band moves with a level or a ramp within ~100 steps; NaN never joins it), and both
+// ways of scoring date it the same.
+TEST(BandTrackerTest, ALongExcursionIsDatedFromItsStartFarBack) {
+  CaptureStore live, unscored;
+  unscored.setBandSettings(BandSettings{0, 8, 6});
+  const SeriesKey key{"fc1", 0, CaptureKind::Activation, 0};
+  for (int step = 0; step <= 1000; ++step) {
+    const double l2 = step < 100 ? 1 + 0.01 * (step % 3) : std::nan("");
+    live.add(step, key, statsOf(l2, 0.1));
+    unscored.add(step, key, statsOf(l2, 0.1));
+  }
+  const FirstMovers stored = firstMovers(live, {"fc1"}, 1000, BandSettings{});
+  ASSERT_EQ(stored.movers.size(), 1u);
+  ASSERT_TRUE(stored.movers[0].start.has_value());
+  EXPECT_EQ(*stored.movers[0].start, 100);
+  EXPECT_EQ(describeMovers(firstMovers(unscored, {"fc1"}, 1000, BandSettings{})), describeMovers(stored));
+}
