@@ -23,6 +23,7 @@ run "$build/tests/bench/hookscope-core-bench" stats
 run "$root/tests/bench/stats_kernel_compare.sh" e915526 "$rounds"
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
 run "$build/tests/bench/hookscope-core-bench" memory
+run "$build/tests/bench/hookscope-core-bench" bands
 run "$build/tests/bench/hookscope-core-bench" limits "$fixtures"
 
 # The summary: HookScope's overhead part against the Python peer's.
