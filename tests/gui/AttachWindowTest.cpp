@@ -399,7 +399,9 @@ private Q_SLOTS:
     startScript(&script, address,
                 {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
                   QStringLiteral("--at"), QStringLiteral("30"), QStringLiteral("--steps"), QStringLiteral("60"),
-                  QStringLiteral("--sleep"), QStringLiteral("0.05")});
+                  // 0.1 s a step: the ticks below reach the script within 2 s even on a busy machine, and
+                  // every band has its 8 values before step 30
+                  QStringLiteral("--sleep"), QStringLiteral("0.1")});
     QVERIFY(opened.wait(kTimeout));
     ModuleTreeModel* tree = window.treeModel();
     for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
