@@ -7,6 +7,8 @@
 #include "cli/CliSupport.h"
 #include "files/ExportFolder.h"
 #include "files/ExportTarget.h"
+#include "common/PrintableText.h"
+#include "store/Bands.h"
 
 #include <unistd.h>
 
@@ -222,6 +224,14 @@ int Recording::finish() {
   std::cerr << ", " << alerts.size() << " alerts";
   if (m_dropped) std::cerr << ", " << m_dropped << " captures dropped by the script (see gaps in manifest.json)";
   std::cerr << "\n";
+  // Where the loss's spike started, when it had one (explain says the rest).
+  const FirstMovers spike = firstMovers(*m_store, manifest.modulePaths(), std::nullopt, m_store->bandSettings());
+  if (!spike.movers.empty() && spike.loss) {
+    std::cerr << printableText("the loss left its band at step " + std::to_string(spike.step) + "; " +
+                               describeMovers(spike, 1).front() + " (hookscope-cli explain " + m_options.out +
+                               " says more)")
+              << "\n";
+  }
   if (m_stopSignal) {
     return error(128 + m_stopSignal, "interrupted by " + manifest.interrupted +
                                          ": the script was detached and trains on; the export of what was received "

@@ -47,6 +47,7 @@ def record(folder, fault, at, steps, *options, script_exit=0, recorder_exit=0):
         _, err = recorder.communicate(timeout=180)
         assert recorder.returncode == recorder_exit, err
         record.script_output = script.stdout
+        record.recorder_said = err
     finally:
         if recorder.poll() is None:
             recorder.kill()
@@ -68,6 +69,8 @@ def test_scaled_weights_in_one_block_are_named_at_their_step(folder):
     run = record(folder, "weights", at=30, steps=60)
     lines = explain(run)
     assert lines[0].startswith("first to move: step 30, activation 'blocks.2.mlp.fc1' "), lines
+    # The recorder said so as it wrote the export.
+    assert "the loss left its band at step 30; " + lines[0] in record.recorder_said, record.recorder_said
     # Nothing before the block it was put in moved: the blocks before it come later in the list.
     assert not any("'blocks.0." in line or "'blocks.1." in line for line in lines[:3]), lines
     assert package_says(run) == lines
@@ -93,6 +96,7 @@ def test_the_same_script_untouched_names_no_first_mover(folder):
     lines = explain(run)
     assert lines[0].startswith("the loss never left its band"), lines
     assert not any(line.startswith(("first to move", "then:")) for line in lines), lines
+    assert "left its band" not in record.recorder_said
     assert package_says(run) == lines
     with open(os.path.join(run, "alerts.csv")) as f:
         assert ",anomaly," not in f.read()
