@@ -158,6 +158,7 @@ void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
 }
 
 QStringList PlotsPanel::saveAll(const QString& dir) const {
+  m_deviation->drawNow(m_state);  // drawn while its tab was hidden too
   QStringList failed;
   for (PlotPage* page : pages()) {
     const QString base = QDir(dir).filePath(page->fileName());

@@ -80,12 +80,23 @@ int DeviationPlot::columnOf(std::int64_t step) const {
   return int(after - m_columnSteps.begin()) - 1;
 }
 
+bool DeviationPlot::isStale(const ViewState& state) const {
+  return state.store.get() != m_drawnStore || (state.store && state.store->version() != m_drawnVersion) ||
+         state.shownRank() != m_drawnRank;
+}
+
+void DeviationPlot::drawNow(const ViewState& state) {
+  m_forced = true;
+  refresh(state);
+  m_forced = false;
+}
+
 void DeviationPlot::refresh(const ViewState& state) {
   setStepMarker(double(state.step), state.store && state.step >= 0);
-  // Reading every series is the cost: only while shown, and only when the store changed.
-  const bool stale = state.store.get() != m_drawnStore || (state.store && state.store->version() != m_drawnVersion) ||
-                     state.shownRank() != m_drawnRank;
-  if (stale && (isVisible() || !parentWidget())) redraw(state);  // a page of its own (the report) always
+  // Reading the series is the cost: only while shown (a page of its own, the report's, always),
+  // and only when the store changed.
+  m_forced = m_forced || !parentWidget();
+  if (isStale(state) && (isVisible() || m_forced)) redraw(state);
   const QString module = QString::fromStdString(state.hasSelection ? ownerModule(state.selected) : std::string());
   const auto row = std::find(m_rows.begin(), m_rows.end(), module.toStdString());
   m_selected->setVisible(state.hasSelection && row != m_rows.end() && m_columns > 0);

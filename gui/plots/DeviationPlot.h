@@ -26,6 +26,8 @@ public:
   void setModuleOrder(std::vector<std::string> order);
   void resetView() override;
   void refresh(const ViewState& state) override;
+  /// Draws what the store holds now even while hidden (Export plots writes every page).
+  void drawNow(const ViewState& state);
   QString toCsv() const override;
   /// The rows drawn (module paths, top first) and a cell's value (NaN: not scored).
   const std::vector<std::string>& rows() const { return m_rows; }
@@ -42,6 +44,7 @@ protected:
 private:
   void redraw(const ViewState& state);
   void readNew(const ViewState& state);
+  bool isStale(const ViewState& state) const;
 
   /// A layer's furthest score at each step (NaN: none), from step `base` on.
   struct Row {
@@ -68,6 +71,7 @@ private:
   std::map<hookscope::SeriesKey, std::int64_t> m_read;  ///< the last step read of each series
   std::map<std::string, Row> m_scores;                  ///< by module
   std::vector<std::string> m_seenOrder;                 ///< modules as first read (those not in m_order)
+  bool m_forced = false;  ///< drawNow: draw although hidden
   int m_labelled = -1;  ///< every how many rows the axis names one (-1: not yet)
   int m_labelWidth = 0; ///< the widest a name may be drawn
 };

@@ -517,6 +517,38 @@ private Q_SLOTS:
     QVERIFY(!QFile::exists(tmp.filePath(QStringLiteral("loss.png"))));
   }
 
+  // Export plots writes the Deviation page too, drawn although its tab was never shown: the
+  // layer that jumped at step 30 is the row hot there (issue 49).
+  void theDeviationPageIsExportedWithoutBeingShown() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    panel.setModuleOrder({"", "fc1", "fc2"});
+    for (int step = 0; step < 40; ++step) {
+      const double wobble = 1 + 0.01 * (step % 3);
+      store->add(step, {"fc1", 0, CaptureKind::Activation, 0}, gaussianStats(1, (step == 30 ? 30 : 1) * wobble));
+      store->add(step, {"fc2", 0, CaptureKind::Activation, 0}, gaussianStats(1, 2 * wobble));
+      store->addScalar(step, "loss", 1.0);
+    }
+    panel.refresh();
+    QVERIFY(!panel.showsDeviation());
+    QTemporaryDir tmp;
+    QVERIFY(panel.saveAll(tmp.path()).isEmpty());
+    QFile csv(tmp.filePath(QStringLiteral("deviation.csv")));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.front(), QStringLiteral("module,step_from,sigma"));
+    double fc1At30 = 0, fc2Max = 0;
+    for (const QString& line : lines.mid(1)) {
+      const QStringList f = line.split(',');
+      if (f[0] == QStringLiteral("fc1") && f[1] == QStringLiteral("30")) fc1At30 = f[2].toDouble();
+      if (f[0] == QStringLiteral("fc2")) fc2Max = std::max(fc2Max, f[2].toDouble());
+    }
+    QVERIFY2(fc1At30 >= 6, qPrintable(QString::number(fc1At30)));
+    QVERIFY2(fc2Max < 6, qPrintable(QString::number(fc2Max)));
+    QVERIFY(QFile::exists(tmp.filePath(QStringLiteral("deviation.png"))));
+  }
+
   void aGapInTheHooksIsAGapInTheLine() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
