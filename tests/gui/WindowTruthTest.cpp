@@ -319,6 +319,9 @@ private Q_SLOTS:
     QVERIFY(broke.wait(kTimeout));
     QTRY_VERIFY_WITH_TIMEOUT(window->statusBar()->currentMessage().startsWith(QStringLiteral("Paused at step")), 5000);
     window->setBreakOn(RuleKind::ExplodingGradient, false);
+    // The break's message can come before the window's run state says paused (a busy CI machine
+    // showed it): Step is for a paused run, so wait for that state, as the Step action does.
+    QTRY_VERIFY_WITH_TIMEOUT(window->runState().paused(), kTimeout);
     const qint64 seen = window->stepsSeen();
     window->stepOnce();
     QTRY_VERIFY_WITH_TIMEOUT(window->stepsSeen() > seen, kTimeout);
