@@ -305,11 +305,7 @@ public:
     // A band of a few steps is narrow: with hundreds of series, some leave theirs by 15 sigma in
     // the steps after its warmup (measured: docs/cli.md). The rule waits for a fuller one.
     if (int(p.bandValues) < m_settings.anomalyBand) return;
-    int worst = -1;
-    for (int i = 0; i < kBandStatistics; ++i) {
-      const double score = p.bands[std::size_t(i)];
-      if (!std::isnan(score) && (worst < 0 || std::fabs(score) > std::fabs(p.bands[std::size_t(worst)]))) worst = i;
-    }
+    const int worst = furthestOf(p.bands);
     if (worst < 0 || !(std::fabs(p.bands[std::size_t(worst)]) >= m_settings.anomalySigma)) return;
     const double score = p.bands[std::size_t(worst)];
     char text[96];

@@ -17,6 +17,15 @@ std::optional<double> bandMeasure(BandMeasure measure, double value) {
   return std::log10(std::fabs(value));
 }
 
+int furthestOf(const std::array<double, kBandStatistics>& scores) {
+  int worst = -1;
+  for (int i = 0; i < kBandStatistics; ++i) {
+    const double score = scores[std::size_t(i)];
+    if (!std::isnan(score) && (worst < 0 || std::fabs(score) > std::fabs(scores[std::size_t(worst)]))) worst = i;
+  }
+  return worst;
+}
+
 double bandFloor(BandMeasure measure) { return measure == BandMeasure::Fraction ? 0.01 : 0.025; }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -54,8 +55,11 @@ class RunningBand {
 /// it, inserted late, is not scored).
 struct SeriesBands {
   std::array<RunningBand, kBandStatistics> bands;
-  std::int64_t lastStep = -1;
-  bool any = false;
+  std::int64_t lastStep = std::numeric_limits<std::int64_t>::min();
 };
+
+/// The statistic whose score lies furthest from its band (the first of equals); -1 when none is
+/// scored (NaN).
+int furthestOf(const std::array<double, kBandStatistics>& scores);
 
 } // namespace hookscope

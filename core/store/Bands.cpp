@@ -115,23 +115,30 @@ std::optional<std::int64_t> excursionStart(const std::vector<BandScore>& scores,
   return start;
 }
 
+std::optional<BandScore> largestRise(const std::vector<ScalarPoint>& loss, bool stored, const BandSettings& settings) {
+  std::vector<BandScore> scores;
+  if (stored) {
+    for (const auto& p : loss) scores.push_back(storedScore(p.step, p.value, p.band));
+  } else {
+    std::vector<std::pair<std::int64_t, std::optional<double>>> values;
+    for (const auto& p : loss) values.emplace_back(p.step, p.value);
+    scores = bandScores(values, "loss", settings);
+  }
+  std::optional<BandScore> spike;
+  for (const auto& s : scores) {
+    if (s.scored && (!spike || s.score > spike->score)) spike = s;
+  }
+  return spike;
+}
+
 FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,
                         std::optional<std::int64_t> step, const BandSettings& settings) {
   FirstMovers result;
   const BandSettings kept = store.bandSettings();
   const bool stored = kept.window == settings.window && kept.warmup == settings.warmup;
   if (!step) {
-    std::vector<std::pair<std::int64_t, std::optional<double>>> loss;
-    std::vector<BandScore> lossScores;
-    for (const auto& p : store.scalars("loss", 0)) {
-      loss.emplace_back(p.step, p.value);
-      lossScores.push_back(storedScore(p.step, p.value, p.band));
-    }
-    if (!stored) lossScores = bandScores(loss, "loss", settings);
-    std::optional<BandScore> spike;
-    for (const auto& s : lossScores) {
-      if (s.scored && (!spike || s.score > spike->score)) spike = s;
-    }
+    const auto loss = store.scalars("loss", 0);
+    const std::optional<BandScore> spike = largestRise(loss, stored, settings);
     result.loss = spike;
     if (!spike) {
       result.why = "the loss has " + std::to_string(loss.size()) + " steps; a band needs " +

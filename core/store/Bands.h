@@ -33,6 +33,10 @@ std::vector<BandScore> bandScores(const std::vector<std::pair<std::int64_t, std:
 /// The first step of the run of out-of-band steps holding `step`; nullopt when `step` is in its band.
 std::optional<std::int64_t> excursionStart(const std::vector<BandScore>& scores, std::int64_t step, double sigma);
 
+/// The loss's largest rise above its band (nullopt while none is scored): from the store's
+/// scores of `loss` where `stored`, scored again with `settings` otherwise.
+std::optional<BandScore> largestRise(const std::vector<ScalarPoint>& loss, bool stored, const BandSettings& settings);
+
 struct BandMover {
   SeriesKey key;
   std::optional<std::int64_t> start;  ///< the step its excursion began (nullopt: inside its band)

@@ -11,6 +11,12 @@ namespace {
 constexpr std::size_t kSeriesOverhead = sizeof(SeriesKey) + 64;
 constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
 
+// The statistics of a capture that get a band, in kBandStatisticNames' order (nullopt: not
+// measured: amax before the low-precision counts).
+std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStats& s) {
+  return {s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
+}
+
 // The first point of a series (kept in step order) at or after `step`.
 template <typename Points>
 auto firstAtOrAfter(Points& points, std::int64_t step) {
@@ -81,16 +87,13 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
 void CaptureStore::scoreLocked(const std::deque<SeriesPoint>& points, SeriesPoint* point) {
   if (m_bandSettings.window <= 0) return;
   SeriesBands& bands = m_bands[&points];
-  if (bands.any && point->step <= bands.lastStep) return;  // late: its band moved on without it
-  bands.any = true;
+  if (point->step <= bands.lastStep) return;  // late: its band moved on without it
   bands.lastStep = point->step;
-  const TensorStats& s = point->stats;
-  const std::optional<double> values[kBandStatistics] = {
-      s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
-  for (int i = 0; i < kBandStatistics; ++i) {
-    RunningBand& band = bands.bands[std::size_t(i)];
+  const auto values = bandedValues(point->stats);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    RunningBand& band = bands.bands[i];
     point->bandValues = std::max(point->bandValues, std::uint32_t(band.size()));
-    point->bands[std::size_t(i)] = band.push(values[i], bandMeasureOf(i), m_bandSettings);
+    point->bands[i] = band.push(values[i], bandMeasureOf(int(i)), m_bandSettings);
   }
 }
 
@@ -247,11 +250,8 @@ std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double Tenso
 }
 
 double BandPoint::furthest() const {
-  double worst = std::numeric_limits<double>::quiet_NaN();
-  for (const double score : scores) {
-    if (!std::isnan(score) && !(std::fabs(score) <= std::fabs(worst))) worst = score;
-  }
-  return worst;
+  const int worst = furthestOf(scores);
+  return worst < 0 ? std::numeric_limits<double>::quiet_NaN() : scores[std::size_t(worst)];
 }
 
 std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64_t from, std::int64_t to) const {
@@ -263,10 +263,9 @@ std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64
   const auto end = std::upper_bound(pos, it->second.end(), to, [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
   result.reserve(std::size_t(end - pos));
   for (; pos != end; ++pos) {
-    const TensorStats& s = pos->stats;
     BandPoint point;
     point.step = pos->step;
-    point.values = {s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
+    point.values = bandedValues(pos->stats);
     point.scores = pos->bands;
     result.push_back(point);
   }

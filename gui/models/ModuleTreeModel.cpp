@@ -200,6 +200,12 @@ void ModuleTreeModel::setFirstDifferences(const std::vector<std::int64_t>& steps
   emitColumnChanged(Differs, Differs);
 }
 
+std::vector<std::string> ModuleTreeModel::paths() const {
+  std::vector<std::string> order;
+  for (const auto& module : m_modules) order.push_back(module.path);
+  return order;
+}
+
 void ModuleTreeModel::setBandStarts(const std::vector<std::int64_t>& steps) {
   if (steps.size() != m_modules.size()) return;
   m_bandLeft = steps;

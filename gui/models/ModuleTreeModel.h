@@ -28,6 +28,8 @@ public:
                   bool reviewOnly);
   void clear();
   const std::vector<hookscope::ModuleInfo>& modules() const { return m_modules; }
+  /// The modules' paths in the model's order: the order a step makes its captures in.
+  std::vector<std::string> paths() const;
   std::uint8_t hooks(int module) const;
   /// Every module's mask, in module order.
   const std::vector<std::uint8_t>& allHooks() const { return m_hooks; }

@@ -93,9 +93,8 @@ void DeviationPlot::drawNow(const ViewState& state) {
 
 void DeviationPlot::refresh(const ViewState& state) {
   setStepMarker(double(state.step), state.store && state.step >= 0);
-  // Reading the series is the cost: only while shown (a page of its own, the report's, always),
-  // and only when the store changed.
-  m_forced = m_forced || !parentWidget();
+  // Reading the series is the cost: only while shown (or asked for: drawNow), and only when the
+  // store changed.
   if (isStale(state) && (isVisible() || m_forced)) redraw(state);
   const QString module = QString::fromStdString(state.hasSelection ? ownerModule(state.selected) : std::string());
   const auto row = std::find(m_rows.begin(), m_rows.end(), module.toStdString());
@@ -122,15 +121,14 @@ void DeviationPlot::Row::keep(std::int64_t step, float score) {
 }
 
 // Only what is new since the last read: a live run's history is read once, not at every frame.
-void DeviationPlot::readNew(const ViewState& state) {
-  if (m_follower.mustReload(state.store.get()) || state.shownRank() != m_readRank) {
+void DeviationPlot::readNew(const ViewState& state, bool rankChanged) {
+  if (m_follower.mustReload(state.store.get()) || rankChanged) {
     m_read.clear();
     m_scores.clear();
     m_seenOrder.clear();
-    m_readRank = state.shownRank();
   }
   for (const auto& key : state.store->seriesKeys()) {
-    if (key.rank != m_readRank) continue;
+    if (key.rank != state.shownRank()) continue;
     const auto read = m_read.find(key);
     const auto points = state.store->bandPoints(key, read == m_read.end() ? 0 : read->second + 1);
     if (points.empty()) continue;
@@ -145,6 +143,7 @@ void DeviationPlot::readNew(const ViewState& state) {
 void DeviationPlot::redraw(const ViewState& state) {
   m_drawnStore = state.store.get();
   m_drawnVersion = state.store ? state.store->version() : 0;
+  const bool rankChanged = state.shownRank() != m_drawnRank;
   m_drawnRank = state.shownRank();
   m_rows.clear();
   m_cells.clear();
@@ -156,7 +155,7 @@ void DeviationPlot::redraw(const ViewState& state) {
     m_note->setVisible(true);
     return;
   }
-  readNew(state);
+  readNew(state, rankChanged);
   std::int64_t first = INT64_MAX, last = INT64_MIN;
   for (const auto& [module, row] : m_scores) {
     if (row.scores.empty()) continue;

@@ -43,7 +43,9 @@ protected:
 
 private:
   void redraw(const ViewState& state);
-  void readNew(const ViewState& state);
+  /// Reads the points new since the last read (all of them again for another store, a thinning
+  /// or another rank).
+  void readNew(const ViewState& state, bool rankChanged);
   bool isStale(const ViewState& state) const;
 
   /// A layer's furthest score at each step (NaN: none), from step `base` on.
@@ -67,7 +69,6 @@ private:
   std::uint64_t m_drawnVersion = 0;
   int m_drawnRank = -2;
   StoreFollower m_follower;  ///< the store read, to read it all again after a thinning
-  int m_readRank = -2;
   std::map<hookscope::SeriesKey, std::int64_t> m_read;  ///< the last step read of each series
   std::map<std::string, Row> m_scores;                  ///< by module
   std::vector<std::string> m_seenOrder;                 ///< modules as first read (those not in m_order)

@@ -439,7 +439,6 @@ QString spikeSection(const ExportData& data, const ViewState& state, ReportConte
     body += QStringLiteral("<p%1>%2</p>\n").arg(i == 0 && !result.movers.empty() ? QStringLiteral(" class=\"warn\"") : QString(),
                                                 esc(lines[i]));
   }
-  if (!lines.empty()) contents->firstMover = QString::fromStdString(lines.front());
   if (!result.loss) return body;  // too few steps for a band: nothing to draw
   DeviationPlot page;
   page.setModuleOrder(data.manifest.modulePaths());

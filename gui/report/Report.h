@@ -22,7 +22,6 @@ struct ReportContents {
   int layersLeftOut = 0;      ///< hooked layers past maxLayers, not drawn
   int precisionRows = 0;      ///< tensors listed as losing values in float16 or fp8
   QString firstDivergence;    ///< with a compared run: "step 1, activation conv1 (...)", or "" for none
-  QString firstMover;         ///< the first line of "Where the loss spiked" (explain's)
 };
 
 enum class ReportResult {

@@ -61,9 +61,7 @@ bool RunComparer::compareWith(const QString& dir) {
     return false;
   }
   // The shown run's model order: forward order for the first divergence.
-  std::vector<std::string> order;
-  for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
-  m_result = compareRuns(*shown, *other.store, m_tolerance, order);
+  m_result = compareRuns(*shown, *other.store, m_tolerance, m_window->treeModel()->paths());
   m_other = QFileInfo(dir).fileName();
   m_otherDir = dir;
   if (m_result.diverged()) {

@@ -20,9 +20,7 @@ SpikeFinder::SpikeFinder(MainWindow* window) : QObject(window), m_window(window)
   m_timer.start();
   // Another run shown: its modules are the deviation view's rows, and nothing of the last spike stays.
   connect(window, &MainWindow::modelOpened, this, [this] {
-    std::vector<std::string> order;
-    for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
-    m_window->plots()->setModuleOrder(order);
+    m_window->plots()->setModuleOrder(m_window->treeModel()->paths());
     check();
   });
 }
@@ -46,18 +44,12 @@ void SpikeFinder::check() {
   m_version = store->version();
   // The loss's largest excursion above its band so far, as explain takes it.
   const BandSettings settings = store->bandSettings();
-  const ScalarPoint* spike = nullptr;
-  const auto loss = store->scalars("loss", 0);
-  for (const auto& p : loss) {
-    if (!std::isnan(p.band) && (!spike || p.band > spike->band)) spike = &p;
-  }
-  if (!spike || spike->band < settings.sigma || spike->step == m_explained) return;
+  const auto spike = largestRise(store->scalars("loss", 0), /*stored=*/true, settings);
+  if (!spike || spike->score < settings.sigma || spike->step == m_explained) return;
   m_explained = spike->step;
-  std::vector<std::string> order;
-  for (const auto& module : m_window->treeModel()->modules()) order.push_back(module.path);
-  m_result = firstMovers(*store, order, spike->step, settings);
+  m_result = firstMovers(*store, m_window->treeModel()->paths(), spike->step, settings);
   // Short enough for a 1024 px window's status bar; the tooltip holds explain's lines whole.
-  const QString at = tr("Loss left its band at step %1 (+%2σ)").arg(spike->step).arg(spike->band, 0, 'f', 1);
+  const QString at = tr("Loss left its band at step %1 (+%2σ)").arg(spike->step).arg(spike->score, 0, 'f', 1);
   if (m_result.movers.empty()) {
     m_summary = tr("%1; no layer was out of its own band there").arg(at);
   } else {
