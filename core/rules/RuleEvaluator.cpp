@@ -301,13 +301,13 @@ public:
 
   // anomaly: the statistic furthest from its band, where it is sigma or more out (NaN or Inf
   // after the warmup count as out: non_finite names them too).
-  void anomaly(const SeriesKey& key, const SeriesPoint& p) {
+  void anomaly(const SeriesKey& key, const BandPoint& p) {
     // A band of a few steps is narrow: with hundreds of series, some leave theirs by 15 sigma in
     // the steps after its warmup (measured: docs/cli.md). The rule waits for a fuller one.
     if (int(p.bandValues) < m_settings.anomalyBand) return;
-    const int worst = furthestOf(p.bands);
-    if (worst < 0 || !(std::fabs(p.bands[std::size_t(worst)]) >= m_settings.anomalySigma)) return;
-    const double score = p.bands[std::size_t(worst)];
+    const int worst = furthestOf(p.scores);
+    if (worst < 0 || !(std::fabs(p.scores[std::size_t(worst)]) >= m_settings.anomalySigma)) return;
+    const double score = p.scores[std::size_t(worst)];
     char text[96];
     std::snprintf(text, sizeof text, "%.1f sigma %s its band", std::fabs(score), score > 0 ? "above" : "below");
     fire(key.module, key.kind, RuleKind::Anomaly, score,
@@ -318,9 +318,9 @@ public:
   void anomalies(const StepOrder& order, const std::vector<SeriesKey>& keys) {
     std::set<SeriesKey> done;
     const auto judge = [&](const SeriesKey& key) {
-      SeriesPoint p;
-      if (key.rank != m_rank || !done.insert(key).second || !at(key, &p)) return;
-      anomaly(key, p);
+      if (key.rank != m_rank || !done.insert(key).second) return;
+      const auto points = m_store.bandPoints(key, m_step, m_step);  // scored as they are read
+      if (!points.empty()) anomaly(key, points.front());
     };
     for (const auto& key : order.forward) judge(key);
     for (const auto& key : order.backward) judge(key);

@@ -58,8 +58,9 @@ double RunningBand::madOf(double median) const {
   // The i-th smallest deviation of the left run and of the right run.
   const auto low = [&](std::size_t i) { return std::fabs(a[left - 1 - i] - median); };
   const auto high = [&](std::size_t j) { return std::fabs(a[left + j] - median); };
-  // The k-th smallest (from 0) of both runs: take i from the left and k + 1 - i from the right.
-  const auto kth = [&](std::size_t k) {
+  // The k-th smallest (from 0) of both runs: take i from the left and k + 1 - i from the right;
+  // with `next`, the (k+1)-th too: the smaller of the first of each run not taken.
+  const auto kth = [&](std::size_t k, double* next) {
     std::size_t lo = k + 1 > right ? k + 1 - right : 0, hi = std::min(k + 1, left);
     while (true) {
       const std::size_t i = lo + (hi - lo) / 2, j = k + 1 - i;  // j values from the right
@@ -71,11 +72,19 @@ double RunningBand::madOf(double median) const {
         double best = -1;
         if (i > 0) best = std::max(best, low(i - 1));
         if (j > 0) best = std::max(best, high(j - 1));
+        if (next) {
+          *next = std::numeric_limits<double>::infinity();
+          if (i < left) *next = std::min(*next, low(i));
+          if (j < right) *next = std::min(*next, high(j));
+        }
         return best;
       }
     }
   };
-  return n % 2 ? kth(n / 2) : 0.5 * (kth(n / 2 - 1) + kth(n / 2));
+  if (n % 2) return kth(n / 2, nullptr);
+  double upper = 0;
+  const double lower = kth(n / 2 - 1, &upper);
+  return 0.5 * (lower + upper);
 }
 
 double RunningBand::push(std::optional<double> value, BandMeasure measure, const BandSettings& settings) {

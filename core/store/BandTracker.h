@@ -1,7 +1,7 @@
 #pragma once
-// The normal band of a series' statistic kept step by step, where the store adds each capture
-// (issue 49): its last `window` measured values, in the order they came and sorted, so that a
-// step's score (sigmas from the band's median, the MAD times 1.4826 its sigma) costs two binary
+// The normal band of a series' statistic kept step by step as the store scores its points
+// (issue 49; when they are read: CaptureStore::bandPoints): its last `window` measured values,
+// in the order they came and sorted, so that a step's score (sigmas from the band's median, the MAD times 1.4826 its sigma) costs two binary
 // searches, one move of the values between the old and the new one, and a selection of the MAD
 // from the two sorted halves — no sort. The scores equal bandScores' (Bands.h), bit for bit.
 

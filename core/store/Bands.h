@@ -54,7 +54,7 @@ struct FirstMovers {
 
 /// The series out of their band at `step` (by default the loss's largest excursion above its
 /// band), `moduleOrder` the model's modules in order (for the order a step makes its captures).
-/// Reads the scores the store gave each point as it came where its band settings are
+/// Reads the scores the store keeps for each point (made when first read) where its band settings are
 /// `settings`' (the window's live store, an export read by the CLI); scores the series again
 /// otherwise.
 FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,

@@ -70,7 +70,6 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
   auto& points = it->second;
   m_bytes += pointBytes(stats);
   SeriesPoint point{step, std::move(stats)};
-  scoreLocked(points, &point);
   if (points.empty() || points.back().step <= step) {
     points.push_back(std::move(point));
   } else {
@@ -84,22 +83,69 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
   m_version.fetch_add(1, std::memory_order_release);
 }
 
-void CaptureStore::scoreLocked(const std::deque<SeriesPoint>& points, SeriesPoint* point) {
+// Scores the points in [first, end) that have none. The series' kept band carries on where
+// its scoring stopped when that is the point before `first` (a reader following the run: one
+// push a point); otherwise a band is primed from the values before `first` (the last window of
+// each statistic, warmup included), which gives the same scores: a band is only its last values.
+void CaptureStore::bandLocked(const std::deque<SeriesPoint>& points, std::size_t first, std::size_t end) const {
   if (m_bandSettings.window <= 0) return;
-  SeriesBands& bands = m_bands[&points];
-  if (point->step <= bands.lastStep) return;  // late: its band moved on without it
-  bands.lastStep = point->step;
-  const auto values = bandedValues(point->stats);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    RunningBand& band = bands.bands[i];
-    point->bandValues = std::max(point->bandValues, std::uint32_t(band.size()));
-    point->bands[i] = band.push(values[i], bandMeasureOf(int(i)), m_bandSettings);
+  while (first < end && points[first].banded) ++first;
+  if (first >= end) return;
+  SeriesBands& kept = m_bands[&points];
+  const std::int64_t before = first > 0 ? points[first - 1].step : std::numeric_limits<std::int64_t>::min();
+  SeriesBands primed;
+  SeriesBands* bands = &kept;
+  if (kept.lastStep != before) {
+    const std::size_t need = std::size_t(std::max(m_bandSettings.window, m_bandSettings.warmup));
+    std::array<std::size_t, kBandStatistics> counts{};
+    std::size_t from = first;
+    const auto enough = [&] { return std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c >= need; }); };
+    while (from > 0 && !enough()) {
+      --from;
+      const auto values = bandedValues(points[from].stats);
+      for (std::size_t i = 0; i < values.size(); ++i) counts[i] += values[i] && bandMeasure(bandMeasureOf(int(i)), *values[i]);
+    }
+    for (std::size_t i = from; i < first; ++i) {
+      if (points[i].step <= primed.lastStep) continue;
+      primed.lastStep = points[i].step;
+      const auto values = bandedValues(points[i].stats);
+      for (std::size_t k = 0; k < values.size(); ++k) primed.bands[k].push(values[k], bandMeasureOf(int(k)), m_bandSettings);
+    }
+    primed.lastStep = before;
+    bands = &primed;
+  }
+  auto& scored = const_cast<std::deque<SeriesPoint>&>(points);  // the scores are a cache
+  for (std::size_t i = first; i < end; ++i) {
+    SeriesPoint& point = scored[i];
+    point.banded = true;
+    if (point.step <= bands->lastStep) continue;  // a second point of a step: its band moved on without it
+    bands->lastStep = point.step;
+    const auto values = bandedValues(point.stats);
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      RunningBand& band = bands->bands[k];
+      point.bandValues = std::uint16_t(std::max<std::size_t>(point.bandValues, std::min<std::size_t>(band.size(), 65535)));
+      point.bands[k] = band.push(values[k], bandMeasureOf(int(k)), m_bandSettings);
+    }
+  }
+  if (bands == &primed && primed.lastStep > kept.lastStep) kept = std::move(primed);
+}
+
+// Scores made from other points or settings than those held now are made again when read.
+void CaptureStore::forgetBandsLocked() {
+  m_bands.clear();
+  for (auto& [key, points] : m_series) {
+    for (auto& point : points) {
+      point.banded = false;
+      point.bands = SeriesPoint::unscoredBands();
+      point.bandValues = 0;
+    }
   }
 }
 
 void CaptureStore::setBandSettings(const BandSettings& settings) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_bandSettings = settings;
+  forgetBandsLocked();
 }
 
 BandSettings CaptureStore::bandSettings() const {
@@ -115,7 +161,9 @@ bool CaptureStore::remove(std::int64_t step, const SeriesKey& key) {
   const auto point = firstAtOrAfter(points, step);
   if (point == points.end() || point->step != step) return false;
   m_bytes -= pointBytes(point->stats);
+  for (auto later = point; later != points.end(); ++later) later->banded = false;  // their bands held it
   points.erase(point);
+  m_bands.erase(&points);
   const auto count = m_stepCaptures.find(step);
   if (--count->second == 0) m_stepCaptures.erase(count);
   --m_captures;
@@ -177,6 +225,7 @@ void CaptureStore::thinLocked(std::int64_t newestStep) {
     event.stride = m_stride;
     event.callStride = m_callStride;
     m_thinning.push_back(event);
+    forgetBandsLocked();  // a band is made of the steps held: every other one now
   }
   // Two steps alone are over the cap: a module is called many times per step. Keep every
   // other call of each module (0, 2, 4, ...), again until under the cap or one call is left.
@@ -262,11 +311,13 @@ std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64
   auto pos = firstAtOrAfter(it->second, from);
   const auto end = std::upper_bound(pos, it->second.end(), to, [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
   result.reserve(std::size_t(end - pos));
+  bandLocked(it->second, std::size_t(pos - it->second.begin()), std::size_t(end - it->second.begin()));
   for (; pos != end; ++pos) {
     BandPoint point;
     point.step = pos->step;
     point.values = bandedValues(pos->stats);
     point.scores = pos->bands;
+    point.bandValues = pos->bandValues;
     result.push_back(point);
   }
   return result;

@@ -60,11 +60,14 @@ std::string ownerModule(const SeriesKey& key);
 struct SeriesPoint {
   std::int64_t step = 0;
   TensorStats stats;
-  /// Each statistic against its band as the store added it (kBandStatisticNames' order): the
-  /// sigmas from the band's median, NaN where not scored (BandTracker.h).
+  /// Each statistic against its band (kBandStatisticNames' order): the sigmas from the band's
+  /// median, NaN where not scored (BandTracker.h). Filled the first time the point is read
+  /// through bandPoints, not as it is added: read them there.
   std::array<double, kBandStatistics> bands = unscoredBands();
-  /// The values its widest band held when it was scored (the anomaly rule waits for a full one).
-  std::uint32_t bandValues = 0;
+  /// The values its widest band held when it was scored, at most 65535 (the anomaly rule waits
+  /// for a full one).
+  std::uint16_t bandValues = 0;
+  bool banded = false;  ///< bands and bandValues are filled
   static std::array<double, kBandStatistics> unscoredBands() {
     std::array<double, kBandStatistics> none;
     none.fill(std::numeric_limits<double>::quiet_NaN());
@@ -78,6 +81,7 @@ struct BandPoint {
   std::int64_t step = 0;
   std::array<std::optional<double>, kBandStatistics> values;  ///< nullopt: not measured
   std::array<double, kBandStatistics> scores{};               ///< SeriesPoint::bands
+  std::uint32_t bandValues = 0;                                ///< SeriesPoint::bandValues
   /// The score furthest from its band (NaN when none is scored).
   double furthest() const;
 };
@@ -167,8 +171,9 @@ public:
   std::uint64_t version() const { return m_version.load(std::memory_order_acquire); }
   /// Current distance between kept steps (1 until the first thinning).
   std::int64_t stride() const;
-  /// The bands the store scores each new point against (window 0: none). Set before the first
-  /// add: points already stored keep the scores they were given.
+  /// The bands the store scores its points against (window 0: none). Scores are made when read
+  /// (bandPoints), from the points held before each one: adding costs nothing for them, and a
+  /// change of settings or a thinning makes them again from what is held then.
   void setBandSettings(const BandSettings& settings);
   BandSettings bandSettings() const;
 
@@ -180,7 +185,8 @@ public:
 
 private:
   void thinLocked(std::int64_t newestStep);
-  void scoreLocked(const std::deque<SeriesPoint>& points, SeriesPoint* point);
+  void bandLocked(const std::deque<SeriesPoint>& points, std::size_t first, std::size_t end) const;
+  void forgetBandsLocked();
   void dropCallsLocked();
   bool overCapLocked() const { return m_bytes + m_alertBytes > m_cap; }
   void dropStepsLocked(const std::set<std::int64_t>& dropped);
@@ -205,9 +211,10 @@ private:
   std::atomic<std::uint64_t> m_version{0};
   std::unique_ptr<ShardAssembly> m_shards;
   // Bands by the address of their series' points (a map node's value never moves): a hash of a
-  // pointer, not a second search by key, on every add.
+  // pointer, not a second search by key. A series' band stands where its scoring last stopped;
+  // scores are a cache filled under the lock by the readers that want them (bandPoints).
   BandSettings m_bandSettings;
-  std::unordered_map<const void*, SeriesBands> m_bands;
+  mutable std::unordered_map<const void*, SeriesBands> m_bands;
   std::unordered_map<const void*, RunningBand> m_scalarBands;
 };
 

@@ -1,11 +1,15 @@
 """How often a band says "out" on a run that is fine, and how many series it finds out at a fault's
-step: the median/MAD band HookScope keeps (hookscope.bands) against an exponential one (mean and
-mean deviation of the same log values, no window: the cheaper design core-bench bands times).
+step: the median/MAD band HookScope keeps (hookscope.bands) against two exponential ones (mean
+and mean deviation of the same log values, no window: the cheaper design core-bench bands times;
+and the same with each step's pull on the band clipped at 3 of its sigmas, a robust variant).
 
-    python tests/bench/band_false_alarms.py CLEAN_EXPORT [FAULTY_EXPORT FAULT_STEP]
+    python tests/bench/band_false_alarms.py CLEAN_EXPORT [FAULTY_EXPORT FAULT_STEP [SECOND_STEP]]
 
 Judges every series' statistic at every step once 30 values came before it (the anomaly rule's
-band age), at 4, 6, 8 and 12 sigma. Prints figures; asserts nothing.
+band age), at 4, 6, 8 and 12 sigma. With SECOND_STEP (a second fault a few steps after the
+first: spike_script.py --fault batch --again), also how many series each design finds out at
+it, and the first layer's amax score at both: a band that the first spike widened finds less.
+Prints figures; asserts nothing.
 """
 import csv
 import math
@@ -42,6 +46,39 @@ def exponential_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARM
     return out
 
 
+def clipped_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARMUP, clip=3.0):
+    """As exponential_scores, but once warm a step moves the band by at most `clip` of its
+    sigmas: one spike barely widens it."""
+    mean = spread = 0.0
+    seen = 0
+    out = []
+    floor = bands.FLOOR.get(statistic, 0.025)
+    for step, value in points:
+        x = bands._measure(statistic, value)
+        sigma = max(spread * 1.2533, floor)
+        warm = seen >= max(warmup, 1)
+        score = None
+        if x is not None and warm:
+            score = (x - mean) / sigma
+        elif x is None and isinstance(value, float) and not math.isfinite(value) and warm:
+            score = math.inf
+        out.append((step, score))
+        if x is not None:
+            r = max(-clip * sigma, min(clip * sigma, x - mean)) if warm else x - mean
+            seen += 1
+            a = 1.0 / min(seen, window)
+            mean += a * r
+            spread += a * (abs(r) - spread)
+    return out
+
+
+DESIGNS = {
+    "median/MAD": lambda points, statistic: [(s[0], s[1]) for s in bands.scores(points, statistic)],
+    "exponential": exponential_scores,
+    "clipped": clipped_scores,
+}
+
+
 def series_of(folder):
     series = defaultdict(list)
     with open(os.path.join(folder, "stats.csv"), newline="") as f:
@@ -50,41 +87,47 @@ def series_of(folder):
     return series
 
 
-def judge(folder, design, sigma, at=None):
+def judge(folder, design, sigma, at=()):
+    """(judgements out, judgements, {step in `at`: series out there}, {step in `at`: the largest
+    score of a first layer's amax there})."""
     out = judged = 0
-    out_at = set()
+    out_at = {step: set() for step in at}
+    first = {}
     for key, rows in series_of(folder).items():
         rows.sort(key=lambda r: int(r["step"]))
         for statistic in bands.STATISTICS:
             points = [(int(r["step"]), float(r[statistic]) if r.get(statistic) not in (None, "") else None)
                       for r in rows]
-            if design == "median/MAD":
-                scored = [(s[0], s[1]) for s in bands.scores(points, statistic)]
-            else:
-                scored = exponential_scores(points, statistic)
-            for i, (step, score) in enumerate(scored):
+            for i, (step, score) in enumerate(DESIGNS[design](points, statistic)):
                 if score is None or i < AGE:
                     continue
                 judged += 1
                 if abs(score) >= sigma:
                     out += 1
-                    if step == at:
-                        out_at.add(key)
-    return out, judged, len(out_at)
+                    if step in out_at:
+                        out_at[step].add(key)
+                if step in out_at and key[1] == "activation" and statistic == "amax":
+                    first.setdefault(step, {})[key[0]] = score
+    return out, judged, {s: len(k) for s, k in out_at.items()}, first
 
 
 def main():
-    if len(sys.argv) not in (2, 4):
+    if len(sys.argv) not in (2, 4, 5):
         sys.exit(__doc__)
     clean = sys.argv[1]
-    faulty, at = (sys.argv[2], int(sys.argv[3])) if len(sys.argv) == 4 else (None, None)
+    faulty = sys.argv[2] if len(sys.argv) >= 4 else None
+    at = tuple(int(a) for a in sys.argv[3:])
     for sigma in (4, 6, 8, 12):
-        for design in ("median/MAD", "exponential"):
-            out, judged, _ = judge(clean, design, sigma)
+        for design in DESIGNS:
+            out, judged, _, _ = judge(clean, design, sigma)
             line = "sigma %2d  %-11s  clean run: %5d of %d judgements out" % (sigma, design, out, judged)
             if faulty:
-                out_faulty, _, out_at = judge(faulty, design, sigma, at)
-                line += "; faulty run: %d out, %d series out at step %d" % (out_faulty, out_at, at)
+                out_faulty, _, out_at, first = judge(faulty, design, sigma, at)
+                line += "; faulty run: %d out, series out at " % out_faulty
+                line += ", ".join("step %d: %d" % (s, out_at[s]) for s in at)
+                if len(at) == 2 and sigma == 4:
+                    name = max(first[at[0]], key=lambda m: abs(first[at[0]][m] or 0))
+                    line += " (%s's amax: %.1f then %.1f sigma)" % (name, first[at[0]][name], first[at[1]][name])
             print(line)
 
 

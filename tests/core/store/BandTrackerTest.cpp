@@ -61,6 +61,8 @@ TensorStats statsOf(double l2, double zeros) {
   return s;
 }
 
+bool sameScore(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
 } // namespace
 
 TEST(BandTrackerTest, ScoresEqualTheSortedReferenceBitForBit) {
@@ -84,7 +86,7 @@ TEST(BandTrackerTest, AConstantSeriesScoresAgainstTheFloorAndASpikeLeaves) {
   EXPECT_EQ(band.push(std::nan(""), BandMeasure::Magnitude, settings), INFINITY);
 }
 
-TEST(BandTrackerTest, TheStoreScoresEachPointAsItComesAndExplainReadsThem) {
+TEST(BandTrackerTest, TheStoreScoresPointsWhenReadAndExplainReadsThem) {
   CaptureStore live, unscored;
   unscored.setBandSettings(BandSettings{0, 8, 6});  // keeps no bands: explain scores it again
   std::mt19937 random(7);
@@ -102,9 +104,12 @@ TEST(BandTrackerTest, TheStoreScoresEachPointAsItComesAndExplainReadsThem) {
     live.addScalar(step, "loss", loss);
     unscored.addScalar(step, "loss", loss);
   }
-  const auto act = live.series({"act", 0, CaptureKind::Activation, 0});
-  EXPECT_TRUE(std::isnan(act[3].bands[0]));  // warming
-  EXPECT_GT(act[30].bands[0], 6);
+  // Adding scored nothing: a store nobody asks for bands costs nothing for them.
+  EXPECT_FALSE(live.series({"act", 0, CaptureKind::Activation, 0})[30].banded);
+  const auto act = live.bandPoints({"act", 0, CaptureKind::Activation, 0});
+  EXPECT_TRUE(std::isnan(act[3].scores[0]));  // warming
+  EXPECT_GT(act[30].scores[0], 6);
+  EXPECT_EQ(act[30].bandValues, 30u);
   EXPECT_GT(live.scalars("loss")[30].band, 6);
 
   const FirstMovers stored = firstMovers(live, modules, std::nullopt, BandSettings{});
@@ -116,7 +121,7 @@ TEST(BandTrackerTest, TheStoreScoresEachPointAsItComesAndExplainReadsThem) {
   EXPECT_EQ(stored.movers[0].key.module, "act");
   EXPECT_EQ(stored.movers[1].key.module, "fc2");
   EXPECT_EQ(again.movers[0].key.module, "act");
-  EXPECT_TRUE(std::isnan(unscored.series({"act", 0, CaptureKind::Activation, 0})[30].bands[0]));
+  EXPECT_TRUE(std::isnan(unscored.bandPoints({"act", 0, CaptureKind::Activation, 0})[30].scores[0]));
   EXPECT_EQ(describeMovers(firstMovers(unscored, modules, std::nullopt, BandSettings{})), describeMovers(stored));
 }
 
@@ -138,4 +143,56 @@ TEST(BandTrackerTest, ALongExcursionIsDatedFromItsStartFarBack) {
   ASSERT_TRUE(stored.movers[0].start.has_value());
   EXPECT_EQ(*stored.movers[0].start, 100);
   EXPECT_EQ(describeMovers(firstMovers(unscored, {"fc1"}, 1000, BandSettings{})), describeMovers(stored));
+}
+
+// Scores are made when read, in any order: a reader that starts late (the deviation view shown
+// at step 700) or jumps (explain at a spike) gets what a reader from the start gets, bit for bit,
+// and a thinning makes them again from the steps kept.
+TEST(BandTrackerTest, ScoresReadInAnyOrderEqualScoresReadFromTheStart) {
+  const SeriesKey key{"fc1", 0, CaptureKind::Activation, 0};
+  std::mt19937 random(11);
+  std::normal_distribution<double> noise(0, 0.05);
+  std::vector<std::pair<std::int64_t, std::optional<double>>> l2;
+  for (int step = 0; step < 900; ++step) {
+    double value = std::exp(noise(random)) * (step == 640 ? 40 : 1);
+    if (step % 97 == 5) value = std::nan("");
+    l2.push_back({step, value});
+  }
+  for (const BandSettings settings : {BandSettings{}, BandSettings{7, 8, 6}, BandSettings{50, 0, 6}}) {
+    CaptureStore inOrder, jumping;
+    inOrder.setBandSettings(settings);
+    jumping.setBandSettings(settings);
+    for (const auto& [step, value] : l2) {
+      inOrder.add(step, key, statsOf(*value, 0.1));
+      jumping.add(step, key, statsOf(*value, 0.1));
+      if (step % 50 == 0) inOrder.bandPoints(key, step, step);  // a reader that follows the run
+    }
+    const auto reference = bandScores(l2, "l2norm", settings);
+    const auto late = jumping.bandPoints(key, 700, 720);   // primed from the values before 700
+    const auto early = jumping.bandPoints(key, 600, 650);  // behind where the kept band stands
+    const auto all = jumping.bandPoints(key);
+    const auto followed = inOrder.bandPoints(key);
+    ASSERT_EQ(all.size(), reference.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const double want = reference[i].scored ? reference[i].score : std::nan("");
+      ASSERT_TRUE(sameScore(all[i].scores[0], want)) << "step " << i << " window " << settings.window;
+      ASSERT_TRUE(sameScore(followed[i].scores[0], want)) << "step " << i << " window " << settings.window;
+    }
+    EXPECT_TRUE(sameScore(late[0].scores[0], all[700].scores[0]));
+    EXPECT_TRUE(sameScore(early[40].scores[0], all[640].scores[0]));
+    EXPECT_GT(all[640].scores[0], 6);
+    EXPECT_EQ(all[700].bandValues, std::uint32_t(settings.window));
+  }
+
+  // Thinned to every other step: the bands are made of the steps kept.
+  CaptureStore thinned(CaptureStore::pointBytes(statsOf(1, 0.1)) * 700);
+  std::vector<std::pair<std::int64_t, std::optional<double>>> kept;
+  for (const auto& point : l2) thinned.add(point.first, key, statsOf(*point.second, 0.1));
+  ASSERT_GT(thinned.stride(), 1);
+  const auto points = thinned.bandPoints(key);
+  for (const auto& p : points) kept.push_back({p.step, p.values[0]});
+  const auto again = bandScores(kept, "l2norm", BandSettings{});
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    EXPECT_TRUE(sameScore(points[i].scores[0], again[i].scored ? again[i].score : std::nan(""))) << "point " << i;
+  }
 }

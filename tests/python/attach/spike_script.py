@@ -3,7 +3,8 @@ first-mover tests (issue 49): where the spike starts is known, and `explain` mus
 
 --fault weights: a 4-block transformer whose blocks.2.mlp.fc1 weights are scaled x30 at --at.
 --fault none:    the same transformer, untouched.
---fault batch:   a CNN fed one sample scaled x1000 at --at (the first layer to read it moves).
+--fault batch:   a CNN fed one sample scaled x1000 at --at (the first layer to read it moves),
+                 and again at --again if given (two spikes close together).
 --fault grad:    a CNN whose loss gains a term on its last layer's weights from --at on: the
                  spike starts in that layer's gradient, not in an activation.
 
@@ -96,6 +97,7 @@ def main():
     parser.add_argument("--fault", choices=["none", "weights", "batch", "grad"], required=True)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--at", type=int, default=30)
+    parser.add_argument("--again", type=int, default=None, help="--fault batch: a second bad batch at this step")
     parser.add_argument("--pretrain", type=int, default=150, help="steps before HookScope attaches")
     parser.add_argument("--detach", action="store_true", help="run without HookScope")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds between attached steps")
@@ -125,7 +127,7 @@ def main():
         if step == args.at and args.fault == "weights":
             with torch.no_grad():
                 model.blocks[2].mlp.fc1.weight.mul_(30)
-        if step == args.at and args.fault == "batch":
+        if step in (args.at, args.again) and args.fault == "batch":
             x = x.clone()
             x[3] *= 1000
         out = model(x)
