@@ -3,6 +3,7 @@
 // advances it by exactly one step, Detach lets it train on, and the captures export.
 #include "WindowTestSupport.h"
 #include "dialogs/AttachDialog.h"
+#include "session/SessionHost.h"
 #include "window/MainWindow.h"
 #include "panels/PlotsPanel.h"
 #include "panels/AlertsPanel.h"
@@ -462,6 +463,40 @@ private Q_SLOTS:
         window.grab().save(QStringLiteral("%1/deviation-%2x%3.png").arg(shots).arg(size.width()).arg(size.height()));
       }
     }
+  }
+
+  // Break on > anomaly pauses an attached script at the step a layer left its band, naming it
+  // (issue 49): the transformer's blocks.2.mlp.fc1 weights x30 at step 50 (a band of 30 values
+  // by then, however late the ticks reached the script).
+  void breakingOnAnomalyStopsAtTheStepALayerLeftItsBand() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    QString address;
+    listenIn(window, dir, &address);
+    QProcess script;
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    startScript(&script, address,
+                {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
+                 QStringLiteral("--at"), QStringLiteral("50"), QStringLiteral("--steps"), QStringLiteral("70"),
+                 QStringLiteral("--sleep"), QStringLiteral("0.1")});
+    QVERIFY(opened.wait(kTimeout));
+    ModuleTreeModel* tree = window.treeModel();
+    for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
+      QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
+    }
+    window.setBreakOn(hookscope::RuleKind::Anomaly, true);
+    QSignalSpy hit(&window, &MainWindow::breakHit);
+    QTRY_COMPARE_WITH_TIMEOUT(hit.size(), 1, kTimeout);
+    QCOMPARE(hit.front().at(1).toLongLong(), qint64(50));
+    QCOMPARE(hit.front().at(0).toString(), QStringLiteral("blocks.2.mlp.fc1"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.sessions()->state().paused(), kTimeout);
+    QVERIFY2(window.statusBar()->currentMessage().contains(QStringLiteral("Paused at step 50")),
+             qPrintable(window.statusBar()->currentMessage()));
+    // Disarmed and resumed, the script runs to its end.
+    window.setBreakOn(hookscope::RuleKind::Anomaly, false);
+    window.run();
+    QVERIFY(script.waitForFinished(kTimeout));
+    QCOMPARE(script.exitCode(), 0);
   }
 
   void noSecondListenerOnATakenAddress() {
