@@ -6,7 +6,9 @@
   * gui/ holds only main.cpp and CMakeLists.txt at its top: everything else is in a room;
   * every project include names its room ("store/CaptureStore.h", not "CaptureStore.h"),
     and the room exists;
-  * the rooms of core/ and those of gui/ include one another without a cycle.
+  * the rooms of core/ and those of gui/ include one another without a cycle;
+  * gui's rooms include only the rooms below them (GUI_MAY_INCLUDE, as docs/architecture.md
+    draws them): a panel never includes a session, a plot never a panel.
 
 Usage: check_layout.py [SOURCE_DIR]; prints each violation and exits 1 when there is one.
 """
@@ -23,6 +25,20 @@ EXCEPTIONS = {
     ("core/files/PickleShape.cpp", "std::string step(unsigned char op) {"): "one case per pickle opcode",
 }
 CODE_ROOTS = ("core", "cli", "gui")
+# gui's rooms and the gui rooms each may include: down the picture in docs/architecture.md
+# (window -> panels, dialogs -> plots -> models, widgets; dialogs -> session; state, the values
+# sessions publish, below them all). A new room gets its line here.
+GUI_MAY_INCLUDE = {
+    "window": {"panels", "dialogs", "plots", "models", "widgets", "session", "state"},
+    "dialogs": {"session", "plots", "models", "widgets", "state"},
+    "panels": {"plots", "models", "widgets", "state"},
+    "report": {"plots", "models", "widgets", "state"},
+    "plots": {"models", "widgets", "state"},
+    "session": {"state"},
+    "models": {"widgets", "state"},
+    "widgets": {"state"},
+    "state": set(),
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CONTROL = re.compile(r"^(if|for|while|switch|do|else|catch|return)\b")
 DECLARATION = re.compile(r'^(namespace\b|extern "C"|(template\s*<[^>]*>\s*)?(class|struct|enum|union)\b)')
@@ -136,6 +152,10 @@ def check_includes(root, problems):
                     continue
                 if own_room and room != own_room and rooms.get(own_room) == rooms[room]:
                     edges.setdefault(own_room, set()).add(room)
+                    if rooms[room] == "gui" and room not in GUI_MAY_INCLUDE.get(own_room, set()):
+                        allowed = ", ".join(sorted(GUI_MAY_INCLUDE.get(own_room, ()))) or "no other gui room"
+                        problems.append(f"{relative}:{number}: gui/{own_room} includes gui/{room}, above it or beside "
+                                        f"it (it may include {allowed}): pass plain values down instead")
     for cycle in cycles(edges):
         problems.append("rooms include one another in a cycle: " + " -> ".join(cycle))
 
@@ -165,6 +185,13 @@ def cycles(edges):
     return found
 
 
+def check_gui_rooms_known(root, problems):
+    for name in sorted(os.listdir(os.path.join(root, "gui"))):
+        if os.path.isdir(os.path.join(root, "gui", name)) and name not in GUI_MAY_INCLUDE:
+            problems.append(f"gui/{name}: a room check_layout.py does not place: add it to GUI_MAY_INCLUDE "
+                            f"with the rooms below it")
+
+
 def check_gui_top(root, problems):
     allowed = {"main.cpp", "CMakeLists.txt"}
     for name in sorted(os.listdir(os.path.join(root, "gui"))):
@@ -179,6 +206,7 @@ def main():
     check_sizes(root, problems)
     check_includes(root, problems)
     check_gui_top(root, problems)
+    check_gui_rooms_known(root, problems)
     for problem in problems:
         print(problem)
     if problems:

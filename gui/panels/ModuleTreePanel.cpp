@@ -109,6 +109,8 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
     hideStepColumns();
   }
   if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
+  // The views follow the new model's selection, not the last one's (a reset says nothing).
+  if (currentModule() >= 0) Q_EMIT currentModuleChanged(currentModule());
   // The Type column as wide as this model's longest type (a transformer's would otherwise read
   // "Trans…coder"), from BatchNorm2d's width up to TransformerEncoder's, as far as the name
   // keeps its kNameWidth: the name tells layers apart. Longer ones are cut in the middle, whole

@@ -148,6 +148,7 @@ void PlotsPanel::setStore(std::shared_ptr<CaptureStore> store) {
   m_state = ViewState();
   m_finishedStep = -1;
   m_state.store = std::move(store);
+  m_module.clear();  // a module of what was open before: the tree says which is selected now
   m_choices.clear();
   m_series->clear();
   m_rankNotes.clear();
@@ -267,7 +268,11 @@ void PlotsPanel::updateSeriesChoices() {
     choices.insert(choices.end(), wholes.begin(), wholes.end());
     choices.insert(choices.end(), parameters.begin(), parameters.end());
   }
-  if (choices == m_choices) return;
+  if (choices == m_choices) {
+    // Nothing to choose, before or now: the hint names the module selected now, not the last.
+    if (m_choices.empty()) m_state.selected = SeriesKey{m_module, 0, CaptureKind::Activation, 0, m_state.shownRank()};
+    return;
+  }
   const SeriesKey previous = m_state.selected;
   m_choices = choices;
   QSignalBlocker block(m_series);
@@ -282,8 +287,10 @@ void PlotsPanel::updateSeriesChoices() {
       if (key.call > 0) label += tr(" · call %1").arg(key.call);
       if (key.index > 0) label += tr(" · tensor %1").arg(key.index);
     }
-    // A sharded tensor's whole is its plain name; this rank's piece of it is the shard.
-    if (m_sharded.count(key)) label += tr(" · shard");
+    // A sharded tensor's whole, and this rank's piece of it, say so first: a narrow box cuts
+    // the end of a label, and they must not look alike.
+    if (key.rank == kWholeRank) label = tr("whole · ") + label;
+    if (m_sharded.count(key)) label = tr("shard · ") + label;
     m_series->addItem(label);
     longest = std::max(longest, int(label.size()));
     // The same tensor on another rank is the same choice; a whole stays whole, a shard a shard.

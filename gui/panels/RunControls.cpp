@@ -172,6 +172,24 @@ void RunControls::setEditable(bool editable) {
   }
 }
 
+void RunControls::showOpened(bool reviewOnly, const std::optional<hookscope::RunConfig>& recorded, qint64 steps,
+                             const QString& note) {
+  if (reviewOnly && recorded) {
+    if (!m_own) {
+      m_own = config();
+      m_ownSteps = this->steps();
+    }
+    setConfig(*recorded);
+    m_steps->setValue(int(std::min<qint64>(steps, m_steps->maximum())));
+  } else if (!reviewOnly && m_own) {
+    setConfig(*m_own);
+    m_steps->setValue(int(m_ownSteps));
+    m_own.reset();
+  }
+  setEditable(!reviewOnly);
+  setNote(note);
+}
+
 void RunControls::setNote(const QString& note) {
   m_note->setText(note);
   m_note->setVisible(!note.isEmpty());

@@ -4,6 +4,8 @@
 
 #include <QWidget>
 
+#include <optional>
+
 class QComboBox;
 class ScientificSpinBox;
 class QLabel;
@@ -31,6 +33,9 @@ public:
   void setConfig(const hookscope::RunConfig& config);
   void setSteps(int steps);
   void setEditable(bool editable);
+  /// What is open now: a run of the user's own (editable, with what they typed last), or one
+  /// read back (read-only): the configuration it ran with and its steps, or a note why none.
+  void showOpened(bool reviewOnly, const std::optional<hookscope::RunConfig>& recorded, qint64 steps, const QString& note);
   /// A line above the controls (e.g. why they are disabled); hidden when empty.
   void setNote(const QString& note);
   QString note() const;
@@ -44,6 +49,9 @@ Q_SIGNALS:
   void memoryCapChanged(qint64 bytes);
 
 private:
+  /// What the user had typed, while a read-back run's configuration is shown instead.
+  std::optional<hookscope::RunConfig> m_own;
+  qint64 m_ownSteps = 0;
   QLabel* m_note;
   QLineEdit* m_inputs;
   QLineEdit* m_dataFile;

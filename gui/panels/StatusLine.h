@@ -1,6 +1,6 @@
 #pragma once
 
-#include "session/SessionTypes.h"
+#include "state/SessionTypes.h"
 
 #include <QElapsedTimer>
 #include <QMap>

@@ -380,14 +380,17 @@ void GradNormPlot::refresh(const ViewState& state) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   }
-  if (state.store->version() != m_version || !sameStore || !sameRanks) {
+  // Another store can hold as many captures as the last one (the export of the run shown): its
+  // version says nothing; its lines are new and fitted anew.
+  const bool linesChanged = state.store->version() != m_version || !sameStore || !sameRanks;
+  if (linesChanged) {
     m_version = state.store->version();
     updateLines(state);
     // Steps further apart than the store keeps them are a gap in the captures (hooks off,
     // steps dropped by an attached script): the lines break there.
     m_lines->setMaxKeyGap(double(state.store->stride()));
   }
-  if (comparedChanged || m_version != m_comparedVersion) {
+  if (linesChanged || comparedChanged || m_version != m_comparedVersion) {
     updateCompared(state);
     autoFit();
   }

@@ -61,6 +61,8 @@ HeatmapPlot::HeatmapPlot(QWidget* parent) : PlotPage(tr("Distribution over steps
 void HeatmapPlot::resetView() {
   clearMap();
   m_series.clear();
+  m_source = Source::Shown;  // something new is open: a compared run is chosen again for it
+  labelScale(m_source);
   PlotPage::resetView();
 }
 
@@ -70,6 +72,8 @@ void HeatmapPlot::clearMap() {
 }
 
 QCPRange HeatmapPlot::colourRange() const { return m_scale->dataRange(); }
+
+QString HeatmapPlot::scaleLabel() const { return m_scale->axis()->label(); }
 
 namespace {
 
@@ -127,6 +131,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
   m_redraw = false;
   m_comparedDrawn = state.compared.get();
   const Source source = state.compared ? m_source : Source::Shown;
+  labelScale(source);  // what is drawn, not what was chosen while a compared run was open
   std::vector<SeriesPoint> compared;
   if (source != Source::Shown) compared = state.compared->series(state.selected);
   const auto& drawn = source == Source::Compared ? compared : m_series.points();
@@ -164,10 +169,14 @@ void HeatmapPlot::refresh(const ViewState& state) {
 
 void HeatmapPlot::setSource(Source source) {
   m_source = source;
-  static const char* labels[] = {"log10(1 + count)", "log10(1 + count), compared run", "|Δ log10(1 + count)|"};
-  m_scale->axis()->setLabel(tr(labels[int(source)]));
+  labelScale(source);
   m_redraw = true;
   refresh(m_state);
+}
+
+void HeatmapPlot::labelScale(Source source) {
+  static const char* labels[] = {"log10(1 + count)", "log10(1 + count), compared run", "|Δ log10(1 + count)|"};
+  m_scale->axis()->setLabel(tr(labels[int(source)]));
 }
 
 void HeatmapPlot::addMenuActions(QMenu* menu) {

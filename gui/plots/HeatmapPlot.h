@@ -30,6 +30,7 @@ public:
   /// the shown run's).
   enum class Source { Shown, Compared, Difference };
   void setSource(Source source);
+  QString scaleLabel() const;
   Source source() const { return m_source; }
 
 Q_SIGNALS:
@@ -45,6 +46,7 @@ protected:
 private:
   /// No cells, and the colour bar's neutral 0..1.
   void clearMap();
+  void labelScale(Source source);
 
   QCPColorMap* m_map;
   QCPColorScale* m_scale;

@@ -5,6 +5,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLayout>
+#include <QTextDocument>
 
 #include <algorithm>
 
@@ -164,9 +165,33 @@ void HistogramPlot::refresh(const ViewState& state) {
                      s.f16Overflow > 0 ? QStringLiteral("<span style='color:#c81e1e'><b>%1</b></span>").arg(over) : over,
                      percent(s.f16Underflow), percent(s.e4m3Underflow), percent(s.e5m2Underflow));
   }
-  m_stats->setText(text);
+  showStats(text);
   autoFit();
   m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+// The statistics break between items only ("activation · step 94", "E4M3 flush 0.004%" stay
+// whole; a long first line may break after a "·"), as wide as their widest item up to twice
+// the least width.
+void HistogramPlot::showStats(const QString& html) {
+  QString text;
+  bool inTag = false;
+  for (int i = 0; i < html.size(); ++i) {
+    const QChar c = html.at(i);
+    inTag = c == QLatin1Char('<') ? true : c == QLatin1Char('>') ? false : inTag;
+    const bool afterDot = i > 0 && html.at(i - 1) == QChar(0x00B7);
+    text += c == QLatin1Char(' ') && !inTag && !afterDot ? QStringLiteral("&nbsp;") : QString(c);
+  }
+  QFont bold = m_stats->font();
+  bold.setBold(true);
+  int widest = 0;
+  for (const QString& line : html.split(QStringLiteral("<br>"))) {
+    QTextDocument plain;
+    plain.setHtml(line);
+    widest = std::max(widest, QFontMetrics(bold).horizontalAdvance(plain.toPlainText()));
+  }
+  m_stats->setMinimumWidth(std::clamp(widest + 8, kStatsWidth, 2 * kStatsWidth));
+  m_stats->setText(text);
 }
 
 void HistogramPlot::fitAxes() {
@@ -181,6 +206,11 @@ QString HistogramPlot::emptyText(const ViewState& state) const {
   if (!state.hasSelection) {
     if (!state.selectedHooks) return tr("Select a hooked layer\nin the tree.");
     if (state.latestStep < 0) return tr("<b>%1</b> is hooked:<br>run a step.").arg(name);
+    // A checkpoint (or any store of parameters alone): no module ran; this one has no weights.
+    const auto keys = state.store->seriesKeys();
+    if (!keys.empty() && std::all_of(keys.begin(), keys.end(), [](const SeriesKey& k) { return isParameterKind(k.kind); })) {
+      return tr("<b>%1</b> has no parameters<br>of its own, and a checkpoint<br>holds parameters only:<br>select a layer with weights.").arg(name);
+    }
     // Hooks fire only when a module's own forward runs.
     return tr("<b>%1</b> is hooked, but its<br>module was not called in<br>any step, so no hook fired."
               "<br><br>Its parent may use its<br>weights directly (as<br>MultiheadAttention does<br>with out_proj): hook the<br>parent instead. A traced<br>model drops modules<br>whose result it did not<br>use: the scripted file<br>keeps them.")
@@ -201,7 +231,11 @@ int HistogramPlot::outlineCount() const {
 }
 
 int HistogramPlot::barCount() const { return m_hasData ? int(m_shown.histogram.size()) : 0; }
-QString HistogramPlot::statsText() const { return m_stats->text(); }
+QString HistogramPlot::statsText() const {
+  QTextDocument shown;  // as read: no markup, items whole
+  shown.setHtml(m_stats->text());
+  return shown.toPlainText().replace(QChar::Nbsp, QLatin1Char(' '));
+}
 
 QString HistogramPlot::toCsv() const {
   QString csv = QStringLiteral("step,bin_low,bin_high,count\n");

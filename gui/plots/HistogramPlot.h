@@ -23,12 +23,14 @@ public:
   int outlineCount() const;
   /// Whether the compared run's histogram of the shown series and step is drawn (an outline).
   bool comparedShown() const;
+  /// The statistics beside the plot as a person reads them (plain text).
   QString statsText() const;
 
 protected:
   void fitAxes() override;
   /// Why nothing is drawn: nothing selected, hooked but never called, not captured yet.
   QString emptyText(const ViewState& state) const;
+  void showStats(const QString& html);
 
 private:
   /// Outlines of the other ranks' same tensor at `step` (-1: none shown).

@@ -56,12 +56,17 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
     const int width = m_plot->width() - m_axisMargins.width(), height = m_plot->height() - m_axisMargins.height();
     m_plot->xAxis->ticker()->setTickCount(std::clamp(width / 70, 2, 6));
     m_plot->yAxis->ticker()->setTickCount(std::clamp(height / 45, 2, 6));
-    // And no more ticks than labels of the range's width fit side by side.
+    // And no more ticks than labels of the range's width fit side by side, measured as the axis
+    // writes them (its format and precision: "-100000", where 'g' with 4 digits said "-1e+05").
     if (auto* ticker = dynamic_cast<ReadableTicker*>(m_plot->xAxis->ticker().data())) {
-      const QFontMetrics metrics(m_plot->xAxis->tickLabelFont());
-      const QCPRange range = m_plot->xAxis->range();
-      const int label = std::max(metrics.horizontalAdvance(QString::number(range.lower, 'g', 4)),
-                                 metrics.horizontalAdvance(QString::number(range.upper, 'g', 4)));
+      const QCPAxis* axis = m_plot->xAxis;
+      const QFontMetrics metrics(axis->tickLabelFont());
+      const QCPRange range = axis->range();
+      const char format = axis->numberFormat().isEmpty() ? 'g' : axis->numberFormat().at(0).toLatin1();
+      const auto written = [&](double value) {
+        return metrics.horizontalAdvance(m_plot->locale().toString(value, format, axis->numberPrecision()));
+      };
+      const int label = std::max(written(range.lower), written(range.upper));
       ticker->setMaxTicks(width / (label + metrics.horizontalAdvance(QLatin1Char(' ')) * 2));
     }
   });

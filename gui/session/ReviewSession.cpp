@@ -98,6 +98,16 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
   summary.alerts = data.alerts;
   summary.interventions = data.manifest.interventions;
   summary.worldSize = std::max<int>(int(data.manifest.ranks.size()), int(data.store->ranks().size()));
+  if (!checkpoint.isEmpty()) {
+    summary.recordedNote = QStringLiteral("<b>A checkpoint</b>: its tensors as saved. Nothing was run, so nothing here applies.");
+  } else if (data.manifest.script) {
+    summary.recordedNote = QStringLiteral("<b>Recorded from %1</b>: its own data, loss and optimizer were used; the "
+                                          "script's configuration is not in the export.")
+                               .arg(QString::fromStdString(data.manifest.script->name).toHtmlEscaped());
+  } else {
+    summary.recordedConfig = data.manifest.config;
+    summary.recordedSteps = data.manifest.steps;
+  }
   return std::unique_ptr<ReviewSession>(new ReviewSession(std::move(summary), std::move(data)));
 }
 

@@ -3,7 +3,7 @@
 // first to attach starts a job, the other ranks of that job join it, and when every rank that
 // came has left, the job is over. One script (or job) per listener: then it closes.
 
-#include "session/SessionTypes.h"
+#include "state/SessionTypes.h"
 
 #include <QObject>
 #include <QString>

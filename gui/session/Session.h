@@ -5,8 +5,8 @@
 // session reports through its signals (from the session thread or a rank's thread, never waiting
 // for the window).
 
-#include "session/RunState.h"
-#include "session/SessionTypes.h"
+#include "state/RunState.h"
+#include "state/SessionTypes.h"
 
 #include <QObject>
 #include <QString>

@@ -5,8 +5,8 @@
 // model file runs in an engine process (`hookscope-cli serve`), which speaks the attach wire
 // like a training script, so a crash or a hang in the model never takes the window.
 
-#include "session/RunState.h"
-#include "session/SessionTypes.h"
+#include "state/RunState.h"
+#include "state/SessionTypes.h"
 
 #include <QObject>
 #include <QStringList>

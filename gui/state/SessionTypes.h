@@ -38,6 +38,11 @@ struct SessionSummary {
   std::vector<hookscope::ModuleCallShape> shapes;
   /// What the window says once about what was opened ("an export written before ...").
   QString note;
+  /// For a reopened export: the configuration its run had and its steps (a model file's run),
+  /// or why the Run tab shows none (a script's own loop; a checkpoint, where nothing ran).
+  std::optional<hookscope::RunConfig> recordedConfig;
+  std::int64_t recordedSteps = 0;
+  QString recordedNote;
 };
 
 /// One finished step, as the window shows it.

@@ -13,6 +13,7 @@
 #include "session/SessionHost.h"
 #include "window/AttachWatch.h"
 #include "window/RecentFiles.h"
+#include "window/RedrawPacer.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowMenus.h"
 
@@ -27,22 +28,17 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
-#include <QTimer>
 #include <QTreeView>
 
 using namespace hookscope;
 
 namespace {
-constexpr int kRedrawMs = 33;  // at most about 30 redraws per second
 } // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new SessionHost(this)) {
   setWindowTitle(QStringLiteral("HookScope"));
   setAcceptDrops(true);
-  m_redrawTimer = new QTimer(this);  // first: the parts made below may ask for a redraw
-  m_redrawTimer->setSingleShot(true);
-  m_redrawTimer->setInterval(kRedrawMs);
-  connect(m_redrawTimer, &QTimer::timeout, this, &MainWindow::redraw);
+  m_pacer = new RedrawPacer([this] { redraw(); }, this);  // first: the parts made below may ask for a redraw
   m_plots = new PlotsPanel(this);
   m_tree = new ModuleTreeModel(this);
   m_controls = new RunControls(this);
@@ -196,8 +192,8 @@ void MainWindow::buildLayout() {
 }
 
 void MainWindow::chooseModel() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open TorchScript model"), QFileInfo(m_summary.path).absolutePath(),
-                                                    tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a model or checkpoint (TorchScript, torch.export .pt2, pickled model, state dict)"),
+                                                    QFileInfo(m_summary.path).absolutePath(), tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
   if (!path.isEmpty()) openPath(path);
 }
 
@@ -304,8 +300,7 @@ void MainWindow::describeOpened(const SessionSummary& summary) {
     m_status->say(tr("Attached %1: tick Act, Grad or In to hook layers from its next step").arg(summary.fileName), 10000);
     return;
   }
-  m_controls->setEditable(!summary.reviewOnly);
-  m_controls->setNote(QString());
+  m_controls->showOpened(summary.reviewOnly, summary.recordedConfig, summary.recordedSteps, summary.recordedNote);
   if (summary.reviewOnly) return m_status->say(tr("Opened %1%2").arg(summary.fileName, summary.note.isEmpty() ? QString() : ": " + summary.note), 15000);
   // Short enough for a 1024 px status bar; the model's name there says how it is confined.
   m_status->say(summary.confinement.isEmpty() ? tr("Opened %1 in an engine process, not confined").arg(summary.fileName)
@@ -481,7 +476,7 @@ void MainWindow::onRunState(const RunState& state) {
 }
 
 void MainWindow::scheduleRedraw() {
-  if (!m_redrawTimer->isActive()) m_redrawTimer->start();
+  m_pacer->schedule();
 }
 
 void MainWindow::redraw() {
@@ -596,4 +591,4 @@ void MainWindow::dropEvent(QDropEvent* event) {
   event->acceptProposedAction();
 }
 
-bool MainWindow::redrawPending() const { return m_redrawTimer->isActive(); }
+bool MainWindow::redrawPending() const { return m_pacer->pending(); }

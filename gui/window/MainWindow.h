@@ -1,7 +1,7 @@
 #pragma once
 
-#include "session/RunState.h"
-#include "session/SessionTypes.h"
+#include "state/RunState.h"
+#include "state/SessionTypes.h"
 #include "window/DiscardGuard.h"
 
 #include <QMainWindow>
@@ -180,7 +180,7 @@ private:
   QSplitter* m_splitter = nullptr;
   QTabWidget* m_sideTabs = nullptr;
   AlertsPanel* m_alerts = nullptr;
-  QTimer* m_redrawTimer;
+  class RedrawPacer* m_pacer;
 
 public:
   /// Whether a coalesced redraw is due (tests wait for it to be done, not for a fixed time).

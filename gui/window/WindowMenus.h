@@ -3,8 +3,8 @@
 // enabled for what is open and where its run is.
 
 #include "rules/RuleEvaluator.h"
-#include "session/RunState.h"
-#include "session/SessionTypes.h"
+#include "state/RunState.h"
+#include "state/SessionTypes.h"
 
 #include <QList>
 #include <QObject>

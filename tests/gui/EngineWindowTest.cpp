@@ -9,6 +9,7 @@
 #include "panels/RunControls.h"
 #include "WindowTestSupport.h"
 #include "models/ModuleTreeModel.h"
+#include "plots/HistogramPlot.h"
 
 #include <QHeaderView>
 #include <QElapsedTimer>
@@ -294,6 +295,11 @@ private Q_SLOTS:
     QVERIFY(store->pointAt(SeriesKey{"2.bias", 0, CaptureKind::Param, 0}, 0, &point));
     QCOMPARE(point.stats.nanCount, std::int64_t(1));
     QCOMPARE(tree->data(tree->indexOfModule(0)).toString(), QStringLiteral("weights.pth"));  // the root: its file
+    // The root holds no tensor of its own: said as such, not as a module whose hooks never fired.
+    window->selectModule(QString());
+    QTRY_VERIFY_WITH_TIMEOUT(window->plots()->histogram()->statsText().contains(QStringLiteral("no parameters")), kTimeout);
+    QVERIFY2(!window->plots()->histogram()->statsText().contains(QStringLiteral("not called")),
+             qPrintable(window->plots()->histogram()->statsText()));
     // BatchNorm's running statistics are buffers: its parameters are its weight and bias (10).
     const QModelIndex norm = tree->indexOfModule(moduleIndex(tree, "1"));
     QCOMPARE(tree->data(norm.siblingAtColumn(ModuleTreeModel::Params)).toString(), QStringLiteral("10"));

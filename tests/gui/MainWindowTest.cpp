@@ -646,6 +646,21 @@ private Q_SLOTS:
     QTRY_VERIFY_WITH_TIMEOUT(window->plots()->histogram()->statsText().contains(QStringLiteral("was not called")), kTimeout);
     const QString text = window->plots()->histogram()->statsText();
     QVERIFY2(text.contains(QStringLiteral("was not called")) && text.contains(QStringLiteral("out_proj")), qPrintable(text));
+    // Another model opened: the hint is of its selection, never of the last model's layer.
+    {
+      auto other = openSample();
+      tick(other->treeModel(), "conv1", ModuleTreeModel::Act, true);
+      select(*other, "conv1");
+      QTRY_COMPARE_WITH_TIMEOUT(other->plots()->selectedModule(), std::string("conv1"), kTimeout);
+      QTRY_VERIFY2_WITH_TIMEOUT(other->plots()->histogram()->statsText().contains(QStringLiteral("conv1")),
+                                qPrintable(other->plots()->histogram()->statsText()), kTimeout);
+      QSignalSpy opened(other.get(), &MainWindow::modelOpened);
+      other->openPath(QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/attention_scripted.pt"));
+      QVERIFY(opened.wait(kTimeout));
+      QTRY_VERIFY_WITH_TIMEOUT(!other->redrawPending(), kTimeout);
+      const QString hint = other->plots()->histogram()->statsText();
+      QVERIFY2(!hint.contains(QStringLiteral("conv1")), qPrintable(hint));
+    }
     // A layer scrubbed to before its captures began says when they start.
     tick(window->treeModel(), "proj", ModuleTreeModel::Act, true);
     runAndWait(*window, 1);

@@ -212,6 +212,43 @@ private Q_SLOTS:
     QCOMPARE(plot->plot()->xAxis->range().upper, 19.0);
   }
 
+  // Issue 48's walkthrough: an export opened over a run that held as many captures (the same
+  // store version) kept the gradient-norm plot on the empty plot's axes, steps 6-19 off the chart.
+  void aStoreOpenedOverAnotherOfTheSameSizeIsFittedAnew() {
+    const SeriesKey key{"fc", 0, CaptureKind::Gradient, 0};
+    auto run = std::make_shared<CaptureStore>();
+    for (int step = 0; step < 20; ++step) run->add(step < 6 ? step : 5, key, gaussianStats(1, 1.0));
+    auto exported = std::make_shared<CaptureStore>();
+    for (int step = 0; step < 20; ++step) exported->add(step, key, gaussianStats(1, 50.0 + 40 * step));
+    for (int step = 0; step < 20; ++step) exported->addScalar(step, "loss", 3.0 - 0.1 * step);
+    for (int step = 0; step < 20; ++step) run->addScalar(step < 6 ? step : 5, "loss", 1.0);
+    QCOMPARE(run->version(), exported->version());
+    PlotsPanel panel;
+    showOn(panel, run);
+    panel.setStore(exported);  // what opening the export does
+    GradNormPlot* norms = panel.gradNorms();
+    QCOMPARE(drawnNorms(*norms).size(), std::size_t(20));
+    QCOMPARE(pointsOffTheChart(*norms), 0);
+    QCOMPARE(norms->plot()->xAxis->range().upper, 19.0);
+
+    // The heatmap's colour bar says what it draws: the compared run while one is, the shown run
+    // once something else is open (it said "compared run" through a later session).
+    const SeriesKey act{"fc", 0, CaptureKind::Activation, 0};
+    for (int step = 0; step < 3; ++step) exported->add(step, act, gaussianStats(1.0, 1));
+    panel.setSelectedModule("fc");
+    panel.showKind(CaptureKind::Activation);
+    panel.setComparedStore(exported);
+    panel.heatmap()->setSource(HeatmapPlot::Source::Compared);
+    QCOMPARE(panel.heatmap()->scaleLabel(), QStringLiteral("log10(1 + count), compared run"));
+    panel.setComparedStore(nullptr);
+    panel.refresh();
+    QCOMPARE(panel.heatmap()->scaleLabel(), QStringLiteral("log10(1 + count)"));
+    panel.setComparedStore(exported);
+    panel.setStore(run);  // a new session: the compared run is chosen again
+    QCOMPARE(panel.heatmap()->source(), HeatmapPlot::Source::Shown);
+    QCOMPARE(panel.heatmap()->scaleLabel(), QStringLiteral("log10(1 + count)"));
+  }
+
   void theLossAxesHoldEveryFiniteLoss() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
@@ -275,11 +312,11 @@ private Q_SLOTS:
     panel.refresh();
     QStringList labels;
     for (QComboBox* box : panel.findChildren<QComboBox*>()) {
-      if (box->count() && box->itemText(0).startsWith(QStringLiteral("param"))) {
+      if (box->count() && box->itemText(0).contains(QStringLiteral("param"))) {
         for (int i = 0; i < box->count(); ++i) labels << box->itemText(i);
       }
     }
-    QCOMPARE(labels, QStringList({QStringLiteral("param weight"), QStringLiteral("param weight · shard")}));
+    QCOMPARE(labels, QStringList({QStringLiteral("whole · param weight"), QStringLiteral("shard · param weight")}));
     QCOMPARE(panel.selectedSeries().rank, hookscope::kWholeRank);
     QVERIFY2(panel.histogram()->statsText().contains(QStringLiteral("whole tensor")), qPrintable(panel.histogram()->statsText()));
     QVERIFY(panel.histogram()->statsText().contains(QStringLiteral("128x64")));
@@ -352,14 +389,23 @@ private Q_SLOTS:
 
   // A static plot made narrower (the window shrunk after a run, a checkpoint's one step) takes
   // ticks for its new width, not its old: values of +-0.24 read "-0.2 0 0.2", not "-0.2-0.1...".
+  // Values of +-1e5 (weights scaled by 1e4) read "-100000 0 100000" run together at 1024x700:
+  // the ticker measures labels as the axis writes them, not in a shorter form.
+  void aPlotMadeNarrowerKeepsReadableTicks_data() {
+    QTest::addColumn<double>("scale");
+    QTest::newRow("+-0.24") << 0.08;
+    QTest::newRow("+-1e5") << 1e5 / 3;
+  }
+
   void aPlotMadeNarrowerKeepsReadableTicks() {
+    QFETCH(double, scale);
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
     panel.resize(1600, 900);
     panel.show();
     QVERIFY(QTest::qWaitForWindowExposed(&panel));
     panel.setStore(store);
-    store->add(0, SeriesKey{"fc", 0, CaptureKind::Param, 0}, gaussianStats(0.08, 1));
+    store->add(0, SeriesKey{"fc", 0, CaptureKind::Param, 0}, gaussianStats(scale, 1));
     panel.setSelectedModule("fc");
     panel.refresh();
     QTRY_VERIFY_WITH_TIMEOUT(panel.histogram()->plot()->width() > 440, 30000);  // laid out large first

@@ -7,6 +7,7 @@
 #include "panels/AlertsPanel.h"
 #include "session/SessionHost.h"
 #include "window/MainWindow.h"
+#include "window/RedrawPacer.h"
 #include "models/PathElideDelegate.h"
 #include "panels/PlotsPanel.h"
 #include "panels/RunControls.h"
@@ -21,6 +22,7 @@
 #include "plots/QCustomPlotInclude.h"
 
 #include <QAction>
+#include <QThread>
 #include <QApplication>
 #include <QFile>
 #include <QJsonArray>
@@ -184,6 +186,9 @@ private Q_SLOTS:
         QVERIFY(tree->setData(tree->indexOfModule(moduleIndex(tree, module), column), Qt::Checked, Qt::CheckStateRole));
       }
     }
+    hookscope::RunConfig config = window->runControls()->config();
+    config.lr = 0.02;
+    window->runControls()->setConfig(config);
     runAndWait(*window, 40);
     QTemporaryDir dir;
     const QString out = dir.filePath(QStringLiteral("reopened"));
@@ -206,6 +211,10 @@ private Q_SLOTS:
     QCOMPARE(cell("pool2", ModuleTreeModel::OutputShape), QStringLiteral("8x16x7x7"));
     QCOMPARE(cell("relu3", ModuleTreeModel::Type), QStringLiteral("ReLU"));
     QCOMPARE(review->plots()->shownStep(), 39);
+    // The Run tab says how the run was configured (greyed), not the window's defaults.
+    QCOMPARE(review->runControls()->steps(), qint64(40));
+    QCOMPARE(review->runControls()->config().lr, 0.02);
+    QVERIFY(!review->runControls()->config().inputSpecs.empty());
     bool lastStepShown = false;  // the status bar's step field, not "step —"
     for (QLabel* label : review->statusBar()->findChildren<QLabel*>()) lastStepShown |= label->text() == QStringLiteral("step 39");
     QVERIFY(lastStepShown);
@@ -232,6 +241,44 @@ private Q_SLOTS:
     QVERIFY2(review->statusBar()->toolTip().contains(QStringLiteral("before HookScope kept the model")) ||
                  review->statusBar()->currentMessage().contains(QStringLiteral("before HookScope kept the model")),
              qPrintable(review->statusBar()->currentMessage()));
+  }
+
+  // Issue 48's walkthrough: the Run tab of a reopened run showed the window's defaults. It shows
+  // the recorded configuration, says why when there is none, and gives the user's back after.
+  void theRunTabShowsWhatARecordedRunUsedAndGivesTheUsersBack() {
+    RunControls controls;
+    hookscope::RunConfig mine;
+    mine.lr = 0.003;
+    mine.inputSpecs = {"8x4"};
+    controls.setConfig(mine);
+    controls.setSteps(7);
+    hookscope::RunConfig recorded;
+    recorded.lr = 0.05;
+    recorded.inputSpecs = {"2x3"};
+    controls.showOpened(true, recorded, 20, QString());
+    QCOMPARE(controls.config().lr, 0.05);
+    QCOMPARE(controls.steps(), qint64(20));
+    QVERIFY(controls.note().isEmpty());
+    controls.showOpened(true, std::nullopt, 0, QStringLiteral("<b>Recorded from train.py</b>: its own loop"));
+    QVERIFY(controls.note().contains(QStringLiteral("train.py")));
+    controls.showOpened(false, std::nullopt, 0, QString());
+    QCOMPARE(controls.config().lr, 0.003);
+    QCOMPARE(controls.config().inputSpecs, std::vector<std::string>{"8x4"});
+    QCOMPARE(controls.steps(), qint64(7));
+    QVERIFY(controls.note().isEmpty());
+  }
+
+  // Issue 48, item 7: the window's redraws are coalesced and paced to a fifth of the time at
+  // most, so that a run sharing the machine's cores with the window keeps the rest.
+  void redrawsAreCoalescedAndPacedToAFifthOfTheTime() {
+    int redraws = 0;
+    RedrawPacer pacer([&] { ++redraws; QThread::msleep(50); }, nullptr);
+    pacer.schedule();
+    pacer.schedule();
+    QVERIFY(pacer.pending());
+    QTRY_VERIFY_WITH_TIMEOUT(!pacer.pending(), kTimeout);
+    QCOMPARE(redraws, 1);
+    QVERIFY2(pacer.interval() >= 200, qPrintable(QString::number(pacer.interval())));  // four times the 50 ms it took
   }
 
   // 5. A model opened after another shows empty plots with neutral axes, not the last ranges.

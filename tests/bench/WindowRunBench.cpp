@@ -1,0 +1,88 @@
+// A live run in the window against the same run by `hookscope-cli capture` (issue 48, item 7):
+// the model opened in a window (offscreen, 1400x900, every plot live), every module hooked for
+// activations and gradients, STEPS steps timed from Run to the run's end; then the CLI's capture
+// of the same model, hooks and steps, timed as a process. Prints figures; asserts nothing.
+//
+//   hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]]
+#include "models/ModuleTreeModel.h"
+#include "panels/RunControls.h"
+#include "window/MainWindow.h"
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cstdio>
+
+namespace {
+
+/// Seconds from Run to the run's end in a window, or a negative number when it did not run.
+double windowSeconds(const QString& model, int steps) {
+  MainWindow window;
+  window.setInteractive(false);
+  window.resize(1400, 900);
+  window.show();
+  QSignalSpy opened(&window, &MainWindow::modelOpened);
+  window.openPath(model);
+  if (!opened.wait(120000)) {
+    std::fprintf(stderr, "%s did not open: %s\n", qPrintable(model), qPrintable(window.lastMessage()));
+    return -1;
+  }
+  ModuleTreeModel* tree = window.treeModel();
+  for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
+    tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole);
+  }
+  window.runControls()->setSteps(steps);
+  QElapsedTimer timer;
+  timer.start();
+  window.run();
+  // The run's end, or a run that never began (the window says why: no input, a rejected shape).
+  const bool ran = QTest::qWaitFor([&] { return !window.isRunning() && (window.stepsSeen() >= steps || timer.elapsed() > 5000); }, 600000);
+  if (!ran || window.stepsSeen() < steps) {
+    std::fprintf(stderr, "the window ran %lld of %d steps: %s\n", window.stepsSeen(), steps, qPrintable(window.lastMessage()));
+    return -1;
+  }
+  return double(timer.nsecsElapsed()) / 1e9;
+}
+
+/// Seconds the CLI's capture of the same run takes, process start to end.
+double cliSeconds(const QString& cli, const QString& model, int steps) {
+  QTemporaryDir dir;
+  QProcess capture;
+  QElapsedTimer timer;
+  timer.start();
+  capture.start(cli, {QStringLiteral("capture"), model, QStringLiteral("--out"), dir.filePath(QStringLiteral("run")),
+                      QStringLiteral("--hook"), QStringLiteral("*"), QStringLiteral("--kinds"),
+                      QStringLiteral("activation,gradient"), QStringLiteral("--steps"), QString::number(steps)});
+  if (!capture.waitForFinished(600000) || capture.exitCode() != 0) {
+    std::fprintf(stderr, "capture failed: %s\n", capture.readAllStandardError().constData());
+    return -1;
+  }
+  return double(timer.nsecsElapsed()) / 1e9;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  app.setOrganizationName(QStringLiteral("HookScopeBench"));  // not the user's settings
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]]\n");
+    return 2;
+  }
+  const QString model = QString::fromLocal8Bit(argv[1]);
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 1000;
+  const QString cli = argc > 3 ? QString::fromLocal8Bit(argv[3]) : qEnvironmentVariable("HOOKSCOPE_CLI", QStringLiteral("hookscope-cli"));
+  const double window = windowSeconds(model, steps);
+  const double capture = cliSeconds(cli, model, steps);
+  std::printf("window run: %d steps of %s, every module's activations and gradients: %.2f s in the window, "
+              "%.2f s with hookscope-cli capture (%.2fx)\n",
+              steps, qPrintable(model), window, capture, capture > 0 ? window / capture : 0.0);
+  std::printf("RESULT window_run steps=%d window_s=%.3f capture_s=%.3f ratio=%.3f\n", steps, window, capture,
+              capture > 0 ? window / capture : 0.0);
+  return window > 0 && capture > 0 ? 0 : 1;
+}
