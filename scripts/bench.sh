@@ -22,6 +22,8 @@ run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli
 run "$build/tests/bench/hookscope-core-bench" stats
 run "$root/tests/bench/stats_kernel_compare.sh" e915526 "$rounds"
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
+QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-window-bench" "$root/resources/models/small_cnn.pt" 1000 \
+  "$build/cli/hookscope-cli"
 run "$build/tests/bench/hookscope-core-bench" memory
 run "$build/tests/bench/hookscope-core-bench" bands
 run "$build/tests/bench/hookscope-core-bench" limits "$fixtures"
