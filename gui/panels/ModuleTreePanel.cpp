@@ -7,6 +7,7 @@
 
 #include <QActionGroup>
 #include <QHBoxLayout>
+#include <QEvent>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLineEdit>
@@ -67,9 +68,14 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
     m_view->setColumnWidth(column, std::max(atLeast, metrics.horizontalAdvance(label) + 12));
   };
   // The name takes what the other columns leave (it is what tells layers apart), never less
-  // than kNameWidth: the splitter gives the tree that much by default.
+  // than its names need up to kNameWidth: where the others leave less (a narrow pane, a step
+  // column shown), the tree scrolls sideways rather than cut the names to nothing.
   header->setMinimumSectionSize(24);
-  header->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Stretch);
+  header->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
+  m_view->viewport()->installEventFilter(this);
+  connect(header, &QHeaderView::sectionResized, this, [this](int column) {
+    if (column != ModuleTreeModel::Name) fitNameColumn();
+  });
   for (int c : {ModuleTreeModel::Act, ModuleTreeModel::Grad, ModuleTreeModel::In}) fit(c, 28);
   fit(ModuleTreeModel::GradNorm, 56);
   fit(ModuleTreeModel::Params, 44);
@@ -134,11 +140,27 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
                                                 : dot == std::string::npos ? module.path : module.path.substr(dot + 1));
     names = std::max(names, (module.depth + 1) * m_view->indentation() + metrics.horizontalAdvance(name) + 8);
   }
-  const int room = m_view->viewport()->width() - others - std::min(names, kNameWidth);
+  m_nameLeast = std::min(names, kNameWidth);
+  const int room = m_view->viewport()->width() - others - m_nameLeast;
   m_view->setColumnWidth(ModuleTreeModel::Type, std::clamp(room, least, wanted));
+  fitNameColumn();
   markRecordedInterventions(summary.interventions);
   m_view->expandToDepth(1);
   m_view->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
+}
+
+void ModuleTreePanel::fitNameColumn() {
+  int others = 0;
+  for (int c = 0; c < ModuleTreeModel::ColumnCount; ++c) {
+    if (c != ModuleTreeModel::Name && !m_view->isColumnHidden(c)) others += m_view->header()->sectionSize(c);
+  }
+  const int width = std::max(m_nameLeast, m_view->viewport()->width() - others);
+  if (m_view->columnWidth(ModuleTreeModel::Name) != width) m_view->setColumnWidth(ModuleTreeModel::Name, width);
+}
+
+bool ModuleTreePanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == m_view->viewport() && event->type() == QEvent::Resize) fitNameColumn();
+  return QWidget::eventFilter(watched, event);
 }
 
 int ModuleTreePanel::neededWidth() const {
@@ -179,6 +201,7 @@ void ModuleTreePanel::setPrecisionColumn(int count) {
     const QString label = QString::fromLatin1(kPrecisionCounts[std::size_t(count)].label);
     m_view->setColumnWidth(ModuleTreeModel::Precision, metrics.horizontalAdvance(label) + 12);
   }
+  fitNameColumn();
   Q_EMIT precisionColumnChanged(count);
 }
 
@@ -220,6 +243,7 @@ void ModuleTreePanel::showStepColumn(int column, const QString& header) {
   if (m_view->header()->visualIndex(column) > m_view->header()->visualIndex(ModuleTreeModel::Params)) {
     m_view->header()->moveSection(m_view->header()->visualIndex(column), m_view->header()->visualIndex(ModuleTreeModel::Params));
   }
+  fitNameColumn();
 }
 
 void ModuleTreePanel::hideStepColumns() {

@@ -56,6 +56,9 @@ private:
   void showStepColumn(int column, const QString& header);
   /// The model's own order and columns again, no step column.
   void hideStepColumns();
+  /// The name column: what the other columns leave, never less than m_nameLeast.
+  void fitNameColumn();
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
 Q_SIGNALS:
   /// Another module is selected.
@@ -82,5 +85,6 @@ private:
   QLineEdit* m_filterEdit;
   QTreeView* m_view;
   bool m_reviewOnly = false;
+  int m_nameLeast = 112;  ///< the least the name column gets: its names' need, at most kNameWidth
   std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
 };

@@ -24,6 +24,8 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
+#include <QSplitter>
+#include <QTreeView>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QStatusBar>
@@ -459,6 +461,19 @@ private Q_SLOTS:
                                                .arg(plot->yAxis->tickVectorLabels().size())
                                                .arg(gap())),
                                 kTimeout);
+      // The tree keeps the selected layer's name readable beside the "Left band" column, even
+      // with the tree's pane dragged narrow (at 1024 px the name column was squeezed to
+      // nothing): it scrolls sideways instead.
+      auto* split = window.findChild<QSplitter*>(QStringLiteral("mainSplitter"));
+      QVERIFY(split);
+      split->setSizes({400, size.width() - 400});
+      QTreeView* view = window.treeView();
+      QTRY_VERIFY_WITH_TIMEOUT(view->viewport()->width() < 400, kTimeout);
+      QVERIFY(view->currentIndex().isValid());
+      const auto nameWidth = [&] { return view->visualRect(view->currentIndex().siblingAtColumn(ModuleTreeModel::Name)).width(); };
+      QTRY_VERIFY2_WITH_TIMEOUT(nameWidth() >= view->fontMetrics().horizontalAdvance(QStringLiteral("fc1")),
+                                qPrintable(QStringLiteral("the name cell is %1 px wide").arg(nameWidth())), kTimeout);
+      split->setSizes({size.width() * 2 / 5, size.width() * 3 / 5});
       if (!shots.isEmpty()) {
         window.grab().save(QStringLiteral("%1/deviation-%2x%3.png").arg(shots).arg(size.width()).arg(size.height()));
       }
