@@ -23,32 +23,11 @@ from hookscope import bands  # noqa: E402
 AGE = 30
 
 
-def exponential_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARMUP):
+def exponential_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARMUP, clip=None):
     """[(step, score or None)] as bands.scores gives them, from an exponential mean and mean
-    absolute deviation (x 1.2533, a normal distribution's sigma) of the last ~window values."""
-    mean = spread = 0.0
-    seen = 0
-    out = []
-    floor = bands.FLOOR.get(statistic, 0.025)
-    for step, value in points:
-        x = bands._measure(statistic, value)
-        score = None
-        if x is not None and seen >= max(warmup, 1):
-            score = (x - mean) / max(spread * 1.2533, floor)
-        elif x is None and isinstance(value, float) and not math.isfinite(value) and seen >= max(warmup, 1):
-            score = math.inf
-        out.append((step, score))
-        if x is not None:
-            seen += 1
-            a = 1.0 / min(seen, window)
-            mean += a * (x - mean)
-            spread += a * (abs(x - mean) - spread)
-    return out
-
-
-def clipped_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARMUP, clip=3.0):
-    """As exponential_scores, but once warm a step moves the band by at most `clip` of its
-    sigmas: one spike barely widens it."""
+    absolute deviation (x 1.2533, a normal distribution's sigma) of the last ~window values.
+    With `clip`, once warm a step moves the band by at most `clip` of its sigmas: one spike
+    barely widens it."""
     mean = spread = 0.0
     seen = 0
     out = []
@@ -63,10 +42,15 @@ def clipped_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARMUP, 
         elif x is None and isinstance(value, float) and not math.isfinite(value) and warm:
             score = math.inf
         out.append((step, score))
-        if x is not None:
+        if x is None:
+            continue
+        seen += 1
+        a = 1.0 / min(seen, window)
+        if clip is None:
+            mean += a * (x - mean)
+            spread += a * (abs(x - mean) - spread)
+        else:
             r = max(-clip * sigma, min(clip * sigma, x - mean)) if warm else x - mean
-            seen += 1
-            a = 1.0 / min(seen, window)
             mean += a * r
             spread += a * (abs(r) - spread)
     return out
@@ -75,7 +59,7 @@ def clipped_scores(points, statistic, window=bands.WINDOW, warmup=bands.WARMUP, 
 DESIGNS = {
     "median/MAD": lambda points, statistic: [(s[0], s[1]) for s in bands.scores(points, statistic)],
     "exponential": exponential_scores,
-    "clipped": clipped_scores,
+    "clipped": lambda points, statistic: exponential_scores(points, statistic, clip=3.0),
 }
 
 

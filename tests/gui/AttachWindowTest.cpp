@@ -76,6 +76,24 @@ void listenIn(MainWindow& window, const QTemporaryDir& dir, QString* address) {
   *address = wanted;
 }
 
+/// The transformer of spike_script.py with its fc1 weights x30 at step `at` of `steps` (0.1 s a
+/// step: ticks reach it within 2 s even on a busy machine) attached to `window`, waiting at a
+/// socket in `dir`, every module hooked for activations and gradients once it attached.
+void attachSpikeScript(MainWindow& window, const QTemporaryDir& dir, QProcess* script, int at, int steps) {
+  QString address;
+  listenIn(window, dir, &address);
+  QSignalSpy opened(&window, &MainWindow::modelOpened);
+  startScript(script, address,
+              {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
+               QStringLiteral("--at"), QString::number(at), QStringLiteral("--steps"), QString::number(steps),
+               QStringLiteral("--sleep"), QStringLiteral("0.1")});
+  QVERIFY(opened.wait(kTimeout));
+  ModuleTreeModel* tree = window.treeModel();
+  for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
+    QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
+  }
+}
+
 /// Exports the window's captures into `dir` and reads back the manifest.
 void exportFromWindow(MainWindow& window, const QString& dir, QJsonObject* manifest) {
   QSignalSpy exported(&window, &MainWindow::exportDone);
@@ -395,21 +413,10 @@ private Q_SLOTS:
   void theStatusBarNamesTheFirstMoverWhenTheLossSpikes() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     MainWindow window;
-    QString address;
-    listenIn(window, dir, &address);
     QProcess script;
-    QSignalSpy opened(&window, &MainWindow::modelOpened);
-    startScript(&script, address,
-                {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
-                  QStringLiteral("--at"), QStringLiteral("30"), QStringLiteral("--steps"), QStringLiteral("60"),
-                  // 0.1 s a step: the ticks below reach the script within 2 s even on a busy machine, and
-                  // every band has its 8 values before step 30
-                  QStringLiteral("--sleep"), QStringLiteral("0.1")});
-    QVERIFY(opened.wait(kTimeout));
+    attachSpikeScript(window, dir, &script, 30, 60);  // every band has its 8 values before step 30
+    if (QTest::currentTestFailed()) return;
     ModuleTreeModel* tree = window.treeModel();
-    for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
-      QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
-    }
     auto* finder = window.findChild<SpikeFinder*>();
     QVERIFY(finder);
     QTRY_VERIFY2_WITH_TIMEOUT(!finder->summary().isEmpty(), qPrintable(window.lastMessage()), kTimeout);
@@ -486,19 +493,9 @@ private Q_SLOTS:
   void breakingOnAnomalyStopsAtTheStepALayerLeftItsBand() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     MainWindow window;
-    QString address;
-    listenIn(window, dir, &address);
     QProcess script;
-    QSignalSpy opened(&window, &MainWindow::modelOpened);
-    startScript(&script, address,
-                {QStringLiteral(HOOKSCOPE_SPIKE_SCRIPT), QStringLiteral("--fault"), QStringLiteral("weights"),
-                 QStringLiteral("--at"), QStringLiteral("50"), QStringLiteral("--steps"), QStringLiteral("70"),
-                 QStringLiteral("--sleep"), QStringLiteral("0.1")});
-    QVERIFY(opened.wait(kTimeout));
-    ModuleTreeModel* tree = window.treeModel();
-    for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
-      QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
-    }
+    attachSpikeScript(window, dir, &script, 50, 70);
+    if (QTest::currentTestFailed()) return;
     window.setBreakOn(hookscope::RuleKind::Anomaly, true);
     QSignalSpy hit(&window, &MainWindow::breakHit);
     QTRY_COMPARE_WITH_TIMEOUT(hit.size(), 1, kTimeout);
