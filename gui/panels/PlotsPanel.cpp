@@ -37,9 +37,17 @@ QSplitter* PlotsPanel::buildGrid() {
                                    "tensor's largest value) would flush, as % of the selected series' values (Ctrl+Shift+P)"));
   m_overSteps->setTabToolTip(2, tr("Every hooked layer against its own last 200 steps: how many robust deviations its "
                                    "furthest statistic lies from its band, step by step (Ctrl+Shift+B)"));
-  // The deviation view reads every series: it draws when it is shown.
-  connect(m_overSteps, &QTabWidget::currentChanged, this, [this] { refresh(); });
   top->addWidget(m_overSteps);
+  // The deviation view reads every series: it draws when it is shown. A row a layer, named beside
+  // its map: shown, it gets at least half the row (at 1024 px it had 190 px, names cut to "…lp.fc1").
+  connect(m_overSteps, &QTabWidget::currentChanged, this, [this, top] {
+    const QList<int> sizes = top->sizes();
+    if (m_overSteps->currentWidget() == m_deviation && sizes.size() == 2 && sizes[1] < sizes[0]) {
+      const int half = (sizes[0] + sizes[1]) / 2;
+      top->setSizes({sizes[0] + sizes[1] - half, half});
+    }
+    refresh();
+  });
   auto* bottom = new QSplitter(Qt::Horizontal);
   bottom->addWidget(m_gradNorms);
   bottom->addWidget(m_loss);

@@ -13,6 +13,7 @@
 #include "session/SessionHost.h"
 #include "window/AttachWatch.h"
 #include "window/RecentFiles.h"
+#include "window/PaneSplit.h"
 #include "window/RedrawPacer.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowMenus.h"
@@ -135,11 +136,9 @@ void MainWindow::restoreSettings() {
   if (!restored) {
     // 1400x900, or the whole screen when it is smaller (a 1024x700 laptop screen).
     resize(std::min(1400, screenArea.width()), std::min(900, screenArea.height()));
-    // The tree gets the width its columns need (all of them show at 1024 px), the plots the rest.
-    const int tree = std::max(width() * 2 / 5, m_treePanel->neededWidth());
-    m_splitter->setSizes({tree, width() - tree});
-    return;
+    return;  // the tree's share as PaneSplit gives it
   }
+  m_split->keepUsers();
   m_splitter->restoreState(settings.value(QStringLiteral("window/splitter")).toByteArray());
 }
 
@@ -187,7 +186,7 @@ void MainWindow::buildLayout() {
   m_splitter->addWidget(m_plots);
   m_splitter->setStretchFactor(0, 0);
   m_splitter->setStretchFactor(1, 1);
-  m_splitter->setSizes({590, 900});
+  m_split = new PaneSplit(m_splitter, [this] { return m_treePanel->neededWidth(); });
   setCentralWidget(m_splitter);
 }
 

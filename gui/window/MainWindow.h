@@ -178,6 +178,7 @@ private:
   RunControls* m_controls;
   PlotsPanel* m_plots;
   QSplitter* m_splitter = nullptr;
+  class PaneSplit* m_split = nullptr;
   QTabWidget* m_sideTabs = nullptr;
   AlertsPanel* m_alerts = nullptr;
   class RedrawPacer* m_pacer;
