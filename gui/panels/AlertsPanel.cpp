@@ -3,6 +3,8 @@
 #include "models/PathElideDelegate.h"
 
 #include <QHeaderView>
+#include <QLabel>
+#include <QStyledItemDelegate>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -13,7 +15,20 @@ using namespace hookscope;
 
 namespace {
 constexpr int kMaxRows = 5000;  // a runaway rule must not grow the table without bound
-}
+
+/// The message column: one line cut once, at its end (the whole message is under the table).
+class MessageDelegate : public QStyledItemDelegate {
+public:
+  using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+  void initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const override {
+    QStyledItemDelegate::initStyleOption(option, index);
+    option->textElideMode = Qt::ElideRight;
+    option->features &= ~QStyleOptionViewItem::WrapText;
+  }
+};
+}  // namespace
 
 AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableWidget(0, 5, this)) {
   m_table->setHorizontalHeaderLabels({tr("Steps"), tr("Layer"), tr("Rule"), tr("Value"), tr("Message")});
@@ -36,9 +51,22 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   for (int i = 0; i < kRuleCount; ++i) rule = std::max(rule, metrics.horizontalAdvance(QString::fromLatin1(ruleName(RuleKind(i)))));
   m_table->setColumnWidth(2, rule + pad);
   m_table->setColumnWidth(3, metrics.horizontalAdvance(QStringLiteral("-1.23e+05")) + pad);
+  m_table->setItemDelegateForColumn(4, new MessageDelegate(m_table));
+  m_table->setWordWrap(false);
+  // The selected alert's whole message, wrapped, under the table: the column has room for its
+  // start only (at 1024 px a message was cut twice, "11.25% of the gradien…'fc2' …").
+  m_detail = new QLabel(tr("Select an alert to read its whole message; activate it to go to its step."), this);
+  m_detail->setWordWrap(true);
+  m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_detail->setContentsMargins(4, 2, 4, 2);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(m_table);
+  layout->addWidget(m_table, 1);
+  layout->addWidget(m_detail);
+  connect(m_table, &QTableWidget::currentCellChanged, this, [this](int row) {
+    const QTableWidgetItem* message = row >= 0 ? m_table->item(row, 4) : nullptr;
+    if (message) m_detail->setText(message->text());
+  });
   auto activate = [this](int row) {
     if (row < 0) return;
     const QTableWidgetItem* layer = m_table->item(row, 1);
@@ -122,6 +150,8 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
     m_table->item(row, 4)->setToolTip(QString::fromStdString(alert.message));
   }
 }
+
+QString AlertsPanel::detailText() const { return m_detail->text(); }
 
 void AlertsPanel::clear() {
   m_table->setRowCount(0);

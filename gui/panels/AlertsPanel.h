@@ -21,12 +21,15 @@ public:
   int count() const;
   /// Selects the row of this alert's rule and layer.
   void highlight(const hookscope::Alert& alert);
+  /// What the line under the table says: the selected alert's whole message.
+  QString detailText() const;
 
 Q_SIGNALS:
   void alertActivated(qint64 step, const QString& module, int rank, hookscope::CaptureKind kind);
 
 private:
   QTableWidget* m_table;
+  class QLabel* m_detail;
   QHash<QString, int> m_rows;  ///< rule|kind|rank|module -> row
   bool m_ranks = false;
 };

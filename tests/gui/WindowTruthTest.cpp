@@ -534,6 +534,13 @@ private Q_SLOTS:
     panel.addAlerts({later});
     QCOMPARE(table->item(0, 0)->text(), QStringLiteral("27–30 (×3)"));
     QCOMPARE(table->item(0, 3)->text(), QStringLiteral("95 – 310"));
+    // The selected alert's whole message under the table (the column shows its start only).
+    Alert wordy = first;
+    wordy.rule = RuleKind::Fp8Underflow;
+    wordy.message = "11.25% of the gradient of 'fc2' would flush to zero in fp8 E5M2 with per-tensor scaling (amax 0.5)";
+    panel.addAlerts({wordy});
+    table->setCurrentCell(1, 0);
+    QCOMPARE(panel.detailText(), QString::fromStdString(wordy.message));
   }
 
   // A message longer than the room left of the step, rate and memory fields is cut with an
