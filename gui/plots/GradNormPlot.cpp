@@ -216,6 +216,10 @@ bool GradNormPlot::savePng(const QString& path) const {
 
 void GradNormPlot::resetView() {
   m_colorIndex.clear();
+  // Another store is shown: read it whole, even one that took the last one's address and
+  // holds as many captures (its export opened over a run kept the empty plot's axes).
+  m_follower.forget();
+  m_version = 0;
   PlotPage::resetView();
 }
 

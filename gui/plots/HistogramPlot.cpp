@@ -209,7 +209,8 @@ QString HistogramPlot::emptyText(const ViewState& state) const {
     // A checkpoint (or any store of parameters alone): no module ran; this one has no weights.
     const auto keys = state.store->seriesKeys();
     if (!keys.empty() && std::all_of(keys.begin(), keys.end(), [](const SeriesKey& k) { return isParameterKind(k.kind); })) {
-      return tr("<b>%1</b> has no parameters<br>of its own, and a checkpoint<br>holds parameters only:<br>select a layer with weights.").arg(name);
+      return tr("<b>%1</b> has no parameters of its own, and a checkpoint holds parameters only: select a layer "
+                "with weights.").arg(name);
     }
     // Hooks fire only when a module's own forward runs.
     return tr("<b>%1</b> is hooked, but its<br>module was not called in<br>any step, so no hook fired."

@@ -124,3 +124,8 @@ QString PrecisionPlot::toCsv() const {
   }
   return csv;
 }
+
+void PrecisionPlot::resetView() {
+  m_series.clear();  // another store: read whole, whatever its address and version
+  PlotPage::resetView();
+}

@@ -22,6 +22,7 @@ public:
   int pointCount(int count) const;
   /// The note drawn instead of lines ("" while lines are drawn).
   QString note() const;
+  void resetView() override;
 
 protected:
   void fitAxes() override;

@@ -12,6 +12,8 @@
 #include "plots/QCustomPlotInclude.h"
 #include "plots/HistogramPlot.h"
 #include "plots/LossPlot.h"
+#include "plots/HeatmapPlot.h"
+#include "panels/RunControls.h"
 #include "models/ModuleTreeModel.h"
 #include "window/SpikeFinder.h"
 #include "wire/AttachListener.h"
@@ -509,6 +511,98 @@ private Q_SLOTS:
     window.run();
     QVERIFY(script.waitForFinished(kTimeout));
     QCOMPARE(script.exitCode(), 0);
+  }
+
+  // Issue 48: one window through a run, its export opened over it, an attached script and a
+  // checkpoint. After each, every view says what is open now: the plots fitted to it, the Run
+  // tab (its configuration, or why none), the hint, the colour bar, the actions. Screenshots of
+  // each with HOOKSCOPE_SCREENSHOTS.
+  void oneWindowThroughARunItsExportAScriptAndACheckpoint_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1024x700") << QSize(1024, 700);
+    QTest::newRow("1600x1000") << QSize(1600, 1000);
+  }
+
+  void oneWindowThroughARunItsExportAScriptAndACheckpoint() {
+    QFETCH(QSize, size);
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    window.setInteractive(false);
+    window.show();
+    const QString shots = qEnvironmentVariable("HOOKSCOPE_SCREENSHOTS");
+    const auto settle = [&](const char* what) {
+      window.resize(size);
+      QTRY_VERIFY_WITH_TIMEOUT(!window.redrawPending(), kTimeout);
+      if (!shots.isEmpty()) {
+        for (QCustomPlot* plot : window.findChildren<QCustomPlot*>()) plot->replot();  // not a queued replot's last frame
+        window.grab().save(QStringLiteral("%1/sequence-%2-%3x%4.png").arg(shots, what).arg(size.width()).arg(size.height()));
+      }
+    };
+    const auto enabled = [&](const char* text) {  // the action, not the menu of the same name
+      for (QAction* action : window.findChildren<QAction*>()) {
+        if (!action->menu() && action->text().remove('&') == QString::fromLatin1(text)) return action->isEnabled();
+      }
+      return false;
+    };
+    const auto stepsShown = [&] { return window.plots()->gradNorms()->plot()->xAxis->range(); };
+    // 1. A run of the sample, lr 0.02, 20 steps.
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QVERIFY(opened.wait(kTimeout));
+    ModuleTreeModel* tree = window.treeModel();
+    for (int column : {int(ModuleTreeModel::Act), int(ModuleTreeModel::Grad)}) {
+      QVERIFY(tree->setData(tree->indexOfModule(0, column), Qt::Checked, Qt::CheckStateRole));
+    }
+    hookscope::RunConfig config = window.runControls()->config();
+    config.lr = 0.02;
+    window.runControls()->setConfig(config);
+    runSteps(window, 20, kTimeout);
+    settle("run");
+    QVERIFY(enabled("Run"));
+    QVERIFY2(stepsShown().upper >= 19, qPrintable(QString::number(stepsShown().upper)));
+    // 2. Its export, opened over it: fitted anew, the run's configuration greyed, nothing to run.
+    QJsonObject manifest;
+    exportFromWindow(window, dir.filePath(QStringLiteral("run")), &manifest);
+    window.openCapture(dir.filePath(QStringLiteral("run")));
+    QVERIFY(opened.wait(kTimeout));
+    settle("export");
+    QVERIFY(window.reviewOnly());
+    QVERIFY(!enabled("Run"));
+    QCOMPARE(window.runControls()->steps(), qint64(20));
+    QCOMPARE(window.runControls()->config().lr, 0.02);
+    QVERIFY2(stepsShown().lower <= 0 && stepsShown().upper >= 19,
+             qPrintable(QStringLiteral("%1..%2").arg(stepsShown().lower).arg(stepsShown().upper)));
+    QCOMPARE(window.plots()->heatmap()->scaleLabel(), QStringLiteral("log10(1 + count)"));
+    // 3. A script attached: its own loop, no module of the sample named anywhere.
+    QProcess script;
+    attachSpikeScript(window, dir, &script, 30, 40);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(window.runControls()->note().contains(QStringLiteral("is attached")));
+    QTRY_VERIFY_WITH_TIMEOUT(enabled("Pause"), kTimeout);
+    QVERIFY(!window.plots()->histogram()->statsText().contains(QStringLiteral("conv1")));
+    QVERIFY(script.waitForFinished(kTimeout));
+    // Every plot draws the script's run.
+    QTRY_COMPARE_WITH_TIMEOUT(window.plots()->loss()->pointCount(), 40, kTimeout);
+    QVERIFY2(window.plots()->histogram()->barCount() > 0, qPrintable(window.plots()->histogram()->statsText()));
+    settle("attached");
+    exportFromWindow(window, dir.filePath(QStringLiteral("attached")), &manifest);  // nothing left unsaved
+    // 4. A checkpoint: nothing ran, the root has no tensor of its own.
+    const QString checkpoint = dir.filePath(QStringLiteral("weights.pth"));
+    QProcess save;
+    save.start(QStringLiteral(HOOKSCOPE_PYTHON),
+               {QStringLiteral("-c"), QStringLiteral("import torch; m = torch.nn.Sequential(torch.nn.Linear(6, 5), "
+                                                     "torch.nn.Linear(5, 3)); torch.save(m.state_dict(), '%1')")
+                                          .arg(checkpoint)});
+    QVERIFY(save.waitForFinished(kTimeout) && save.exitCode() == 0);
+    window.openPath(checkpoint);
+    QVERIFY(opened.wait(kTimeout));
+    window.selectModule(QString());
+    settle("checkpoint");
+    QVERIFY(window.reviewOnly());
+    QVERIFY(!enabled("Run"));
+    QVERIFY(window.runControls()->note().contains(QStringLiteral("checkpoint")));
+    QTRY_VERIFY2_WITH_TIMEOUT(window.plots()->histogram()->statsText().contains(QStringLiteral("no parameters")),
+                              qPrintable(window.plots()->histogram()->statsText()), kTimeout);
   }
 
   void noSecondListenerOnATakenAddress() {

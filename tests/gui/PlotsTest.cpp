@@ -212,8 +212,9 @@ private Q_SLOTS:
     QCOMPARE(plot->plot()->xAxis->range().upper, 19.0);
   }
 
-  // Issue 48's walkthrough: an export opened over a run that held as many captures (the same
-  // store version) kept the gradient-norm plot on the empty plot's axes, steps 6-19 off the chart.
+  // A store shown after another of as many captures (the same version) is drawn and fitted
+  // anew. (The walkthrough's case, an export opened over its run in the window, also had the new
+  // store at the freed one's address: gui_attach's one-window sequence covers it.)
   void aStoreOpenedOverAnotherOfTheSameSizeIsFittedAnew() {
     const SeriesKey key{"fc", 0, CaptureKind::Gradient, 0};
     auto run = std::make_shared<CaptureStore>();
