@@ -262,12 +262,13 @@ void SessionHost::startListening(const QString& address) {
   connect(listener.get(), &ScriptListener::refused, this, &SessionHost::attachRefused, direct);
   connect(listener.get(), &ScriptListener::rankAttached, this, &SessionHost::rankAttached, direct);
   connect(listener.get(), &ScriptListener::jobOver, this, [this](const QString& reason) {
-    {
-      // On the listener's thread: the attached session (if it is still the open one) has ended.
-      std::lock_guard<std::mutex> lock(m_sessionMutex);
+    // Said on the listener's thread; the open session changes on the host's queue only, where
+    // every other change to it is made (issue 48: one owner of what is open).
+    post([this, reason] {
+      if (m_closing) return;
       if (auto* attached = dynamic_cast<AttachedJobSession*>(m_session.get())) attached->markEnded();
-    }
-    Q_EMIT scriptDetached(reason);
+      Q_EMIT scriptDetached(reason);
+    });
   }, direct);
   auto onFirst = [this](std::shared_ptr<AttachJob> job, std::shared_ptr<CaptureStore> store, const ScriptRecord& script,
                         const std::vector<ModuleInfo>& modules, const std::vector<std::uint8_t>& hooks) {
