@@ -1,9 +1,10 @@
 #pragma once
 // The normal band of a series' statistic kept step by step as the store scores its points
 // (issue 49; when they are read: CaptureStore::bandPoints): its last `window` measured values,
-// in the order they came and sorted, so that a step's score (sigmas from the band's median, the MAD times 1.4826 its sigma) costs two binary
-// searches, one move of the values between the old and the new one, and a selection of the MAD
-// from the two sorted halves — no sort. The scores equal bandScores' (Bands.h), bit for bit.
+// in the order they came and sorted, so that a step's score (sigmas from the band's median, the
+// MAD times 1.4826 its sigma) costs two binary searches, one move of the values between the old
+// and the new one, and a selection of the MAD from the two sorted halves — no sort. The scores
+// equal bandScores' (Bands.h), bit for bit.
 
 #include <array>
 #include <cstdint>
@@ -51,8 +52,8 @@ class RunningBand {
   std::int64_t m_seen = 0;       ///< measured values ever pushed (the warmup counts these)
 };
 
-/// The bands of one series: one per statistic, and the step last scored (a capture older than
-/// it, inserted late, is not scored).
+/// The bands of one series: one per statistic, and the step of the last point pushed (a second
+/// point of that step is not).
 struct SeriesBands {
   std::array<RunningBand, kBandStatistics> bands;
   std::int64_t lastStep = std::numeric_limits<std::int64_t>::min();

@@ -17,6 +17,23 @@ std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStat
   return {s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
 }
 
+// Pushes a point's banded statistics into `bands`, writing the scores into `scored` when given
+// (priming a band reads the points before the ones scored). A second point of a step is not
+// pushed: its band moved on without it.
+void pushPoint(SeriesBands& bands, const SeriesPoint& point, SeriesPoint* scored, const BandSettings& settings) {
+  if (point.step <= bands.lastStep) return;
+  bands.lastStep = point.step;
+  const auto values = bandedValues(point.stats);
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    RunningBand& band = bands.bands[k];
+    const std::size_t held = band.size();
+    const double score = band.push(values[k], bandMeasureOf(int(k)), settings);
+    if (!scored) continue;
+    scored->bandValues = std::uint16_t(std::max<std::size_t>(scored->bandValues, std::min<std::size_t>(held, 65535)));
+    scored->bands[k] = score;
+  }
+}
+
 // The first point of a series (kept in step order) at or after `step`.
 template <typename Points>
 auto firstAtOrAfter(Points& points, std::int64_t step) {
@@ -105,27 +122,14 @@ void CaptureStore::bandLocked(const std::deque<SeriesPoint>& points, std::size_t
       const auto values = bandedValues(points[from].stats);
       for (std::size_t i = 0; i < values.size(); ++i) counts[i] += values[i] && bandMeasure(bandMeasureOf(int(i)), *values[i]);
     }
-    for (std::size_t i = from; i < first; ++i) {
-      if (points[i].step <= primed.lastStep) continue;
-      primed.lastStep = points[i].step;
-      const auto values = bandedValues(points[i].stats);
-      for (std::size_t k = 0; k < values.size(); ++k) primed.bands[k].push(values[k], bandMeasureOf(int(k)), m_bandSettings);
-    }
+    for (std::size_t i = from; i < first; ++i) pushPoint(primed, points[i], nullptr, m_bandSettings);
     primed.lastStep = before;
     bands = &primed;
   }
   auto& scored = const_cast<std::deque<SeriesPoint>&>(points);  // the scores are a cache
   for (std::size_t i = first; i < end; ++i) {
-    SeriesPoint& point = scored[i];
-    point.banded = true;
-    if (point.step <= bands->lastStep) continue;  // a second point of a step: its band moved on without it
-    bands->lastStep = point.step;
-    const auto values = bandedValues(point.stats);
-    for (std::size_t k = 0; k < values.size(); ++k) {
-      RunningBand& band = bands->bands[k];
-      point.bandValues = std::uint16_t(std::max<std::size_t>(point.bandValues, std::min<std::size_t>(band.size(), 65535)));
-      point.bands[k] = band.push(values[k], bandMeasureOf(int(k)), m_bandSettings);
-    }
+    scored[i].banded = true;
+    pushPoint(*bands, scored[i], &scored[i], m_bandSettings);
   }
   if (bands == &primed && primed.lastStep > kept.lastStep) kept = std::move(primed);
 }
@@ -209,6 +213,7 @@ void CaptureStore::dropStepsLocked(const std::set<std::int64_t>& dropped) {
 }
 
 void CaptureStore::thinLocked(std::int64_t newestStep) {
+  const std::int64_t strideBefore = m_stride;
   while (overCapLocked() && m_stepCaptures.size() > 2) {
     ThinningEvent event;
     event.atStep = newestStep;
@@ -225,8 +230,10 @@ void CaptureStore::thinLocked(std::int64_t newestStep) {
     event.stride = m_stride;
     event.callStride = m_callStride;
     m_thinning.push_back(event);
-    forgetBandsLocked();  // a band is made of the steps held: every other one now
   }
+  // A band is made of the steps held, every other one now (a thinning of calls drops whole
+  // series, and the bands of the series kept stand).
+  if (m_stride != strideBefore) forgetBandsLocked();
   // Two steps alone are over the cap: a module is called many times per step. Keep every
   // other call of each module (0, 2, 4, ...), again until under the cap or one call is left.
   auto hasLaterCalls = [this] {
