@@ -384,8 +384,7 @@ void GradNormPlot::refresh(const ViewState& state) {
     replotMarker();  // scrubbing: nothing but the marker moved
     return;
   }
-  // Another store can hold as many captures as the last one (the export of the run shown): its
-  // version says nothing; its lines are new and fitted anew.
+  // New lines (more captures, another store, another rank) are fitted anew.
   const bool linesChanged = state.store->version() != m_version || !sameStore || !sameRanks;
   if (linesChanged) {
     m_version = state.store->version();

@@ -5,6 +5,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLayout>
+#include <QTextBlock>
 #include <QTextDocument>
 
 #include <algorithm>
@@ -184,11 +185,13 @@ void HistogramPlot::showStats(const QString& html) {
   }
   QFont bold = m_stats->font();
   bold.setBold(true);
+  QTextDocument plain;  // one a redraw: the lines as read, without markup
+  plain.setHtml(html);
   int widest = 0;
-  for (const QString& line : html.split(QStringLiteral("<br>"))) {
-    QTextDocument plain;
-    plain.setHtml(line);
-    widest = std::max(widest, QFontMetrics(bold).horizontalAdvance(plain.toPlainText()));
+  for (QTextBlock line = plain.begin(); line.isValid(); line = line.next()) {
+    for (const QString& item : line.text().split(QChar::LineSeparator)) {
+      widest = std::max(widest, QFontMetrics(bold).horizontalAdvance(item));
+    }
   }
   m_stats->setMinimumWidth(std::clamp(widest + 8, kStatsWidth, 2 * kStatsWidth));
   m_stats->setText(text);

@@ -32,11 +32,7 @@ SessionHost::~SessionHost() {
     m_loadCancel = true;
     if (m_loadThread.joinable()) m_loadThread.join();
     if (m_listener) m_listener->stop(/*endJob=*/true);
-    std::unique_ptr<Session> ended;
-    {
-      std::lock_guard<std::mutex> lock(m_sessionMutex);
-      ended = std::move(m_session);
-    }
+    std::unique_ptr<Session> ended = std::move(m_session);
     if (ended) ended->disconnect(this);
     ended.reset();       // scripts detach and train on; an engine process ends
     m_listener.reset();  // its thread ends once the job it waited on has
@@ -94,12 +90,8 @@ void SessionHost::replace(std::unique_ptr<Session> session) {
   raw->setRuleSettings(m_ruleSettings);
   raw->setBreakRules(m_breakRules.load());
   raw->setStepTimeLimit(m_stepTimeLimit.load());
-  std::unique_ptr<Session> ended;
-  {
-    std::lock_guard<std::mutex> lock(m_sessionMutex);
-    ended = std::move(m_session);
-    m_session = std::move(session);
-  }
+  std::unique_ptr<Session> ended = std::move(m_session);
+  m_session = std::move(session);
   if (ended) ended->disconnect(this);
   ended.reset();  // its job ends here: an engine process stops, scripts detach
   RunState opened;

@@ -137,8 +137,7 @@ private:
 
   QThread m_thread;
   QObject* m_context;  ///< lives on m_thread: what queued work runs on
-  mutable std::mutex m_sessionMutex;  ///< guards swapping m_session against the listener's end
-  std::unique_ptr<Session> m_session;
+  std::unique_ptr<Session> m_session;  ///< read and changed on m_thread only
   mutable std::mutex m_stateMutex;
   Session* m_current = nullptr;  ///< whose state is the window's (state lock)
   RunState m_state;

@@ -1,5 +1,5 @@
 #pragma once
-// How the window's width is shared between the tree's pane and the plots (issue 48, item 6):
+// How the window's width is shared between the tree's pane and the plots (issue 48, item 5):
 // the tree gets what its columns need but never more than half, whatever size the window takes,
 // until the user drags the splitter (then their split stays, and is saved). At 1024 px the plots
 // had 477 px of 1024 and the over-steps maps 40-50 px; where the tree's columns do not all fit,
@@ -19,8 +19,6 @@ public:
   PaneSplit(QSplitter* splitter, std::function<int()> needed);
   /// The user's split (restored from the settings): kept as it is.
   void keepUsers() { m_users = true; }
-  /// The tree's share for a window this wide: what its columns need, at least two fifths, at most half.
-  static int treeWidth(int width, int needed);
 
 protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
@@ -30,6 +28,5 @@ private:
 
   QSplitter* m_splitter;
   std::function<int()> m_needed;
-  bool m_users = false;
-  bool m_sharing = false;
+  bool m_users = false;  ///< the user dragged the splitter (setSizes moves it without saying so)
 };
