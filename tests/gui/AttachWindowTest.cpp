@@ -517,11 +517,7 @@ private Q_SLOTS:
   // checkpoint. After each, every view says what is open now: the plots fitted to it, the Run
   // tab (its configuration, or why none), the hint, the colour bar, the actions. Screenshots of
   // each with HOOKSCOPE_SCREENSHOTS.
-  void oneWindowThroughARunItsExportAScriptAndACheckpoint_data() {
-    QTest::addColumn<QSize>("size");
-    QTest::newRow("1024x700") << QSize(1024, 700);
-    QTest::newRow("1600x1000") << QSize(1600, 1000);
-  }
+  void oneWindowThroughARunItsExportAScriptAndACheckpoint_data() { addScreenSizes(); }
 
   void oneWindowThroughARunItsExportAScriptAndACheckpoint() {
     QFETCH(QSize, size);

@@ -15,6 +15,13 @@
 
 namespace hookscope::test {
 
+/// The two screens a window test looks at, as a data function's rows ("size": 1024x700, 1600x1000).
+inline void addScreenSizes() {
+  QTest::addColumn<QSize>("size");
+  QTest::newRow("1024x700") << QSize(1024, 700);
+  QTest::newRow("1600x1000") << QSize(1600, 1000);
+}
+
 /// The index of the module with this dotted path, or -1.
 inline int moduleIndex(ModuleTreeModel* tree, const std::string& path) {
   for (std::size_t m = 0; m < tree->modules().size(); ++m) {

@@ -390,11 +390,7 @@ private Q_SLOTS:
 
   // Issue 38, item 6: at 1024x700 and at 1600x1000 every axis of every plot shows at least two
   // tick labels inside its range, none running into the next; the step label is not cut.
-  void everyAxisShowsTwoReadableTicks_data() {
-    QTest::addColumn<QSize>("size");
-    QTest::newRow("1024x700") << QSize(1024, 700);
-    QTest::newRow("1600x1000") << QSize(1600, 1000);
-  }
+  void everyAxisShowsTwoReadableTicks_data() { addScreenSizes(); }
 
   void everyAxisShowsTwoReadableTicks() {
     QFETCH(QSize, size);
