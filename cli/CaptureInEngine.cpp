@@ -4,8 +4,8 @@
 #include "cli/CapturePlan.h"
 #include "cli/CliSupport.h"
 
-#include "sessions/AttachJob.h"
-#include "sessions/EngineProcess.h"
+#include "links/AttachJob.h"
+#include "links/EngineProcess.h"
 #include "files/ExportFolder.h"
 #include "files/ModelFileKind.h"
 

@@ -4,16 +4,16 @@
 
 #include "cli/CliSupport.h"
 #include "common/PrintableText.h"
-#include "engine/Confinement.h"
-#include "engine/Model.h"
-#include "engine/ModelArchiveScan.h"
-#include "engine/ModelServer.h"
-#include "engine/OperatorLibraries.h"
-#include "engine/StepRunner.h"
+#include "sandbox/Confinement.h"
+#include "model/Model.h"
+#include "model/ModelArchiveScan.h"
+#include "run/ModelServer.h"
+#include "model/OperatorLibraries.h"
+#include "run/StepRunner.h"
 #include "files/ExportFolder.h"
 #include "files/ExportTarget.h"
 #include "files/Sha256.h"
-#include "sessions/EngineProcess.h"
+#include "links/EngineProcess.h"
 #include "wire/AttachListener.h"
 
 #include <poll.h>

@@ -17,7 +17,7 @@ bool loadLibraries(const std::vector<std::string>& paths);
 /// inspect: the module tree, and with --input every call's output shapes.
 int runInspect(const InspectOptions& options);
 /// serve: runs a model file for a HookScope window: connects to it, confines itself, loads the
-/// model, and steps it as the window says (core/engine/ModelServer.h).
+/// model, and steps it as the window says (core/run/ModelServer.h).
 int runServe(const ServeOptions& options, const std::vector<std::string>& libraries);
 /// capture --save-tensors: the model in this process, whose full tensors go to tensors.pt; the
 /// options are checked and the export folder is held.

@@ -1,8 +1,8 @@
 // hookscope-cli record: waits for a training script (or every rank of a job), hooks it, writes an export folder.
 
-#include "sessions/AttachJob.h"
+#include "links/AttachJob.h"
 #include "wire/AttachListener.h"
-#include "sessions/AttachSession.h"
+#include "links/ScriptLink.h"
 #include "cli/CliCommands.h"
 #include "cli/CliSupport.h"
 #include "files/ExportFolder.h"
@@ -65,9 +65,9 @@ private:
   bool stillAccepting(const std::vector<int>& ranks);
   /// The first rank: its modules decide the hooks, which every rank gets from its first step.
   /// False (after the message, with `code` set) when a --hook pattern matches none of them.
-  bool hookFirst(AttachSession& session, int* code);
+  bool hookFirst(ScriptLink& session, int* code);
   /// A connection that came: joined to the job, or refused with why. False (`code` set) to end.
-  bool admit(std::unique_ptr<AttachSession> session, bool accepting, int* code);
+  bool admit(std::unique_ptr<ScriptLink> session, bool accepting, int* code);
   /// How it ended when it was not clean: a break, a broken protocol, a rank lost; else kOk.
   int endingCode(const std::vector<ScriptRecord>& scripts) const;
 
@@ -122,7 +122,7 @@ bool Recording::stillAccepting(const std::vector<int>& ranks) {
   return true;
 }
 
-bool Recording::hookFirst(AttachSession& session, int* code) {
+bool Recording::hookFirst(ScriptLink& session, int* code) {
   const auto& modules = session.modules();
   const ScriptRecord& script = session.script();
   const std::vector<std::string> patterns = m_options.hooks.empty() ? std::vector<std::string>{"*"} : m_options.hooks;
@@ -149,7 +149,7 @@ bool Recording::hookFirst(AttachSession& session, int* code) {
   return true;
 }
 
-bool Recording::admit(std::unique_ptr<AttachSession> session, bool accepting, int* code) {
+bool Recording::admit(std::unique_ptr<ScriptLink> session, bool accepting, int* code) {
   const ScriptRecord script = session->script();
   if (!accepting) {
     session->refuse(m_job.ranks().empty() ? "HookScope is shutting down"
@@ -197,7 +197,7 @@ int Recording::serve(AttachListener& listener) {
     const int fd = listener.accept(accepting ? 200 : 50);
     if (fd < 0) continue;
     std::string message;
-    auto session = AttachSession::accept(fd, tcp ? listener.parsed().token : "", !tcp, m_store, &message);
+    auto session = ScriptLink::accept(fd, tcp ? listener.parsed().token : "", !tcp, m_store, &message);
     if (!session) {
       note("refused a connection: " + message);
       continue;

@@ -4,7 +4,7 @@
 #include "common/Allocator.h"
 #include "common/PrintableText.h"
 #ifdef HOOKSCOPE_CLI_ENGINE
-#include "engine/TorchError.h"
+#include "model/TorchError.h"
 #endif
 
 #include <CLI/CLI.hpp>

@@ -1,7 +1,7 @@
 // libFuzzer target: the bytes a training script sends, after a valid hello (first input byte
-// even) or from the very first byte (odd), through a socket pair into a real AttachSession.
+// even) or from the very first byte (odd), through a socket pair into a real ScriptLink.
 #include "wire/AttachListener.h"
-#include "sessions/AttachSession.h"
+#include "links/ScriptLink.h"
 #include "wire/WireFrame.h"
 
 #include <sys/socket.h>
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   hookscope::sendAll(fds[0], bytes);
   ::shutdown(fds[0], SHUT_WR);
   std::string error;
-  auto session = hookscope::AttachSession::accept(fds[1], "", false, std::make_shared<hookscope::CaptureStore>(),
+  auto session = hookscope::ScriptLink::accept(fds[1], "", false, std::make_shared<hookscope::CaptureStore>(),
                                                   &error, 1000);
   if (session) session->serve([](const hookscope::AttachedStep&) {});
   ::close(fds[0]);

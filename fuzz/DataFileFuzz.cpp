@@ -1,5 +1,5 @@
 // libFuzzer target: the input as a torch.save data file, read as HookScope reads data files.
-#include "engine/TorchSaveFile.h"
+#include "model/TorchSaveFile.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // libFuzzer target: the input as a model file, scanned as HookScope scans one before LibTorch
 // loads it (the archive's records, their sizes, the TorchScript source). The first byte
 // chooses: odd scans the rest as one code record's text, even writes it out as the archive.
-#include "engine/ModelArchiveScan.h"
+#include "model/ModelArchiveScan.h"
 
 #include <cstdint>
 #include <filesystem>

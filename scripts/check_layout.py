@@ -8,7 +8,8 @@
     and the room exists;
   * the rooms of core/ and those of gui/ include one another without a cycle;
   * gui's rooms include only the rooms below them (GUI_MAY_INCLUDE, as docs/architecture.md
-    draws them): a panel never includes a session, a plot never a panel.
+    draws them): a panel never includes a session, a plot never a panel;
+  * no room holds more than 25 source files (split it by what its parts do);
 
 Usage: check_layout.py [SOURCE_DIR]; prints each violation and exits 1 when there is one.
 """
@@ -19,6 +20,7 @@ import sys
 
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
+MAX_ROOM_FILES = 25
 # (file, first line of the function's signature as written): why it stays long.
 EXCEPTIONS = {
     ("core/files/TorchPickle.cpp", "Ref run() {"): "the pickle machine's loop: one case per opcode",
@@ -123,6 +125,15 @@ def rooms_of(root):
     return rooms
 
 
+def check_room_sizes(root, problems):
+    for room, top in sorted(rooms_of(root).items()):
+        folder = os.path.join(root, top) if room == "cli" else os.path.join(root, top, room)
+        count = sum(1 for name in os.listdir(folder) if name.endswith((".cpp", ".h")))
+        if count > MAX_ROOM_FILES:
+            problems.append(f"{os.path.relpath(folder, root)}: {count} source files, more than {MAX_ROOM_FILES}: "
+                            f"split it into rooms by what its parts do")
+
+
 def check_includes(root, problems):
     rooms = rooms_of(root)
     edges = {}
@@ -205,6 +216,7 @@ def main():
     problems = []
     check_sizes(root, problems)
     check_includes(root, problems)
+    check_room_sizes(root, problems)
     check_gui_top(root, problems)
     check_gui_rooms_known(root, problems)
     for problem in problems:

@@ -42,12 +42,6 @@ auto firstAtOrAfter(Points& points, std::int64_t step) {
 }
 } // namespace
 
-std::string ownerModule(const SeriesKey& key) {
-  if (!isParameterKind(key.kind)) return key.module;
-  const auto dot = key.module.rfind('.');
-  return dot == std::string::npos ? std::string() : key.module.substr(0, dot);
-}
-
 CaptureStore::CaptureStore(std::size_t capBytes) : m_cap(capBytes), m_shards(std::make_unique<ShardAssembly>()) {}
 
 CaptureStore::~CaptureStore() = default;

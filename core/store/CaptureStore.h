@@ -3,6 +3,7 @@
 #include "common/CaptureKind.h"
 #include "kernels/TensorStats.h"
 #include "store/BandTracker.h"
+#include "store/SeriesKey.h"
 
 #include <array>
 #include <atomic>
@@ -22,39 +23,7 @@
 
 namespace hookscope {
 
-/// The rank of a sharded tensor's whole-tensor series (made from every rank's shard), in the
-/// store and the export; ranks() leaves it out: it is no process of the job.
-constexpr int kWholeRank = -1;
-
-/// Where one rank's row sits in a sharded tensor: part `part` of `parts`, of a whole of `shape`.
-struct ShardPart {
-  int part = 0;
-  int parts = 1;
-  std::vector<std::int64_t> shape;
-};
-
 class ShardAssembly;
-
-/// Identifies one series: a tensor position in one call of one module, of one kind.
-struct SeriesKey {
-  std::string module;  ///< dotted module path ("" is the root); the parameter name for parameter kinds
-  int call = 0;        ///< call number within a step (0 for parameters)
-  CaptureKind kind = CaptureKind::Activation;
-  int index = 0;       ///< position of the tensor in the module's output or input structure
-  int rank = 0;        ///< the process of a torch.distributed job it came from (0 for one process);
-                       ///< kWholeRank: a sharded tensor's whole
-
-  bool operator<(const SeriesKey& o) const {
-    return std::tie(module, call, kind, index, rank) < std::tie(o.module, o.call, o.kind, o.index, o.rank);
-  }
-  bool operator==(const SeriesKey& o) const {
-    return std::tie(module, call, kind, index, rank) == std::tie(o.module, o.call, o.kind, o.index, o.rank);
-  }
-};
-
-/// The module a series belongs to: its own path, or for the parameter kinds the module that
-/// owns the parameter ("fc1" for "fc1.weight", "" for a parameter of the root).
-std::string ownerModule(const SeriesKey& key);
 
 /// One stored capture of a series.
 struct SeriesPoint {

@@ -3,7 +3,8 @@
 // a job sends its shard's row binned between the whole tensor's edges (the hookscope package's
 // _sharded makes them one with a collective at the step's end), and the parts add up here.
 
-#include "store/CaptureStore.h"
+#include "kernels/TensorStats.h"
+#include "store/SeriesKey.h"
 
 #include <cstdint>
 #include <map>

@@ -1,7 +1,7 @@
 #include "session/AttachedJobSession.h"
 
 #include "files/ExportFolder.h"
-#include "sessions/AttachJob.h"
+#include "links/AttachJob.h"
 
 using namespace hookscope;
 

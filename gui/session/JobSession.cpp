@@ -1,7 +1,7 @@
 #include "session/JobSession.h"
 
 #include "files/ExportFolder.h"
-#include "sessions/AttachJob.h"
+#include "links/AttachJob.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
 #include "session/ModelFileSession.h"
 
 #include "files/ExportFolder.h"
-#include "sessions/AttachJob.h"
-#include "sessions/EngineProcess.h"
+#include "links/AttachJob.h"
+#include "links/EngineProcess.h"
 
 #include <QFileInfo>
 #include <QTimer>

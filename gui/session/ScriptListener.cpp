@@ -1,7 +1,7 @@
 #include "session/ScriptListener.h"
 
 #include "session/AttachedJobSession.h"
-#include "sessions/AttachJob.h"
+#include "links/AttachJob.h"
 #include "wire/AttachListener.h"
 
 #include <algorithm>
@@ -72,7 +72,7 @@ void ScriptListener::loop() {
     if (fd < 0) continue;
     std::string error;
     const auto& address = m_listener->parsed();
-    auto accepted = AttachSession::accept(fd, address.tcp ? address.token : "", !address.tcp,
+    auto accepted = ScriptLink::accept(fd, address.tcp ? address.token : "", !address.tcp,
                                           job ? store : std::make_shared<CaptureStore>(m_capBytes), &error);
     if (!accepted) {
       Q_EMIT refused(QString::fromStdString(error));

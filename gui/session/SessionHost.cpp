@@ -6,8 +6,8 @@
 #include "session/ModelFileSession.h"
 #include "session/ReviewSession.h"
 #include "session/ScriptListener.h"
-#include "sessions/AttachJob.h"
-#include "sessions/EngineProcess.h"
+#include "links/AttachJob.h"
+#include "links/EngineProcess.h"
 
 #include <QFileInfo>
 #include <QMetaObject>

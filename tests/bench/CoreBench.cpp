@@ -6,15 +6,15 @@
 //   hookscope-core-bench memory
 //   hookscope-core-bench limits FIXTURES_DIR
 #include "common/Allocator.h"
-#include "sessions/AttachJob.h"
-#include "sessions/EngineProcess.h"
+#include "links/AttachJob.h"
+#include "links/EngineProcess.h"
 #include "files/ExportManifest.h"
 #include "store/CaptureStore.h"
-#include "engine/Model.h"
+#include "model/Model.h"
 #include "rules/RuleEvaluator.h"
-#include "engine/StepRunner.h"
-#include "engine/TorchStats.h"
-#include "engine/TorchSaveFile.h"
+#include "run/StepRunner.h"
+#include "run/TorchStats.h"
+#include "model/TorchSaveFile.h"
 
 #include <sys/resource.h>
 

@@ -4,8 +4,8 @@
 #include "TestSupport.h"
 
 #include "store/CaptureStore.h"
-#include "engine/Model.h"
-#include "engine/StepRunner.h"
+#include "model/Model.h"
+#include "run/StepRunner.h"
 
 #include <memory>
 #include <string>

@@ -3,9 +3,9 @@
 #include "TestSupport.h"
 
 #include "files/ExportFolder.h"
-#include "engine/ModelArchiveScan.h"
+#include "model/ModelArchiveScan.h"
 #include "files/PickleShape.h"
-#include "engine/TorchSaveFile.h"
+#include "model/TorchSaveFile.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/TensorImpl.h>

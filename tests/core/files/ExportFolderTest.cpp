@@ -2,7 +2,7 @@
 #include "TestSupport.h"
 
 #include "files/ExportFolder.h"
-#include "engine/TorchSaveFile.h"
+#include "model/TorchSaveFile.h"
 
 #include <ATen/ATen.h>
 
