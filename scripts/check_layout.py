@@ -10,6 +10,8 @@
   * gui's rooms include only the rooms below them (GUI_MAY_INCLUDE, as docs/architecture.md
     draws them): a panel never includes a session, a plot never a panel;
   * no room holds more than 25 source files (split it by what its parts do);
+  * no two files include one another round a circle: a file is its .h and .cpp together, and
+    A -> B when either of A's includes B's header.
 
 Usage: check_layout.py [SOURCE_DIR]; prints each violation and exits 1 when there is one.
 """
@@ -134,6 +136,26 @@ def check_room_sizes(root, problems):
                             f"split it into rooms by what its parts do")
 
 
+def check_file_circles(root, problems):
+    """A file (its .h and .cpp as one) that reaches itself through the project's includes."""
+    edges = {}
+    for relative, path in sources(root, CODE_ROOTS):
+        parts = relative.split(os.sep)
+        if parts[0] == "cli" or len(parts) < 3:
+            continue  # cli's files name their room "cli/"; gui's main.cpp is included by none
+        unit = parts[1] + "/" + os.path.splitext(parts[-1])[0]
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                match = INCLUDE.match(line)
+                if match and "/" in match.group(1) and not match.group(1).endswith(".moc"):
+                    other = os.path.splitext(match.group(1))[0]
+                    if other != unit:
+                        edges.setdefault(unit, set()).add(other)
+    for cycle in cycles(edges):
+        problems.append("files include one another round a circle: " + " -> ".join(cycle) +
+                        ": move what both need into a file below them, or pass it in through an interface")
+
+
 def check_includes(root, problems):
     rooms = rooms_of(root)
     edges = {}
@@ -217,6 +239,7 @@ def main():
     check_sizes(root, problems)
     check_includes(root, problems)
     check_room_sizes(root, problems)
+    check_file_circles(root, problems)
     check_gui_top(root, problems)
     check_gui_rooms_known(root, problems)
     for problem in problems:

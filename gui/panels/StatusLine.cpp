@@ -58,37 +58,40 @@ void StatusLine::countStep() {
 }
 
 void StatusLine::show(const State& state) {
-  const SessionSummary& summary = *state.summary;
+  const SessionView& view = *state.view;
+  const SessionSummary& summary = view.opened();
+  const bool running = view.state.running(), paused = view.state.paused();
   m_model->setToolTip(QString());
-  if (summary.attached && summary.worldSize > 1) {
+  if (view.kind == SessionKind::Job) {
     const int live = int(state.ranksAttached->size() - state.ranksEnded->size());
     QString ranks = tr("%1 of %2 ranks attached").arg(live).arg(summary.worldSize);
     for (auto it = state.ranksEnded->constBegin(); it != state.ranksEnded->constEnd(); ++it) {
       ranks += tr(", rank %1 %2").arg(it.key()).arg(it.value().contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
     }
-    m_model->setText(state.running ? tr("Job %1 of %2: %3").arg(summary.job, summary.fileName, ranks)
+    m_model->setText(running ? tr("Job %1 of %2: %3").arg(summary.job, summary.fileName, ranks)
                                    : tr("Job %1 of %2 — %3").arg(summary.job, summary.fileName, endedWord(state.scriptEnded)));
     m_model->setToolTip(summary.script);
-  } else if (summary.attached) {
-    m_model->setText(state.running ? tr("Attached: %1").arg(summary.script)
-                                   : tr("%1 — %2").arg(summary.script, endedWord(state.scriptEnded)));
-    if (!state.running) m_model->setToolTip(state.scriptEnded);
-  } else if (!state.listenAddress.isEmpty() && summary.path.isEmpty()) {
+  } else if (view.kind == SessionKind::Script) {
+    m_model->setText(running ? tr("Attached: %1").arg(summary.script)
+                             : tr("%1 — %2").arg(summary.script, endedWord(state.scriptEnded)));
+    if (!running) m_model->setToolTip(state.scriptEnded);
+  } else if (!state.listenAddress.isEmpty() && view.kind == SessionKind::Nothing) {
     m_model->setText(tr("Waiting for a training script at %1").arg(state.listenAddress));
   } else {
-    m_model->setText(summary.path.isEmpty() ? tr("No model: File > Open (Ctrl+O) or Attach (Ctrl+Shift+A)")
-                                            : summary.fileName + (summary.reviewOnly     ? tr(" — read-only review")
-                                                                  : state.engineStopped ? tr(" — engine stopped")
-                                                                                        : QString()));
-    if (summary.engineProcess) {
+    m_model->setText(view.kind == SessionKind::Nothing ? tr("No model: File > Open (Ctrl+O) or Attach (Ctrl+Shift+A)")
+                                                       : summary.fileName + (view.readOnly()            ? tr(" — read-only review")
+                                                                             : view.state.engineStopped ? tr(" — engine stopped")
+                                                                                                        : QString()));
+    if (view.modelFile()) {
       m_model->setToolTip(summary.confinement.isEmpty() ? tr("Runs in an engine process of its own, not confined")
                                                         : tr("Runs in an engine process of its own: %1").arg(summary.confinement));
     }
   }
-  m_step->setText(state.lastStep < 0 ? tr("step —") : tr("step %1").arg(state.lastStep));
-  m_rate->setText(state.running && !state.paused ? tr("%1 steps/s").arg(m_stepsPerSecond, 0, 'f', 1)
-                                                 : (state.paused ? tr("paused") : tr("idle")));
-  m_busy->setVisible(state.running && !state.paused);
+  // A reopened run's last step; a live one's newest settled step.
+  const qint64 last = view.readOnly() && summary.store ? summary.store->latestStep() : view.settledStep;
+  m_step->setText(last < 0 ? tr("step —") : tr("step %1").arg(last));
+  m_rate->setText(running && !paused ? tr("%1 steps/s").arg(m_stepsPerSecond, 0, 'f', 1) : (paused ? tr("paused") : tr("idle")));
+  m_busy->setVisible(running && !paused);
   if (summary.store) {
     const double used = double(summary.store->bytesUsed()) / (1 << 20);
     const double cap = double(summary.store->capBytes()) / (1 << 20);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "state/SessionTypes.h"
+#include "state/SessionView.h"
 
 #include <QElapsedTimer>
 #include <QMap>
@@ -19,17 +19,13 @@ class StatusLine : public QObject {
   Q_OBJECT
 
 public:
-  /// What the window knows, as the line shows it.
+  /// What the line shows: what is open, as published, and how the window waits for scripts.
   struct State {
-    const SessionSummary* summary = nullptr;
+    const SessionView* view = nullptr;
     const QSet<int>* ranksAttached = nullptr;
     const QMap<int, QString>* ranksEnded = nullptr;
     QString listenAddress;
     QString scriptEnded;  ///< why an attached script or job left ("…: closed by the script after 40 steps")
-    qint64 lastStep = -1;
-    bool running = false;
-    bool paused = false;
-    bool engineStopped = false;
   };
 
   explicit StatusLine(QStatusBar* bar);

@@ -42,7 +42,14 @@ AttachedJobSession::AttachedJobSession(std::shared_ptr<AttachJob> job, std::shar
 
 AttachedJobSession::~AttachedJobSession() { endJob(); }
 
-void AttachedJobSession::markEnded() {
+SessionAbilities AttachedJobSession::abilities(const RunState& state) const {
+  SessionAbilities can = Session::abilities(state);
+  can.run = can.step = state.running() && state.paused();
+  can.pause = state.running() && !state.paused();
+  return can;
+}
+
+void AttachedJobSession::scriptsLeft() {
   changeState([](RunState& s) { s.phase = RunState::Phase::Idle; });
 }
 

@@ -24,8 +24,13 @@ public:
   static QString describe(const hookscope::ScriptRecord& script);
   /// The job the session serves (the listener adds its later ranks).
   const std::shared_ptr<hookscope::AttachJob>& job() const { return m_job; }
-  /// Any thread: every rank has left; the captures stay.
-  void markEnded();
+  /// A lone script, or every rank of a job.
+  SessionKind kind() const override { return m_summary.worldSize > 1 ? SessionKind::Job : SessionKind::Script; }
+  /// While attached: resumed, paused, stepped while paused and detached, never started again
+  /// (its own loop runs the steps) nor reset.
+  SessionAbilities abilities(const RunState& state) const override;
+  /// Every rank has left; the captures stay.
+  void scriptsLeft() override;
 
   void run(const hookscope::RunConfig& config, qint64 steps) override;
   void stepOnce(const hookscope::RunConfig& config) override;

@@ -27,7 +27,7 @@ public:
   void setBreakRules(quint32 mask) override;
   void setRuleSettings(const hookscope::RuleSettings& settings) override;
   /// Every module's hook mask as the job has them.
-  std::vector<std::uint8_t> hooks() const;
+  std::vector<std::uint8_t> hooks() const override;
 
 protected:
   /// Closes the job and waits for its threads, whose callbacks reach this session: each derived

@@ -270,3 +270,11 @@ QString ModelFileSession::exportTo(const QString& dir, bool overwrite, const QSt
   manifest.hookscopeVersion = HOOKSCOPE_VERSION;
   return writeExport(std::move(manifest), dir, overwrite, interrupted);
 }
+
+SessionAbilities ModelFileSession::abilities(const RunState& state) const {
+  SessionAbilities can = Session::abilities(state);
+  can.run = can.step = !state.running() || state.paused();
+  can.pause = state.running() && !state.paused();
+  can.reset = !state.running();
+  return can;
+}

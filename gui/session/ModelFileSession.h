@@ -39,6 +39,9 @@ public:
                                                 const Settings& settings, QString* error);
   ~ModelFileSession() override;
 
+  SessionKind kind() const override { return SessionKind::ModelFile; }
+  /// Runs, pauses and steps its own loop; a fresh copy of its file opens while it is stopped.
+  SessionAbilities abilities(const RunState& state) const override;
   void run(const hookscope::RunConfig& config, qint64 steps) override;
   void stepOnce(const hookscope::RunConfig& config) override;
   void resume(const hookscope::RunConfig& config) override;

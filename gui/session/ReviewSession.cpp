@@ -108,11 +108,12 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
     summary.recordedConfig = data.manifest.config;
     summary.recordedSteps = data.manifest.steps;
   }
-  return std::unique_ptr<ReviewSession>(new ReviewSession(std::move(summary), std::move(data)));
+  return std::unique_ptr<ReviewSession>(new ReviewSession(std::move(summary), std::move(data), !checkpoint.isEmpty()));
 }
 
-ReviewSession::ReviewSession(SessionSummary summary, ExportData data)
-    : Session(std::move(summary)), m_manifest(std::move(data.manifest)), m_alerts(std::move(data.alerts)) {}
+ReviewSession::ReviewSession(SessionSummary summary, ExportData data, bool checkpoint)
+    : Session(std::move(summary)), m_manifest(std::move(data.manifest)), m_alerts(std::move(data.alerts)),
+      m_checkpoint(checkpoint) {}
 
 QString ReviewSession::exportTo(const QString& dir, bool overwrite, const QString& interrupted) {
   // An export reopened: written again as it was.

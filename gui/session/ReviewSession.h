@@ -17,11 +17,14 @@ public:
   /// Null with why (`error`) when the export cannot be read.
   static std::unique_ptr<ReviewSession> open(const QString& dir, const QString& checkpoint, QString* error);
 
+  /// A checkpoint's weights, or a run's export.
+  SessionKind kind() const override { return m_checkpoint ? SessionKind::Checkpoint : SessionKind::Export; }
   QString exportTo(const QString& dir, bool overwrite, const QString& interrupted) override;
 
 private:
-  ReviewSession(SessionSummary summary, hookscope::ExportData data);
+  ReviewSession(SessionSummary summary, hookscope::ExportData data, bool checkpoint);
 
   hookscope::ExportManifest m_manifest;
   std::vector<hookscope::Alert> m_alerts;
+  bool m_checkpoint = false;
 };

@@ -4,6 +4,7 @@ void registerSessionTypes() {
   qRegisterMetaType<SessionSummary>();
   qRegisterMetaType<StepSummary>();
   qRegisterMetaType<RunState>();
+  qRegisterMetaType<SessionView>();
   qRegisterMetaType<hookscope::RunConfig>();
 }
 
@@ -14,6 +15,14 @@ Session::~Session() = default;
 RunState Session::state() const {
   std::lock_guard<std::mutex> lock(m_stateMutex);
   return m_state;
+}
+
+SessionAbilities Session::abilities(const RunState& state) const {
+  SessionAbilities can;
+  can.stop = state.running();
+  can.exportCaptures = m_summary.store != nullptr;
+  can.open = can.attach = !state.running();
+  return can;
 }
 
 void Session::setHooks(const std::vector<std::uint8_t>&) {}

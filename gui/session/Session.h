@@ -7,6 +7,7 @@
 
 #include "state/RunState.h"
 #include "state/SessionTypes.h"
+#include "state/SessionView.h"
 
 #include <QObject>
 #include <QString>
@@ -25,6 +26,16 @@ public:
   const SessionSummary& summary() const { return m_summary; }
   /// Any thread: where the session is now.
   RunState state() const;
+  /// Any thread: which kind of open thing this is.
+  virtual SessionKind kind() const = 0;
+  /// Any thread: what it can be asked to do in `state` (here: stop a run that is on, export,
+  /// be replaced by another while nothing runs; a kind that runs steps adds its own).
+  virtual SessionAbilities abilities(const RunState& state) const;
+  /// The hook masks a session opened in its place from the same file starts with (what was
+  /// ticked stays ticked across Reset weights); none by default.
+  virtual std::vector<std::uint8_t> hooks() const { return {}; }
+  /// Every script of an attached job has left (said on the host's queue); the captures stay.
+  virtual void scriptsLeft() {}
 
   // The session thread. What a kind of session cannot do, it ignores (a review runs nothing).
   /// Every module's hook mask at once (bits of hookscope::kindBit), from each module's next call.

@@ -15,11 +15,13 @@
 #include <QTemporaryDir>
 
 #include <algorithm>
+#include <utility>
 
 using namespace hookscope;
 
 SessionHost::SessionHost(QObject* parent) : QObject(parent), m_context(new QObject) {
   registerSessionTypes();
+  m_view.can.open = m_view.can.attach = true;  // nothing open yet
   m_context->moveToThread(&m_thread);
   connect(&m_thread, &QThread::finished, m_context, &QObject::deleteLater);
   m_thread.setObjectName(QStringLiteral("HookScope sessions"));
@@ -51,27 +53,51 @@ RunState SessionHost::state() const {
 }
 
 void SessionHost::updateState(Session* from, const RunState& state) {
-  RunState merged;
-  {
-    std::lock_guard<std::mutex> lock(m_stateMutex);
-    if (from != m_current) return;  // a session that is being replaced
-    merged = state;
-    merged.loading = m_state.loading;
-    if (merged == m_state) return;
-    m_state = merged;
-  }
-  Q_EMIT runStateChanged(merged);
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  if (from != m_current) return;  // a session that is being replaced
+  RunState merged = state;
+  merged.loading = m_state.loading;
+  if (merged == m_state) return;
+  m_state = merged;
+  publishLocked();
+}
+
+void SessionHost::updateSettled(Session* from, qint64 step) {
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  if (from != m_current || step <= m_settled) return;
+  m_settled = step;
+  publishLocked();
 }
 
 void SessionHost::setLoading(bool loading) {
-  RunState now;
-  {
-    std::lock_guard<std::mutex> lock(m_stateMutex);
-    if (m_state.loading == loading) return;
-    m_state.loading = loading;
-    now = m_state;
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  if (m_state.loading == loading) return;
+  m_state.loading = loading;
+  publishLocked();
+}
+
+void SessionHost::publishLocked(bool opened) {
+  SessionView view;
+  view.kind = m_current ? m_current->kind() : SessionKind::Nothing;
+  view.summary = m_summary;
+  view.state = m_state;
+  view.settledStep = m_settled;
+  if (m_current) {
+    view.can = m_current->abilities(m_state);
+  } else {
+    view.can.open = view.can.attach = true;
   }
-  Q_EMIT runStateChanged(now);
+  if (m_state.loading) {  // Stop gives up opening; nothing else opens meanwhile
+    view.can.stop = true;
+    view.can.open = false;
+  }
+  // Posted under the lock: values reach the window in the order they were made, and after what
+  // this thread emitted before (a step's captures before the step that settles them).
+  QMetaObject::invokeMethod(this, [this, view, opened] {
+    const SessionView before = std::exchange(m_view, view);
+    Q_EMIT viewChanged(m_view, before);
+    if (opened) Q_EMIT sessionOpened(m_view);
+  }, Qt::QueuedConnection);
 }
 
 void SessionHost::replace(std::unique_ptr<Session> session) {
@@ -79,8 +105,14 @@ void SessionHost::replace(std::unique_ptr<Session> session) {
   // Direct: a session reports from its own or a rank's thread; the window gets them queued.
   const auto direct = Qt::DirectConnection;
   connect(raw, &Session::stateChanged, this, [this, raw](const RunState& s) { updateState(raw, s); }, direct);
-  connect(raw, &Session::stepFinished, this, &SessionHost::stepFinished, direct);
-  connect(raw, &Session::jobStepSettled, this, &SessionHost::jobStepSettled, direct);
+  connect(raw, &Session::stepFinished, this, [this, raw](const StepSummary& step) {
+    updateSettled(raw, step.finishedStep);
+    Q_EMIT stepFinished(step);
+  }, direct);
+  connect(raw, &Session::jobStepSettled, this, [this, raw](const StepSummary& step) {
+    updateSettled(raw, step.finishedStep);
+    Q_EMIT jobStepSettled(step);
+  }, direct);
   connect(raw, &Session::notice, this, &SessionHost::notice, direct);
   connect(raw, &Session::failed, this, &SessionHost::failed, direct);
   connect(raw, &Session::engineStopped, this, &SessionHost::engineStopped, direct);
@@ -94,17 +126,15 @@ void SessionHost::replace(std::unique_ptr<Session> session) {
   m_session = std::move(session);
   if (ended) ended->disconnect(this);
   ended.reset();  // its job ends here: an engine process stops, scripts detach
-  RunState opened;
-  {
-    std::lock_guard<std::mutex> lock(m_stateMutex);
-    m_current = raw;
-    m_state = raw->state();
-    m_state.loading = false;
-    opened = m_state;
-  }
   // With the state it opened in: the window never sees the new session in the state of the one
   // before (an attached script running while the window still thinks nothing runs).
-  Q_EMIT sessionOpened(raw->summary(), opened);
+  std::lock_guard<std::mutex> lock(m_stateMutex);
+  m_current = raw;
+  m_state = raw->state();
+  m_state.loading = false;
+  m_summary = std::make_shared<const SessionSummary>(raw->summary());
+  m_settled = -1;
+  publishLocked(/*opened=*/true);
 }
 
 void SessionHost::openModel(const QString& path, bool trusted) {
@@ -169,8 +199,8 @@ void SessionHost::adoptEngine(std::shared_ptr<EngineProcess> engine, const QStri
   settings.rules = m_ruleSettings;
   settings.stepTimeLimit = m_stepTimeLimit.load();
   // Reset weights opens the same file again: what was ticked stays ticked.
-  if (auto* previous = dynamic_cast<ModelFileSession*>(m_session.get()); previous && previous->summary().path == path) {
-    settings.hooks = previous->hooks();
+  if (m_session && m_session->kind() == SessionKind::ModelFile && m_session->summary().path == path) {
+    settings.hooks = m_session->hooks();
   }
   QString error;
   auto session = ModelFileSession::open(std::move(engine), path, settings, &error);
@@ -227,7 +257,7 @@ void SessionHost::openReview(const QString& dir, const QString& checkpoint) {
 
 void SessionHost::resetWeights() {
   post([this] {
-    if (!dynamic_cast<ModelFileSession*>(m_session.get())) return;
+    if (!m_session || !m_session->abilities(m_session->state()).reset) return;
     const QString path = m_session->summary().path;
     openModel(path, /*trusted=*/true);  // the user opened it already
   });
@@ -243,7 +273,7 @@ void SessionHost::startListening(const QString& address) {
     return;
   }
   if (state().running()) {
-    Q_EMIT listenFailed(dynamic_cast<AttachedJobSession*>(m_session.get())
+    Q_EMIT listenFailed(m_session && (m_session->kind() == SessionKind::Script || m_session->kind() == SessionKind::Job)
                             ? QStringLiteral("A script is attached: Stop (detach) it before attaching another.")
                             : QStringLiteral("Stop the run before attaching a training script."));
     return;
@@ -258,7 +288,7 @@ void SessionHost::startListening(const QString& address) {
     // every other change to it is made (issue 48: one owner of what is open).
     post([this, reason] {
       if (m_closing) return;
-      if (auto* attached = dynamic_cast<AttachedJobSession*>(m_session.get())) attached->markEnded();
+      if (m_session) m_session->scriptsLeft();
       Q_EMIT scriptDetached(reason);
     });
   }, direct);
@@ -286,55 +316,9 @@ void SessionHost::stopListening() {
   });
 }
 
-void SessionHost::setHooks(const std::vector<std::uint8_t>& masks) {
-  post([this, masks] {
-    if (m_session) m_session->setHooks(masks);
-  });
-}
-
-void SessionHost::setGradientIntervention(int module, GradientIntervention intervention) {
-  post([this, module, intervention] {
-    if (m_session) m_session->setGradientIntervention(module, intervention);
-  });
-}
-
-void SessionHost::setOutputIntervention(int module, OutputIntervention intervention) {
-  post([this, module, intervention] {
-    if (m_session) m_session->setOutputIntervention(module, intervention);
-  });
-}
-
-void SessionHost::run(const RunConfig& config, qint64 steps) {
-  post([this, config, steps] {
-    if (m_session) {
-      m_session->run(config, steps);
-    } else {
-      Q_EMIT failed(QStringLiteral("Open a model first (File > Open)."));
-    }
-  });
-}
-
-void SessionHost::stepOnce(const RunConfig& config) {
-  post([this, config] {
-    if (m_session) m_session->stepOnce(config);
-  });
-}
-
-void SessionHost::resume(const RunConfig& config) {
-  post([this, config] {
-    if (m_session) m_session->resume(config);
-  });
-}
-
-void SessionHost::setPaused(bool paused) {
-  post([this, paused] {
-    if (m_session) m_session->setPaused(paused);
-  });
-}
-
-void SessionHost::requestStop() {
-  post([this] {
-    if (m_session) m_session->requestStop();
+void SessionHost::invoke(std::function<void(Session&)> work) {
+  post([this, work = std::move(work)] {
+    if (m_session) work(*m_session);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "state/RunState.h"
 #include "state/SessionTypes.h"
+#include "state/SessionView.h"
 
 #include <QObject>
 #include <QStringList>
@@ -51,22 +52,10 @@ public:
   void listen(const QString& address);
   /// Stops waiting for a script (one attached stays).
   void stopListening();
-  /// Every module's hook mask at once: one message to each rank of the open session.
-  void setHooks(const std::vector<std::uint8_t>& masks);
-  /// What flows back through a module's output, from its next call (logged with the step).
-  void setGradientIntervention(int module, hookscope::GradientIntervention intervention);
-  /// Replaces a module's output from its next call (logged like the above).
-  void setOutputIntervention(int module, hookscope::OutputIntervention intervention);
-  /// Runs `steps` steps with this configuration (<= 0: until stopped); an attached script's loop goes on.
-  void run(const hookscope::RunConfig& config, qint64 steps);
-  /// Runs exactly one step (also while paused).
-  void stepOnce(const hookscope::RunConfig& config);
-  /// Resumes a paused run with `config` from its next step (the configuration history records it).
-  void resume(const hookscope::RunConfig& config);
-  void setPaused(bool paused);
-  /// Ends the run after the step in progress; again while it has not ended, at once (the engine
-  /// process stops; the captures stay). An attached script is detached.
-  void requestStop();
+  /// Runs `work` on the open session, on the session thread, in order with every other call
+  /// (nothing open: it does not run). The window's commands to what is open go this way:
+  /// `invoke([](Session& s) { s.setPaused(true); })`.
+  void invoke(std::function<void(Session&)> work);
   void setMemoryCap(qint64 bytes);
   /// Rule thresholds, for this session and the ones opened after it.
   void setRuleSettings(const hookscope::RuleSettings& settings);
@@ -81,14 +70,22 @@ public:
   /// Writes the captures into `dir`; `interrupted`: the signal that ended the session early.
   void exportCaptures(const QString& dir, bool overwrite, const QString& interrupted = QString());
 
+  /// The window's thread: what is open, as the window has been told (sessionOpened and
+  /// viewChanged said it, in order with every other signal). The one copy the window keeps.
+  const SessionView& view() const { return m_view; }
+
   // Any thread, at once.
+  /// Where the open session is now (may be ahead of view()).
   RunState state() const;
   quint32 breakRules() const { return m_breakRules.load(); }
   int stepTimeLimit() const { return m_stepTimeLimit.load(); }
 
 Q_SIGNALS:
-  /// Something is open, in `state` (the state changes after it come as runStateChanged).
-  void sessionOpened(const SessionSummary& summary, const RunState& state);
+  /// Something new is open (after viewChanged with the same value).
+  void sessionOpened(const SessionView& view);
+  /// What is open changed in any way (opened, its run state, its settled step, what it can do):
+  /// the new value and the one before it.
+  void viewChanged(const SessionView& now, const SessionView& before);
   /// An engine process is opening this model file (cancelOpen() gives up).
   void opening(const QString& path);
   void openFailed(const QString& message);
@@ -96,7 +93,6 @@ Q_SIGNALS:
   /// when the user says so, with openModel(path, true).
   void trustNeeded(const QString& path, const QString& findings);
   void libraryFailed(const QString& message);
-  void runStateChanged(const RunState& state);
   void stepFinished(const StepSummary& summary);
   /// Every live rank of the attached job has ended this step: the job's alerts and its break.
   void jobStepSettled(const StepSummary& summary);
@@ -125,6 +121,11 @@ private:
   void replace(std::unique_ptr<Session> session);
   /// The open session's state, with the host's own (loading), to the window.
   void updateState(Session* from, const RunState& state);
+  /// The newest step whose captures are all in moved on (from `from`'s thread).
+  void updateSettled(Session* from, qint64 step);
+  /// Under the state lock: the value now, handed to the window's thread in order (`opened`: as
+  /// a new session).
+  void publishLocked(bool opened = false);
   void setLoading(bool loading);
   /// Session thread: the engine process that opened `path` becomes the open session.
   void adoptEngine(std::shared_ptr<hookscope::EngineProcess> engine, const QString& path);
@@ -141,6 +142,9 @@ private:
   mutable std::mutex m_stateMutex;
   Session* m_current = nullptr;  ///< whose state is the window's (state lock)
   RunState m_state;
+  std::shared_ptr<const SessionSummary> m_summary = std::make_shared<const SessionSummary>();  ///< m_current's (state lock)
+  qint64 m_settled = -1;  ///< m_current's newest settled step (state lock)
+  SessionView m_view;     ///< the window's thread: view()
   std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
   std::atomic<int> m_stepTimeLimit{120};
   // The session thread's own.

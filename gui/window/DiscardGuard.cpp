@@ -29,6 +29,8 @@ DiscardGuard::DiscardGuard(SessionHost* sessions, QWidget* window)
     else if (!settings.contains(QLatin1String(kAnswerKey))) settings.setValue(QLatin1String(kAnswerKey), QStringLiteral("discard"));
   });
   connect(m_sessions, &SessionHost::exportFinished, this, &DiscardGuard::onExportFinished);
+  // Other captures shown: no export has saved them yet.
+  connect(m_sessions, &SessionHost::sessionOpened, this, [this] { m_exportedStore = nullptr; });
 }
 
 QString DiscardGuard::lastExportFolder() { return QSettings().value(QLatin1String(kLastExportKey)).toString(); }
@@ -38,19 +40,16 @@ void DiscardGuard::setAnswer(Choice choice, const QString& exportDir) {
   m_answerDir = exportDir;
 }
 
-void DiscardGuard::setCaptures(const SessionSummary& summary) {
-  m_captures = summary;
-  m_exportedStore = nullptr;
-}
+const SessionSummary& DiscardGuard::captures() const { return m_sessions->view().opened(); }
 
 bool DiscardGuard::hasUnexported() const {
-  const auto& store = m_captures.store;
-  if (!store || m_captures.reviewOnly || store->latestStep() < 0) return false;
+  const auto& store = captures().store;
+  if (!store || captures().reviewOnly || store->latestStep() < 0) return false;
   return !(m_exportedStore == store.get() && m_exportedVersion == store->version());
 }
 
 QString DiscardGuard::question(const QString& what) const {
-  const std::int64_t last = m_captures.store->latestStep();  // steps 0..last, as the slider
+  const std::int64_t last = captures().store->latestStep();  // steps 0..last, as the slider
   if (last < 0) return tr("%1 discards captures that were not exported.").arg(what);
   if (last == 0) return tr("%1 discards 1 captured step (step 0) that was not exported.").arg(what);
   return tr("%1 discards %2 captured steps (0–%3) that were not exported.").arg(what).arg(last + 1).arg(last);
@@ -100,14 +99,14 @@ bool DiscardGuard::confirm(const QString& what, std::function<void()> then) {
 QString DiscardGuard::exportStartFolder() const {
   const QString last = lastExportFolder();
   if (!last.isEmpty() && QFileInfo(last).isDir()) return last;
-  return !m_captures.attached && !m_captures.path.isEmpty() ? QFileInfo(m_captures.path).absolutePath() : QDir::homePath();
+  return !captures().attached && !captures().path.isEmpty() ? QFileInfo(captures().path).absolutePath() : QDir::homePath();
 }
 
 bool DiscardGuard::exportWithDialog() {
   const QString folder = exportStartFolder();
   const QString dir = QFileDialog::getSaveFileName(
       m_window, tr("Export captures to a new folder"),
-      QDir(folder).filePath(QFileInfo(m_captures.fileName).completeBaseName() + QStringLiteral("-capture")));
+      QDir(folder).filePath(QFileInfo(captures().fileName).completeBaseName() + QStringLiteral("-capture")));
   if (dir.isEmpty()) return false;
   bool overwrite = false;
   if (QDir target(dir); target.exists() && !target.isEmpty()) {
@@ -131,7 +130,7 @@ bool DiscardGuard::exportWithDialog() {
 
 void DiscardGuard::exportTo(const QString& dir, bool overwrite, const QString& interrupted) {
   Q_EMIT status(tr("Exporting captures to %1…").arg(dir), 0);
-  m_exportingVersion = m_captures.store ? m_captures.store->version() : 0;
+  m_exportingVersion = captures().store ? captures().store->version() : 0;
   m_exportingDir = dir;
   m_exportingRecovery = !interrupted.isEmpty();
   m_sessions->exportCaptures(dir, overwrite, interrupted);
@@ -144,7 +143,7 @@ void DiscardGuard::onExportFinished(const QString& dir, const QString& error) {
   m_afterExport = nullptr;
   if (error.isEmpty()) {
     m_exportedVersion = m_exportingVersion;
-    m_exportedStore = m_captures.store.get();
+    m_exportedStore = captures().store.get();
     // A save on a stop signal goes to the recovery folder: not where the user exports.
     if (!m_exportingRecovery) QSettings().setValue(QLatin1String(kLastExportKey), QFileInfo(dir).absolutePath());
     Q_EMIT status(tr("Exported captures to %1").arg(dir), 8000);

@@ -31,8 +31,6 @@ public:
   /// Times the question was asked.
   int questions() const { return m_questions; }
 
-  /// The captures now shown (a model opened, a script attached, an export reopened).
-  void setCaptures(const SessionSummary& summary);
   /// Whether the captures hold steps that no export has saved.
   bool hasUnexported() const;
   /// Before `what` discards captures no export saved. True to go on now; an Export answer
@@ -64,13 +62,14 @@ Q_SIGNALS:
   void exportDone(const QString& dir, const QString& error);
 
 private:
+  /// The captures now shown (a model opened, a script attached, an export reopened).
+  const SessionSummary& captures() const;
   void onExportFinished(const QString& dir, const QString& error);
 
   SessionHost* m_sessions;
   QWidget* m_window;
   QAction* m_askAction;
   bool m_interactive = true;
-  SessionSummary m_captures;
   std::function<void()> m_afterExport;
   QString m_exportingDir;                 ///< the export this guard asked for, until it ends
   bool m_exportingRecovery = false;       ///< ... saved on a stop signal

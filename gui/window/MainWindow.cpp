@@ -10,6 +10,7 @@
 #include "panels/PlotsPanel.h"
 #include "panels/RunControls.h"
 #include "panels/StatusLine.h"
+#include "session/Session.h"
 #include "session/SessionHost.h"
 #include "window/AttachWatch.h"
 #include "window/RecentFiles.h"
@@ -33,9 +34,6 @@
 
 using namespace hookscope;
 
-namespace {
-} // namespace
-
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new SessionHost(this)) {
   setWindowTitle(QStringLiteral("HookScope"));
   setAcceptDrops(true);
@@ -53,14 +51,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
   connect(m_tensorBoard, &TensorBoardExport::status, this, status);
   connect(m_tensorBoard, &TensorBoardExport::problem, this, &MainWindow::showMessage);
   buildLayout();
-  m_menus = new WindowMenus(this);
+  m_menus = new WindowMenus(WindowParts{this, this, m_sessions, m_plots, m_treePanel, m_tree, m_guard, m_tensorBoard});
   connect(m_menus, &WindowMenus::breakOnToggled, this, &MainWindow::setBreakOn);
   connect(m_menus->recentFiles(), &RecentFiles::chosen, this, &MainWindow::openPath);
   m_attach = new AttachWatch(m_sessions, m_plots, this);
   connect(m_attach, &AttachWatch::status, this, status);
   connect(m_attach, &AttachWatch::problem, this, &MainWindow::showMessage);
   connect(m_attach, &AttachWatch::changed, this, [this] {
-    updateActions();
     updateStatus();
     scheduleRedraw();
   });
@@ -69,13 +66,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
     Q_EMIT listening(address);
   });
   connect(m_attach, &AttachWatch::scriptDetached, this, [this](const QString& reason) {
-    m_controls->showEnded(m_summary.fileName, reason);
+    m_controls->showEnded(summary().fileName, reason);
     Q_EMIT scriptDetached(reason);
   });
 
   connectSessions();
   restoreSettings();
-  updateActions();
   updateStatus();
 }
 
@@ -92,7 +88,6 @@ void MainWindow::connectSessions() {
     m_stoppingShown = isRunning();  // "Stopping after the step in progress…" is over when the run is
   });
   connect(m_sessions, &SessionHost::engineStopped, this, [this](const QString& message) {
-    updateActions();
     updateStatus();
     showMessage(tr("Engine stopped"), message);
   });
@@ -106,7 +101,7 @@ void MainWindow::connectSessions() {
   });
   connect(m_sessions, &SessionHost::stepFinished, this, &MainWindow::onStepFinished);
   connect(m_sessions, &SessionHost::jobStepSettled, this, &MainWindow::onJobStepSettled);
-  connect(m_sessions, &SessionHost::runStateChanged, this, &MainWindow::onRunState);
+  connect(m_sessions, &SessionHost::viewChanged, this, &MainWindow::onViewChanged);
   connect(m_sessions, &SessionHost::failed, this, [this](const QString& message) {
     updateStatus();
     showMessage(tr("Step failed"), message);
@@ -160,15 +155,20 @@ void MainWindow::buildLayout() {
     m_plots->setSelectedModule(m_tree->modules()[std::size_t(module)].path);
   });
   connect(m_treePanel, &ModuleTreePanel::currentHooksChanged, m_plots, &PlotsPanel::setSelectedHooks);
-  connect(m_treePanel, &ModuleTreePanel::hooksChanged, m_sessions, &SessionHost::setHooks);
+  connect(m_treePanel, &ModuleTreePanel::hooksChanged, this, [this](const std::vector<std::uint8_t>& masks) {
+    m_sessions->invoke([masks](Session& s) { s.setHooks(masks); });
+  });
   connect(m_treePanel, &ModuleTreePanel::precisionColumnChanged, this, &MainWindow::scheduleRedraw);
-  connect(m_treePanel, &ModuleTreePanel::gradientInterventionChanged, m_sessions,
-          &SessionHost::setGradientIntervention);
-  connect(m_treePanel, &ModuleTreePanel::outputInterventionChanged, m_sessions, &SessionHost::setOutputIntervention);
+  connect(m_treePanel, &ModuleTreePanel::gradientInterventionChanged, this, [this](int module, GradientIntervention g) {
+    m_sessions->invoke([module, g](Session& s) { s.setGradientIntervention(module, g); });
+  });
+  connect(m_treePanel, &ModuleTreePanel::outputInterventionChanged, this, [this](int module, OutputIntervention o) {
+    m_sessions->invoke([module, o](Session& s) { s.setOutputIntervention(module, o); });
+  });
   // Splitters rather than docks: their sizes can be set, so the tree's columns all show.
   m_alerts = new AlertsPanel(this);
   connect(m_alerts, &AlertsPanel::alertActivated, this, [this](qint64 step, const QString& module, int rank, CaptureKind kind) {
-    if (m_summary.worldSize > 1) m_plots->setRank(rank);
+    if (summary().worldSize > 1) m_plots->setRank(rank);
     jumpTo(step, module);
     m_plots->showKind(kind);  // the series the rule fired on: a gradient's, not the activation
   });
@@ -192,7 +192,7 @@ void MainWindow::buildLayout() {
 
 void MainWindow::chooseModel() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open a model or checkpoint (TorchScript, torch.export .pt2, pickled model, state dict)"),
-                                                    QFileInfo(m_summary.path).absolutePath(), tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
+                                                    QFileInfo(summary().path).absolutePath(), tr("Model files (*.pt *.pt2 *.pth *.ptl *.bin *.zip);;All files (*)"));
   if (!path.isEmpty()) openPath(path);
 }
 
@@ -219,7 +219,7 @@ void MainWindow::openPath(const QString& path) {
 
 void MainWindow::attachScript(const QString& address) {
   if (scriptAttached()) {
-    showMessage(tr("Attach"), tr("%1 is attached: Stop (Shift+F5) detaches it first.").arg(m_summary.fileName));
+    showMessage(tr("Attach"), tr("%1 is attached: Stop (Shift+F5) detaches it first.").arg(summary().fileName));
     return;
   }
   if (!m_guard->confirm(tr("Attaching a script"), [this, address] { attachScript(address); })) return;
@@ -271,13 +271,10 @@ void MainWindow::jumpTo(qint64 step, const QString& module) {
   m_plots->scrubTo(step);
 }
 
-void MainWindow::onSessionOpened(const SessionSummary& summary, const RunState& state) {
-  m_summary = summary;
-  onRunState(state);
-  m_guard->setCaptures(summary);
+void MainWindow::onSessionOpened(const SessionView& view) {
+  const SessionSummary& summary = view.opened();
   m_alerts->clear();
   m_alerts->setRanksShown(summary.worldSize > 1);
-  m_lastStep = -1;
   m_status->restartRate(/*clear=*/true);
   m_attach->reset(summary.worldSize, summary.attached);
   m_alerts->addAlerts(summary.alerts);
@@ -285,7 +282,6 @@ void MainWindow::onSessionOpened(const SessionSummary& summary, const RunState& 
   m_treePanel->showModel(summary);
   describeOpened(summary);
   setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
-  updateActions();
   updateStatus();
   scheduleRedraw();  // the tree's numbers of a reopened export
   Q_EMIT modelOpened(summary.path);
@@ -323,48 +319,42 @@ bool MainWindow::checkInputsGiven(const hookscope::RunConfig& config) {
 }
 
 void MainWindow::rememberInputs() {
-  if (m_summary.path.isEmpty() || m_summary.reviewOnly || m_summary.attached) return;
-  m_controls->rememberInputs(m_summary.path);
+  if (view().modelFile()) m_controls->rememberInputs(summary().path);
 }
 
 void MainWindow::run() {
-  const RunState state = runState();
-  if (m_summary.reviewOnly || m_summary.path.isEmpty()) return;
-  if (state.running() && !state.paused()) return;
-  if (!state.running() && m_summary.attached) return;
+  if (!view().can.run) return;
   // A run (or a resumed one) shows its newest steps, also after the user scrubbed back.
   m_plots->setFollowLatest(true);
-  if (state.running() && m_summary.attached) {  // the script's own loop goes on
-    m_sessions->setPaused(false);
+  if (view().attached()) {  // the script's own loop goes on
+    m_sessions->invoke([](Session& s) { s.setPaused(false); });
     return;
   }
   const RunConfig config = currentConfig();
   if (!checkInputsGiven(config)) return;
-  if (state.running()) {  // resumed: what the Run tab says now applies from the next step
-    m_sessions->resume(config);
+  if (runState().running()) {  // resumed: what the Run tab says now applies from the next step
+    m_sessions->invoke([config](Session& s) { s.resume(config); });
     return;
   }
   m_status->restartRate();
-  m_sessions->run(config, m_controls->steps());
+  m_sessions->invoke([config, steps = m_controls->steps()](Session& s) { s.run(config, steps); });
 }
 
 void MainWindow::pause() {
-  const RunState state = runState();
-  if (state.running() && !state.paused()) m_sessions->setPaused(true);
+  if (view().can.pause) m_sessions->invoke([](Session& s) { s.setPaused(true); });
 }
 
 void MainWindow::stepOnce() {
-  const RunState state = runState();
-  if (m_summary.reviewOnly || m_summary.path.isEmpty() || (state.running() && !state.paused())) return;
+  if (!view().can.step) return;
   const RunConfig config = currentConfig();
-  if (!m_summary.attached && !checkInputsGiven(config)) return;
+  if (!view().attached() && !checkInputsGiven(config)) return;
   m_plots->setFollowLatest(true);  // show the step about to run, also after a break
   if (m_breakShown) {  // "Paused at step 7 on …" is over once another step runs
     statusBar()->clearMessage();
     m_breakShown = false;
   }
   m_status->setBusy(true);  // a single step of a large model can take a while
-  m_sessions->stepOnce(config);
+  m_sessions->invoke([config](Session& s) { s.stepOnce(config); });
 }
 
 void MainWindow::stop() {
@@ -372,7 +362,7 @@ void MainWindow::stop() {
     m_sessions->cancelOpen();
     return;
   }
-  m_sessions->requestStop();
+  m_sessions->invoke([](Session& s) { s.requestStop(); });
 }
 
 void MainWindow::editStepTimeLimit() {
@@ -388,7 +378,7 @@ void MainWindow::editStepTimeLimit() {
 }
 
 void MainWindow::resetWeights() {
-  if (m_summary.reviewOnly || m_summary.attached || m_summary.path.isEmpty() || isRunning()) return;
+  if (!view().can.reset) return;
   if (!m_guard->confirm(tr("Resetting the weights"), [this] { resetWeights(); })) return;
   m_sessions->resetWeights();
 }
@@ -396,8 +386,7 @@ void MainWindow::resetWeights() {
 void MainWindow::onStepFinished(const StepSummary& summary) {
   // In a job every rank reports each step: the rate counts the lowest rank still attached.
   if (summary.rank == m_attach->lowestLiveRank(summary.rank)) m_status->countStep();
-  m_lastStep = std::max<qint64>(m_lastStep, summary.finishedStep);
-  m_plots->setFinishedStep(m_lastStep);
+  m_plots->setFinishedStep(view().settledStep);
   if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);
   if (!isRunning()) m_status->setBusy(false);
   m_alerts->addAlerts(summary.alerts);
@@ -406,7 +395,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
     return;
   }
   if (!summary.result.lossFinite) {
-    m_status->say(m_summary.worldSize > 1 ? tr("Step %1: the loss of rank %2 is %3")
+    m_status->say(view().opened().worldSize > 1 ? tr("Step %1: the loss of rank %2 is %3")
                                                            .arg(summary.result.step)
                                                            .arg(summary.rank)
                                                            .arg(summary.result.loss)
@@ -418,8 +407,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
 
 void MainWindow::onJobStepSettled(const StepSummary& summary) {
   // Every live rank has ended this step: all its captures are in.
-  m_lastStep = std::max<qint64>(m_lastStep, summary.finishedStep);
-  m_plots->setFinishedStep(m_lastStep);
+  m_plots->setFinishedStep(view().settledStep);
   m_alerts->addAlerts(summary.alerts);
   if (summary.breakAlert) {
     showBreak(*summary.breakAlert);
@@ -430,15 +418,14 @@ void MainWindow::onJobStepSettled(const StepSummary& summary) {
 
 void MainWindow::showBreak(const hookscope::Alert& alert) {
   // Stopped on a breakpoint: show where, at that step (on the rank where it fired). The session
-  // counts the run paused before it says where it broke.
-  updateActions();
-  if (m_summary.worldSize > 1) m_plots->setRank(alert.rank);
+  // counts the run paused before it says where it broke (the menus follow that by themselves).
+  if (summary().worldSize > 1) m_plots->setRank(alert.rank);
   m_plots->refresh();
   jumpTo(alert.step, QString::fromStdString(alert.module));
   m_plots->showKind(alert.kind);
   m_sideTabs->setCurrentWidget(m_alerts);
   m_alerts->highlight(alert);
-  const QString where = m_summary.worldSize > 1 ? tr(" (rank %1; every rank waits at this step)").arg(alert.rank) : QString();
+  const QString where = summary().worldSize > 1 ? tr(" (rank %1; every rank waits at this step)").arg(alert.rank) : QString();
   m_status->say(tr("Paused at step %1 on %2%3: %4")
                                .arg(alert.step)
                                .arg(QString::fromLatin1(ruleName(alert.rule)), where, QString::fromStdString(alert.message)));
@@ -447,19 +434,19 @@ void MainWindow::showBreak(const hookscope::Alert& alert) {
   Q_EMIT breakHit(QString::fromStdString(alert.module), alert.step);
 }
 
-void MainWindow::onRunState(const RunState& state) {
-  RunState counted = m_state;
+void MainWindow::onViewChanged(const SessionView& now, const SessionView& before) {
+  const RunState& state = now.state;
+  const RunState& was = before.state;
+  RunState counted = was;
   counted.stepsDone = state.stepsDone;
-  if (counted == state) {  // one more step: shown with the plots' next frame, as the step it is
-    m_state = state;
+  if (counted == state && now.summary == before.summary) {  // one more step: drawn with the plots' next frame
     scheduleRedraw();
     return;
   }
   // An attached script reports its state after every step: the rate restarts only when a run
   // starts or resumes.
-  const bool resumed = state.running() && !state.paused() && !(m_state.running() && !m_state.paused());
-  if (!state.loading && m_state.loading) m_status->setBusy(false);
-  m_state = state;
+  const bool resumed = state.running() && !state.paused() && !(was.running() && !was.paused());
+  if (!state.loading && was.loading) m_status->setBusy(false);
   if (!state.paused() && m_breakShown) {  // "Paused at step 7 on …" is over once the run goes on or stops
     statusBar()->clearMessage();
     m_breakShown = false;
@@ -469,7 +456,6 @@ void MainWindow::onRunState(const RunState& state) {
     m_stoppingShown = false;
   }
   if (resumed) m_status->restartRate();
-  updateActions();
   updateStatus();
   scheduleRedraw();
 }
@@ -480,23 +466,18 @@ void MainWindow::scheduleRedraw() {
 
 void MainWindow::redraw() {
   m_plots->refresh();
-  if (m_summary.store) m_treePanel->showValuesAt(*m_summary.store, m_plots->shownStep(), m_plots->shownRank());
+  if (store()) m_treePanel->showValuesAt(*store(), m_plots->shownStep(), m_plots->shownRank());
   updateStatus();
 }
 
-void MainWindow::updateActions() { m_menus->update(m_summary, runState()); }
+const SessionView& MainWindow::view() const { return m_sessions->view(); }
 
 void MainWindow::updateStatus() {
-  const RunState& run = m_state;
   StatusLine::State state;
-  state.summary = &m_summary;
+  state.view = &view();
   state.ranksAttached = &m_attach->ranksAttached();
   state.ranksEnded = &m_attach->ranksEnded();
   state.listenAddress = m_attach->listeningAddress();
-  state.lastStep = m_summary.reviewOnly && m_summary.store ? m_summary.store->latestStep() : m_lastStep;  // a reopened run's last
-  state.running = run.running();
-  state.paused = run.paused();
-  state.engineStopped = run.engineStopped;
   state.scriptEnded = m_attach->scriptEnded();
   m_status->show(state);
 }
@@ -570,7 +551,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   settings.setValue(QStringLiteral("window/state"), saveState());
   settings.setValue(QStringLiteral("window/splitter"), m_splitter->saveState());
-  m_sessions->requestStop();
+  m_sessions->invoke([](Session& s) { s.requestStop(); });
   event->accept();
 }
 

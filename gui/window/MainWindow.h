@@ -1,8 +1,8 @@
 #pragma once
 
-#include "state/RunState.h"
-#include "state/SessionTypes.h"
+#include "state/SessionView.h"
 #include "window/DiscardGuard.h"
+#include "window/WindowParts.h"
 
 #include <QMainWindow>
 #include <QMap>
@@ -28,9 +28,10 @@ class WindowMenus;
 
 /// HookScope's window: the module tree with hook checkboxes, run controls, live plots, laid
 /// out and wired together; its parts live in their own classes (panels/, dialogs/, window/).
-/// What is open lives in a Session on SessionHost's thread: the window sends it commands, reads
-/// its RunState, and redraws on a coalescing timer, never once per capture.
-class MainWindow : public QMainWindow {
+/// What is open lives in a Session on SessionHost's thread: the window sends it commands, and
+/// it and its parts redraw from the one value SessionHost publishes (SessionView), on a
+/// coalescing timer, never once per capture.
+class MainWindow : public QMainWindow, public WindowCommands {
   Q_OBJECT
 
 public:
@@ -66,7 +67,7 @@ public:
   TensorBoardExport* tensorBoardExport() const { return m_tensorBoard; }
   DiscardGuard* discardGuard() const { return m_guard; }
   /// File > Compare checkpoints; with both given (tests), no file dialogs.
-  void compareCheckpoints(const QString& first = QString(), const QString& second = QString());
+  void compareCheckpoints(const QString& first = QString(), const QString& second = QString()) override;
   /// The last comparison opened (tests).
   CheckpointCompare* lastCompare() const;
   /// Arms or disarms a rule as a breakpoint (Run > Break on).
@@ -78,22 +79,24 @@ public:
   /// Selects the layer with this dotted path in the tree (and so in the plots).
   void selectModule(const QString& path);
   /// Selects a layer in the tree and shows `step` in every plot.
-  void jumpTo(qint64 step, const QString& module);
+  void jumpTo(qint64 step, const QString& module) override;
   /// A problem, in a message box (or, not interactive, in lastMessage() and messageShown).
-  void showMessage(const QString& title, const QString& text);
-  const SessionSummary& summary() const { return m_summary; }
-  QString modelPath() const { return m_summary.path; }
-  std::shared_ptr<hookscope::CaptureStore> store() const { return m_summary.store; }
-  bool reviewOnly() const { return m_summary.reviewOnly; }
-  /// The open session's run state as the window last received it (SessionHost emits it whole
+  void showMessage(const QString& title, const QString& text) override;
+  /// What is open, as the window was last told (SessionHost keeps it; the window keeps no copy).
+  const SessionView& view() const;
+  const SessionSummary& summary() const { return view().opened(); }
+  QString modelPath() const { return summary().path; }
+  std::shared_ptr<hookscope::CaptureStore> store() const { return summary().store; }
+  bool reviewOnly() const { return summary().reviewOnly; }
+  /// The open session's run state as the window last received it (SessionHost sends it whole
   /// on every change, in order with what happened; sessions()->state() is the live value).
-  const RunState& runState() const { return m_state; }
+  const RunState& runState() const { return view().state; }
   bool isRunning() const { return runState().running(); }
   /// Steps the open session has finished.
   qint64 stepsSeen() const { return runState().stepsDone; }
 
   /// Whether a training script (or a rank of its job) is attached now.
-  bool scriptAttached() const { return m_summary.attached && isRunning(); }
+  bool scriptAttached() const { return view().attached() && isRunning(); }
   /// The attached job's ranks that joined, and why each that left did.
   const QSet<int>& ranksAttached() const;
   const QMap<int, QString>& ranksEnded() const;
@@ -104,23 +107,23 @@ public:
 public Q_SLOTS:
   /// Waits for a training script at `address` (empty: HookScope's default) and shows how to
   /// attach one (File > Attach to a training script).
-  void attachScript(const QString& address = QString());
-  void run();
-  void pause();
-  void stepOnce();
-  void stop();
+  void attachScript(const QString& address = QString()) override;
+  void run() override;
+  void pause() override;
+  void stepOnce() override;
+  void stop() override;
   /// Closes without asking about captures: after a stop signal saved them (or tried to).
   void quitAfterSignal();
   /// Asks how long a step (or opening a model) may take before its engine process is stopped.
-  void editStepTimeLimit();
-  void editRuleThresholds();
-  void editOperatorLibraries();
-  void resetWeights();
+  void editStepTimeLimit() override;
+  void editRuleThresholds() override;
+  void editOperatorLibraries() override;
+  void resetWeights() override;
   /// File > Open model and Open capture: a file dialog, then open.
-  void chooseModel();
-  void chooseCapture();
+  void chooseModel() override;
+  void chooseCapture() override;
   /// File > Export plots: every plot as PNG, PDF and CSV into a folder.
-  void exportAllPlots();
+  void exportAllPlots() override;
   /// Exports the captures into `dir`; `overwrite` replaces an earlier HookScope export there;
   /// `interrupted` names the signal that ended the session early, for the manifest.
   void exportCapturesTo(const QString& dir, bool overwrite, const QString& interrupted = QString());
@@ -149,7 +152,7 @@ private:
   void restoreSettings();
   /// A model holds code that reaches outside HookScope: opens it only if the user says so.
   void askTrust(const QString& path, const QString& findings);
-  void onSessionOpened(const SessionSummary& summary, const RunState& state);
+  void onSessionOpened(const SessionView& view);
   /// How the Run tab reads for what was opened.
   void describeOpened(const SessionSummary& summary);
   void onStepFinished(const StepSummary& summary);
@@ -157,10 +160,10 @@ private:
   void onJobStepSettled(const StepSummary& summary);
   /// Shows where an armed rule paused the run (selects the layer and the step).
   void showBreak(const hookscope::Alert& alert);
-  void onRunState(const RunState& state);
+  /// Whatever changed in what is open: the status bar's passing words follow the run.
+  void onViewChanged(const SessionView& now, const SessionView& before);
   void scheduleRedraw();
   void redraw();
-  void updateActions();
   void updateStatus();
   hookscope::RunConfig currentConfig();
   /// False, with a message saying where to type them, when the run has no inputs.
@@ -168,7 +171,6 @@ private:
   void rememberInputs();
 
   SessionHost* m_sessions;
-  SessionSummary m_summary;
   ModuleTreeModel* m_tree;
   QString m_attachAddress;  ///< where the window last listened for scripts (token included)
   bool m_signalled = false;
@@ -193,10 +195,8 @@ private:
   TensorBoardExport* m_tensorBoard = nullptr;
   WindowMenus* m_menus = nullptr;
   QPointer<CheckpointCompare> m_lastCompare;
-  RunState m_state;               ///< SessionHost's RunState as last received (runState())
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_interactive = true;
   QString m_lastMessage;
-  qint64 m_lastStep = -1;  ///< the newest step whose captures are all in, for the plots and the status line
 };

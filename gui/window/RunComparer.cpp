@@ -4,20 +4,21 @@
 #include "models/ModuleTreeModel.h"
 #include "panels/ModuleTreePanel.h"
 #include "panels/PlotsPanel.h"
-#include "window/MainWindow.h"
+#include "session/SessionHost.h"
 
 #include <QApplication>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
+#include <QMainWindow>
 #include <QSettings>
 #include <QStatusBar>
 #include <QStringList>
 
 using namespace hookscope;
 
-RunComparer::RunComparer(MainWindow* window)
-    : QObject(window), m_window(window), m_tolerance(QSettings().value(QStringLiteral("compare/tolerance"), 1e-4).toDouble()) {
+RunComparer::RunComparer(const WindowParts& parts)
+    : QObject(parts.frame), m_parts(parts), m_tolerance(QSettings().value(QStringLiteral("compare/tolerance"), 1e-4).toDouble()) {
   if (!(m_tolerance > 0)) m_tolerance = 1e-4;
 }
 
@@ -31,7 +32,7 @@ void RunComparer::setTolerance(double tolerance) {
 void RunComparer::chooseTolerance() {
   bool ok = false;
   const double tolerance = QInputDialog::getDouble(
-      m_window, tr("Comparison tolerance"),
+      m_parts.frame, tr("Comparison tolerance"),
       tr("Relative difference of a series' mean, std or L2 norm that counts as a divergence:"), m_tolerance, 1e-12, 1e6,
       12, &ok);
   if (ok) setTolerance(tolerance);
@@ -39,15 +40,16 @@ void RunComparer::chooseTolerance() {
 
 void RunComparer::chooseAndCompare() {
   // Beside the run shown (an export's folder, or the model's): where its sibling runs are.
-  const QString start = m_window->modelPath().isEmpty() ? QString() : QFileInfo(m_window->modelPath()).absolutePath();
-  const QString dir = QFileDialog::getExistingDirectory(m_window, tr("Compare with run (an export folder)"), start);
+  const QString shownPath = m_parts.sessions->view().opened().path;
+  const QString start = shownPath.isEmpty() ? QString() : QFileInfo(shownPath).absolutePath();
+  const QString dir = QFileDialog::getExistingDirectory(m_parts.frame, tr("Compare with run (an export folder)"), start);
   if (!dir.isEmpty()) compareWith(dir);
 }
 
 bool RunComparer::compareWith(const QString& dir) {
-  const auto shown = m_window->store();
+  const auto shown = m_parts.sessions->view().opened().store;
   if (!shown || shown->seriesKeys().empty()) {
-    m_window->showMessage(tr("Compare with run"), tr("Nothing is captured yet: run or open a run first, then compare it "
+    m_parts.commands->showMessage(tr("Compare with run"), tr("Nothing is captured yet: run or open a run first, then compare it "
                                                      "with an export."));
     return false;
   }
@@ -57,11 +59,11 @@ bool RunComparer::compareWith(const QString& dir) {
   const bool read = readExport(dir.toStdString(), &other, &problem);
   QApplication::restoreOverrideCursor();
   if (!read) {
-    m_window->showMessage(tr("Compare with run"), QString::fromStdString(problem));
+    m_parts.commands->showMessage(tr("Compare with run"), QString::fromStdString(problem));
     return false;
   }
   // The shown run's model order: forward order for the first divergence.
-  m_result = compareRuns(*shown, *other.store, m_tolerance, m_window->treeModel()->paths());
+  m_result = compareRuns(*shown, *other.store, m_tolerance, m_parts.tree->paths());
   m_other = QFileInfo(dir).fileName();
   m_otherDir = dir;
   if (m_result.diverged()) {
@@ -85,9 +87,9 @@ bool RunComparer::compareWith(const QString& dir) {
                      .arg(m_result.onlyInB.size())
                      .arg(m_result.notes.empty() ? QString() : QStringLiteral("; ") + QString::fromStdString(m_result.notes.front()));
   }
-  if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showDifferences(m_result.moduleFirstStep);
-  m_window->plots()->setComparedStore(other.store);
-  m_window->statusBar()->showMessage(m_summary);
+  m_parts.treePanel->showDifferences(m_result.moduleFirstStep);
+  m_parts.plots->setComparedStore(other.store);
+  m_parts.frame->statusBar()->showMessage(m_summary);
   // The whole of it on hover: every alignment note and the unshared series.
   QStringList details{m_summary};
   for (const auto& note : m_result.notes) details << tr("Note: %1").arg(QString::fromStdString(note));
@@ -100,18 +102,18 @@ bool RunComparer::compareWith(const QString& dir) {
   };
   list(tr("Only in the shown run: "), m_result.onlyInA);
   list(tr("Only in %1: ").arg(m_other), m_result.onlyInB);
-  m_window->statusBar()->setToolTip(details.join(QLatin1Char('\n')));
+  m_parts.frame->statusBar()->setToolTip(details.join(QLatin1Char('\n')));
   return true;
 }
 
 void RunComparer::showFirstDivergence() {
   if (!m_result.diverged()) {
-    m_window->statusBar()->showMessage(m_summary.isEmpty() ? tr("Compare with a run first: File > Compare with run…")
+    m_parts.frame->statusBar()->showMessage(m_summary.isEmpty() ? tr("Compare with a run first: File > Compare with run…")
                                                            : m_summary,
                                        8000);
     return;
   }
   const auto& key = m_result.first.key;
-  m_window->jumpTo(m_result.first.step, QString::fromStdString(ownerModule(key)));
-  m_window->plots()->showKind(key.kind);
+  m_parts.commands->jumpTo(m_result.first.step, QString::fromStdString(ownerModule(key)));
+  m_parts.plots->showKind(key.kind);
 }

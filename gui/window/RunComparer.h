@@ -2,10 +2,11 @@
 
 #include "store/RunCompare.h"
 
+#include "window/WindowParts.h"
+
 #include <QObject>
 #include <QString>
 
-class MainWindow;
 
 /// File > Compare with run…: the run shown (live or reopened) against an export, series by
 /// series (core's compareRuns, as `hookscope-cli compare`): where they first diverge is said in
@@ -14,7 +15,7 @@ class RunComparer : public QObject {
   Q_OBJECT
 
 public:
-  explicit RunComparer(MainWindow* window);
+  explicit RunComparer(const WindowParts& parts);
   /// Asks for an export folder and compares with it.
   void chooseAndCompare();
   /// Compares the run shown with the export at `dir`; false (with a message shown) when either
@@ -33,7 +34,7 @@ public:
   void showFirstDivergence();
 
 private:
-  MainWindow* m_window;
+  WindowParts m_parts;
   hookscope::RunComparison m_result;
   QString m_other;
   QString m_otherDir;  ///< the last compared run's folder

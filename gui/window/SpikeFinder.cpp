@@ -4,8 +4,9 @@
 #include "panels/ModuleTreePanel.h"
 #include "panels/PlotsPanel.h"
 #include "store/RunCompare.h"
-#include "window/MainWindow.h"
+#include "session/SessionHost.h"
 
+#include <QMainWindow>
 #include <QStatusBar>
 #include <QStringList>
 
@@ -14,13 +15,14 @@
 
 using namespace hookscope;
 
-SpikeFinder::SpikeFinder(MainWindow* window) : QObject(window), m_window(window) {
+SpikeFinder::SpikeFinder(const WindowParts& parts) : QObject(parts.frame), m_parts(parts) {
   m_timer.setInterval(500);
   connect(&m_timer, &QTimer::timeout, this, &SpikeFinder::check);
   m_timer.start();
-  // Another run shown: its modules are the deviation view's rows, and nothing of the last spike stays.
-  connect(window, &MainWindow::modelOpened, this, [this] {
-    m_window->plots()->setModuleOrder(m_window->treeModel()->paths());
+  // Another run shown (the tree shows its modules): they are the deviation view's rows, and
+  // nothing of the last spike stays.
+  connect(parts.tree, &QAbstractItemModel::modelReset, this, [this] {
+    m_parts.plots->setModuleOrder(m_parts.tree->paths());
     check();
   });
 }
@@ -29,13 +31,13 @@ void SpikeFinder::reset() {
   m_explained = -1;
   m_version = 0;
   m_result = FirstMovers();
-  if (!m_summary.isEmpty() && m_window->statusBar()->currentMessage() == m_summary) m_window->statusBar()->clearMessage();
+  if (!m_summary.isEmpty() && m_parts.frame->statusBar()->currentMessage() == m_summary) m_parts.frame->statusBar()->clearMessage();
   m_summary.clear();
-  if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showBandStarts({});
+  m_parts.treePanel->showBandStarts({});
 }
 
 void SpikeFinder::check() {
-  const auto store = m_window->store();
+  const auto store = m_parts.sessions->view().opened().store;
   if (store.get() != m_store) {
     m_store = store.get();
     reset();
@@ -47,7 +49,7 @@ void SpikeFinder::check() {
   const auto spike = largestRise(store->scalars("loss", 0), /*stored=*/true, settings);
   if (!spike || spike->score < settings.sigma || spike->step == m_explained) return;
   m_explained = spike->step;
-  m_result = firstMovers(*store, m_window->treeModel()->paths(), spike->step, settings);
+  m_result = firstMovers(*store, m_parts.tree->paths(), spike->step, settings);
   // Short enough for a 1024 px window's status bar; the tooltip holds explain's lines whole.
   const QString at = tr("Loss left its band at step %1 (+%2σ)").arg(spike->step).arg(spike->score, 0, 'f', 1);
   if (m_result.movers.empty()) {
@@ -60,27 +62,27 @@ void SpikeFinder::check() {
                     .arg(QString::fromStdString(describeSeries(first.key)))
                     .arg(first.score, 0, 'f', 1);
   }
-  m_window->statusBar()->showMessage(m_summary);
+  m_parts.frame->statusBar()->showMessage(m_summary);
   QStringList lines;
   for (const auto& line : describeMovers(m_result, 10)) lines << QString::fromStdString(line);
-  m_window->statusBar()->setToolTip(lines.join(QLatin1Char('\n')));
+  m_parts.frame->statusBar()->setToolTip(lines.join(QLatin1Char('\n')));
   // Each module's earliest start, for the tree.
   std::map<std::string, std::int64_t> starts;
   for (const BandMover& m : m_result.movers) {
     const auto [it, added] = starts.emplace(ownerModule(m.key), *m.start);
     if (!added) it->second = std::min(it->second, *m.start);
   }
-  if (auto* tree = m_window->findChild<ModuleTreePanel*>()) tree->showBandStarts({starts.begin(), starts.end()});
+  m_parts.treePanel->showBandStarts({starts.begin(), starts.end()});
 }
 
 void SpikeFinder::showFirstMover() {
   check();
   if (m_result.movers.empty()) {
-    m_window->statusBar()->showMessage(
+    m_parts.frame->statusBar()->showMessage(
         m_summary.isEmpty() ? tr("The loss has not left its band: no first mover to go to") : m_summary, 8000);
     return;
   }
   const BandMover& first = m_result.movers.front();
-  m_window->jumpTo(*first.start, QString::fromStdString(ownerModule(first.key)));
-  m_window->plots()->showKind(first.key.kind);
+  m_parts.commands->jumpTo(*first.start, QString::fromStdString(ownerModule(first.key)));
+  m_parts.plots->showKind(first.key.kind);
 }

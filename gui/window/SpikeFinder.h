@@ -2,11 +2,12 @@
 
 #include "store/Bands.h"
 
+#include "window/WindowParts.h"
+
 #include <QObject>
 #include <QString>
 #include <QTimer>
 
-class MainWindow;
 
 /// Where the loss's spike started (issue 49): whenever the run shown (live, attached or
 /// reopened) has a loss that left its own band, the series out of theirs there are ranked as
@@ -17,7 +18,7 @@ class SpikeFinder : public QObject {
   Q_OBJECT
 
 public:
-  explicit SpikeFinder(MainWindow* window);
+  explicit SpikeFinder(const WindowParts& parts);
   /// Looks at the store again (the timer calls it twice a second; a test calls it at once).
   void check();
   /// What the status bar says of the spike ("" while the loss stayed in its band).
@@ -29,7 +30,7 @@ public:
 private:
   void reset();
 
-  MainWindow* m_window;
+  WindowParts m_parts;
   QTimer m_timer;
   const hookscope::CaptureStore* m_store = nullptr;
   std::uint64_t m_version = 0;

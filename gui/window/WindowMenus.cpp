@@ -5,7 +5,6 @@
 #include "panels/PlotsPanel.h"
 #include "session/SessionHost.h"
 #include "window/DiscardGuard.h"
-#include "window/MainWindow.h"
 #include "window/RecentFiles.h"
 #include "window/RunComparer.h"
 #include "window/SpikeFinder.h"
@@ -13,71 +12,76 @@
 #include "window/WindowShortcuts.h"
 
 #include <QAction>
+#include <QMainWindow>
 #include <QMenuBar>
 #include <QStyle>
 #include <QToolBar>
 
 using namespace hookscope;
 
-WindowMenus::WindowMenus(MainWindow* window) : QObject(window), m_window(window) {
+WindowMenus::WindowMenus(const WindowParts& parts) : QObject(parts.frame), m_parts(parts) {
   buildFile();
-  buildRun(window->sessions()->breakRules());
+  buildRun(parts.sessions->breakRules());
   buildView();
-  QMenu* settings = window->menuBar()->addMenu(tr("&Settings"));
-  settings->addAction(tr("&Operator libraries…"), window, &MainWindow::editOperatorLibraries);
-  m_python = new PythonSettings(settings, window);
-  settings->addAction(window->discardGuard()->askAction());
+  WindowCommands* c = parts.commands;
+  QMenu* settings = parts.frame->menuBar()->addMenu(tr("&Settings"));
+  settings->addAction(tr("&Operator libraries…"), this, [c] { c->editOperatorLibraries(); });
+  m_python = new PythonSettings(settings, parts.frame);
+  settings->addAction(parts.guard->askAction());
   buildToolbar();
-  new WindowShortcuts(window);  // after the menus: it reads their shortcuts
+  new WindowShortcuts(parts.frame);  // after the menus: it reads their shortcuts
+  connect(parts.sessions, &SessionHost::viewChanged, this, [this](const SessionView& now) { update(now); });
+  update(parts.sessions->view());
 }
 
 void WindowMenus::buildFile() {
-  MainWindow* w = m_window;
+  QMainWindow* w = m_parts.frame;
+  WindowCommands* c = m_parts.commands;
   QMenu* file = w->menuBar()->addMenu(tr("&File"));
-  m_openAction = file->addAction(tr("&Open model…"), w, &MainWindow::chooseModel);
+  m_openAction = file->addAction(tr("&Open model…"), this, [c] { c->chooseModel(); });
   m_openAction->setShortcut(QKeySequence::Open);
-  file->addAction(tr("Open &capture…"), w, &MainWindow::chooseCapture)->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
+  file->addAction(tr("Open &capture…"), this, [c] { c->chooseCapture(); })->setShortcut(QKeySequence(tr("Ctrl+Shift+O")));
   m_recent = new RecentFiles(file->addMenu(tr("Open &recent")), this);
-  m_attachAction = file->addAction(tr("&Attach to a training script…"), w, [w] { w->attachScript(); });
+  m_attachAction = file->addAction(tr("&Attach to a training script…"), this, [c] { c->attachScript(); });
   m_attachAction->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
   m_attachAction->setToolTip(tr("Wait for a PyTorch script that calls hookscope.attach(model) (Ctrl+Shift+A)"));
   file->addSeparator();
-  m_exportAction = file->addAction(tr("&Export captures…"), w->discardGuard(), &DiscardGuard::exportWithDialog);
+  m_exportAction = file->addAction(tr("&Export captures…"), m_parts.guard, &DiscardGuard::exportWithDialog);
   m_exportAction->setShortcut(QKeySequence(tr("Ctrl+E")));
-  file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), w, &MainWindow::exportAllPlots);
-  file->addAction(tr("&Compare checkpoints…"), w, [w] { w->compareCheckpoints(); })
+  file->addAction(tr("Export &plots (PNG, PDF, CSV)…"), this, [c] { c->exportAllPlots(); });
+  file->addAction(tr("&Compare checkpoints…"), this, [c] { c->compareCheckpoints(); })
       ->setToolTip(tr("Per tensor, what changed from one checkpoint to another, and what went NaN"));
-  auto* comparer = new RunComparer(w);
+  auto* comparer = new RunComparer(m_parts);
   file->addAction(tr("Compare with &run…"), comparer, &RunComparer::chooseAndCompare)
       ->setToolTip(tr("The run shown against an export, series by series: where they first diverge"));
   file->addAction(tr("&Go to first divergence"), comparer, &RunComparer::showFirstDivergence)
       ->setShortcut(QKeySequence(Qt::Key_F8));
-  auto* spikes = new SpikeFinder(w);
+  auto* spikes = new SpikeFinder(m_parts);
   QAction* firstMover = file->addAction(tr("Go to first &mover"), spikes, &SpikeFinder::showFirstMover);
   firstMover->setShortcut(QKeySequence(Qt::Key_F9));
   firstMover->setToolTip(tr("Where the loss left its band: the layer that left its own band first, at that step (F9)"));
   file->addAction(tr("Comparison &tolerance…"), comparer, &RunComparer::chooseTolerance)
       ->setToolTip(tr("The relative difference that counts as a divergence (default 1e-4)"));
   m_tensorBoardAction =
-      file->addAction(tr("Export as &TensorBoard log…"), w->tensorBoardExport(), &TensorBoardExport::exportWithDialog);
+      file->addAction(tr("Export as &TensorBoard log…"), m_parts.tensorBoard, &TensorBoardExport::exportWithDialog);
   m_tensorBoardAction->setToolTip(tr("Histograms, gradient norms and scalars of every step as TensorBoard event files"));
   file->addSeparator();
   file->addAction(tr("&Quit"), w, &QWidget::close)->setShortcut(QKeySequence::Quit);
 }
 
 void WindowMenus::buildRun(quint32 breakRules) {
-  MainWindow* w = m_window;
-  QMenu* run = w->menuBar()->addMenu(tr("&Run"));
-  m_runAction = run->addAction(tr("&Run"), w, &MainWindow::run);
+  WindowCommands* c = m_parts.commands;
+  QMenu* run = m_parts.frame->menuBar()->addMenu(tr("&Run"));
+  m_runAction = run->addAction(tr("&Run"), this, [c] { c->run(); });
   m_runAction->setShortcut(QKeySequence(Qt::Key_F5));
-  m_pauseAction = run->addAction(tr("&Pause"), w, &MainWindow::pause);
+  m_pauseAction = run->addAction(tr("&Pause"), this, [c] { c->pause(); });
   m_pauseAction->setShortcut(QKeySequence(Qt::Key_F6));
-  m_stepAction = run->addAction(tr("&Step"), w, &MainWindow::stepOnce);
+  m_stepAction = run->addAction(tr("&Step"), this, [c] { c->stepOnce(); });
   m_stepAction->setShortcut(QKeySequence(Qt::Key_F10));
-  m_stopAction = run->addAction(tr("S&top"), w, &MainWindow::stop);
+  m_stopAction = run->addAction(tr("S&top"), this, [c] { c->stop(); });
   m_stopAction->setShortcut(QKeySequence(tr("Shift+F5")));
   run->addSeparator();
-  m_resetAction = run->addAction(tr("Reset &weights (reload file)"), w, &MainWindow::resetWeights);
+  m_resetAction = run->addAction(tr("Reset &weights (reload file)"), this, [c] { c->resetWeights(); });
   run->addSeparator();
   QMenu* breakMenu = run->addMenu(tr("&Break on"));
   for (int i = 0; i < kRuleCount; ++i) {
@@ -88,14 +92,14 @@ void WindowMenus::buildRun(quint32 breakRules) {
     connect(action, &QAction::toggled, this, [this, i](bool on) { Q_EMIT breakOnToggled(RuleKind(i), on); });
     m_breakActions.append(action);
   }
-  run->addAction(tr("Rule &thresholds…"), w, &MainWindow::editRuleThresholds);
-  run->addAction(tr("Step time &limit…"), w, &MainWindow::editStepTimeLimit)
+  run->addAction(tr("Rule &thresholds…"), this, [c] { c->editRuleThresholds(); });
+  run->addAction(tr("Step time &limit…"), this, [c] { c->editStepTimeLimit(); })
       ->setToolTip(tr("How long a step may take before HookScope stops the engine process running the model"));
 }
 
 void WindowMenus::buildView() {
-  PlotsPanel* plots = m_window->plots();
-  QMenu* view = m_window->menuBar()->addMenu(tr("&View"));
+  PlotsPanel* plots = m_parts.plots;
+  QMenu* view = m_parts.frame->menuBar()->addMenu(tr("&View"));
   view->addAction(tr("&Follow latest step"), plots, [plots] { plots->setFollowLatest(true); })
       ->setShortcut(QKeySequence(tr("End")));
   view->addAction(tr("&Previous step"), plots, [plots] { plots->stepBy(-1); })->setShortcut(QKeySequence(Qt::Key_BracketLeft));
@@ -109,15 +113,15 @@ void WindowMenus::buildView() {
       ->setShortcut(QKeySequence(tr("Ctrl+Shift+P")));
   view->addAction(tr("De&viation from each layer's band"), plots, &PlotsPanel::showDeviation)
       ->setShortcut(QKeySequence(tr("Ctrl+Shift+B")));
-  view->addMenu(m_window->treePanel()->precisionMenu());
+  view->addMenu(m_parts.treePanel->precisionMenu());
 }
 
 void WindowMenus::buildToolbar() {
-  QToolBar* toolbar = m_window->addToolBar(tr("Run"));
+  QToolBar* toolbar = m_parts.frame->addToolBar(tr("Run"));
   toolbar->setObjectName(QStringLiteral("runToolbar"));
   toolbar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   toolbar->addAction(m_openAction);
-  QStyle* style = m_window->style();
+  QStyle* style = m_parts.frame->style();
   m_attachAction->setIcon(style->standardIcon(QStyle::SP_DriveNetIcon));
   m_attachAction->setIconText(tr("Attach"));
   toolbar->addAction(m_attachAction);
@@ -141,24 +145,22 @@ void WindowMenus::showBreakOn(RuleKind rule, bool on) {
   }
 }
 
-void WindowMenus::update(const SessionSummary& summary, const RunState& state) {
-  // An attached script runs its own loop: it can be resumed, paused, stepped and detached,
-  // never started again or reset from here.
-  const bool attached = summary.attached;
-  const bool running = state.running(), paused = state.paused();
-  const bool model = !summary.path.isEmpty() && !summary.reviewOnly && (!attached || running);
-  m_runAction->setEnabled(model && (!running || paused));
-  m_runAction->setText(running && paused ? tr("&Resume") : tr("&Run"));
+void WindowMenus::update(const SessionView& view) {
+  // What each kind can do now is the session's to say (Session::abilities); here only names.
+  const SessionAbilities& can = view.can;
+  const bool attached = view.attached();
+  m_runAction->setEnabled(can.run);
+  m_runAction->setText(view.state.paused() ? tr("&Resume") : tr("&Run"));
   // Paused: Resume (F5) is the one way on; Pause stays Pause.
-  m_pauseAction->setEnabled(model && running && !paused);
-  m_stepAction->setEnabled(model && (attached ? paused : (!running || paused)));
-  m_stopAction->setEnabled(running || state.loading);
+  m_pauseAction->setEnabled(can.pause);
+  m_stepAction->setEnabled(can.step);
+  m_stopAction->setEnabled(can.stop);
   m_stopAction->setText(attached ? tr("De&tach") : tr("S&top"));
   m_stopAction->setToolTip(attached ? tr("Detach (Shift+F5): the script's hooks go and it trains on without HookScope")
                                     : tr("Stop (Shift+F5)"));
-  m_resetAction->setEnabled(model && !attached && !running);
-  m_exportAction->setEnabled(!summary.path.isEmpty());
-  m_tensorBoardAction->setEnabled(!summary.path.isEmpty());
-  m_openAction->setEnabled(!running && !state.loading);
-  m_attachAction->setEnabled(!running);
+  m_resetAction->setEnabled(can.reset);
+  m_exportAction->setEnabled(can.exportCaptures);
+  m_tensorBoardAction->setEnabled(can.exportCaptures);
+  m_openAction->setEnabled(can.open);
+  m_attachAction->setEnabled(can.attach);
 }

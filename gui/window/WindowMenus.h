@@ -3,14 +3,12 @@
 // enabled for what is open and where its run is.
 
 #include "rules/RuleEvaluator.h"
-#include "state/RunState.h"
-#include "state/SessionTypes.h"
+#include "state/SessionView.h"
+#include "window/WindowParts.h"
 
 #include <QList>
 #include <QObject>
 
-class MainWindow;
-class PlotsPanel;
 class PythonSettings;
 class QAction;
 class QMenu;
@@ -20,11 +18,12 @@ class WindowMenus : public QObject {
   Q_OBJECT
 
 public:
-  /// Builds them in `window`, whose slots and parts they call.
-  explicit WindowMenus(MainWindow* window);
+  /// Builds them in the window's frame; they call its commands and parts, and follow what is
+  /// open (the sessions' view) themselves.
+  explicit WindowMenus(const WindowParts& parts);
 
   /// Enables what can be done now, names Run or Resume, Stop or Detach.
-  void update(const SessionSummary& summary, const RunState& state);
+  void update(const SessionView& view);
   /// Checks or unchecks Run > Break on > rule, without acting on it.
   void showBreakOn(hookscope::RuleKind rule, bool on);
   RecentFiles* recentFiles() const { return m_recent; }
@@ -40,7 +39,7 @@ private:
   void buildView();
   void buildToolbar();
 
-  MainWindow* m_window;
+  WindowParts m_parts;
   RecentFiles* m_recent = nullptr;
   PythonSettings* m_python = nullptr;
   QList<QAction*> m_breakActions;

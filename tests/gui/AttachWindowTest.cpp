@@ -542,11 +542,27 @@ private Q_SLOTS:
     };
     const auto enabled = [&](const char* text) {  // the action, not the menu of the same name
       for (QAction* action : window.findChildren<QAction*>()) {
-        if (!action->menu() && action->text().remove('&') == QString::fromLatin1(text)) return action->isEnabled();
+        if (!action->menu() && action->text().remove('&') == QString::fromUtf8(text)) return action->isEnabled();
       }
       return false;
     };
     const auto stepsShown = [&] { return window.plots()->gradNorms()->plot()->xAxis->range(); };
+    // What is open is one value the window was sent (SessionView): its kind is what was opened,
+    // and every menu enables exactly what that value says the session can do now.
+    const auto openIs = [&](SessionKind kind) {
+      const SessionView& view = window.view();
+      QCOMPARE(int(view.kind), int(kind));
+      QCOMPARE(enabled("Run") || enabled("Resume"), view.can.run);
+      QCOMPARE(enabled("Pause"), view.can.pause);
+      QCOMPARE(enabled("Step"), view.can.step);
+      QCOMPARE(enabled("Stop") || enabled("Detach"), view.can.stop);
+      QCOMPARE(enabled("Reset weights (reload file)"), view.can.reset);
+      QCOMPARE(enabled("Export captures…"), view.can.exportCaptures);
+      QCOMPARE(enabled("Open model…"), view.can.open);
+      QCOMPARE(enabled("Attach to a training script…"), view.can.attach);
+    };
+    openIs(SessionKind::Nothing);
+    QVERIFY(!enabled("Run") && !enabled("Export captures…") && enabled("Open model…"));
     // 1. A run of the sample, lr 0.02, 20 steps.
     QSignalSpy opened(&window, &MainWindow::modelOpened);
     window.openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
@@ -560,7 +576,11 @@ private Q_SLOTS:
     window.runControls()->setConfig(config);
     runSteps(window, 20, kTimeout);
     settle("run");
-    QVERIFY(enabled("Run"));
+    openIs(SessionKind::ModelFile);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(enabled("Run") && enabled("Reset weights (reload file)"));
+    QCOMPARE(window.view().settledStep, qint64(19));
+    QCOMPARE(window.plots()->heatmap()->plot()->xAxis->label(), QStringLiteral("step"));
     QVERIFY2(stepsShown().upper >= 19, qPrintable(QString::number(stepsShown().upper)));
     // 2. Its export, opened over it: fitted anew, the run's configuration greyed, nothing to run.
     QJsonObject manifest;
@@ -568,8 +588,10 @@ private Q_SLOTS:
     window.openCapture(dir.filePath(QStringLiteral("run")));
     QVERIFY(opened.wait(kTimeout));
     settle("export");
+    openIs(SessionKind::Export);
+    if (QTest::currentTestFailed()) return;
     QVERIFY(window.reviewOnly());
-    QVERIFY(!enabled("Run"));
+    QVERIFY(!enabled("Run") && !enabled("Reset weights (reload file)") && enabled("Export captures…"));
     QCOMPARE(window.runControls()->steps(), qint64(20));
     QCOMPARE(window.runControls()->config().lr, 0.02);
     QVERIFY2(stepsShown().lower <= 0 && stepsShown().upper >= 19,
@@ -581,10 +603,14 @@ private Q_SLOTS:
     if (QTest::currentTestFailed()) return;
     QVERIFY(window.runControls()->note().contains(QStringLiteral("is attached")));
     QTRY_VERIFY_WITH_TIMEOUT(enabled("Pause"), kTimeout);
+    openIs(SessionKind::Script);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(enabled("Detach") && !enabled("Reset weights (reload file)") && !enabled("Open model…"));
     QVERIFY(!window.plots()->histogram()->statsText().contains(QStringLiteral("conv1")));
     QVERIFY(script.waitForFinished(kTimeout));
     // Every plot draws the script's run.
     QTRY_COMPARE_WITH_TIMEOUT(window.plots()->loss()->pointCount(), 40, kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(window.view().settledStep, qint64(39), kTimeout);  // the settled step is the script's
     QVERIFY2(window.plots()->histogram()->barCount() > 0, qPrintable(window.plots()->histogram()->statsText()));
     settle("attached");
     exportFromWindow(window, dir.filePath(QStringLiteral("attached")), &manifest);  // nothing left unsaved
@@ -600,11 +626,17 @@ private Q_SLOTS:
     QVERIFY(opened.wait(kTimeout));
     window.selectModule(QString());
     settle("checkpoint");
+    openIs(SessionKind::Checkpoint);
+    if (QTest::currentTestFailed()) return;
     QVERIFY(window.reviewOnly());
     QVERIFY(!enabled("Run"));
     QVERIFY(window.runControls()->note().contains(QStringLiteral("checkpoint")));
     QTRY_VERIFY2_WITH_TIMEOUT(window.plots()->histogram()->statsText().contains(QStringLiteral("no parameters")),
                               qPrintable(window.plots()->histogram()->statsText()), kTimeout);
+    // Its one step over steps: the axis says it is the only one, not a lone "0" tick.
+    window.selectModule(QStringLiteral("0"));
+    QTRY_COMPARE_WITH_TIMEOUT(window.plots()->heatmap()->plot()->xAxis->label(), QStringLiteral("step (the only one captured)"),
+                              kTimeout);
   }
 
   void noSecondListenerOnATakenAddress() {

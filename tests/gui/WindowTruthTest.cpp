@@ -545,10 +545,10 @@ private Q_SLOTS:
     QMainWindow window;
     window.resize(1024, 700);
     StatusLine line(window.statusBar());
-    const SessionSummary summary;
+    SessionView view;
+    view.settledStep = 1234;
     StatusLine::State state;
-    state.summary = &summary;
-    state.lastStep = 1234;
+    state.view = &view;
     line.show(state);
     window.show();
     QVERIFY(QTest::qWaitForWindowExposed(&window));

@@ -1,0 +1,61 @@
+#pragma once
+// What is open, as one immutable value (issue 48): its kind, what it is, where its run is, the
+// newest step whose captures are all in, and what it can be asked to do now. SessionHost makes a
+// new one after every change and hands it to the window's thread; every view (menus, status
+// line, discard guard, plots, the Run tab, the hint panel) redraws from it and keeps no copy of
+// its own, so nothing shown can outlive what it says.
+
+#include "state/RunState.h"
+#include "state/SessionTypes.h"
+
+#include <QMetaType>
+
+#include <memory>
+
+/// The kinds of open thing. Each session kind says which it is (Session::kind()).
+enum class SessionKind {
+  Nothing,     ///< nothing opened yet
+  ModelFile,   ///< a model file run by an engine process
+  Script,      ///< one attached training script
+  Job,         ///< every rank of an attached torch.distributed job
+  Export,      ///< a reopened export folder, read-only
+  Checkpoint,  ///< a checkpoint's weights, captured once, read-only
+};
+
+/// What the open session can be asked to do now (each session kind says, Session::abilities):
+/// the menus enable these, the commands check them.
+struct SessionAbilities {
+  bool run = false;     ///< Run (or Resume, while paused)
+  bool pause = false;
+  bool step = false;    ///< run exactly one step
+  bool stop = false;    ///< Stop, or Detach for a script; also gives up opening a model
+  bool reset = false;   ///< open the same model file again, fresh weights
+  bool exportCaptures = false;
+  bool open = false;    ///< open another model file or capture in its place
+  bool attach = false;  ///< wait for a training script in its place
+
+  bool operator==(const SessionAbilities& o) const {
+    return run == o.run && pause == o.pause && step == o.step && stop == o.stop && reset == o.reset &&
+           exportCaptures == o.exportCaptures && open == o.open && attach == o.attach;
+  }
+};
+
+struct SessionView {
+  SessionKind kind = SessionKind::Nothing;
+  /// Never null: an empty summary while nothing is open.
+  std::shared_ptr<const SessionSummary> summary = std::make_shared<const SessionSummary>();
+  RunState state;
+  /// The newest step whose captures are all in (a job: that every live rank ended; -1: none).
+  qint64 settledStep = -1;
+  SessionAbilities can;
+
+  const SessionSummary& opened() const { return *summary; }
+  /// A training script or every rank of its job: its own loop runs the steps.
+  bool attached() const { return kind == SessionKind::Script || kind == SessionKind::Job; }
+  /// An export or a checkpoint: nothing runs.
+  bool readOnly() const { return kind == SessionKind::Export || kind == SessionKind::Checkpoint; }
+  /// A model file that runs in the window's engine process.
+  bool modelFile() const { return kind == SessionKind::ModelFile; }
+};
+
+Q_DECLARE_METATYPE(SessionView)
