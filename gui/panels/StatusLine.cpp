@@ -63,18 +63,18 @@ void StatusLine::show(const State& state) {
   const bool running = view.state.running(), paused = view.state.paused();
   m_model->setToolTip(QString());
   if (view.kind == SessionKind::Job) {
-    const int live = int(state.ranksAttached->size() - state.ranksEnded->size());
+    const int live = int(view.ranksAttached.size() - view.ranksEnded.size());
     QString ranks = tr("%1 of %2 ranks attached").arg(live).arg(summary.worldSize);
-    for (auto it = state.ranksEnded->constBegin(); it != state.ranksEnded->constEnd(); ++it) {
+    for (auto it = view.ranksEnded.constBegin(); it != view.ranksEnded.constEnd(); ++it) {
       ranks += tr(", rank %1 %2").arg(it.key()).arg(it.value().contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
     }
     m_model->setText(running ? tr("Job %1 of %2: %3").arg(summary.job, summary.fileName, ranks)
-                                   : tr("Job %1 of %2 — %3").arg(summary.job, summary.fileName, endedWord(state.scriptEnded)));
+                                   : tr("Job %1 of %2 — %3").arg(summary.job, summary.fileName, endedWord(view.scriptEnded)));
     m_model->setToolTip(summary.script);
   } else if (view.kind == SessionKind::Script) {
     m_model->setText(running ? tr("Attached: %1").arg(summary.script)
-                             : tr("%1 — %2").arg(summary.script, endedWord(state.scriptEnded)));
-    if (!running) m_model->setToolTip(state.scriptEnded);
+                             : tr("%1 — %2").arg(summary.script, endedWord(view.scriptEnded)));
+    if (!running) m_model->setToolTip(view.scriptEnded);
   } else if (!state.listenAddress.isEmpty() && view.kind == SessionKind::Nothing) {
     m_model->setText(tr("Waiting for a training script at %1").arg(state.listenAddress));
   } else {

@@ -22,10 +22,7 @@ public:
   /// What the line shows: what is open, as published, and how the window waits for scripts.
   struct State {
     const SessionView* view = nullptr;
-    const QSet<int>* ranksAttached = nullptr;
-    const QMap<int, QString>* ranksEnded = nullptr;
     QString listenAddress;
-    QString scriptEnded;  ///< why an attached script or job left ("…: closed by the script after 40 steps")
   };
 
   explicit StatusLine(QStatusBar* bar);

@@ -69,6 +69,27 @@ void SessionHost::updateSettled(Session* from, qint64 step) {
   publishLocked();
 }
 
+void SessionHost::rankJoined(Session* from, int rank, const QString& who) {
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (from && from != m_current) return;  // a session that is being replaced
+    m_ranksAttached.insert(rank);
+    m_ranksEnded.remove(rank);
+    publishLocked();
+  }
+  Q_EMIT rankAttached(rank, who);
+}
+
+void SessionHost::rankLeft(Session* from, int rank, const QString& why) {
+  {
+    std::lock_guard<std::mutex> lock(m_stateMutex);
+    if (from != m_current) return;
+    m_ranksEnded.insert(rank, why);
+    publishLocked();
+  }
+  Q_EMIT rankEnded(rank, why);
+}
+
 void SessionHost::setLoading(bool loading) {
   std::lock_guard<std::mutex> lock(m_stateMutex);
   if (m_state.loading == loading) return;
@@ -82,6 +103,9 @@ void SessionHost::publishLocked(bool opened) {
   view.summary = m_summary;
   view.state = m_state;
   view.settledStep = m_settled;
+  view.ranksAttached = m_ranksAttached;
+  view.ranksEnded = m_ranksEnded;
+  view.scriptEnded = m_scriptEnded;
   if (m_current) {
     view.can = m_current->abilities(m_state);
   } else {
@@ -116,8 +140,8 @@ void SessionHost::replace(std::unique_ptr<Session> session) {
   connect(raw, &Session::notice, this, &SessionHost::notice, direct);
   connect(raw, &Session::failed, this, &SessionHost::failed, direct);
   connect(raw, &Session::engineStopped, this, &SessionHost::engineStopped, direct);
-  connect(raw, &Session::rankAttached, this, &SessionHost::rankAttached, direct);
-  connect(raw, &Session::rankEnded, this, &SessionHost::rankEnded, direct);
+  connect(raw, &Session::rankAttached, this, [this, raw](int rank, const QString& who) { rankJoined(raw, rank, who); }, direct);
+  connect(raw, &Session::rankEnded, this, [this, raw](int rank, const QString& why) { rankLeft(raw, rank, why); }, direct);
   raw->setMemoryCap(m_capBytes);
   raw->setRuleSettings(m_ruleSettings);
   raw->setBreakRules(m_breakRules.load());
@@ -134,6 +158,9 @@ void SessionHost::replace(std::unique_ptr<Session> session) {
   m_state.loading = false;
   m_summary = std::make_shared<const SessionSummary>(raw->summary());
   m_settled = -1;
+  m_ranksAttached.clear();
+  m_ranksEnded.clear();
+  m_scriptEnded.clear();
   publishLocked(/*opened=*/true);
 }
 
@@ -282,13 +309,19 @@ void SessionHost::startListening(const QString& address) {
   auto listener = std::make_unique<ScriptListener>();
   const auto direct = Qt::DirectConnection;
   connect(listener.get(), &ScriptListener::refused, this, &SessionHost::attachRefused, direct);
-  connect(listener.get(), &ScriptListener::rankAttached, this, &SessionHost::rankAttached, direct);
+  connect(listener.get(), &ScriptListener::rankAttached, this,
+          [this](int rank, const QString& who) { rankJoined(nullptr, rank, who); }, direct);
   connect(listener.get(), &ScriptListener::jobOver, this, [this](const QString& reason) {
     // Said on the listener's thread; the open session changes on the host's queue only, where
     // every other change to it is made (issue 48: one owner of what is open).
     post([this, reason] {
       if (m_closing) return;
       if (m_session) m_session->scriptsLeft();
+      {
+        std::lock_guard<std::mutex> lock(m_stateMutex);
+        m_scriptEnded = reason;
+        publishLocked();
+      }
       Q_EMIT scriptDetached(reason);
     });
   }, direct);

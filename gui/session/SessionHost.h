@@ -123,6 +123,10 @@ private:
   void updateState(Session* from, const RunState& state);
   /// The newest step whose captures are all in moved on (from `from`'s thread).
   void updateSettled(Session* from, qint64 step);
+  /// A rank of the attached job joined, or left and why (any thread; `from`: the session that
+  /// said so, none for the listener, which serves the open job).
+  void rankJoined(Session* from, int rank, const QString& who);
+  void rankLeft(Session* from, int rank, const QString& why);
   /// Under the state lock: the value now, handed to the window's thread in order (`opened`: as
   /// a new session).
   void publishLocked(bool opened = false);
@@ -144,6 +148,9 @@ private:
   RunState m_state;
   std::shared_ptr<const SessionSummary> m_summary = std::make_shared<const SessionSummary>();  ///< m_current's (state lock)
   qint64 m_settled = -1;  ///< m_current's newest settled step (state lock)
+  QSet<int> m_ranksAttached;          ///< m_current's (state lock)
+  QMap<int, QString> m_ranksEnded;    ///< m_current's (state lock)
+  QString m_scriptEnded;              ///< m_current's (state lock)
   SessionView m_view;     ///< the window's thread: view()
   std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
   std::atomic<int> m_stepTimeLimit{120};

@@ -1,6 +1,7 @@
 #pragma once
 // What is open, as one immutable value (issue 48): its kind, what it is, where its run is, the
-// newest step whose captures are all in, and what it can be asked to do now. SessionHost makes a
+// newest step whose captures are all in, an attached job's ranks, and what it can be asked to do
+// now. SessionHost makes a
 // new one after every change and hands it to the window's thread; every view (menus, status
 // line, discard guard, plots, the Run tab, the hint panel) redraws from it and keeps no copy of
 // its own, so nothing shown can outlive what it says.
@@ -8,7 +9,10 @@
 #include "state/RunState.h"
 #include "state/SessionTypes.h"
 
+#include <QMap>
 #include <QMetaType>
+#include <QSet>
+#include <QString>
 
 #include <memory>
 
@@ -48,6 +52,12 @@ struct SessionView {
   /// The newest step whose captures are all in (a job: that every live rank ended; -1: none).
   qint64 settledStep = -1;
   SessionAbilities can;
+  /// An attached job's ranks that joined, and why each that left did.
+  QSet<int> ranksAttached;
+  QMap<int, QString> ranksEnded;
+  /// Why the attached script or job left ("train.py: closed by the script after 40 steps"; ""
+  /// while it is attached, and for every other kind).
+  QString scriptEnded;
 
   const SessionSummary& opened() const { return *summary; }
   /// A training script or every rank of its job: its own loop runs the steps.

@@ -31,25 +31,22 @@ AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* wind
     m_lastRefusal = message;
     Q_EMIT status(tr("Refused a connection: %1").arg(message), 10000);
   });
+  // Which ranks came and went is the sessions' view's (SessionHost counted them before it said so).
   connect(m_sessions, &SessionHost::rankAttached, this, [this](int rank, const QString& who) {
-    m_attached.insert(rank);
-    m_ended.remove(rank);
     m_plots->setRankNote(rank, QString());
     Q_EMIT status(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_worldSize).arg(who), 8000);
     Q_EMIT changed();
   });
   connect(m_sessions, &SessionHost::rankEnded, this, [this](int rank, const QString& why) {
-    m_ended.insert(rank, why);
     m_plots->setRankNote(rank, why.contains(QStringLiteral("without closing")) ? tr("lost") : tr("left"));
     // A rank that dies mid-run is news; the last ones leaving are said by scriptDetached.
-    if (m_ended.size() < m_attached.size()) {
+    if (ranksEnded().size() < ranksAttached().size()) {
       Q_EMIT status(tr("Rank %1 left: %2. The other ranks are still recorded.").arg(rank).arg(why), 15000);
     }
     Q_EMIT changed();
   });
   connect(m_sessions, &SessionHost::scriptDetached, this, [this](const QString& reason) {
     m_address.clear();
-    m_scriptEnded = reason;
     Q_EMIT changed();
     // Said, not asked: no dialog waits on a script that ended (or a Stop the user pressed).
     Q_EMIT status(tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason), 0);
@@ -59,9 +56,6 @@ AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* wind
 
 void AttachWatch::reset(int worldSize, bool attached) {
   m_worldSize = worldSize;
-  m_attached.clear();
-  m_ended.clear();
-  m_scriptEnded.clear();
   if (attached) {
     m_dialog->hide();
     m_address.clear();
@@ -77,8 +71,12 @@ void AttachWatch::stopWaiting() {
 
 int AttachWatch::lowestLiveRank(int fallback) const {
   int lowest = fallback;
-  for (int rank : m_attached) {
-    if (!m_ended.contains(rank)) lowest = std::min(lowest, rank);
+  for (int rank : ranksAttached()) {
+    if (!ranksEnded().contains(rank)) lowest = std::min(lowest, rank);
   }
   return lowest;
 }
+
+const QSet<int>& AttachWatch::ranksAttached() const { return m_sessions->view().ranksAttached; }
+const QMap<int, QString>& AttachWatch::ranksEnded() const { return m_sessions->view().ranksEnded; }
+QString AttachWatch::scriptEnded() const { return m_sessions->view().scriptEnded; }

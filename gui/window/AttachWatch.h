@@ -21,18 +21,19 @@ public:
   AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* window);
   /// Tests: the dialog is not shown.
   void setInteractive(bool interactive) { m_interactive = interactive; }
-  /// A model, an export or a script was opened: a job of `worldSize` ranks (1 alone), none yet
-  /// attached; an attached one no longer waits at an address.
+  /// A model, an export or a script was opened: a job of `worldSize` ranks (1 alone); an
+  /// attached one no longer waits at an address.
   void reset(int worldSize, bool attached);
   /// Stops waiting for a script (a file was chosen instead).
   void stopWaiting();
 
   QString listeningAddress() const { return m_address; }
   QString lastRefusal() const { return m_lastRefusal; }
-  const QSet<int>& ranksAttached() const { return m_attached; }
-  const QMap<int, QString>& ranksEnded() const { return m_ended; }
+  /// The open job's ranks that joined, and why each that left did (the sessions' view's).
+  const QSet<int>& ranksAttached() const;
+  const QMap<int, QString>& ranksEnded() const;
   /// Why the script or job left, once it has ("" while attached).
-  QString scriptEnded() const { return m_scriptEnded; }
+  QString scriptEnded() const;
   /// The lowest rank still attached, or `fallback` when none is: the one a step rate counts.
   int lowestLiveRank(int fallback) const;
   AttachDialog* dialog() const { return m_dialog; }
@@ -53,7 +54,4 @@ private:
   int m_worldSize = 1;
   QString m_address;
   QString m_lastRefusal;
-  QSet<int> m_attached;
-  QMap<int, QString> m_ended;
-  QString m_scriptEnded;
 };

@@ -475,10 +475,7 @@ const SessionView& MainWindow::view() const { return m_sessions->view(); }
 void MainWindow::updateStatus() {
   StatusLine::State state;
   state.view = &view();
-  state.ranksAttached = &m_attach->ranksAttached();
-  state.ranksEnded = &m_attach->ranksEnded();
   state.listenAddress = m_attach->listeningAddress();
-  state.scriptEnded = m_attach->scriptEnded();
   m_status->show(state);
 }
 

@@ -273,6 +273,8 @@ private Q_SLOTS:
               QStringLiteral("--sleep"), QStringLiteral("0.1"), QStringLiteral("--port"), jobPort(0)});
     QVERIFY(opened.wait(kTimeout));
     QTRY_COMPARE_WITH_TIMEOUT(window.ranksAttached().size(), 2, kTimeout);
+    QCOMPARE(int(window.view().kind), int(SessionKind::Job));  // every rank of one job, one open thing
+    QVERIFY(window.view().can.stop && !window.view().can.reset && !window.view().can.open);
     ModuleTreeModel* tree = window.treeModel();
     // The model's own paths: DDP's "module." is not part of them.
     QVERIFY(moduleIndex(tree, "body.0.0") > 0);
