@@ -2,10 +2,36 @@
 
 #include <QFontMetrics>
 
+namespace {
+
+bool isIndex(const QString& part) {
+  bool number = false;
+  part.toInt(&number);
+  return number;
+}
+
+/// `parts` with the names before the layer's own (its last name and the indices after it) cut to
+/// their first letter, one more from the left each time, until it fits: "blocks.2.mlp.fc1" →
+/// "b.2.mlp.fc1" → "b.2.m.fc1". Every level stays, so blocks 0 and 2 stay apart. "" if none fits.
+QString abbreviated(QStringList parts, const QFontMetrics& metrics, int width) {
+  int own = int(parts.size()) - 1;
+  while (own > 0 && isIndex(parts[own])) --own;
+  for (int i = 0; i < own; ++i) {
+    if (isIndex(parts[i]) || parts[i].size() < 2) continue;
+    parts[i] = parts[i].left(1);
+    const QString shorter = parts.join(QLatin1Char('.'));
+    if (metrics.horizontalAdvance(shorter) <= width) return shorter;
+  }
+  return QString();
+}
+
+} // namespace
+
 QString PathElideDelegate::elidePath(const QString& path, const QFontMetrics& metrics, int width) {
   if (metrics.horizontalAdvance(path) <= width) return path;
   const QString ellipsis = QStringLiteral("…");
   const QStringList parts = path.split(QLatin1Char('.'));
+  if (const QString shorter = abbreviated(parts, metrics, width); !shorter.isEmpty()) return shorter;
   // The most whole parts from the end that fit after `lead`.
   const auto longestTail = [&](const QString& lead) {
     QString tail = parts.back();

@@ -1,5 +1,6 @@
 #include "plots/DeviationPlot.h"
 
+#include "models/PathElideDelegate.h"
 #include "plots/QCustomPlotInclude.h"
 #include "plots/ReadableTicker.h"
 
@@ -208,8 +209,8 @@ void DeviationPlot::redraw(const ViewState& state) {
 
 void DeviationPlot::labelRows() {
   // Layer names on the rows: as many as fit without overlapping at the plot's height now, each
-  // at most 30% of its width (cut at the start: "…2.mlp.fc1" still tells the layers apart; the
-  // whole name is in the tree and the CSV).
+  // at most 30% of its width (shortened between its parts: "b.2.m.fc1" still tells the blocks
+  // apart; the whole name is in the tree and the CSV).
   const QFontMetrics metrics(m_plot->yAxis->tickLabelFont());
   const int height = std::max(1, m_plot->axisRect()->height());
   const int every = std::max<int>(1, int(std::ceil(double(m_rows.size()) * metrics.height() / height)));
@@ -224,7 +225,7 @@ void DeviationPlot::labelRows() {
   ticker->clear();
   for (std::size_t r = 0; r < m_rows.size(); r += std::size_t(every)) {
     const QString name = m_rows[r].empty() ? tr("(root)") : QString::fromStdString(m_rows[r]);
-    ticker->addTick(double(r), metrics.elidedText(name, Qt::ElideLeft, width));
+    ticker->addTick(double(r), m_rows[r].empty() ? name : PathElideDelegate::elidePath(name, metrics, width));
   }
   m_plot->replot(QCustomPlot::rpQueuedReplot);  // this replot's ticks were made before the layout
 }

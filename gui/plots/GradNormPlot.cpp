@@ -1,5 +1,6 @@
 #include "plots/GradNormPlot.h"
 
+#include "models/PathElideDelegate.h"
 #include "plots/LineBundle.h"
 #include "plots/QCustomPlotInclude.h"
 #include "store/RankSpread.h"
@@ -207,7 +208,7 @@ bool GradNormPlot::savePng(const QString& path) const {
     painter.setPen(QPen(entries[i].second, 2.5));
     painter.drawLine(QLineF(x, y + lineHeight / 2.0, x + swatch, y + lineHeight / 2.0));
     painter.setPen(palette().color(QPalette::Text));
-    const QString name = metrics.elidedText(entries[i].first, Qt::ElideLeft, cell - swatch - 2 * gap);
+    const QString name = PathElideDelegate::elidePath(entries[i].first, metrics, cell - swatch - 2 * gap);
     painter.drawText(QRect(x + swatch + gap, y, cell - swatch - gap, lineHeight), Qt::AlignVCenter | Qt::AlignLeft, name);
   }
   painter.end();

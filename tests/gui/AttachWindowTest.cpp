@@ -472,6 +472,10 @@ private Q_SLOTS:
                                                .arg(plot->yAxis->tickVectorLabels().size())
                                                .arg(gap())),
                                 kTimeout);
+      // ... and tell the layers apart: blocks 0 and 2 each have an mlp.fc1 (cut at the start both
+      // read "…lp.fc1" at 1024 px; shortened between their parts they read "b.0.m.fc1", "b.2.m.fc1").
+      const QVector<QString> labels = plot->yAxis->tickVectorLabels();
+      QCOMPARE(QSet<QString>(labels.begin(), labels.end()).size(), labels.size());
       // The tree keeps the selected layer's name readable beside the "Left band" column, even
       // with the tree's pane dragged narrow (at 1024 px the name column was squeezed to
       // nothing): it scrolls sideways instead.

@@ -481,13 +481,23 @@ private Q_SLOTS:
     QVERIFY(window->minimumSizeHint().width() <= 1024);
   }
 
-  // 16. A path cut to fit keeps its last part: two layers that differ only at the end stay apart.
+  // 16. A path cut to fit keeps its last part: two layers that differ only at the end stay apart;
+  // where it can, every level stays (abbreviated), so two blocks' layers stay apart too.
   void aCutPathKeepsItsLastPart() {
     const QFontMetrics metrics(QApplication::font());
     const QString path = QStringLiteral("features.3.block.0.downsample.0");
     QCOMPARE(PathElideDelegate::elidePath(path, metrics, 1000), path);
-    const QString cut = QStringLiteral("features.…downsample.0");
-    QCOMPARE(PathElideDelegate::elidePath(path, metrics, metrics.horizontalAdvance(cut)), cut);
+    const int middle = metrics.horizontalAdvance(QStringLiteral("features.…downsample.0"));
+    const QString kept = PathElideDelegate::elidePath(path, metrics, middle);
+    QVERIFY2(kept.startsWith(QStringLiteral("f.3.")) && kept.endsWith(QStringLiteral(".0.downsample.0")) &&
+                 metrics.horizontalAdvance(kept) <= middle,
+             qPrintable(kept));
+    QVERIFY(PathElideDelegate::elidePath(path, metrics, middle) !=
+            PathElideDelegate::elidePath(QStringLiteral("features.2.block.0.downsample.0"), metrics, middle));
+    // The transformer's names at the width the 1024 px deviation view gives them ("…lp.fc1" before).
+    const int rowName = metrics.horizontalAdvance(QStringLiteral("b.2.m.fc1"));
+    QCOMPARE(PathElideDelegate::elidePath(QStringLiteral("blocks.2.mlp.fc1"), metrics, rowName), QStringLiteral("b.2.m.fc1"));
+    QCOMPARE(PathElideDelegate::elidePath(QStringLiteral("blocks.0.mlp.fc1"), metrics, rowName), QStringLiteral("b.0.m.fc1"));
     const int narrow = metrics.horizontalAdvance(QStringLiteral("…downsample.0"));
     QCOMPARE(PathElideDelegate::elidePath(path, metrics, narrow), QStringLiteral("…downsample.0"));
     QVERIFY(PathElideDelegate::elidePath(path, metrics, narrow) !=
