@@ -23,7 +23,7 @@
 using namespace hookscope;
 
 QSplitter* PlotsPanel::buildGrid() {
-  auto* top = new QSplitter(Qt::Horizontal);
+  auto* top = m_top = new QSplitter(Qt::Horizontal);
   top->addWidget(m_histogram);
   // Tabs under the plots, so that the headings stay in line with the histogram's.
   m_overSteps = new QTabWidget(this);
@@ -40,12 +40,8 @@ QSplitter* PlotsPanel::buildGrid() {
   top->addWidget(m_overSteps);
   // The deviation view reads every series: it draws when it is shown. A row a layer, named beside
   // its map: shown, it gets at least half the row (at 1024 px it had 190 px, names cut to "…lp.fc1").
-  connect(m_overSteps, &QTabWidget::currentChanged, this, [this, top] {
-    const QList<int> sizes = top->sizes();
-    if (m_overSteps->currentWidget() == m_deviation && sizes.size() == 2 && sizes[1] < sizes[0]) {
-      const int half = (sizes[0] + sizes[1]) / 2;
-      top->setSizes({sizes[0] + sizes[1] - half, half});
-    }
+  connect(m_overSteps, &QTabWidget::currentChanged, this, [this] {
+    fitTopRow();
     refresh();
   });
   auto* bottom = new QSplitter(Qt::Horizontal);
@@ -128,6 +124,21 @@ PlotsPanel::PlotsPanel(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addWidget(grid, 1);
   layout->addLayout(bar);
+}
+
+void PlotsPanel::fitTopRow() {
+  constexpr int kRoomForStatistics = 640;  // the histogram, its statistics and a 300 px deviation view
+  m_histogram->setStatisticsShown(!showsDeviation() || width() >= kRoomForStatistics);  // the top row spans the panel
+  const QList<int> sizes = m_top->sizes();
+  if (showsDeviation() && sizes.size() == 2 && sizes[1] < sizes[0]) {
+    const int half = (sizes[0] + sizes[1]) / 2;
+    m_top->setSizes({sizes[0] + sizes[1] - half, half});
+  }
+}
+
+void PlotsPanel::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  fitTopRow();
 }
 
 bool PlotsPanel::eventFilter(QObject* watched, QEvent* event) {

@@ -92,11 +92,15 @@ Q_SIGNALS:
 
 protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
 private:
   /// The pages: the histogram and, in tabs, the distribution or precision over steps above; the
   /// gradient norms and the loss below.
   QSplitter* buildGrid();
+  /// The deviation view, shown, gets at least half the top row; where that is too narrow to name
+  /// its rows (a 1024 px window left it ~190 px), the histogram's statistics step aside for it.
+  void fitTopRow();
   void updateSeriesChoices();
   /// The series shown when a layer is selected: see updateSeriesChoices.
   int defaultSeries() const;
@@ -116,6 +120,7 @@ private:
   PrecisionPlot* m_precision;
   DeviationPlot* m_deviation;
   QTabWidget* m_overSteps;
+  QSplitter* m_top = nullptr;  ///< the histogram beside the over-steps tabs
   QComboBox* m_series;
   QComboBox* m_rankChooser;
   QLabel* m_rankLabel;

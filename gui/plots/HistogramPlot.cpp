@@ -195,6 +195,7 @@ void HistogramPlot::showStats(const QString& html) {
   }
   m_stats->setMinimumWidth(std::clamp(widest + 8, kStatsWidth, 2 * kStatsWidth));
   m_stats->setText(text);
+  if (m_stats->isHidden()) m_plot->setToolTip(statsText());
 }
 
 void HistogramPlot::fitAxes() {
@@ -235,6 +236,15 @@ int HistogramPlot::outlineCount() const {
 }
 
 int HistogramPlot::barCount() const { return m_hasData ? int(m_shown.histogram.size()) : 0; }
+void HistogramPlot::setStatisticsShown(bool shown) {
+  if (shown == statisticsShown()) return;
+  m_stats->setVisible(shown);
+  m_plot->setToolTip(shown ? QString() : statsText());
+  layout()->activate();  // the page's minimum width now, for the splitter that places it next
+}
+
+bool HistogramPlot::statisticsShown() const { return !m_stats->isHidden(); }
+
 QString HistogramPlot::statsText() const {
   QTextDocument shown;  // as read: no markup, items whole
   shown.setHtml(m_stats->text());

@@ -25,6 +25,10 @@ public:
   bool comparedShown() const;
   /// The statistics beside the plot as a person reads them (plain text).
   QString statsText() const;
+  /// Shows the statistics beside the plot, or hides them (the plot's tooltip holds them then):
+  /// where a view beside the histogram needs the width.
+  void setStatisticsShown(bool shown);
+  bool statisticsShown() const;
 
 protected:
   void fitAxes() override;

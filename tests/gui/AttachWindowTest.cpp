@@ -449,6 +449,19 @@ private Q_SLOTS:
       window.plots()->refresh();
       DeviationPlot* deviation = window.plots()->deviation();
       QTRY_VERIFY_WITH_TIMEOUT(!deviation->rows().empty(), kTimeout);
+      // Half the top row at least; at 1024 px the histogram's statistics make way for it (they are
+      // the histogram's tooltip then), at 1600 px they stay.
+      HistogramPlot* histogram = window.plots()->histogram();
+      QTRY_VERIFY2_WITH_TIMEOUT(2 * deviation->width() + 8 >= histogram->width() + deviation->width(),
+                                qPrintable(QStringLiteral("%1 of %2").arg(deviation->width()).arg(histogram->width() + deviation->width())),
+                                kTimeout);
+      QCOMPARE(histogram->statisticsShown(), size.width() > 1024);
+      if (!histogram->statisticsShown()) {
+        QVERIFY2(histogram->plot()->toolTip().contains(QStringLiteral("mean")), qPrintable(histogram->plot()->toolTip()));
+        window.plots()->showPrecision(false);  // the Values tab: the statistics are back beside it
+        QVERIFY(histogram->statisticsShown());
+        window.plots()->showDeviation();
+      }
       const auto& rows = deviation->rows();
       const int fc1 = int(std::find(rows.begin(), rows.end(), "blocks.2.mlp.fc1") - rows.begin());
       QVERIFY(fc1 < int(rows.size()));
