@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   const QString model = QString::fromLocal8Bit(argv[1]);
   const int steps = argc > 2 ? std::atoi(argv[2]) : 1000;
   const QString cli = argc > 3 ? QString::fromLocal8Bit(argv[3]) : qEnvironmentVariable("HOOKSCOPE_CLI", QStringLiteral("hookscope-cli"));
+  qputenv("HOOKSCOPE_CLI", cli.toLocal8Bit());  // the window's engine process too: the same program both ways
   const double window = windowSeconds(model, steps);
   const double capture = cliSeconds(cli, model, steps);
   std::printf("window run: %d steps of %s, every module's activations and gradients: %.2f s in the window, "
