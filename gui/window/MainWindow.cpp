@@ -16,6 +16,7 @@
 #include "window/RecentFiles.h"
 #include "window/PaneSplit.h"
 #include "window/RedrawPacer.h"
+#include "window/RunCommands.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowMenus.h"
 
@@ -51,6 +52,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
   connect(m_tensorBoard, &TensorBoardExport::status, this, status);
   connect(m_tensorBoard, &TensorBoardExport::problem, this, &MainWindow::showMessage);
   buildLayout();
+  m_run = new RunCommands(m_sessions, m_controls, m_plots, m_status, m_guard, this, this);
+  connect(m_run, &RunCommands::inputsMissing, this, [this] { m_sideTabs->setCurrentWidget(m_controls); });
+  connect(m_run, &RunCommands::steppingOnce, this, [this] {
+    if (!m_breakShown) return;  // "Paused at step 7 on …" is over once another step runs
+    statusBar()->clearMessage();
+    m_breakShown = false;
+  });
   m_menus = new WindowMenus(WindowParts{this, this, m_sessions, m_plots, m_treePanel, m_tree, m_guard, m_tensorBoard});
   connect(m_menus, &WindowMenus::breakOnToggled, this, &MainWindow::setBreakOn);
   connect(m_menus->recentFiles(), &RecentFiles::chosen, this, &MainWindow::openPath);
@@ -212,7 +220,7 @@ void MainWindow::openPath(const QString& path) {
     return;
   }
   if (!m_guard->confirm(tr("Opening %1").arg(QFileInfo(path).fileName()), [this, path] { openPath(path); })) return;
-  rememberInputs();
+  m_run->rememberInputs();
   m_attach->stopWaiting();  // a file chosen instead of a script
   m_sessions->openModel(path);
 }
@@ -230,7 +238,7 @@ void MainWindow::attachScript(const QString& address) {
 
 void MainWindow::openCapture(const QString& dir) {
   if (!m_guard->confirm(tr("Opening %1").arg(QFileInfo(dir).fileName()), [this, dir] { openCapture(dir); })) return;
-  rememberInputs();
+  m_run->rememberInputs();
   m_sessions->openCapture(dir);
 }
 
@@ -305,65 +313,11 @@ void MainWindow::describeOpened(const SessionSummary& summary) {
   m_menus->recentFiles()->add(summary.path);
 }
 
-hookscope::RunConfig MainWindow::currentConfig() {
-  rememberInputs();
-  return m_controls->config();
-}
-
-bool MainWindow::checkInputsGiven(const hookscope::RunConfig& config) {
-  if (!config.inputSpecs.empty() || !config.dataFile.empty()) return true;
-  m_sideTabs->setCurrentWidget(m_controls);
-  showMessage(tr("No input"), tr("Type the shape of each model input into the Run tab's Inputs box (e.g. 8x1x28x28, "
-                                 "or 8x128:int64:0:30000 for token ids), or choose a data file."));
-  return false;
-}
-
-void MainWindow::rememberInputs() {
-  if (view().modelFile()) m_controls->rememberInputs(summary().path);
-}
-
-void MainWindow::run() {
-  if (!view().can.run) return;
-  // A run (or a resumed one) shows its newest steps, also after the user scrubbed back.
-  m_plots->setFollowLatest(true);
-  if (view().attached()) {  // the script's own loop goes on
-    m_sessions->invoke([](Session& s) { s.setPaused(false); });
-    return;
-  }
-  const RunConfig config = currentConfig();
-  if (!checkInputsGiven(config)) return;
-  if (runState().running()) {  // resumed: what the Run tab says now applies from the next step
-    m_sessions->invoke([config](Session& s) { s.resume(config); });
-    return;
-  }
-  m_status->restartRate();
-  m_sessions->invoke([config, steps = m_controls->steps()](Session& s) { s.run(config, steps); });
-}
-
-void MainWindow::pause() {
-  if (view().can.pause) m_sessions->invoke([](Session& s) { s.setPaused(true); });
-}
-
-void MainWindow::stepOnce() {
-  if (!view().can.step) return;
-  const RunConfig config = currentConfig();
-  if (!view().attached() && !checkInputsGiven(config)) return;
-  m_plots->setFollowLatest(true);  // show the step about to run, also after a break
-  if (m_breakShown) {  // "Paused at step 7 on …" is over once another step runs
-    statusBar()->clearMessage();
-    m_breakShown = false;
-  }
-  m_status->setBusy(true);  // a single step of a large model can take a while
-  m_sessions->invoke([config](Session& s) { s.stepOnce(config); });
-}
-
-void MainWindow::stop() {
-  if (runState().loading) {
-    m_sessions->cancelOpen();
-    return;
-  }
-  m_sessions->invoke([](Session& s) { s.requestStop(); });
-}
+void MainWindow::run() { m_run->run(); }
+void MainWindow::pause() { m_run->pause(); }
+void MainWindow::stepOnce() { m_run->stepOnce(); }
+void MainWindow::stop() { m_run->stop(); }
+void MainWindow::resetWeights() { m_run->resetWeights(); }
 
 void MainWindow::editStepTimeLimit() {
   bool ok = false;
@@ -375,12 +329,6 @@ void MainWindow::editStepTimeLimit() {
   if (!ok) return;
   QSettings().setValue(QStringLiteral("engine/stepTimeLimit"), seconds);
   m_sessions->setStepTimeLimit(seconds);
-}
-
-void MainWindow::resetWeights() {
-  if (!view().can.reset) return;
-  if (!m_guard->confirm(tr("Resetting the weights"), [this] { resetWeights(); })) return;
-  m_sessions->resetWeights();
 }
 
 void MainWindow::onStepFinished(const StepSummary& summary) {
@@ -543,7 +491,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     event->ignore();
     return;
   }
-  rememberInputs();
+  m_run->rememberInputs();
   QSettings settings;
   settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
   settings.setValue(QStringLiteral("window/state"), saveState());

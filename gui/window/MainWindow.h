@@ -165,10 +165,6 @@ private:
   void scheduleRedraw();
   void redraw();
   void updateStatus();
-  hookscope::RunConfig currentConfig();
-  /// False, with a message saying where to type them, when the run has no inputs.
-  bool checkInputsGiven(const hookscope::RunConfig& config);
-  void rememberInputs();
 
   SessionHost* m_sessions;
   ModuleTreeModel* m_tree;
@@ -184,6 +180,7 @@ private:
   QTabWidget* m_sideTabs = nullptr;
   AlertsPanel* m_alerts = nullptr;
   class RedrawPacer* m_pacer;
+  class RunCommands* m_run = nullptr;
 
 public:
   /// Whether a coalesced redraw is due (tests wait for it to be done, not for a fixed time).
