@@ -152,7 +152,7 @@ void HeatmapPlot::refresh(const ViewState& state) {
   m_map->data()->setSize(columns, kRows);
   // One column (a checkpoint's weights, a run of one step) has one step to name: the axis says
   // so, rather than one lone tick reading like an axis cut short.
-  m_plot->xAxis->setLabel(columns == 1 ? tr("step (the only one captured)") : tr("step"));
+  m_plot->xAxis->setLabel(columns == 1 ? tr("step (only one)") : tr("step"));
   // The range holds the first and last columns' centres; a single column spans its range, so
   // one step's column is centred on it.
   m_map->data()->setRange(columns == 1 ? QCPRange(grid.first - 0.5, grid.first + 0.5) : QCPRange(grid.first, grid.first + grid.span()),

@@ -654,7 +654,7 @@ private Q_SLOTS:
                               qPrintable(window.plots()->histogram()->statsText()), kTimeout);
     // Its one step over steps: the axis says it is the only one, not a lone "0" tick.
     window.selectModule(QStringLiteral("0"));
-    QTRY_COMPARE_WITH_TIMEOUT(window.plots()->heatmap()->plot()->xAxis->label(), QStringLiteral("step (the only one captured)"),
+    QTRY_COMPARE_WITH_TIMEOUT(window.plots()->heatmap()->plot()->xAxis->label(), QStringLiteral("step (only one)"),
                               kTimeout);
   }
 
