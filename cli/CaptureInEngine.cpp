@@ -151,10 +151,10 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   int exitCode = 0;
   auto engine = openEngine(options, torchScript, store, &exitCode);
   if (!engine) return exitCode;
-  auto session = engine->takeSession();
-  const EngineHello hello = *session->engine();
+  auto link = engine->takeLink();
+  const EngineHello hello = *link->engine();
   CapturePlan plan;
-  if (!planCapture(options, session->modules(), kinds, &plan, &message)) return error(kUsage, message);
+  if (!planCapture(options, link->modules(), kinds, &plan, &message)) return error(kUsage, message);
   RunConfig config;
   // A checkpoint runs nothing: its steps need no input.
   const bool weightsOnly = info.kind == ModelFileKind::Checkpoint || info.kind == ModelFileKind::SafeTensors;
@@ -178,7 +178,7 @@ int runCaptureInEngine(const CaptureOptions& options, std::uint8_t kinds, const 
   job.setOnSettled([&](std::int64_t, const std::vector<Alert>&, const std::optional<Alert>&) { events.notify(); });
   job.setOnEnded([&](int, const std::string&) { events.notify(); });
   configureJob(job, plan, breakOn, ruleSettings);
-  if (!job.add(std::move(session), &message)) return error(kData, message);
+  if (!job.add(std::move(link), &message)) return error(kData, message);
   job.configure(runConfigText(config));
   job.step(int(std::min<std::int64_t>(options.steps, INT_MAX)));
 

@@ -65,9 +65,9 @@ private:
   bool stillAccepting(const std::vector<int>& ranks);
   /// The first rank: its modules decide the hooks, which every rank gets from its first step.
   /// False (after the message, with `code` set) when a --hook pattern matches none of them.
-  bool hookFirst(ScriptLink& session, int* code);
+  bool hookFirst(ScriptLink& link, int* code);
   /// A connection that came: joined to the job, or refused with why. False (`code` set) to end.
-  bool admit(std::unique_ptr<ScriptLink> session, bool accepting, int* code);
+  bool admit(std::unique_ptr<ScriptLink> link, bool accepting, int* code);
   /// How it ended when it was not clean: a break, a broken protocol, a rank lost; else kOk.
   int endingCode(const std::vector<ScriptRecord>& scripts) const;
 
@@ -122,9 +122,9 @@ bool Recording::stillAccepting(const std::vector<int>& ranks) {
   return true;
 }
 
-bool Recording::hookFirst(ScriptLink& session, int* code) {
-  const auto& modules = session.modules();
-  const ScriptRecord& script = session.script();
+bool Recording::hookFirst(ScriptLink& link, int* code) {
+  const auto& modules = link.modules();
+  const ScriptRecord& script = link.script();
   const std::vector<std::string> patterns = m_options.hooks.empty() ? std::vector<std::string>{"*"} : m_options.hooks;
   for (const auto& pattern : patterns) {
     bool any = false;
@@ -132,7 +132,7 @@ bool Recording::hookFirst(ScriptLink& session, int* code) {
     if (!any) {
       const std::string problem = "--hook '" + pattern + "' matches no module of " + script.name +
                                   " (its modules are named like '" + (modules.size() > 1 ? modules[1].path : "") + "')";
-      session.refuse("hookscope-cli record: " + problem);
+      link.refuse("hookscope-cli record: " + problem);
       *code = error(kUsage, problem);
       return false;
     }
@@ -149,21 +149,21 @@ bool Recording::hookFirst(ScriptLink& session, int* code) {
   return true;
 }
 
-bool Recording::admit(std::unique_ptr<ScriptLink> session, bool accepting, int* code) {
-  const ScriptRecord script = session->script();
+bool Recording::admit(std::unique_ptr<ScriptLink> link, bool accepting, int* code) {
+  const ScriptRecord script = link->script();
   if (!accepting) {
-    session->refuse(m_job.ranks().empty() ? "HookScope is shutting down"
+    link->refuse(m_job.ranks().empty() ? "HookScope is shutting down"
                                           : "this recording of job '" + script.job + "' started without rank " +
                                                 std::to_string(script.rank) + ", which attached too late (--grace)");
     note("refused rank " + std::to_string(script.rank) + " of " + script.name + ": it attached after recording began");
     return true;
   }
-  if (m_job.ranks().empty() && !hookFirst(*session, code)) return false;
+  if (m_job.ranks().empty() && !hookFirst(*link, code)) return false;
   const std::string who = script.name + " (pid " + std::to_string(script.pid) + " on " + script.host + ", PyTorch " +
-                          script.torch + ", " + script.device + ", " + std::to_string(session->modules().size()) +
+                          script.torch + ", " + script.device + ", " + std::to_string(link->modules().size()) +
                           " modules)";
   std::string message;
-  if (!m_job.add(std::move(session), &message)) {
+  if (!m_job.add(std::move(link), &message)) {
     note("refused " + who + ": " + message);
     return true;
   }
@@ -197,13 +197,13 @@ int Recording::serve(AttachListener& listener) {
     const int fd = listener.accept(accepting ? 200 : 50);
     if (fd < 0) continue;
     std::string message;
-    auto session = ScriptLink::accept(fd, tcp ? listener.parsed().token : "", !tcp, m_store, &message);
-    if (!session) {
+    auto link = ScriptLink::accept(fd, tcp ? listener.parsed().token : "", !tcp, m_store, &message);
+    if (!link) {
       note("refused a connection: " + message);
       continue;
     }
     int code = kOk;
-    if (!admit(std::move(session), accepting, &code)) return code;
+    if (!admit(std::move(link), accepting, &code)) return code;
   }
 }
 

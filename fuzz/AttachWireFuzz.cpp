@@ -28,9 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   hookscope::sendAll(fds[0], bytes);
   ::shutdown(fds[0], SHUT_WR);
   std::string error;
-  auto session = hookscope::ScriptLink::accept(fds[1], "", false, std::make_shared<hookscope::CaptureStore>(),
+  auto link = hookscope::ScriptLink::accept(fds[1], "", false, std::make_shared<hookscope::CaptureStore>(),
                                                   &error, 1000);
-  if (session) session->serve([](const hookscope::AttachedStep&) {});
+  if (link) link->serve([](const hookscope::AttachedStep&) {});
   ::close(fds[0]);
   return 0;
 }

@@ -49,22 +49,22 @@ void AttachJob::setOnEngineEvent(std::function<void(int, const std::string&, con
 void AttachJob::configure(const std::string& configText) {
   std::lock_guard<std::mutex> lock(m_mutex);
   for (auto& [rank, r] : m_ranks) {
-    if (r.alive && r.session->engine()) r.session->configure(configText);
+    if (r.alive && r.link->engine()) r.link->configure(configText);
   }
 }
 
 std::optional<EngineHello> AttachJob::engine() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (m_ranks.empty()) return std::nullopt;
-  return m_ranks.begin()->second.session->engine();
+  return m_ranks.begin()->second.link->engine();
 }
 
-bool AttachJob::add(std::unique_ptr<ScriptLink> session, std::string* error) {
+bool AttachJob::add(std::unique_ptr<ScriptLink> link, std::string* error) {
   std::unique_lock<std::mutex> lock(m_mutex);
-  const ScriptRecord& script = session->script();
+  const ScriptRecord& script = link->script();
   const int rank = script.rank;
   auto refuse = [&](const std::string& message) {
-    session->refuse(message);
+    link->refuse(message);
     *error = message;
     return false;
   };
@@ -80,21 +80,21 @@ bool AttachJob::add(std::unique_ptr<ScriptLink> session, std::string* error) {
     }
     if (m_ranks.count(rank)) {
       return refuse("rank " + std::to_string(rank) + " of job '" + m_job + "' is already attached (" +
-                    m_ranks.at(rank).session->script().name + ", pid " +
-                    std::to_string(m_ranks.at(rank).session->script().pid) + ")");
+                    m_ranks.at(rank).link->script().name + ", pid " +
+                    std::to_string(m_ranks.at(rank).link->script().pid) + ")");
     }
-    if (!sameTree(session->modules(), m_modules)) {
+    if (!sameTree(link->modules(), m_modules)) {
       return refuse("rank " + std::to_string(rank) + " runs another model than rank " +
                     std::to_string(m_ranks.begin()->first) + " (its module tree differs): every rank must attach the same model");
     }
   } else {
     m_job = script.job;
     m_worldSize = script.worldSize;
-    m_modules = session->modules();
-    m_parameters = session->parameters();
+    m_modules = link->modules();
+    m_parameters = link->parameters();
     if (m_controls.masks.size() != m_modules.size()) m_controls.masks.assign(m_modules.size(), 0);
   }
-  ScriptLink* s = session.get();
+  ScriptLink* s = link.get();
   m_controls.applyTo(*s);
   s->setOnEngineEvent([this, rank](const std::string& event, const std::string& message) {
     std::function<void(int, const std::string&, const std::string&)> onEvent;
@@ -107,7 +107,7 @@ bool AttachJob::add(std::unique_ptr<ScriptLink> session, std::string* error) {
   s->setGate([this, rank](const AttachedStep& step) { onRankStep(rank, step); },
              [this, rank](std::int64_t step) { onRankPaused(rank, step); });
   JobRank& r = m_ranks[rank];
-  r.session = std::move(session);
+  r.link = std::move(link);
   r.thread = std::thread([this, rank, s] {
     const std::string why = s->serve([this, rank](const AttachedStep& step) {
       std::function<void(int, const AttachedStep&)> onStep;
@@ -164,14 +164,14 @@ void AttachJob::setAllHooks(const std::vector<std::uint8_t>& masks) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (!m_modules.empty() && masks.size() != m_modules.size()) return;
   m_controls.masks = masks;  // before the first rank: for it
-  for (auto& [rank, r] : m_ranks) r.session->setAllHooks(masks);
+  for (auto& [rank, r] : m_ranks) r.link->setAllHooks(masks);
 }
 
 void AttachJob::setHooks(int module, std::uint8_t mask) {
   std::lock_guard<std::mutex> lock(m_mutex);
   if (module < 0 || std::size_t(module) >= m_controls.masks.size()) return;
   m_controls.masks[std::size_t(module)] = mask;
-  for (auto& [rank, r] : m_ranks) r.session->setHooks(module, mask);
+  for (auto& [rank, r] : m_ranks) r.link->setHooks(module, mask);
 }
 
 std::vector<std::uint8_t> AttachJob::hooks() const {
@@ -187,21 +187,21 @@ std::int64_t AttachJob::settledStep() const {
 void AttachJob::setBins(int bins) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_controls.bins = bins;
-  for (auto& [rank, r] : m_ranks) r.session->setBins(bins);
+  for (auto& [rank, r] : m_ranks) r.link->setBins(bins);
 }
 
 void AttachJob::setRuleSettings(const RuleSettings& settings) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_controls.settings = settings;
   m_gate.setRuleSettings(settings);
-  for (auto& [rank, r] : m_ranks) r.session->setRuleSettings(settings);
+  for (auto& [rank, r] : m_ranks) r.link->setRuleSettings(settings);
 }
 
 void AttachJob::setBreakRules(std::uint32_t mask, bool stopOnBreak) {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_controls.breakMask = mask;
   m_controls.stopOnBreak = stopOnBreak;
-  for (auto& [rank, r] : m_ranks) r.session->setBreakRules(mask, stopOnBreak);
+  for (auto& [rank, r] : m_ranks) r.link->setBreakRules(mask, stopOnBreak);
 }
 
 void AttachJob::setGradientIntervention(int module, GradientIntervention intervention) {
@@ -211,7 +211,7 @@ void AttachJob::setGradientIntervention(int module, GradientIntervention interve
   } else {
     m_controls.gradientOps[module] = intervention;
   }
-  for (auto& [rank, r] : m_ranks) r.session->setGradientIntervention(module, intervention);
+  for (auto& [rank, r] : m_ranks) r.link->setGradientIntervention(module, intervention);
 }
 
 void AttachJob::setOutputIntervention(int module, OutputIntervention intervention) {
@@ -221,14 +221,14 @@ void AttachJob::setOutputIntervention(int module, OutputIntervention interventio
   } else {
     m_controls.outputOps[module] = intervention;
   }
-  for (auto& [rank, r] : m_ranks) r.session->setOutputIntervention(module, intervention);
+  for (auto& [rank, r] : m_ranks) r.link->setOutputIntervention(module, intervention);
 }
 
 void AttachJob::pause() {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_controls.paused = true;
   for (auto& [rank, r] : m_ranks) {
-    if (r.alive) r.session->pause();
+    if (r.alive) r.link->pause();
   }
 }
 
@@ -237,7 +237,7 @@ void AttachJob::resume() {
   m_controls.paused = false;
   for (auto& [rank, r] : m_ranks) {
     r.pausedAt = r.pauseAt = -1;
-    if (r.alive) r.session->resume();
+    if (r.alive) r.link->resume();
   }
 }
 
@@ -247,7 +247,7 @@ void AttachJob::step(int count) {
   for (auto& [rank, r] : m_ranks) {
     r.pauseAt = r.pausedAt >= 0 ? r.pausedAt + std::max(1, count) : -1;
     r.pausedAt = -1;
-    if (r.alive) r.session->step(count);
+    if (r.alive) r.link->step(count);
   }
 }
 
@@ -268,14 +268,14 @@ std::map<int, std::int64_t> AttachJob::pausedSteps() const {
 void AttachJob::stop(const std::string& reason) {
   std::lock_guard<std::mutex> lock(m_mutex);
   for (auto& [rank, r] : m_ranks) {
-    if (r.alive) r.session->stop(reason);
+    if (r.alive) r.link->stop(reason);
   }
 }
 
 void AttachJob::close() {
   std::lock_guard<std::mutex> lock(m_mutex);
   m_closed = true;  // a rank still on its way in would otherwise be served after this
-  for (auto& [rank, r] : m_ranks) r.session->close();
+  for (auto& [rank, r] : m_ranks) r.link->close();
 }
 
 void AttachJob::settleLocked() {
@@ -327,7 +327,7 @@ std::optional<Alert> AttachJob::breakAlert() const {
 
 bool AttachJob::brokeProtocol() const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  return std::any_of(m_ranks.begin(), m_ranks.end(), [](const auto& e) { return e.second.session->brokeProtocol(); });
+  return std::any_of(m_ranks.begin(), m_ranks.end(), [](const auto& e) { return e.second.link->brokeProtocol(); });
 }
 
 // What the job recorded (JobRecord), for the window and the export.

@@ -1,5 +1,5 @@
 #pragma once
-// The ranks of one torch.distributed job, each an ScriptLink, served as one: one store (rank
+// The ranks of one torch.distributed job, each a ScriptLink, served as one: one store (rank
 // is part of every series' key), controls that act on every rank at the same step, and the
 // rank_divergence rule across them. No LibTorch here.
 
@@ -32,7 +32,7 @@ namespace hookscope {
 class AttachJob {
 public:
   explicit AttachJob(std::shared_ptr<CaptureStore> store);
-  ~AttachJob();  ///< closes every session and waits for their threads
+  ~AttachJob();  ///< closes every link and waits for their threads
   AttachJob(const AttachJob&) = delete;
   AttachJob& operator=(const AttachJob&) = delete;
 
@@ -52,10 +52,10 @@ public:
   void configure(const std::string& configText);
   /// The first rank's engine hello, when the job is an engine process running a model file.
   std::optional<EngineHello> engine() const;
-  /// Takes an accepted session as its rank and starts serving it with the job's hooks, rules
+  /// Takes an accepted link as its rank and starts serving it with the job's hooks, rules
   /// and run state. False with a message (also sent to the script) when it is not of this job:
   /// another job, another world size, another model, or a rank already attached.
-  bool add(std::unique_ptr<ScriptLink> session, std::string* error);
+  bool add(std::unique_ptr<ScriptLink> link, std::string* error);
 
   /// The ranks that attached, ascending; and those still attached.
   std::vector<int> ranks() const;
@@ -88,7 +88,7 @@ public:
   /// The ranks that say they wait, paused, and the step they wait after.
   std::map<int, std::int64_t> pausedSteps() const;
   void stop(const std::string& reason);
-  /// Ends every session; the scripts detach and train on. Ranks that come later are refused.
+  /// Ends every link; the scripts detach and train on. Ranks that come later are refused.
   void close();
 
   /// Alerts of every rank, and the job's own (rank_divergence).
@@ -96,7 +96,7 @@ public:
   /// Gaps of every rank (a gap's captures are that rank's).
   std::vector<GapRecord> gaps() const;
   std::vector<InterventionRecord> interventions() const;
-  /// Each rank's script, with how its session ended and its steps.
+  /// Each rank's script, with how its link ended and its steps.
   std::vector<ScriptRecord> scripts() const;
   /// The export's manifest of what the job recorded: its scripts (every rank when it is a job of
   /// several), steps, hooked modules, interventions, gaps, bins and the store's thinning. The

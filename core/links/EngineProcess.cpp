@@ -193,14 +193,14 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   const Connection connection = engine->awaitConnection(*listener, folder, cancelled, timeoutMs);
   if (connection.fd < 0) return connection.ended ? ended() : giveUp(connection.why);
   std::string message;
-  auto session = ScriptLink::accept(connection.fd, "", true, std::move(store), &message, 10000);
-  if (!session) {
+  auto link = ScriptLink::accept(connection.fd, "", true, std::move(store), &message, 10000);
+  if (!link) {
     // Most often the engine ended before its hello: it could not load the model, and said why.
     if (engine->wait(2000)) return ended();
     return giveUp("The engine's hello was refused: " + message);
   }
-  if (!session->engine()) return giveUp("The program at " + options.program + " is not a HookScope engine.");
-  engine->m_session = std::move(session);
+  if (!link->engine()) return giveUp("The program at " + options.program + " is not a HookScope engine.");
+  engine->m_link = std::move(link);
   return engine;
 }
 
@@ -256,7 +256,7 @@ std::string firstMeaningfulLine(const std::string& text) {
 }
 
 EngineProcess::~EngineProcess() {
-  m_session.reset();  // the engine sees its connection close and ends
+  m_link.reset();  // the engine sees its connection close and ends
   if (!wait(2000)) {
     kill();
     wait(-1);

@@ -40,7 +40,7 @@ struct EngineOptions {
   bool echoErrors = true;  ///< copy what the engine writes to standard error to this process's
 };
 
-/// One running engine process and the session of its connection.
+/// One running engine process and its link: its connection to the viewer.
 class EngineProcess {
 public:
   /// Starts the engine and waits for its hello: until it comes, `timeoutMs` passes (-1: no
@@ -58,8 +58,8 @@ public:
   EngineProcess& operator=(const EngineProcess&) = delete;
 
   pid_t pid() const { return m_pid; }
-  /// The accepted session, until someone takes it (AttachJob::add).
-  std::unique_ptr<ScriptLink> takeSession() { return std::move(m_session); }
+  /// The accepted link, until someone takes it (AttachJob::add).
+  std::unique_ptr<ScriptLink> takeLink() { return std::move(m_link); }
   /// Ends the process at once (SIGKILL).
   void kill();
   /// Waits up to `timeoutMs` (-1: forever) for the process to end; whether it has.
@@ -122,7 +122,7 @@ private:
   std::FILE* m_log = nullptr;
   std::size_t m_logged = 0;
   bool m_logSaid = false;    // all the log holds was said (a refusal's findings): removed at the end
-  std::unique_ptr<ScriptLink> m_session;
+  std::unique_ptr<ScriptLink> m_link;
 };
 
 } // namespace hookscope

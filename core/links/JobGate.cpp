@@ -4,14 +4,14 @@
 
 namespace hookscope {
 
-void JobControls::applyTo(ScriptLink& session) const {
-  session.setAllHooks(masks);
-  session.setBins(bins);
-  session.setRuleSettings(settings);
-  session.setBreakRules(breakMask, stopOnBreak);
-  for (const auto& [module, op] : gradientOps) session.setGradientIntervention(module, op);
-  for (const auto& [module, op] : outputOps) session.setOutputIntervention(module, op);
-  if (paused) session.pause();
+void JobControls::applyTo(ScriptLink& link) const {
+  link.setAllHooks(masks);
+  link.setBins(bins);
+  link.setRuleSettings(settings);
+  link.setBreakRules(breakMask, stopOnBreak);
+  for (const auto& [module, op] : gradientOps) link.setGradientIntervention(module, op);
+  for (const auto& [module, op] : outputOps) link.setOutputIntervention(module, op);
+  if (paused) link.pause();
 }
 
 void JobGate::rankEnded(int rank, const AttachedStep& step) {
@@ -58,7 +58,7 @@ void JobGate::settle(JobRanks& ranks, JobControls& controls, const std::vector<s
     }
     for (auto& [rank, r] : ranks) {
       if (!r.alive || !pending.prints.count(rank)) continue;
-      r.session->release(step, answer, reason);
+      r.link->release(step, answer, reason);
       if (answer == StepAnswer::Pause) r.pauseAt = step;
     }
     m_settled = std::max(m_settled, step);
@@ -78,7 +78,7 @@ void JobGate::align(JobRanks& ranks, const JobControls& controls) const {
   }
   for (auto& [rank, r] : ranks) {
     if (r.alive && r.pausedAt >= 0 && r.pausedAt < target) {
-      r.session->step(int(target - r.pausedAt));
+      r.link->step(int(target - r.pausedAt));
       r.pauseAt = target;
       r.pausedAt = -1;
     }

@@ -1,6 +1,6 @@
 #pragma once
-// One rank of an attached job, as the job keeps it: its session, the thread that serves it, and
-// where it is in its steps. The job's lock guards every field but the session's own.
+// One rank of an attached job, as the job keeps it: its link, the thread that serves it, and
+// where it is in its steps. The job's lock guards every field but the link's own.
 
 #include "links/ScriptLink.h"
 
@@ -13,7 +13,7 @@
 namespace hookscope {
 
 struct JobRank {
-  std::unique_ptr<ScriptLink> session;
+  std::unique_ptr<ScriptLink> link;
   std::thread thread;
   bool alive = true;
   bool over = false;  ///< ended, and the job's onEnded has returned
@@ -40,7 +40,7 @@ struct JobControls {
   std::map<int, OutputIntervention> outputOps;
 
   /// Gives a rank all of them.
-  void applyTo(ScriptLink& session) const;
+  void applyTo(ScriptLink& link) const;
 };
 
 } // namespace hookscope

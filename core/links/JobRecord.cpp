@@ -8,18 +8,18 @@ namespace hookscope {
 
 JobRecord::JobRecord(const JobRanks& ranks, const std::vector<Alert>& jobAlerts) {
   for (const auto& [rank, r] : ranks) {
-    const auto alerts = r.session->alerts();
+    const auto alerts = r.link->alerts();
     m_alerts.insert(m_alerts.end(), alerts.begin(), alerts.end());
-    const auto gaps = r.session->gaps();
+    const auto gaps = r.link->gaps();
     m_gaps.insert(m_gaps.end(), gaps.begin(), gaps.end());
-    ScriptRecord s = r.session->script();
+    ScriptRecord s = r.link->script();
     s.ended = r.alive ? "still attached" : r.ended;
-    s.steps = r.session->stepsDone();
+    s.steps = r.link->stepsDone();
     m_scripts.push_back(std::move(s));
   }
   m_alerts.insert(m_alerts.end(), jobAlerts.begin(), jobAlerts.end());
   std::stable_sort(m_alerts.begin(), m_alerts.end(), [](const Alert& a, const Alert& b) { return a.step < b.step; });
-  if (!ranks.empty()) m_interventions = ranks.begin()->second.session->interventions();
+  if (!ranks.empty()) m_interventions = ranks.begin()->second.link->interventions();
 }
 
 ExportManifest JobRecord::manifest(const CaptureStore& store, const std::vector<ModuleInfo>& modules,

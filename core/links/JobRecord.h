@@ -23,7 +23,7 @@ public:
   /// Every rank's gaps (a gap's captures are that rank's).
   const std::vector<GapRecord>& gaps() const { return m_gaps; }
   const std::vector<InterventionRecord>& interventions() const { return m_interventions; }
-  /// Each rank's script, with how its session ended and its steps.
+  /// Each rank's script, with how its link ended and its steps.
   const std::vector<ScriptRecord>& scripts() const { return m_scripts; }
 
   /// The export's manifest: the scripts (every rank when it is a job of several), steps, every

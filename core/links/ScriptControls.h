@@ -27,7 +27,7 @@ public:
   bool setGradientIntervention(int module, GradientIntervention intervention, std::int64_t step);
   /// From step `step` on; false for the root (its output is the loss's input) or out of range.
   bool setOutputIntervention(int module, OutputIntervention intervention, std::int64_t step);
-  /// The interventions in force over the session; one still in force ends at `stepsDone - 1`.
+  /// The interventions in force over the link; one still in force ends at `stepsDone - 1`.
   std::vector<InterventionRecord> interventions(std::int64_t stepsDone) const;
 
   /// The message that tells the process all of it ("welcome" or "hooks", docs/protocol.md),

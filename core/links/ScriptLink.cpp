@@ -51,9 +51,9 @@ std::unique_ptr<ScriptLink> ScriptLink::accept(int fd, const std::string& token,
   }
   ScriptHello read;
   if (!ScriptHello::read(hello, token, &read, &problem)) return refuse(problem);
-  std::unique_ptr<ScriptLink> session(new ScriptLink(std::move(socket), std::move(read), std::move(store)));
-  session->m_early = std::move(early);  // frames that came with the hello: serve() handles them
-  return session;
+  std::unique_ptr<ScriptLink> link(new ScriptLink(std::move(socket), std::move(read), std::move(store)));
+  link->m_early = std::move(early);  // frames that came with the hello: serve() handles them
+  return link;
 }
 
 ScriptLink::ScriptLink(std::unique_ptr<PeerSocket> socket, ScriptHello hello, std::shared_ptr<CaptureStore> store)
@@ -67,7 +67,7 @@ ScriptLink::~ScriptLink() = default;
 std::string ScriptLink::serve(const std::function<void(const AttachedStep&)>& onStep) {
   m_onStep = onStep;
   // However it ends, the script sees the connection close (and detaches, training on), even
-  // while this session is kept for its captures.
+  // while this link is kept for its captures.
   struct Hangup {
     ScriptLink* self;
     ~Hangup() {

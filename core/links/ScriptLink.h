@@ -76,7 +76,7 @@ public:
   std::vector<std::uint8_t> hooks() const;
   void setGradientIntervention(int module, GradientIntervention intervention);
   void setOutputIntervention(int module, OutputIntervention intervention);
-  /// Interventions in force over the session, for the manifest.
+  /// Interventions in force over the link, for the manifest.
   std::vector<InterventionRecord> interventions() const;
   void pause();
   void resume();
@@ -111,13 +111,13 @@ private:
   ScriptLink(std::unique_ptr<PeerSocket> socket, ScriptHello hello, std::shared_ptr<CaptureStore> store);
   /// serve()'s loop: frames until the script leaves, breaks the protocol, or close().
   std::string receiveFrames();
-  /// How a session the script closed ended.
+  /// How a link the script closed ended.
   std::string closedText() const;
   bool handleFrame(const wire::Frame& frame, std::string* error);
   bool handleStep(const nlohmann::json& message, std::string* error);
   /// Sends a command now, or right after the welcome when serve() has not sent it yet.
   void sendOrQueue(const std::string& jsonText);
-  /// ScriptControls' message with this session's sync, bins and pause (state lock held).
+  /// ScriptControls' message with this link's sync, bins and pause (state lock held).
   std::string controlsMessage(const char* type) const;
   /// Tells the script its controls when they changed and it has been welcomed (state lock held).
   void sendControlsLocked(bool changed);

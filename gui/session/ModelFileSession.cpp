@@ -14,7 +14,7 @@ using namespace hookscope;
 
 std::unique_ptr<ModelFileSession> ModelFileSession::open(std::shared_ptr<EngineProcess> engine, const QString& path,
                                                          const Settings& settings, QString* error) {
-  auto connection = engine->takeSession();
+  auto connection = engine->takeLink();
   if (!connection) {
     *error = QStringLiteral("The engine process for %1 has no connection.").arg(QFileInfo(path).fileName());
     return nullptr;
@@ -28,7 +28,6 @@ std::unique_ptr<ModelFileSession> ModelFileSession::open(std::shared_ptr<EngineP
   summary.store = connection->store();
   summary.hooks = settings.hooks.size() == summary.modules.size() ? settings.hooks
                                                                   : std::vector<std::uint8_t>(summary.modules.size(), 0);
-  summary.engineProcess = true;
   summary.confinement = QString::fromStdString(hello.confinement);
   auto job = std::make_shared<AttachJob>(summary.store);
   std::unique_ptr<ModelFileSession> session(

@@ -85,7 +85,7 @@ struct EngineConfig {
     });
     job->pause();
     job->setAllHooks(std::vector<std::uint8_t>(modules, kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient)));
-    if (!job->add(process->takeSession(), &error)) {
+    if (!job->add(process->takeLink(), &error)) {
       std::fprintf(stderr, "%s\n", error.c_str());
       return false;
     }

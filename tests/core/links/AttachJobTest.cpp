@@ -147,8 +147,8 @@ public:
         const int fd = m_listener->accept(100);
         if (fd < 0) continue;
         std::string message;
-        auto session = ScriptLink::accept(fd, "", true, m_store, &message);
-        if (session) m_job.add(std::move(session), &message);
+        auto link = ScriptLink::accept(fd, "", true, m_store, &message);
+        if (link) m_job.add(std::move(link), &message);
       }
     });
   }

@@ -70,11 +70,11 @@ TEST(EngineProcessTest, AModelRunInTheEngineProcessGivesTheInProcessNumbers) {
   auto store = std::make_shared<CaptureStore>();
   auto engine = EngineProcess::start(engineFor(path), store, nullptr, 60000, &error);
   ASSERT_TRUE(engine) << error;
-  auto session = engine->takeSession();
-  ASSERT_TRUE(session->engine());
-  EXPECT_EQ(session->engine()->model, path);
-  EXPECT_NE(session->engine()->confinement.find("no file writes"), std::string::npos) << session->engine()->confinement;
-  EXPECT_EQ(session->modules().size(), model->modules().size());
+  auto link = engine->takeLink();
+  ASSERT_TRUE(link->engine());
+  EXPECT_EQ(link->engine()->model, path);
+  EXPECT_NE(link->engine()->confinement.find("no file writes"), std::string::npos) << link->engine()->confinement;
+  EXPECT_EQ(link->modules().size(), model->modules().size());
   std::vector<std::string> events;
   std::mutex eventsMutex;
   AttachJob job(store);
@@ -84,7 +84,7 @@ TEST(EngineProcessTest, AModelRunInTheEngineProcessGivesTheInProcessNumbers) {
   });
   job.pause();  // an engine waits for Run
   job.setAllHooks(std::vector<std::uint8_t>(model->modules().size(), mask));
-  ASSERT_TRUE(job.add(std::move(session), &error)) << error;
+  ASSERT_TRUE(job.add(std::move(link), &error)) << error;
   job.configure(runConfigText(cnnConfig()));
   job.step(3);
   ASSERT_TRUE(waitFor([&] { return job.settledStep() >= 2; })) << "settled " << job.settledStep();
@@ -177,7 +177,7 @@ TEST(EngineProcessTest, AStepThatNeverEndsIsEndedByKillingTheEngine) {
   ASSERT_TRUE(engine) << error;
   AttachJob job(store);
   job.pause();
-  ASSERT_TRUE(job.add(engine->takeSession(), &error)) << error;
+  ASSERT_TRUE(job.add(engine->takeLink(), &error)) << error;
   RunConfig config;
   config.inputSpecs = {"2x4"};
   job.configure(runConfigText(config));

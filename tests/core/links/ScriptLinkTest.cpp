@@ -47,10 +47,10 @@ TEST(ScriptLinkTest, CommandsFromAnotherThreadWhileServing) {
                                                   {{"path", "fc"}, {"type", "Linear"}, {"params", 6}}}}})));
   std::string error;
   auto store = std::make_shared<CaptureStore>();
-  auto session = ScriptLink::accept(fds[1], "", false, store, &error);
-  ASSERT_TRUE(session) << error;
-  ASSERT_EQ(session->modules().size(), 2u);
-  EXPECT_EQ(session->modules()[0].totalParams, 6);
+  auto link = ScriptLink::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(link) << error;
+  ASSERT_EQ(link->modules().size(), 2u);
+  EXPECT_EQ(link->modules()[0].totalParams, 6);
 
   // What HookScope sends is read (and counted) as a script would.
   std::atomic<int> acks{0};
@@ -68,7 +68,7 @@ TEST(ScriptLinkTest, CommandsFromAnotherThreadWhileServing) {
   });
   std::vector<std::int64_t> seen;
   std::thread server([&] {
-    const std::string ended = session->serve([&](const AttachedStep& s) { seen.push_back(s.step); });
+    const std::string ended = link->serve([&](const AttachedStep& s) { seen.push_back(s.step); });
     EXPECT_NE(ended.find("closed by the script after 50 steps"), std::string::npos) << ended;
   });
   std::atomic<bool> done{false};
@@ -76,12 +76,12 @@ TEST(ScriptLinkTest, CommandsFromAnotherThreadWhileServing) {
   std::thread window([&] {
     int i = 0;
     while (!done) {
-      session->setHooks(1, std::uint8_t(i % 3));
-      (i % 2) ? session->pause() : session->resume();
-      session->setBreakRules(i % 4 == 0 ? 1u : 0u);
-      session->setGradientIntervention(1, {GradientIntervention::Scale, 0.5});
-      (void)session->alerts();
-      (void)session->interventions();
+      link->setHooks(1, std::uint8_t(i % 3));
+      (i % 2) ? link->pause() : link->resume();
+      link->setBreakRules(i % 4 == 0 ? 1u : 0u);
+      link->setGradientIntervention(1, {GradientIntervention::Scale, 0.5});
+      (void)link->alerts();
+      (void)link->interventions();
       ++i;
       ++commands;
     }
@@ -108,7 +108,7 @@ TEST(ScriptLinkTest, CommandsFromAnotherThreadWhileServing) {
   EXPECT_DOUBLE_EQ(points[0].stats.l2norm, std::sqrt(5.0));
   EXPECT_EQ(points[0].stats.histogram, (std::vector<std::int64_t>{1, 1, 1}));
   EXPECT_EQ(store->scalars("loss").size(), 50u);
-  EXPECT_FALSE(session->interventions().empty());
+  EXPECT_FALSE(link->interventions().empty());
 }
 
 // A weight tied between two modules (an output head and its embedding) is counted once, as
@@ -119,9 +119,9 @@ TEST(ScriptLinkTest, TiedParametersAreCountedOnceAndNamed) {
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
     EXPECT_TRUE(sendAll(fds[0], frame({{"type", "hello"}, {"protocol", wire::kProtocolVersion}, {"modules", modules}})));
-    auto session = ScriptLink::accept(fds[1], "", false, std::make_shared<CaptureStore>(), error);
+    auto link = ScriptLink::accept(fds[1], "", false, std::make_shared<CaptureStore>(), error);
     ::close(fds[0]);
-    return session;
+    return link;
   };
   std::string error;
   auto tied = accept({{{"path", ""}, {"type", "LM"}, {"params", 0}, {"total", 1856}},
@@ -149,11 +149,11 @@ TEST(ScriptLinkTest, ABadStatsEntryEndsTheSessionWithAMessageToTheScript) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"}, {"protocol", wire::kProtocolVersion}, {"modules", {{{"path", ""}, {"type", "M"}}}}})));
   std::string error;
-  auto session = ScriptLink::accept(fds[1], "", false, std::make_shared<CaptureStore>(), &error);
-  ASSERT_TRUE(session) << error;
+  auto link = ScriptLink::accept(fds[1], "", false, std::make_shared<CaptureStore>(), &error);
+  ASSERT_TRUE(link) << error;
   // Statistics of module 7 of a one-module model.
   ASSERT_TRUE(sendAll(fds[0], activationStats(0, 7)));
-  const std::string ended = session->serve([](const AttachedStep&) {});
+  const std::string ended = link->serve([](const AttachedStep&) {});
   EXPECT_NE(ended.find("names no module"), std::string::npos) << ended;
   std::string received(1 << 16, '\0');
   const ssize_t n = ::read(fds[0], received.data(), received.size());
@@ -182,19 +182,19 @@ TEST(ScriptLinkTest, AnEnginesStatisticsAreStoredAndABadEntryEndsTheConnection) 
                                      {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
   std::string error;
   auto store = std::make_shared<CaptureStore>();
-  auto session = ScriptLink::accept(fds[1], "", false, store, &error);
-  ASSERT_TRUE(session) << error;
-  ASSERT_TRUE(session->engine());
-  EXPECT_EQ(session->engine()->exampleInput, "2x3");
+  auto link = ScriptLink::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(link) << error;
+  ASSERT_TRUE(link->engine());
+  EXPECT_EQ(link->engine()->exampleInput, "2x3");
   std::vector<std::string> events;
-  session->setOnEngineEvent([&](const std::string& event, const std::string& message) { events.push_back(event + message); });
+  link->setOnEngineEvent([&](const std::string& event, const std::string& message) { events.push_back(event + message); });
   // Step 0 is good; step 1's histogram counts more values than its tensor holds.
   ASSERT_TRUE(sendAll(fds[0], frame({{"type", "configured"}}) +
                                   frame({{"type", "stats"}, {"step", 0}, {"captures", {engineStats(1, {2, 2})}}}) +
                                   frame({{"type", "step"}, {"step", 0}, {"scalars", {{"loss", 0.5}}}}) +
                                   frame({{"type", "stats"}, {"step", 1}, {"captures", {engineStats(1, {5, 5})}}})));
   std::vector<std::int64_t> steps;
-  const std::string ended = session->serve([&](const AttachedStep& s) { steps.push_back(s.step); });
+  const std::string ended = link->serve([&](const AttachedStep& s) { steps.push_back(s.step); });
   EXPECT_EQ(steps, std::vector<std::int64_t>{0});
   EXPECT_EQ(events, std::vector<std::string>{"configured"});
   EXPECT_NE(ended.find("histogram counts more values"), std::string::npos) << ended;
@@ -210,15 +210,15 @@ TEST(ScriptLinkTest, AnEnginesStatisticsAreStoredAndABadEntryEndsTheConnection) 
 
 namespace {
 
-// A session of a script whose model is a root and one Linear, "fc": fds[0] is the script's end.
-void helloOfFcModel(int fds[2], const std::shared_ptr<CaptureStore>& store, std::unique_ptr<ScriptLink>* session) {
+// A link of a script whose model is a root and one Linear, "fc": fds[0] is the script's end.
+void helloOfFcModel(int fds[2], const std::shared_ptr<CaptureStore>& store, std::unique_ptr<ScriptLink>* link) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   ASSERT_TRUE(sendAll(fds[0], frame({{"type", "hello"},
                                      {"protocol", wire::kProtocolVersion},
                                      {"modules", {{{"path", ""}, {"type", "M"}}, {{"path", "fc"}, {"type", "Linear"}}}}})));
   std::string error;
-  *session = ScriptLink::accept(fds[1], "", false, store, &error);
-  ASSERT_TRUE(*session) << error;
+  *link = ScriptLink::accept(fds[1], "", false, store, &error);
+  ASSERT_TRUE(*link) << error;
 }
 
 } // namespace
@@ -228,8 +228,8 @@ void helloOfFcModel(int fds[2], const std::shared_ptr<CaptureStore>& store, std:
 TEST(ScriptLinkTest, LowPrecisionCountsAreStoredOrRefused) {
   int fds[2];
   auto store = std::make_shared<CaptureStore>();
-  std::unique_ptr<ScriptLink> session;
-  ASSERT_NO_FATAL_FAILURE(helloOfFcModel(fds, store, &session));
+  std::unique_ptr<ScriptLink> link;
+  ASSERT_NO_FATAL_FAILURE(helloOfFcModel(fds, store, &link));
   json measured = engineStats(1, {2, 2});
   measured.update({{"amax", 2.0}, {"f16_overflow", 0}, {"f16_underflow", 1}, {"e4m3_underflow", 2}, {"e5m2_underflow", 1}});
   json tooMany = measured;
@@ -239,7 +239,7 @@ TEST(ScriptLinkTest, LowPrecisionCountsAreStoredOrRefused) {
                                   frame({{"type", "stats"}, {"step", 1}, {"captures", {engineStats(1, {2, 2})}}}) +
                                   frame({{"type", "step"}, {"step", 1}}) +
                                   frame({{"type", "stats"}, {"step", 2}, {"captures", {tooMany}}})));
-  const std::string ended = session->serve([](const AttachedStep&) {});
+  const std::string ended = link->serve([](const AttachedStep&) {});
   EXPECT_NE(ended.find("e4m3_underflow is missing or over its finite values"), std::string::npos) << ended;
   SeriesPoint point;
   const SeriesKey key{"fc", 0, CaptureKind::Activation, 0, 0};
@@ -299,11 +299,11 @@ TEST(ScriptLinkTest, BinaryStatsRowsAreStoredOrRefused) {
   for (const auto& [frames, problem] : cases) {
     int fds[2];
     auto store = std::make_shared<CaptureStore>();
-    std::unique_ptr<ScriptLink> session;
-    ASSERT_NO_FATAL_FAILURE(helloOfFcModel(fds, store, &session));
+    std::unique_ptr<ScriptLink> link;
+    ASSERT_NO_FATAL_FAILURE(helloOfFcModel(fds, store, &link));
     ASSERT_TRUE(sendAll(fds[0], frame(declared) + frames + frame({{"type", "step"}, {"step", 0}}) +
                                     frame({{"type", "bye"}, {"steps", 1}})));
-    const std::string ended = session->serve([](const AttachedStep&) {});
+    const std::string ended = link->serve([](const AttachedStep&) {});
     SeriesPoint point;
     const bool stored = store->pointAt(SeriesKey{"fc", 0, CaptureKind::Activation, 0, 0}, 0, &point);
     if (problem.empty()) {
