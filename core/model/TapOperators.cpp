@@ -26,8 +26,6 @@ void runOutputTap(torch::jit::Stack& stack) {
 
 } // namespace
 
-TapSink* TapSink::current() { return t_current; }
-
 TapSinkScope::TapSinkScope(TapSink* sink) : m_previous(t_current) { t_current = sink; }
 TapSinkScope::~TapSinkScope() { t_current = m_previous; }
 

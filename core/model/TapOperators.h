@@ -16,11 +16,9 @@ public:
   virtual void onInput(int module, const c10::IValue& args) = 0;
   /// Sees a call's result; returns it, or its replacement (an output intervention).
   virtual c10::IValue onOutput(int module, const c10::IValue& result) = 0;
-  /// The sink current on this thread, or null (the taps then do nothing).
-  static TapSink* current();
 };
 
-/// Makes a sink current on this thread for the scope's lifetime.
+/// Makes a sink current on this thread for the scope's lifetime (with none, the taps do nothing).
 class TapSinkScope {
 public:
   explicit TapSinkScope(TapSink* sink);

@@ -21,7 +21,6 @@ using namespace hookscope;
 
 SessionHost::SessionHost(QObject* parent) : QObject(parent), m_context(new QObject) {
   registerSessionTypes();
-  m_view.can.open = m_view.can.attach = true;  // nothing open yet
   m_context->moveToThread(&m_thread);
   connect(&m_thread, &QThread::finished, m_context, &QObject::deleteLater);
   m_thread.setObjectName(QStringLiteral("HookScope sessions"));
@@ -106,11 +105,7 @@ void SessionHost::publishLocked(bool opened) {
   view.ranksAttached = m_ranksAttached;
   view.ranksEnded = m_ranksEnded;
   view.scriptEnded = m_scriptEnded;
-  if (m_current) {
-    view.can = m_current->abilities(m_state);
-  } else {
-    view.can.open = view.can.attach = true;
-  }
+  view.can = m_current ? m_current->abilities(m_state) : SessionAbilities::nothingOpen();
   if (m_state.loading) {  // Stop gives up opening; nothing else opens meanwhile
     view.can.stop = true;
     view.can.open = false;
@@ -300,7 +295,7 @@ void SessionHost::startListening(const QString& address) {
     return;
   }
   if (state().running()) {
-    Q_EMIT listenFailed(m_session && (m_session->kind() == SessionKind::Script || m_session->kind() == SessionKind::Job)
+    Q_EMIT listenFailed(m_session && isAttachedKind(m_session->kind())
                             ? QStringLiteral("A script is attached: Stop (detach) it before attaching another.")
                             : QStringLiteral("Stop the run before attaching a training script."));
     return;

@@ -26,8 +26,7 @@ struct SessionSummary {
   bool reviewOnly = false;               ///< an export opened without its model
   std::vector<std::uint8_t> hooks;       ///< per-module hook masks (review: what was hooked)
   bool attached = false;                 ///< a training script attached over the wire
-  bool engineProcess = false;            ///< a model file run by an engine process
-  QString confinement;                   ///< and what confines that process ("" if nothing)
+  QString confinement;                   ///< a model file: what confines its engine process ("" if nothing)
   QString script;                        ///< for an attached script: "train.py (pid 42 on host, PyTorch 2.13.0, cpu)"
   int worldSize = 1;                     ///< attached: ranks of its torch.distributed job (1: a lone script)
   QString job;                           ///< attached: its job ("host:port" or the name it gave)

@@ -1,10 +1,9 @@
 #pragma once
 // What is open, as one immutable value (issue 48): its kind, what it is, where its run is, the
 // newest step whose captures are all in, an attached job's ranks, and what it can be asked to do
-// now. SessionHost makes a
-// new one after every change and hands it to the window's thread; every view (menus, status
-// line, discard guard, plots, the Run tab, the hint panel) redraws from it and keeps no copy of
-// its own, so nothing shown can outlive what it says.
+// now. SessionHost makes a new one after every change and hands it to the window's thread; the
+// window's parts read it there and keep no copy of their own, so nothing shown can outlive what
+// it says.
 
 #include "state/RunState.h"
 #include "state/SessionTypes.h"
@@ -38,11 +37,16 @@ struct SessionAbilities {
   bool open = false;    ///< open another model file or capture in its place
   bool attach = false;  ///< wait for a training script in its place
 
-  bool operator==(const SessionAbilities& o) const {
-    return run == o.run && pause == o.pause && step == o.step && stop == o.stop && reset == o.reset &&
-           exportCaptures == o.exportCaptures && open == o.open && attach == o.attach;
+  /// Nothing open: something can be opened or attached, nothing else.
+  static SessionAbilities nothingOpen() {
+    SessionAbilities can;
+    can.open = can.attach = true;
+    return can;
   }
 };
+
+/// A training script or every rank of its job: its own loop runs the steps.
+constexpr bool isAttachedKind(SessionKind kind) { return kind == SessionKind::Script || kind == SessionKind::Job; }
 
 struct SessionView {
   SessionKind kind = SessionKind::Nothing;
@@ -51,7 +55,7 @@ struct SessionView {
   RunState state;
   /// The newest step whose captures are all in (a job: that every live rank ended; -1: none).
   qint64 settledStep = -1;
-  SessionAbilities can;
+  SessionAbilities can = SessionAbilities::nothingOpen();
   /// An attached job's ranks that joined, and why each that left did.
   QSet<int> ranksAttached;
   QMap<int, QString> ranksEnded;
@@ -61,7 +65,7 @@ struct SessionView {
 
   const SessionSummary& opened() const { return *summary; }
   /// A training script or every rank of its job: its own loop runs the steps.
-  bool attached() const { return kind == SessionKind::Script || kind == SessionKind::Job; }
+  bool attached() const { return isAttachedKind(kind); }
   /// An export or a checkpoint: nothing runs.
   bool readOnly() const { return kind == SessionKind::Export || kind == SessionKind::Checkpoint; }
   /// A model file that runs in the window's engine process.

@@ -31,10 +31,16 @@ AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* wind
     m_lastRefusal = message;
     Q_EMIT status(tr("Refused a connection: %1").arg(message), 10000);
   });
+  // A script attached no longer waits at an address.
+  connect(m_sessions, &SessionHost::sessionOpened, this, [this](const SessionView& view) {
+    if (!view.attached()) return;
+    m_dialog->hide();
+    m_address.clear();
+  });
   // Which ranks came and went is the sessions' view's (SessionHost counted them before it said so).
   connect(m_sessions, &SessionHost::rankAttached, this, [this](int rank, const QString& who) {
     m_plots->setRankNote(rank, QString());
-    Q_EMIT status(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_worldSize).arg(who), 8000);
+    Q_EMIT status(tr("Rank %1 of %2 attached: %3").arg(rank).arg(m_sessions->view().opened().worldSize).arg(who), 8000);
     Q_EMIT changed();
   });
   connect(m_sessions, &SessionHost::rankEnded, this, [this](int rank, const QString& why) {
@@ -52,14 +58,6 @@ AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* wind
     Q_EMIT status(tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason), 0);
     Q_EMIT scriptDetached(reason);
   });
-}
-
-void AttachWatch::reset(int worldSize, bool attached) {
-  m_worldSize = worldSize;
-  if (attached) {
-    m_dialog->hide();
-    m_address.clear();
-  }
 }
 
 void AttachWatch::stopWaiting() {

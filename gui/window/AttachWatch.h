@@ -21,9 +21,6 @@ public:
   AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* window);
   /// Tests: the dialog is not shown.
   void setInteractive(bool interactive) { m_interactive = interactive; }
-  /// A model, an export or a script was opened: a job of `worldSize` ranks (1 alone); an
-  /// attached one no longer waits at an address.
-  void reset(int worldSize, bool attached);
   /// Stops waiting for a script (a file was chosen instead).
   void stopWaiting();
 
@@ -51,7 +48,6 @@ private:
   PlotsPanel* m_plots;
   AttachDialog* m_dialog;
   bool m_interactive = true;
-  int m_worldSize = 1;
   QString m_address;
   QString m_lastRefusal;
 };

@@ -284,7 +284,6 @@ void MainWindow::onSessionOpened(const SessionView& view) {
   m_alerts->clear();
   m_alerts->setRanksShown(summary.worldSize > 1);
   m_status->restartRate(/*clear=*/true);
-  m_attach->reset(summary.worldSize, summary.attached);
   m_alerts->addAlerts(summary.alerts);
   m_plots->setStore(summary.store);
   m_treePanel->showModel(summary);
