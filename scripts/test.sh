@@ -6,6 +6,8 @@ source "$(dirname "$0")/common.sh"
 "$root/scripts/build.sh"
 export QT_QPA_PLATFORM=offscreen
 (cd "$root/build" && ctest --output-on-failure -j2)
+# What the GPU read kernels issue a value on their common path (counted from the SASS, no GPU).
+[ -f "$root/build/read_loop_count.txt" ] && cat "$root/build/read_loop_count.txt"
 # The runner's pause/stop and the store's concurrent access, under ThreadSanitizer
 # (a second build in build-tsan/; HOOKSCOPE_SKIP_TSAN=1 skips it for a quick local run).
 if [ "${HOOKSCOPE_SKIP_TSAN:-0}" != 1 ]; then

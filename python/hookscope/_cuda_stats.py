@@ -62,6 +62,12 @@ def _nvrtc_candidates():
     yield "libnvrtc.so"
 
 
+def compile_options(capability):
+    """NVRTC's options for the kernels (no flush to zero: subnormals are values)."""
+    return [b"--gpu-architecture=sm_%d" % capability, b"-std=c++17", b"--ftz=false", b"--prec-div=true",
+            b"--prec-sqrt=true"]
+
+
 class Nvrtc:
     """libnvrtc through ctypes: CUDA C to a cubin for one architecture."""
 
@@ -102,8 +108,7 @@ class Nvrtc:
         self._check(self.lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"stats_kernels.cu",
                                                 0, None, None), "nvrtcCreateProgram")
         try:
-            options = [b"--gpu-architecture=sm_%d" % capability, b"-std=c++17", b"--ftz=false",
-                       b"--prec-div=true", b"--prec-sqrt=true"]
+            options = compile_options(capability)
             array = (ctypes.c_char_p * len(options))(*options)
             status = self.lib.nvrtcCompileProgram(program, len(options), array)
             if status != _NVRTC_SUCCESS:

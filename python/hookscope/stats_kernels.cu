@@ -116,9 +116,134 @@ HS_DEV float hs_half_to_float(unsigned short h) {
 #endif
 }
 
+// The few machine instructions the common path is built from (hs_fast_*), each with its host
+// twin for the emulation: packed 16-bit integer maxima (sm_90 has them; older GPUs emulate),
+// packed bfloat16/float16 minima and maxima, a byte permute that copies each byte's sign, and an
+// add rounded toward zero.
+#ifdef HS_EMULATION
+HS_DEV unsigned int hs_max_u16x2(unsigned int a, unsigned int b) {
+  const unsigned int lo = (a & 0xffffu) > (b & 0xffffu) ? (a & 0xffffu) : (b & 0xffffu);
+  return ((a >> 16) > (b >> 16) ? (a & 0xffff0000u) : (b & 0xffff0000u)) | lo;
+}
+HS_DEV unsigned int hs_max_s16x2(unsigned int a, unsigned int b) {
+  const short alo = (short)(a & 0xffffu), blo = (short)(b & 0xffffu);
+  const short ahi = (short)(a >> 16), bhi = (short)(b >> 16);
+  return ((unsigned int)(unsigned short)(ahi > bhi ? ahi : bhi) << 16) | (unsigned short)(alo > blo ? alo : blo);
+}
+HS_DEV unsigned int hs_prmt(unsigned int a, unsigned int b, unsigned int selector) {
+  const unsigned long long bytes = ((unsigned long long)b << 32) | a;
+  unsigned int out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned int nibble = (selector >> (4 * i)) & 0xfu;
+    unsigned int byte = (unsigned int)(bytes >> (8 * (nibble & 7u))) & 0xffu;
+    if (nibble & 8u) byte = (byte & 0x80u) ? 0xffu : 0u;
+    out |= byte << (8 * i);
+  }
+  return out;
+}
+HS_DEV int __popc(unsigned int v) { return __builtin_popcount(v); }
+#else
+HS_DEV unsigned int hs_max_u16x2(unsigned int a, unsigned int b) {
+#if __CUDA_ARCH__ >= 900
+  unsigned int d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  return __vmaxu2(a, b);
+#endif
+}
+HS_DEV unsigned int hs_max_s16x2(unsigned int a, unsigned int b) {
+#if __CUDA_ARCH__ >= 900
+  unsigned int d;
+  asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  return __vmaxs2(a, b);
+#endif
+}
+HS_DEV unsigned int hs_prmt(unsigned int a, unsigned int b, unsigned int selector) {
+  unsigned int d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+#endif
+
+// Float32 a + b rounded toward zero (exact in the emulation for the sums the bins make: a value
+// in [0, 4096) plus 2^23).
+HS_DEV float hs_add_rz(float a, float b) {
+#ifdef HS_EMULATION
+  const double exact = (double)a + (double)b;
+  float f = (float)exact;
+  if (std::fabs((double)f) > std::fabs(exact)) f = std::nextafter(f, 0.0f);
+  return f;
+#else
+  return __fadd_rz(a, b);
+#endif
+}
+
 template <typename IN, typename W> HS_DEV W hs_value(IN v) { return (W)v; }
 template <> HS_DEV float hs_value<hs_bf16, float>(hs_bf16 v) { return hs_as_float((unsigned int)v.bits << 16); }
 template <> HS_DEV float hs_value<hs_half, float>(hs_half v) { return hs_half_to_float(v.bits); }
+
+// Two 16-bit floats in a word: its lanes as float32, and lane-wise minima and maxima of finite
+// values (the common path's; -0 and +0 may come out either way, which compare equal).
+template <typename IN> struct hs_pair;
+template <> struct hs_pair<hs_bf16> {
+  static HS_DEV float low(unsigned int w) { return hs_as_float(w << 16); }
+  static HS_DEV float high(unsigned int w) { return hs_as_float(w & 0xffff0000u); }
+  static constexpr unsigned int lowest = 0xff80ff80u, highest = 0x7f807f80u;  // -inf, +inf
+#ifdef HS_EMULATION
+  static HS_DEV float lane(unsigned short bits) { return hs_as_float((unsigned int)bits << 16); }
+#else
+  static HS_DEV unsigned int min(unsigned int a, unsigned int b) {
+    unsigned int d;
+    asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+  static HS_DEV unsigned int max(unsigned int a, unsigned int b) {
+    unsigned int d;
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+#endif
+};
+template <> struct hs_pair<hs_half> {
+  static HS_DEV float low(unsigned int w) { return hs_half_to_float((unsigned short)(w & 0xffffu)); }
+  static HS_DEV float high(unsigned int w) { return hs_half_to_float((unsigned short)(w >> 16)); }
+  static constexpr unsigned int lowest = 0xfc00fc00u, highest = 0x7c007c00u;
+#ifdef HS_EMULATION
+  static HS_DEV float lane(unsigned short bits) { return hs_half_to_float(bits); }
+#else
+  static HS_DEV unsigned int min(unsigned int a, unsigned int b) {
+    unsigned int d;
+    asm("min.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+  static HS_DEV unsigned int max(unsigned int a, unsigned int b) {
+    unsigned int d;
+    asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+#endif
+};
+#ifdef HS_EMULATION
+template <typename IN, bool Max>
+HS_DEV unsigned int hs_pick_lanes(unsigned int a, unsigned int b) {
+  unsigned int out = 0;
+  for (int shift = 0; shift < 32; shift += 16) {
+    const unsigned short x = (unsigned short)(a >> shift), y = (unsigned short)(b >> shift);
+    const float fx = hs_pair<IN>::lane(x), fy = hs_pair<IN>::lane(y);
+    const bool take_y = Max ? fy > fx : fy < fx;
+    out |= (unsigned int)(take_y ? y : x) << shift;
+  }
+  return out;
+}
+template <typename IN> HS_DEV unsigned int hs_pair_min(unsigned int a, unsigned int b) { return hs_pick_lanes<IN, false>(a, b); }
+template <typename IN> HS_DEV unsigned int hs_pair_max(unsigned int a, unsigned int b) { return hs_pick_lanes<IN, true>(a, b); }
+#else
+template <typename IN> HS_DEV unsigned int hs_pair_min(unsigned int a, unsigned int b) { return hs_pair<IN>::min(a, b); }
+template <typename IN> HS_DEV unsigned int hs_pair_max(unsigned int a, unsigned int b) { return hs_pair<IN>::max(a, b); }
+#endif
 
 template <typename W> struct hs_limits;
 template <> struct hs_limits<float> {
@@ -206,7 +331,10 @@ template <typename W>
 HS_DEV hs_forecast<W> hs_read_slot(const double* slot, int bins) {
   hs_forecast<W> f;
   f.predicted = slot != 0 && slot[0] == 1.0;
-  f.shift = f.predicted ? slot[4] : 0.0;
+  // Float32 work sums about a float32 shift (the common path subtracts it in float32); a shift
+  // past float32's range is no use to such values.
+  const double shift = f.predicted ? slot[4] : 0.0;
+  f.shift = sizeof(W) == 4 ? (hs_abs(shift) <= 3.4e38 ? (double)(float)shift : 0.0) : shift;
   f.low = f.predicted ? slot[1] : 0.0;
   f.high = f.predicted ? slot[2] : 1.0;
   f.amax = f.predicted ? slot[3] : 0.0;
@@ -235,6 +363,8 @@ HS_UNROLL
   for (int i = 0; i < P_COUNT; ++i) a.count[i] = 0;
 }
 
+// [rare path] Each value on its own, exactly (tests/python/read_loop_count.py counts the loop
+// that steps around these lines).
 // The first read's work on one value.
 template <typename W>
 HS_DEV void hs_take(W v, hs_acc<W>& a, const hs_forecast<W>& f, unsigned int* hist, hs_u64* scratch) {
@@ -271,10 +401,23 @@ HS_UNROLL
   if (f.predicted) atomicAdd(&hist[hs_bin(v, f.plan)], 1u);
 }
 
-// Reads the values [0, n) as 16-byte vectors where aligned, calling take(value) for each
-// value this thread owns (a grid-stride loop; the unaligned head and the tail one at a time).
+// The values of one 16-byte vector, each through take.
 template <typename IN, typename W, typename Take>
-HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
+HS_DEV void hs_take_vector(uint4 raw, Take& take) {
+  union {
+    uint4 raw;
+    IN v[16 / sizeof(IN)];
+  } u;
+  u.raw = raw;
+  HS_UNROLL
+  for (int j = 0; j < (int)(16 / sizeof(IN)); ++j) take(hs_value<IN, W>(u.v[j]));
+}
+// [/rare path]
+
+// Reads the values [0, n) as 16-byte vectors where aligned: the unaligned head and the tail one
+// at a time through take (a grid-stride loop), the vectors through body(vectors, count).
+template <typename IN, typename W, typename Take, typename Body>
+HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take, Body& body) {
   const int per_vector = 16 / (int)sizeof(IN);
   const hs_i64 thread = (hs_i64)blockIdx.x * blockDim.x + threadIdx.x;
   const hs_i64 threads = (hs_i64)gridDim.x * blockDim.x;
@@ -284,17 +427,277 @@ HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
   head = head < n ? head : n;
   for (hs_i64 i = thread; i < head; i += threads) take(hs_value<IN, W>(x[i]));
   const hs_i64 vectors = (n - head) / per_vector;
-  const uint4* body = reinterpret_cast<const uint4*>(x + head);
-  for (hs_i64 i = thread; i < vectors; i += threads) {
-    union {
-      uint4 raw;
-      IN v[16 / sizeof(IN)];
-    } u;
-    u.raw = body[i];
-    HS_UNROLL
-    for (int j = 0; j < per_vector; ++j) take(hs_value<IN, W>(u.v[j]));
-  }
+  body(reinterpret_cast<const uint4*>(x + head), vectors);
   for (hs_i64 i = head + vectors * per_vector + thread; i < n; i += threads) take(hs_value<IN, W>(x[i]));
+}
+
+// Every value through take: the vectors a thread owns in a grid-stride loop.
+template <typename IN, typename W, typename Take>
+HS_DEV void hs_each_value(const IN* x, hs_i64 n, Take& take) {
+  auto body = [&](const uint4* vectors, hs_i64 count) {
+    const hs_i64 thread = (hs_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const hs_i64 threads = (hs_i64)gridDim.x * blockDim.x;
+    for (hs_i64 i = thread; i < count; i += threads) hs_take_vector<IN, W>(vectors[i], take);
+  };
+  hs_each_value<IN, W>(x, n, take, body);
+}
+
+// [common path] (tests/python/read_loop_count.py finds the read loop in these lines)
+// The common path. Most 16-byte loads hold only values that need no count but the zeros: 0, or
+// finite with a magnitude from T (the smallest at or above float16's underflow edge 2^-24 and
+// both fp8 bands' upper edges, so no value below any threshold that counts) up to float16's
+// largest. One test a load on the raw bits finds them; they take the histogram, packed minima
+// and maxima, float32 moments per load and the zeros from the bits. Any other load (a rare one)
+// goes through hs_take value by value, exactly as a read with no forecast does.
+// For bfloat16 and float16 the test works on 16-bit lanes: (bits | 0x8000) - T is 0x8000 - T for
+// a 0, below 0x8000 for a magnitude under T, from 0x8000 for one at or above (no borrow between
+// lanes); a signed maximum finds the first, an unsigned maximum the values past float16's range
+// (NaN and Inf among them). Float32 works on the 32-bit magnitudes less one in the same way.
+struct hs_fast {
+  bool on;
+  unsigned int edge;          // T as a magnitude's bit pattern (16-bit for bf16/f16, 32-bit for f32)
+  float shift, low, scale, top;
+#ifdef HS_EMULATION
+  unsigned int* hist;
+#else
+  unsigned int hist;          // the shared address of bin 0, less 0x4b000000 bins (wrapping)
+#endif
+};
+
+// Counts a bin given as the float32 bits of 2^23 + bin (hs_fast_value's rounding toward zero).
+HS_DEV void hs_fast_count(const hs_fast& p, unsigned int biased) {
+#ifdef HS_EMULATION
+  atomicAdd(&p.hist[biased - 0x4b000000u], 1u);
+#else
+  asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(p.hist + biased * 4u) : "memory");
+#endif
+}
+
+// By the values' type: the lanes the common path tests (none: no common path), the first
+// magnitude pattern past float16's largest (65504), and a magnitude pattern's value.
+template <typename IN> struct hs_fast_kind {
+  static constexpr int lanes = 0;
+  static constexpr unsigned int past = 0;
+  static HS_DEV float value(unsigned int) { return 0.0f; }
+};
+template <> struct hs_fast_kind<hs_bf16> {
+  static constexpr int lanes = 16;
+  static constexpr unsigned int past = 0x4780u;  // bfloat16 65536
+  static HS_DEV float value(unsigned int bits) { return hs_pair<hs_bf16>::low(bits); }
+};
+template <> struct hs_fast_kind<hs_half> {
+  static constexpr int lanes = 16;
+  static constexpr unsigned int past = 0x7c00u;  // infinity: every finite float16 fits
+  static HS_DEV float value(unsigned int bits) { return hs_pair<hs_half>::low(bits); }
+};
+template <> struct hs_fast_kind<float> {
+  static constexpr int lanes = 32;
+  static constexpr unsigned int past = 0x477fe001u;
+  static HS_DEV float value(unsigned int bits) { return hs_as_float(bits); }
+};
+
+// The smallest magnitude pattern in [1, past) whose value is at least w (past where none is).
+template <typename IN>
+HS_DEV unsigned int hs_pattern_at_least(float w, unsigned int past) {
+  unsigned int lo = 1, hi = past;
+  while (lo < hi) {
+    const unsigned int mid = (lo + hi) / 2;
+    if (hs_fast_kind<IN>::value(mid) >= w) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+// Whether the common path serves this read (a forecast binned in float32, a shift whose squared
+// differences stay normal float32 numbers for the values it takes), and its constants.
+template <typename IN, typename W>
+HS_DEV hs_fast hs_fast_plan(const hs_forecast<W>& f, unsigned int* hist) {
+  hs_fast p;
+  p.on = false;
+  p.edge = 0;
+  p.shift = (float)f.shift;
+  p.low = f.plan.low_f;
+  p.scale = f.plan.scale_f;
+  p.top = f.plan.top_f;
+#ifdef HS_EMULATION
+  p.hist = hist;
+#else
+  p.hist = (unsigned int)__cvta_generic_to_shared(hist) - 0x4b000000u * 4u;
+#endif
+  if (hs_fast_kind<IN>::lanes == 0 || sizeof(W) != 4 || !f.predicted || !f.plan.narrow) return p;
+  const float shift_size = hs_abs(p.shift);
+  if (shift_size != 0.0f && !(shift_size >= 0x1p-60f && shift_size <= 0x1p60f)) return p;
+  float edge = (float)5.9604644775390625e-08;
+  for (int k = 0; k < 2; ++k) edge = (float)f.band_high[k] > edge ? (float)f.band_high[k] : edge;
+  p.edge = hs_pattern_at_least<IN>(edge, hs_fast_kind<IN>::past);
+  p.on = p.edge < hs_fast_kind<IN>::past;
+  return p;
+}
+
+// One value of a common load: its bin (rounded toward zero by adding 2^23: no conversion), and
+// its difference from the shift for the moments.
+HS_DEV float hs_fast_value(float v, const hs_fast& p) {
+  const float at = fminf(fmaxf(__fmul_rn(__fsub_rn(v, p.low), p.scale), 0.0f), p.top);
+  hs_fast_count(p, __float_as_uint(hs_add_rz(at, 8388608.0f)));
+  return __fsub_rn(v, p.shift);
+}
+
+// A load's moments about the shift in float32, added to the thread's float64 sums: the
+// differences summed pairwise, their squares in a chain of fused adds.
+template <int N>
+HS_DEV void hs_fast_moments(const float (&d)[N], double& s1, double& s2) {
+  float sum[N];
+  HS_UNROLL
+  for (int k = 0; k < N; ++k) sum[k] = d[k];
+  HS_UNROLL
+  for (int width = N / 2; width > 0; width /= 2) {
+    HS_UNROLL
+    for (int k = 0; k < width; ++k) sum[k] = sum[2 * k] + sum[2 * k + 1];
+  }
+  float squares = __fmul_rn(d[0], d[0]);
+  HS_UNROLL
+  for (int k = 1; k < N; ++k) squares = __fmaf_rn(d[k], d[k], squares);
+  s1 += sum[0];
+  s2 += squares;
+}
+
+// The common-path test of a load of bfloat16 or float16 pairs for an edge T: each word's lanes
+// as (bits | 0x8000) - T (hs_fast's note), and whether every lane is a 0 or common.
+struct hs_lane_test {
+  unsigned int lift, zero, top;
+  template <typename IN>
+  static HS_DEV hs_lane_test make(unsigned int edge) {
+    hs_lane_test t;
+    t.lift = edge * 0x10001u;
+    t.zero = (0x8000u - edge) * 0x10001u;
+    t.top = (0x8000u + hs_fast_kind<IN>::past - 1u - edge) * 0x10001u;
+    return t;
+  }
+  HS_DEV bool common(uint4 u, unsigned int (&r)[4]) const {
+    r[0] = (u.x | 0x80008000u) - lift;
+    r[1] = (u.y | 0x80008000u) - lift;
+    r[2] = (u.z | 0x80008000u) - lift;
+    r[3] = (u.w | 0x80008000u) - lift;
+    const unsigned int small = hs_max_s16x2(hs_max_s16x2(hs_max_s16x2(r[0], r[1]), hs_max_s16x2(r[2], r[3])), zero);
+    const unsigned int large = hs_max_u16x2(hs_max_u16x2(hs_max_u16x2(r[0], r[1]), hs_max_u16x2(r[2], r[3])), top);
+    return small == zero && large == top;
+  }
+  // Four bits for each non-zero value of a common load: each lane's sign byte copied, merged.
+  static HS_DEV unsigned int nonzero_bits(const unsigned int (&r)[4]) {
+    return __popc((hs_prmt(r[0], r[1], 0xfdb9u) & 0x0f0f0f0fu) | (hs_prmt(r[2], r[3], 0xfdb9u) & 0xf0f0f0f0u));
+  }
+};
+
+// A thread's vectors of bfloat16 or float16 pairs.
+template <typename IN, typename Take>
+HS_DEV void hs_fast_pairs(const uint4* vectors, hs_i64 count, const hs_fast& p, hs_acc<float>& a, Take& take) {
+  const hs_i64 thread = (hs_i64)blockIdx.x * blockDim.x + threadIdx.x;
+  const hs_i64 threads = (hs_i64)gridDim.x * blockDim.x;
+  const hs_lane_test test = hs_lane_test::make<IN>(p.edge);
+  unsigned int lo = hs_pair<IN>::highest, hi = hs_pair<IN>::lowest, nonzero = 0, rare = 0;
+  double s1 = 0, s2 = 0;
+  for (hs_i64 i = thread; i < count; i += threads) {
+    const uint4 u = vectors[i];
+    unsigned int r[4];
+    if (!test.common(u, r)) {
+      ++rare;
+      hs_take_vector<IN, float>(u, take);
+      continue;
+    }
+    lo = hs_pair_min<IN>(lo, hs_pair_min<IN>(hs_pair_min<IN>(u.x, u.y), hs_pair_min<IN>(u.z, u.w)));
+    hi = hs_pair_max<IN>(hi, hs_pair_max<IN>(hs_pair_max<IN>(u.x, u.y), hs_pair_max<IN>(u.z, u.w)));
+    nonzero += hs_lane_test::nonzero_bits(r);
+    const unsigned int words[4] = {u.x, u.y, u.z, u.w};
+    float d[8];
+    HS_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      d[2 * k] = hs_fast_value(hs_pair<IN>::low(words[k]), p);
+      d[2 * k + 1] = hs_fast_value(hs_pair<IN>::high(words[k]), p);
+    }
+    hs_fast_moments(d, s1, s2);
+  }
+  const hs_i64 loads = thread < count ? (count - 1 - thread) / threads + 1 : 0;
+  const float lows[2] = {hs_pair<IN>::low(lo), hs_pair<IN>::high(lo)};
+  const float highs[2] = {hs_pair<IN>::low(hi), hs_pair<IN>::high(hi)};
+  for (int k = 0; k < 2; ++k) {
+    a.lo = lows[k] < a.lo ? lows[k] : a.lo;
+    a.hi = highs[k] > a.hi ? highs[k] : a.hi;
+  }
+  a.s1 += s1;
+  a.s2 += s2;
+  a.count[P_ZERO] += (unsigned int)(8 * (loads - rare)) - nonzero / 4;
+#ifdef HS_EMULATION
+  hs_emulation::commonLoads += loads - rare;
+#endif
+}
+
+// Whether a load of four float32 values is common for an edge T, and its zeros. A magnitude less
+// one makes 0 the largest unsigned number and the only negative one: an unsigned minimum finds
+// the magnitudes under T, a signed maximum those past float16's range (NaN and Inf among them).
+HS_DEV bool hs_fast_floats_common(uint4 u, unsigned int edge, unsigned int& zeros) {
+  const unsigned int words[4] = {u.x, u.y, u.z, u.w};
+  unsigned int fewest = 0xffffffffu;
+  int most = -1;
+  zeros = 0;
+  HS_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const unsigned int c = (words[k] & 0x7fffffffu) - 1u;
+    fewest = c < fewest ? c : fewest;
+    most = (int)c > most ? (int)c : most;
+    zeros += c >> 31;
+  }
+  return fewest >= edge - 1u && most < (int)(hs_fast_kind<float>::past - 1u);
+}
+
+// A thread's vectors of float32 values.
+template <typename Take>
+HS_DEV void hs_fast_floats(const uint4* vectors, hs_i64 count, const hs_fast& p, hs_acc<float>& a, Take& take) {
+  const hs_i64 thread = (hs_i64)blockIdx.x * blockDim.x + threadIdx.x;
+  const hs_i64 threads = (hs_i64)gridDim.x * blockDim.x;
+  float lo = hs_limits<float>::infinity(), hi = -hs_limits<float>::infinity();
+  unsigned int zeros = 0;
+  double s1 = 0, s2 = 0;
+  for (hs_i64 i = thread; i < count; i += threads) {
+    const uint4 u = vectors[i];
+    unsigned int zeros_here;
+    if (!hs_fast_floats_common(u, p.edge, zeros_here)) {
+      hs_take_vector<float, float>(u, take);
+      continue;
+    }
+#ifdef HS_EMULATION
+    ++hs_emulation::commonLoads;
+#endif
+    zeros += zeros_here;
+    const unsigned int words[4] = {u.x, u.y, u.z, u.w};
+    float d[4];
+    HS_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const float v = hs_as_float(words[k]);
+      lo = fminf(lo, v);
+      hi = fmaxf(hi, v);
+      d[k] = hs_fast_value(v, p);
+    }
+    hs_fast_moments(d, s1, s2);
+  }
+  a.lo = lo < a.lo ? lo : a.lo;
+  a.hi = hi > a.hi ? hi : a.hi;
+  a.s1 += s1;
+  a.s2 += s2;
+  a.count[P_ZERO] += zeros;
+}
+
+// [/common path]
+
+template <typename IN, typename W, typename Take>
+HS_DEV void hs_fast_vectors(const uint4* vectors, hs_i64 count, const hs_fast& p, hs_acc<W>& a, Take& take) {
+  if constexpr (hs_fast_kind<IN>::lanes == 16) {
+    hs_fast_pairs<IN>(vectors, count, p, a, take);
+  } else if constexpr (hs_fast_kind<IN>::lanes == 32) {
+    hs_fast_floats(vectors, count, p, a, take);
+  }
 }
 
 HS_DEV double hs_fold(int field, double a, double b) {
@@ -480,7 +883,13 @@ HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, do
   hs_acc<W> a;
   hs_acc_init(a);
   auto take = [&](W v) { hs_take(v, a, f, my_hist, scratch); };
-  hs_each_value<IN, W>(x, n, take);
+  const hs_fast fast = hs_fast_plan<IN, W>(f, my_hist);
+  if (fast.on) {
+    auto body = [&](const uint4* vectors, hs_i64 count) { hs_fast_vectors<IN, W>(vectors, count, fast, a, take); };
+    hs_each_value<IN, W>(x, n, take, body);
+  } else {
+    hs_each_value<IN, W>(x, n, take);
+  }
   double mine[P_COUNT];
   mine[P_MIN] = (double)a.lo;
   mine[P_MAX] = (double)a.hi;

@@ -47,6 +47,33 @@ def _cuobjdump():
     return cuobjdump()
 
 
+def _nvdisasm():
+    from read_loop_count import nvdisasm
+    return nvdisasm()
+
+
+@needs_nvrtc
+@pytest.mark.skipif(_nvdisasm() is None, reason="no nvdisasm (Triton's wheel ships it)")
+def test_the_instruction_count_follows_the_common_path_and_only_it():
+    """read_loop_count walks the read loop's common path: an instruction added there a value
+    counts one more a value; code added to the rare path's exact per-value work counts nothing."""
+    import read_loop_count
+    with open(_cuda_stats.SOURCE, encoding="utf-8") as f:
+        source = f.read()
+    plain = read_loop_count.count(source, NVRTC)
+    for name, row in plain.items():
+        assert row["per_value"] <= row["budget"], (name, row)
+    step = "  return __fsub_rn(v, p.shift);\n}"
+    assert source.count(step) == 1
+    heavier = read_loop_count.count(source.replace(step, "  return __fmul_rn(__fsub_rn(v, p.shift), p.top);\n}"), NVRTC)
+    rare = "      ++a.count[P_INF];\n"
+    assert source.count(rare) == 1
+    busier_rare = read_loop_count.count(source.replace(rare, "      a.count[P_INF] += a.count[P_NAN] * 3u + 1u;\n"), NVRTC)
+    for name in plain:
+        assert abs(heavier[name]["per_value"] - plain[name]["per_value"] - 1.0) <= 0.25, (name, heavier[name], plain[name])
+        assert abs(busier_rare[name]["per_value"] - plain[name]["per_value"]) <= 0.25, (name, busier_rare[name])
+
+
 @needs_nvrtc
 @pytest.mark.skipif(_cuobjdump() is None, reason="no cuobjdump (Triton's wheel ships it)")
 def test_the_kernels_compile_for_a100_h100_and_the_newest_without_spills_and_with_128_bit_loads():

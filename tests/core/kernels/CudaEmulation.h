@@ -68,6 +68,9 @@ struct Block {
 
 inline thread_local Block* current = nullptr;
 
+/// Loads the read kernels took through their common path (stats_kernels.cu counts them here).
+inline std::atomic<long long> commonLoads{0};
+
 inline unsigned char* sharedMemory() { return reinterpret_cast<unsigned char*>(current->shared.data()); }
 
 /// Runs kernel() in `threads` threads of each of `blocks` blocks (threads a multiple of 32).
@@ -128,3 +131,4 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dsqrt_rn(double a) { return std::sqrt(a); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
