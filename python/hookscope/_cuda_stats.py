@@ -7,9 +7,11 @@ The binary is cached on disk per (architecture, source hash, NVRTC version) in
 $HOOKSCOPE_CACHE_DIR (default ~/.cache/hookscope/cuda). Each launch's argument array is built
 once per (device, kernel); a capture writes only the pointers and the length into it and calls
 cuLaunchKernel on the current stream's raw handle. A series (a capture's identity) keeps a slot
-on the device: its previous range, amax and mean, from which the first kernel bins in one read;
-the second kernel reads again only where that did not hold (stats_kernels.cu). Nothing is read
-back in a hook.
+on the device: its previous range, amax and mean, from which the read bins in one pass; where
+that did not hold it reads again (stats_kernels.cu). One launch a capture: a small tensor's is one
+block, a larger one's a cooperative launch whose blocks wait for the verdict and read again in
+place; where the device has no cooperative launch (or the grid would not be resident at once),
+the read and a re-read kernel that returns at once unless needed. Nothing is read back in a hook.
 """
 
 import ctypes
@@ -26,6 +28,7 @@ THREADS = 256
 BLOCKS_PER_SM = 3                                             # resident at once: __launch_bounds__(256, 3)
 REREAD_BLOCKS_PER_SM = 2                                      # the re-read's: (256, 2)
 MAX_BLOCKS = 2048
+SMALL = 65536                                                 # values or fewer: one block, one launch
 MAX_BINS = 4096
 SLOT_WORDS = 8
 READ_COUNTERS = 5                                             # HS_READS_ONE, HS_READS_TWO
@@ -41,6 +44,7 @@ KERNELS = {
     torch.int64: "i64",
 }
 _NVRTC_SUCCESS = 0
+_COOPERATIVE_LAUNCH = 95                                      # CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
 
 
 class Unavailable(RuntimeError):
@@ -172,6 +176,12 @@ class Driver:
                            ctypes.c_void_p]
         launch.restype = ctypes.c_int
         self.launch = launch
+        # A launch whose blocks are all resident at once (CUDA 9 and later), or None.
+        cooperative = getattr(self.lib, "cuLaunchCooperativeKernel", None)
+        if cooperative is not None:
+            cooperative.argtypes = launch.argtypes[:-1]
+            cooperative.restype = ctypes.c_int
+        self.launch_cooperative = cooperative
         copy = self.lib.cuMemcpyDtoDAsync_v2
         copy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
         copy.restype = ctypes.c_int
@@ -182,6 +192,23 @@ class Driver:
             text = ctypes.c_char_p()
             self.lib.cuGetErrorString(status, ctypes.byref(text))
             raise RuntimeError("%s failed: %s" % (what, (text.value or b"error %d" % status).decode()))
+
+    def cooperative(self, index):
+        """Whether device `index` (an ordinal, as torch counts them) takes cooperative launches."""
+        if self.launch_cooperative is None:
+            return False
+        device, value = ctypes.c_int(), ctypes.c_int()
+        if self.lib.cuDeviceGet(ctypes.byref(device), index) != 0:
+            return False
+        status = self.lib.cuDeviceGetAttribute(ctypes.byref(value), _COOPERATIVE_LAUNCH, device)
+        return status == 0 and value.value == 1
+
+    def resident(self, function, threads, shared):
+        """How many blocks of `function` a multiprocessor holds at once (0 where the driver cannot say)."""
+        blocks = ctypes.c_int()
+        status = self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(blocks), ctypes.c_void_p(function), ctypes.c_int(threads), ctypes.c_size_t(shared))
+        return blocks.value if status == 0 else 0
 
     def functions(self, cubin, names):
         """{name: CUfunction} from a cubin loaded into the current context."""
@@ -197,11 +224,12 @@ class Driver:
 
 
 class _Arguments:
-    """The values a capture's two launches take, as ctypes objects made once."""
+    """The values a capture's launches take, as ctypes objects made once."""
 
     def __init__(self):
         self.x, self.n, self.bins, self.copies = ctypes.c_uint64(), ctypes.c_int64(), ctypes.c_int(), ctypes.c_int()
         self.row, self.slot, self.scratch = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+        self.wait = ctypes.c_int()  # the read reads again itself (one launch), or leaves it to the re-read
 
 
 class _Launch:
@@ -212,14 +240,20 @@ class _Launch:
         self.driver = driver
         self.function = function
         a = self.arguments = arguments or _Arguments()
-        args = [a.x, a.n, a.bins, a.copies, a.row] + ([a.slot] if with_slot else []) + [a.scratch]
+        args = [a.x, a.n, a.bins, a.copies, a.row] + ([a.slot, a.scratch, a.wait] if with_slot else [a.scratch])
         self.params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         self.address = ctypes.cast(self.params, ctypes.c_void_p).value
 
-    def __call__(self, blocks, shared, stream):
-        status = self.driver.launch(self.function, blocks, 1, 1, THREADS, 1, 1, shared, stream, self.address, None)
+    def __call__(self, blocks, shared, stream, cooperative=False):
+        if cooperative:
+            status = self.driver.launch_cooperative(self.function, blocks, 1, 1, THREADS, 1, 1, shared, stream,
+                                                    self.address)
+            what = "cuLaunchCooperativeKernel"
+        else:
+            status = self.driver.launch(self.function, blocks, 1, 1, THREADS, 1, 1, shared, stream, self.address, None)
+            what = "cuLaunchKernel"
         if status:
-            self.driver.check(status, "cuLaunchKernel")
+            self.driver.check(status, what)
 
 
 def launch_pair(driver, read, reread):
@@ -250,6 +284,8 @@ class _Device:
             names = ["hs_%s_%s" % (kind, suffix) for suffix in set(KERNELS.values()) for kind in ("read", "reread")]
             functions = backend.driver.functions(cubin_for(capability, backend.nvrtc), names)
         self.sms = torch.cuda.get_device_properties(index).multi_processor_count
+        self.cooperative = backend.driver.cooperative(index)
+        self.resident = {}  # (suffix, shared bytes) -> the read's blocks resident at once on the device
         self.launches = {suffix: launch_pair(backend.driver, functions["hs_read_" + suffix],
                                              functions["hs_reread_" + suffix])
                          for suffix in set(KERNELS.values())}
@@ -273,6 +309,14 @@ class _Device:
                 held = self.counts[stream] = torch.zeros(2, dtype=torch.int64, pin_memory=True)
             held.copy_(scratch[READ_COUNTERS:READ_COUNTERS + 2], non_blocking=True)
 
+    def resident_blocks(self, suffix, shared):
+        """How many of the read's blocks the device holds at once with `shared` bytes each."""
+        held = self.resident.get((suffix, shared))
+        if held is None:
+            first = self.launches[suffix][0]
+            held = self.resident[(suffix, shared)] = first.driver.resident(first.function, THREADS, shared) * self.sms
+        return held
+
     def slot_for(self, key):
         """The device address of a series' slot (allocated zero: "no forecast" on its first capture)."""
         index = self.series.get(key)
@@ -291,7 +335,10 @@ def histogram_copies(bins):
 
 
 def grid(n, bytes_per_value, sms, per_sm=BLOCKS_PER_SM):
-    """Blocks for n values: enough to fill `sms` multiprocessors, no more than the values need."""
+    """Blocks for n values: one for SMALL or fewer (it reads again itself, no wait for other
+    blocks), else enough to fill `sms` multiprocessors, no more than the values need."""
+    if n <= SMALL:
+        return 1
     per_block = THREADS * max(1, 16 // bytes_per_value) * 4
     return max(1, min(MAX_BLOCKS, sms * per_sm, -(-n // per_block)))
 
@@ -324,8 +371,8 @@ class CudaStatistics:
         return held
 
     def row(self, values, bins, row_address, series=None):
-        """Queues the two kernels that write the row of `values` (a flat tensor whose dtype is in
-        KERNELS, on a CUDA device) at row_address (float64, HEADER + bins, on the same device).
+        """Queues the launch (or two) that writes the row of `values` (a flat tensor whose dtype is
+        in KERNELS, on a CUDA device) at row_address (float64, HEADER + bins, on the same device).
         series: a key naming the capture's series, whose slot gives the first read its edges."""
         place = self.device(values.device)
         suffix = KERNELS[values.dtype]
@@ -340,7 +387,11 @@ class CudaStatistics:
         if len(self._devices) > 1 and torch.cuda.current_device() != place.index:
             with torch.cuda.device(place.index):  # its module is loaded in that device's context
                 return self.row(values, bins, row_address, series)
-        with self._lock:  # the two launches share the argument values and the stream's scratch
+        # One launch where its blocks can wait for one another: one block, or all resident at once.
+        cooperative = (blocks > 1 and place.cooperative and values.element_size() > 1
+                       and blocks <= place.resident_blocks(suffix, shared))
+        alone = (blocks == 1 and values.element_size() > 1) or cooperative  # one-byte values: two launches
+        with self._lock:  # the launches share the argument values and the stream's scratch
             a = first.arguments
             a.x.value = values.data_ptr()
             a.n.value = n
@@ -349,8 +400,10 @@ class CudaStatistics:
             a.row.value = row_address
             a.slot.value = 0 if series is None else place.slot_for(series)
             a.scratch.value = scratch
-            first(blocks, shared, stream)
-            second(again, shared, stream)
+            a.wait.value = 1 if alone else 0
+            first(blocks, shared, stream, cooperative)
+            if not alone:
+                second(again, shared, stream)
 
     def queue_reads(self, device):
         """At a step's end, before its wait: the read counters of `device`'s streams to the host."""

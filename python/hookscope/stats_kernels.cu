@@ -2,20 +2,27 @@
 // NVRTC (_cuda_stats.py) and launched through the driver API. The row's meanings are _stats's
 // (docs/export-format.md); its layout is RowLayout.h's (row_layout in the package).
 //
-// Two kernels a capture, both queued, with no host synchronisation:
+// One launch a capture where its blocks can wait for one another, queued, with no host
+// synchronisation:
 // - hs_read_*: one read of the values. Per thread, in registers: the finite min and max, the sum
-//   and sum of squares of (v - shift) and of v (float64), the zero, NaN and Inf counts and the
-//   float16 counts; per warp, a histogram in shared memory between edges known before the read
-//   (the same series' previous range, widened: its "slot"), and the values below where the fp8
-//   underflow can begin given the previous amax (plus those in the band where it may, kept in a
-//   small buffer). Warp shuffles at the end, one partial a block, one global atomic per bin per
-//   block. The last block folds the partials in a fixed order and decides: where every finite
-//   value fell inside the edges, filled at least half their span, the fp8 thresholds of this
-//   step's amax fall in the band and the shift was near the mean, the row is complete (one read);
-//   else it writes this step's edges and sets the re-read flag. It writes the series' next slot.
-// - hs_reread_*: returns at once unless the flag is set; else reads again: the histogram between
-//   this step's finite min and max, the second moment about the mean (corrected two-pass), the
-//   fp8 counts by this step's amax.
+//   and sum of squares of (v - shift) (float64, from float32 sums per load on the common path),
+//   the zero, NaN and Inf counts and the float16 counts; per warp, a histogram in shared memory
+//   between edges known before the read (the same series' previous range, widened: its "slot"),
+//   and the values below where the fp8 underflow can begin given the previous amax (plus those in
+//   the band where it may, kept in a small buffer). Most 16-byte loads need none of the counts:
+//   one test on their raw bits sends them down a short common path (hs_fast_*; about 17 machine
+//   instructions a value for bf16, tests/python/read_loop_count.py), the others value by value
+//   through the exact code (hs_take). Warp shuffles at the end, one partial a block, one global
+//   atomic per bin per block. The last block folds the partials in a fixed order and decides:
+//   where every finite value fell inside the edges, filled at least half their span, the fp8
+//   thresholds of this step's amax fall in the band and the shift was near the mean, the row is
+//   complete (one read); else it writes this step's edges and sets the re-read flag. It writes the
+//   series' next slot. With `wait` (a launch of one block, or a cooperative one: every block
+//   resident), every block then learns the verdict and, where it says so, reads again at once.
+// - hs_reread_*: the second read where the read's launch could not wait (no cooperative launch,
+//   one-byte values): returns at once unless the flag is set; else reads again: the histogram
+//   between this step's finite min and max, the second moment about the mean (corrected
+//   two-pass), the fp8 counts by this step's amax.
 // Compiled as host C++ too (HS_EMULATION, tests/core/kernels/CudaEmulation.h), so the arithmetic
 // is tested on machines with no GPU.
 
@@ -65,6 +72,7 @@ typedef long long hs_i64;
 #define HS_BAND_COUNT 3  // and 4: E4M3's, E5M2's
 #define HS_READS_ONE 5   // captures completed in one read, and in two: counted, never reset
 #define HS_READS_TWO 6
+#define HS_VERDICT 7     // a one-launch read's verdict: 1 complete, 2 read again, + 4 a block that saw it
 #define HS_HIST 8
 #define HS_MAX_BINS 4096
 #define HS_PARTIALS (HS_HIST + HS_MAX_BINS)
@@ -167,6 +175,22 @@ HS_DEV unsigned int hs_prmt(unsigned int a, unsigned int b, unsigned int selecto
   return d;
 }
 #endif
+
+// A word another block writes, read from memory each time; a short pause while waiting for it.
+HS_DEV hs_u64 hs_load_volatile(const hs_u64* word) {
+#ifdef HS_EMULATION
+  return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+#else
+  return *reinterpret_cast<const volatile hs_u64*>(word);
+#endif
+}
+HS_DEV void hs_pause() {
+#ifdef HS_EMULATION
+  std::this_thread::yield();
+#elif __CUDA_ARCH__ >= 700
+  __nanosleep(100);
+#endif
+}
 
 // Float32 a + b rounded toward zero (exact in the emulation for the sums the bins make: a value
 // in [0, 4096) plus 2^23).
@@ -872,7 +896,41 @@ HS_UNROLL
 }
 
 template <typename IN, typename W>
-HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot, hs_u64* scratch) {
+HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, hs_u64* scratch);
+
+// The second read within the first's launch: not inlined, so that its registers are not the read
+// loop's.
+template <typename IN, typename W>
+HS_NOINLINE void hs_reread_here(const IN* x, hs_i64 n, int bins, int copies, double* row, hs_u64* scratch) {
+  hs_reread<IN, W>(x, n, bins, copies, row, scratch);
+}
+
+// In a launch that also reads again (wait): the last block publishes its verdict after all it
+// wrote, every other block waits for it (the launch is cooperative or of one block: all its
+// blocks are resident), and the block that takes it last clears it for the next capture.
+HS_DEV bool hs_verdict(hs_u64* scratch, bool last, bool* flag) {
+  __syncthreads();  // the finish's writes by every thread of the last block are done
+  if (threadIdx.x == 0) {
+    if (last) {
+      const bool again = reinterpret_cast<volatile hs_u64*>(scratch)[HS_REREAD] != 0;
+      __threadfence();
+      if (gridDim.x > 1) atomicExch(&scratch[HS_VERDICT], again ? 2ull : 1ull);
+      *flag = again;
+    } else {
+      hs_u64 seen;
+      while ((seen = hs_load_volatile(&scratch[HS_VERDICT]) & 3u) == 0) hs_pause();
+      __threadfence();
+      *flag = seen == 2;
+      if ((atomicAdd(&scratch[HS_VERDICT], 4ull) >> 2) == (hs_u64)gridDim.x - 2) atomicExch(&scratch[HS_VERDICT], 0ull);
+    }
+  }
+  __syncthreads();
+  return *flag;
+}
+
+template <typename IN, typename W>
+HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot, hs_u64* scratch,
+                    int wait) {
   HS_SHARED_BYTES(smem);
   double* red;
   bool* flag;
@@ -900,9 +958,14 @@ HS_UNROLL
   double* partials = reinterpret_cast<double*>(scratch) + HS_PARTIALS;
   hs_block_fold(mine, P_COUNT, red, partials + blockIdx.x * HS_FIELDS);
   if (f.predicted) hs_flush_histogram(hist, bins, copies, scratch + HS_HIST);
-  if (!hs_last_block(&scratch[HS_TICKET_READ], flag)) return;
-  hs_fold_blocks(partials, P_COUNT, red);
-  hs_finish_read<W>(n, bins, row, slot, scratch, red, hist);
+  const bool last = hs_last_block(&scratch[HS_TICKET_READ], flag);
+  if (last) {
+    hs_fold_blocks(partials, P_COUNT, red);
+    hs_finish_read<W>(n, bins, row, slot, scratch, red, hist);
+  }
+  // One-byte values are read again by the re-read kernel only: sixteen a load, their second read
+  // needs more registers than the read's launch leaves (_cuda_stats never asks them to wait).
+  if (sizeof(IN) > 1 && wait && hs_verdict(scratch, last, flag)) hs_reread_here<IN, W>(x, n, bins, copies, row, scratch);
 }
 
 // The second read, where the first could not complete the row.
@@ -914,8 +977,9 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   bool* flag;
   unsigned int* hist;
   hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
-  const double mean = row[HS_ROW_MEAN], amax = row[HS_ROW_AMAX];
-  const hs_plan plan = hs_make_plan<W>(row[HS_ROW_LO], row[HS_ROW_HI], bins);
+  const volatile double* first = row;  // the first read's, written by another block of this launch or the last
+  const double mean = first[HS_ROW_MEAN], amax = first[HS_ROW_AMAX];
+  const hs_plan plan = hs_make_plan<W>(first[HS_ROW_LO], first[HS_ROW_HI], bins);
   const W below[2] = {hs_flush_below<W>(amax, 448.0, 0x1p-9), hs_flush_below<W>(amax, 57344.0, 0x1p-16)};
   unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
   double m2 = 0, residual = 0, squares = 0;
@@ -944,7 +1008,7 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
   hs_u64* global = scratch + HS_HIST;
   for (int b = threadIdx.x; b < bins; b += blockDim.x) row[HS_HEADER + b] = (double)atomicExch(&global[b], 0ull);
   if (threadIdx.x != 0) return;
-  const double count = (double)n - row[HS_ROW_NAN] - row[HS_ROW_INF];
+  const double count = (double)n - first[HS_ROW_NAN] - first[HS_ROW_INF];
   // The corrected two-pass algorithm: the differences' own sum says what the mean is off by.
   const double shift = t_residual / count;
   double centred = t_m2 - shift * t_residual;
@@ -961,8 +1025,8 @@ HS_DEV void hs_reread(const IN* x, hs_i64 n, int bins, int copies, double* row, 
 // The kernels by the values' type (the names _cuda_stats.py launches).
 #define HS_KERNELS(NAME, IN, W)                                                                              \
   HS_GLOBAL hs_read_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, double* slot,          \
-                           hs_u64* scratch) {                                                               \
-    hs_read<IN, W>(x, n, bins, copies, row, slot, scratch);                                                  \
+                           hs_u64* scratch, int wait) {                                                     \
+    hs_read<IN, W>(x, n, bins, copies, row, slot, scratch, wait);                                            \
   }                                                                                                          \
   HS_GLOBAL_REREAD hs_reread_##NAME(const IN* x, hs_i64 n, int bins, int copies, double* row, hs_u64* scratch) {    \
     hs_reread<IN, W>(x, n, bins, copies, row, scratch);                                                      \

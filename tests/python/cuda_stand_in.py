@@ -21,6 +21,7 @@ def stand_in(driver, sms=132, read="read", reread="reread"):
     place.launches = {suffix: _cuda_stats.launch_pair(driver, read, reread)
                       for suffix in set(_cuda_stats.KERNELS.values())}
     place.scratch, place.counts, place.series = {}, {}, {}
+    place.cooperative, place.resident = getattr(driver, "cooperative_launches", False), {}
     place.slots = torch.zeros((2, _cuda_stats.SLOT_WORDS), dtype=torch.float64)
     kernels._devices[place.device] = place
     kernels._stream = lambda index: 77

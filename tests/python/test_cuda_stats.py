@@ -116,46 +116,83 @@ def test_a_compiled_binary_is_cached_per_architecture_source_and_nvrtc(tmp_path,
 
 
 class StubDriver:
-    """cuLaunchKernel and cuMemcpyDtoDAsync recorded, with each launch's argument values read
-    through its parameter array at the moment of the call."""
+    """cuLaunchKernel, cuLaunchCooperativeKernel (where cooperative_launches) and cuMemcpyDtoDAsync
+    recorded, with each launch's argument values read through its parameter array at the moment
+    of the call; `per_sm` blocks of the read resident on a multiprocessor."""
 
-    def __init__(self):
+    def __init__(self, cooperative_launches=False, per_sm=3):
         self.launched = []
+        self.cooperative_launches = cooperative_launches
+        self.per_sm = per_sm
 
-    def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    def _record(self, how, function, gx, bx, shared, stream, params):
         array = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
         count = 7 if function == "read" else 6
         values = [ctypes.cast(array[i], ctypes.POINTER(ctypes.c_uint64))[0] for i in range(count)]
-        self.launched.append((function, gx, bx, shared, stream, params, values))
+        if function == "read":
+            values.append(ctypes.cast(array[7], ctypes.POINTER(ctypes.c_int))[0])  # wait
+        self.launched.append((function, gx, bx, shared, stream, params, values, how))
         return 0
+
+    def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        return self._record("plain", function, gx, bx, shared, stream, params)
+
+    def launch_cooperative(self, function, gx, gy, gz, bx, by, bz, shared, stream, params):
+        assert self.cooperative_launches, "a cooperative launch on a device without them"
+        return self._record("cooperative", function, gx, bx, shared, stream, params)
+
+    def resident(self, function, threads, shared):
+        assert function == "read" and threads == _cuda_stats.THREADS
+        return self.per_sm
 
     def check(self, status, what):
         assert status == 0, what
 
 
-def test_a_capture_writes_pointers_into_argument_arrays_built_once_and_launches_two_kernels():
+def test_a_capture_writes_pointers_into_argument_arrays_built_once_and_launches_once_where_it_can():
     kernels, place = stand_in(StubDriver())
     a, b = torch.randn(4000), torch.randn(40_000_000, dtype=torch.bfloat16)
     kernels.row(a, 64, 1000, series="s")
     kernels.row(b, 64, 2000, series="t")
     kernels.row(a, 64, 3000, series="s")
     launched = kernels.driver.launched
-    assert [call[0] for call in launched] == ["read", "reread"] * 3
+    # A small tensor: one block that reads again itself; a large one on a device without
+    # cooperative launches: the read, then the re-read that returns at once unless needed.
+    assert [(call[0], call[7]) for call in launched] == [("read", "plain"), ("read", "plain"), ("reread", "plain"),
+                                                         ("read", "plain")]
+    assert [call[6][7] for call in launched if call[0] == "read"] == [1, 0, 1]  # wait: reads again itself
     # The same argument array for every launch of a kernel: nothing built per capture.
-    assert launched[0][5] == launched[4][5] and launched[1][5] == launched[5][5]
+    assert launched[0][5] == launched[3][5]
     slot_s = place.slots.data_ptr()
-    x, n, bins, copies, row, slot, scratch = launched[0][6]
+    x, n, bins, copies, row, slot, scratch, wait = launched[0][6]
     assert (x, n, bins, row, slot) == (a.data_ptr(), 4000, 64, 1000, slot_s)
-    assert launched[1][6] == [a.data_ptr(), 4000, 64, copies, 1000, scratch]  # the re-read has no slot
-    assert launched[2][6][4:6] == [2000, slot_s + _cuda_stats.SLOT_WORDS * 8]  # another series, another slot
-    assert launched[4][6][5] == slot_s and all(call[4] == 77 for call in launched)  # the current stream's handle
-    assert launched[0][1] == launched[1][1] == 1  # a small tensor: one block
-    assert (launched[2][1], launched[3][1]) == (132 * 3, 132 * 2)  # a large one: every multiprocessor
+    assert launched[2][6] == [b.data_ptr(), 40_000_000, 64, copies, 2000, scratch]  # the re-read has no slot
+    assert launched[1][6][4:6] == [2000, slot_s + _cuda_stats.SLOT_WORDS * 8]  # another series, another slot
+    assert launched[3][6][5] == slot_s and all(call[4] == 77 for call in launched)  # the current stream's handle
+    assert launched[0][1] == launched[3][1] == 1  # a small tensor: one block
+    assert (launched[1][1], launched[2][1]) == (132 * 3, 132 * 2)  # a large one: every multiprocessor
     assert all(call[2] == _cuda_stats.THREADS for call in launched)
     # The slots grow by doubling and keep what they held (their device memory is copied).
     for name in "uvw":
         kernels.row(a, 64, 4000, series=name)
     assert place.slots.shape[0] == 8 and place.series == {"s": 0, "t": 1, "u": 2, "v": 3, "w": 4}
+
+
+def test_a_large_tensor_is_one_cooperative_launch_where_its_grid_is_resident_at_once():
+    for per_sm, expected in ((3, [("read", "cooperative", 1)]),
+                             (2, [("read", "plain", 0), ("reread", "plain", None)])):  # the grid would not fit
+        kernels, place = stand_in(StubDriver(cooperative_launches=True, per_sm=per_sm))
+        kernels.row(torch.randn(40_000_000, dtype=torch.bfloat16), 64, 2000, series="t")
+        kernels.row(torch.randn(_cuda_stats.SMALL), 64, 3000, series="u")
+        got = [(call[0], call[7], call[6][7] if call[0] == "read" else None) for call in kernels.driver.launched]
+        assert got == expected + [("read", "plain", 1)], per_sm  # a small tensor: one block, never cooperative
+        assert kernels.driver.launched[0][1] == 132 * 3
+    # One-byte values (uint8, int8, bool) are read again by the re-read kernel, small or large.
+    kernels, place = stand_in(StubDriver(cooperative_launches=True))
+    kernels.row(torch.ones(100, dtype=torch.uint8), 64, 2000)
+    kernels.row(torch.ones(40_000_000, dtype=torch.int8), 64, 2000)
+    got = [(call[0], call[7], call[6][7] if call[0] == "read" else None) for call in kernels.driver.launched]
+    assert got == [("read", "plain", 0), ("reread", "plain", None)] * 2
 
 
 def test_dense_tensors_are_read_in_place_and_others_through_one_flat_copy():

@@ -73,28 +73,37 @@ inline std::atomic<long long> commonLoads{0};
 
 inline unsigned char* sharedMemory() { return reinterpret_cast<unsigned char*>(current->shared.data()); }
 
-/// Runs kernel() in `threads` threads of each of `blocks` blocks (threads a multiple of 32).
+/// Runs kernel() in `threads` threads of each of `blocks` blocks (threads a multiple of 32): one
+/// block after the other, or all at once (concurrent: as a cooperative launch, whose blocks may
+/// wait for one another).
 inline void launch(unsigned int blocks, unsigned int threads, std::size_t sharedBytes,
-                   const std::function<void()>& kernel) {
+                   const std::function<void()>& kernel, bool concurrent = false) {
   gridDim.x = blocks;
   blockDim.x = threads;
+  std::vector<std::unique_ptr<Block>> all;
+  std::vector<std::thread> running;
+  auto finish = [&] {
+    for (auto& thread : running) thread.join();
+    running.clear();
+  };
   for (unsigned int b = 0; b < blocks; ++b) {
-    Block block;
+    all.push_back(std::make_unique<Block>());
+    Block& block = *all.back();
     block.shared.assign((sharedBytes + 7) / 8, 0.0);
     block.all = std::make_unique<Barrier>(int(threads));
     for (unsigned int w = 0; w < threads / 32; ++w) block.warps.push_back(std::make_unique<Barrier>(32));
     block.lanes.assign(threads, 0.0);
-    std::vector<std::thread> running;
     for (unsigned int t = 0; t < threads; ++t) {
-      running.emplace_back([&, t] {
+      running.emplace_back([&block, &kernel, t, b] {
         current = &block;
         threadIdx.x = t;
         blockIdx.x = b;
         kernel();
       });
     }
-    for (auto& thread : running) thread.join();
+    if (!concurrent) finish();
   }
+  finish();
 }
 
 } // namespace hs_emulation

@@ -41,22 +41,69 @@ struct Outcome {
   bool reread = false;
 };
 
-// The two kernels as _cuda_stats.py launches them (fewer threads a block, for speed).
+// Moments summed in float64 throughout (a read with no forecast, a re-read, float64 and integer
+// values), and from float32 sums per load (the common path of a one-read row of float16, bfloat16
+// and float32 values; docs/export-format.md), which the CPU kernel's float blocks are held to too.
+constexpr long double kFloat64Sums = 1e-9L, kFloat32Sums = 1e-6L;
+
+void expectClose(double got, long double want, long double scale, const char* what, long double tolerance = kFloat64Sums) {
+  EXPECT_LE(std::fabs((long double)got - want), tolerance * scale + 1e-300L) << what << ": " << got << " vs " << double(want);
+}
+
+// The kernels as _cuda_stats.py launches them (fewer threads a block, for speed), both ways: the
+// read, then the re-read (which returns at once unless the read asked for it); and the read alone
+// in one launch that reads again itself where needed (its blocks all running at once, as in a
+// cooperative launch; not for one-byte values). Both are run on copies of the stream and slot:
+// rows, slots and scratch must come out the same (the moments to float64's rounding, their sums
+// folded over other grids), and the two-launch outcome is returned.
 template <typename IN>
-Outcome run(Stream& stream, const IN* x, std::int64_t n, double* slot, unsigned threads = 64, unsigned blocks = 3,
-            int bins = kBins) {
+Outcome runOneWay(Stream& stream, const IN* x, std::int64_t n, double* slot, unsigned threads, unsigned blocks,
+                  int bins, bool oneLaunch) {
   Outcome out;
   out.row.assign(std::size_t(HS_HEADER + bins), -7.0);
   const int copies = std::max(1, std::min(int(threads / 32), 40960 / (4 * (bins + 1))));
   const std::size_t shared = 32 * HS_FIELDS * 8 + 16 + std::size_t(copies) * std::size_t(bins + 1) * 4;
   double* row = out.row.data();
   hs_u64* scratch = stream.scratch.data();
-  hs_emulation::launch(blocks, threads, shared,
-                       [&] { hs_read<IN, Work<IN>>(x, n, bins, copies, row, slot, scratch); });
-  out.reread = stream.scratch[HS_REREAD] != 0;
+  const int wait = oneLaunch ? 1 : 0;
+  hs_emulation::launch(
+      blocks, threads, shared, [&] { hs_read<IN, Work<IN>>(x, n, bins, copies, row, slot, scratch, wait); }, oneLaunch);
+  out.reread = oneLaunch ? stream.scratch[HS_READS_TWO] != 0 : stream.scratch[HS_REREAD] != 0;
+  if (oneLaunch) return out;
   // The re-read's grid is smaller (two blocks a multiprocessor, not three), as _cuda_stats launches it.
   hs_emulation::launch(std::max(1u, blocks - 1), threads, shared,
                        [&] { hs_reread<IN, Work<IN>>(x, n, bins, copies, row, scratch); });
+  return out;
+}
+
+template <typename IN>
+Outcome run(Stream& stream, const IN* x, std::int64_t n, double* slot, unsigned threads = 64, unsigned blocks = 3,
+            int bins = kBins) {
+  if (sizeof(IN) == 1) return runOneWay(stream, x, n, slot, threads, blocks, bins, false);  // always two launches
+  std::vector<double> slotCopy;
+  if (slot) slotCopy.assign(slot, slot + HS_SLOT_WORDS);
+  Stream alone = stream;
+  alone.scratch[HS_READS_ONE] = alone.scratch[HS_READS_TWO] = 0;
+  const Outcome out = runOneWay(stream, x, n, slot, threads, blocks, bins, false);
+  const Outcome once = runOneWay(alone, x, n, slot ? slotCopy.data() : nullptr, threads, blocks, bins, true);
+  EXPECT_EQ(once.reread, out.reread) << "one launch and two disagree on reading again";
+  for (std::size_t i = 0; i < out.row.size(); ++i) {
+    if ((std::isnan(out.row[i]) && std::isnan(once.row[i])) || once.row[i] == out.row[i]) continue;
+    if (i == HS_ROW_MEAN || i == HS_ROW_STD || i == HS_ROW_L2) {
+      // A re-read in the read's launch has the read's grid, more blocks than a re-read launch: its
+      // float64 sums are folded in another order.
+      const double scale = i == HS_ROW_MEAN ? std::max(std::fabs(out.row[i]), out.row[HS_ROW_STD]) : std::fabs(out.row[i]);
+      expectClose(once.row[i], out.row[i], scale, "one launch's moments");
+    } else {
+      EXPECT_EQ(once.row[i], out.row[i]) << "row field " << i;
+    }
+  }
+  for (int i = 0; slot && i < HS_SLOT_WORDS; ++i) EXPECT_EQ(slotCopy[std::size_t(i)], slot[i]) << "slot word " << i;
+  for (int i = 0; i < HS_HIST + bins; ++i) {
+    if (i != HS_READS_ONE && i != HS_READS_TWO && i != HS_REREAD) {
+      EXPECT_EQ(alone.scratch[std::size_t(i)], 0u) << "scratch word " << i << " after one launch";
+    }
+  }
   return out;
 }
 
@@ -107,14 +154,6 @@ Moments exactMoments(const std::vector<W>& values) {
   return m;
 }
 
-// Moments summed in float64 throughout (a read with no forecast, a re-read, float64 and integer
-// values), and from float32 sums per load (the common path of a one-read row of float16, bfloat16
-// and float32 values; docs/export-format.md), which the CPU kernel's float blocks are held to too.
-constexpr long double kFloat64Sums = 1e-9L, kFloat32Sums = 1e-6L;
-
-void expectClose(double got, long double want, long double scale, const char* what, long double tolerance = kFloat64Sums) {
-  EXPECT_LE(std::fabs((long double)got - want), tolerance * scale + 1e-300L) << what << ": " << got << " vs " << double(want);
-}
 
 // Every field of a row against the CPU kernel's statistics and the exact moments.
 // moments false: values whose squares are past float64's range, where no backend's moments mean
@@ -405,6 +444,21 @@ TEST(CudaKernelsTest, ResultsDoNotDependOnWhatTheStreamRanBefore) {
   const Outcome a = run(fresh, v.data(), std::int64_t(v.size()), nullptr);
   const Outcome b = run(used, v.data(), std::int64_t(v.size()), nullptr);
   for (std::size_t i = 0; i < a.row.size(); ++i) EXPECT_EQ(a.row[i], b.row[i]) << "field " << i;
+}
+
+TEST(CudaKernelsTest, OneBlockReadsAgainInItsOwnLaunch) {
+  // A small tensor's launch is one block: it decides and reads again itself (run() compares it
+  // with the two launches; here against the CPU kernel too).
+  Stream stream;
+  std::vector<double> slot(HS_SLOT_WORDS, 0.0);
+  const auto first = normal(3000, 1.0f, 0.0f, 50);
+  const Outcome a = run(stream, first.data(), std::int64_t(first.size()), slot.data(), 64, 1);
+  EXPECT_TRUE(a.reread);
+  expectRow(a.row, first, reference(first));
+  const double low = slot[1], high = slot[2];
+  const auto next = normal(3000, 1.0f, 0.0f, 51);
+  expectOneRead(run(stream, next.data(), std::int64_t(next.size()), slot.data(), 64, 1), next, low, high);
+  expectScratchLeftClean(stream);
 }
 
 // The common path (stats_kernels.cu, hs_fast_*): one test a 16-byte load sends every value that
