@@ -31,8 +31,9 @@ MAX_BLOCKS = 2048
 SMALL = 65536                                                 # values or fewer: one block, one launch
 MAX_BINS = 4096
 SLOT_WORDS = 8
+SLOT_GROUP = 5                                                # HS_SLOT_GROUP: the series' drift group
 READ_COUNTERS = 5                                             # HS_READS_ONE, HS_READS_TWO
-SCRATCH_WORDS = 8 + MAX_BINS + MAX_BLOCKS * 16 + 2 * 8192   # HS_SCRATCH_WORDS
+SCRATCH_WORDS = 8 + MAX_BINS + MAX_BLOCKS * 16 + 2 * 8192 + 4   # HS_SCRATCH_WORDS
 SHARED_FOLD = 32 * 16 * 8 + 16                                # the fold's room and a flag
 HISTOGRAM_SHARED = 40 * 1024                                  # bytes for the per-warp histograms
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stats_kernels.cu")
@@ -318,7 +319,8 @@ class _Device:
         return held
 
     def slot_for(self, key):
-        """The device address of a series' slot (allocated zero: "no forecast" on its first capture)."""
+        """The device address of a series' slot (allocated zero: "no forecast" on its first capture,
+        its drift group set: a step's activations, and its gradients, grow or shrink together)."""
         index = self.series.get(key)
         if index is None:
             index = self.series[key] = len(self.series)
@@ -326,7 +328,20 @@ class _Device:
                 grown = torch.zeros((2 * index, SLOT_WORDS), dtype=torch.float64, device=self.device)
                 grown[:index].copy_(self.slots)
                 self.slots = grown
+            group = drift_group(key)
+            if group:
+                self.slots[index, SLOT_GROUP] = float(group)  # a fill on the stream, no wait
         return self.slots.data_ptr() + index * SLOT_WORDS * 8
+
+
+def drift_group(key):
+    """The drift group of a series named by its capture's fields (_capture: '"kind":"..."'): 1 for
+    activations and inputs, 2 for gradients, 0 (none) for anything else."""
+    if not isinstance(key, str):
+        return 0
+    if '"kind":"gradient"' in key:
+        return 2
+    return 1 if '"kind":"activation"' in key or '"kind":"input"' in key else 0
 
 
 def histogram_copies(bins):

@@ -80,13 +80,23 @@ typedef long long hs_i64;
 #define HS_FIELDS 16     // a block's partial: see the P_ names below
 #define HS_BANDS (HS_PARTIALS + HS_MAX_BLOCKS * HS_FIELDS)
 #define HS_BAND_CAPACITY 8192
-#define HS_SCRATCH_WORDS (HS_BANDS + 2 * HS_BAND_CAPACITY)
-// A series' slot (float64): valid, low, high, amax, shift (the previous mean).
+#define HS_DRIFT (HS_BANDS + 2 * HS_BAND_CAPACITY)  // and + 1: each group's drift (float64; 0: none yet)
+#define HS_SCRATCH_WORDS (HS_DRIFT + 4)
+// A series' slot (float64): valid, low, high, amax, shift (the previous mean), its drift group
+// (set by _cuda_stats: 0 none, 1 forward values, 2 gradients), whether its values had a spread.
 #define HS_SLOT_WORDS 8
+#define HS_SLOT_GROUP 5
+#define HS_SLOT_SPREAD 6
 // The next step's edges: this step's range widened by this much of its span on each side. A
 // range symmetric about zero that is scaled by 0.71 to 1.41 (1 / sqrt 2 to sqrt 2) then still
 // fits and fills half the edges: one read for a tensor whose scale drifts either way alike.
-#define HS_MARGIN 0.2
+#define HS_MARGIN 0.25
+// A step's values grow or shrink together (the loss scales every gradient, the batch every
+// activation): the last block of each capture of a group folds its amax's change since the
+// series' previous capture into the group's drift, a geometric mean weighted by this much (square
+// roots only: the same bits on every machine), and the next series of the group scales its
+// forecast by it. Each change counts at most fourfold either way.
+#define HS_DRIFT_WEIGHT 0.25
 // A shift this many standard deviations from the mean, squared, makes the one-read variance
 // lose digits: read again about the mean.
 #define HS_SHIFT_LIMIT 1e6
@@ -351,17 +361,30 @@ struct hs_forecast {
   W band_low[2], band_high[2];
 };
 
+// The drift a slot's group has on this stream (1 where none, or for a series of one value).
+HS_DEV double hs_drift(const double* slot, const hs_u64* scratch) {
+  if (slot[HS_SLOT_SPREAD] != 1.0) return 1.0;
+  const int group = (int)slot[HS_SLOT_GROUP];
+  if (group < 1 || group > 2) return 1.0;
+  const double drift = __longlong_as_double((hs_i64)hs_load_volatile(&scratch[HS_DRIFT + group - 1]));
+  return drift > 0 ? drift : 1.0;
+}
+
 template <typename W>
-HS_DEV hs_forecast<W> hs_read_slot(const double* slot, int bins) {
+HS_DEV hs_forecast<W> hs_read_slot(const double* slot, int bins, const hs_u64* scratch) {
   hs_forecast<W> f;
   f.predicted = slot != 0 && slot[0] == 1.0;
+  double drift = f.predicted ? hs_drift(slot, scratch) : 1.0;
+  if (f.predicted && !(hs_finite(slot[1] * drift) && hs_finite(slot[2] * drift) &&
+                       hs_finite(slot[2] * drift - slot[1] * drift)))
+    drift = 1.0;
   // Float32 work sums about a float32 shift (the common path subtracts it in float32); a shift
   // past float32's range is no use to such values.
-  const double shift = f.predicted ? slot[4] : 0.0;
+  const double shift = f.predicted ? slot[4] * drift : 0.0;
   f.shift = sizeof(W) == 4 ? (hs_abs(shift) <= 3.4e38 ? (double)(float)shift : 0.0) : shift;
-  f.low = f.predicted ? slot[1] : 0.0;
-  f.high = f.predicted ? slot[2] : 1.0;
-  f.amax = f.predicted ? slot[3] : 0.0;
+  f.low = f.predicted ? slot[1] * drift : 0.0;
+  f.high = f.predicted ? slot[2] * drift : 1.0;
+  f.amax = f.predicted ? slot[3] * drift : 0.0;
   f.plan = hs_make_plan<W>(f.low, f.high, bins);
   f.band_low[0] = hs_flush_below<W>(f.amax * 0.5, 448.0, 0x1p-9);
   f.band_high[0] = hs_flush_below<W>(f.amax * 2.0, 448.0, 0x1p-9);
@@ -814,6 +837,21 @@ HS_DEV hs_u64 hs_count_band(const hs_u64* scratch, int k, hs_u64 kept, W w, unsi
   return below;
 }
 
+// In the last block's thread 0: this capture's amax against its series' previous one folded into
+// its group's drift on this stream (before the slot is written anew).
+HS_DEV void hs_fold_drift(const double* slot, hs_u64* scratch, double amax) {
+  const int group = (int)slot[HS_SLOT_GROUP];
+  const double before = slot[3];
+  if (group < 1 || group > 2 || slot[0] != 1.0 || !(before > 0) || !(amax > 0) || !hs_finite(amax)) return;
+  double change = amax / before;
+  change = change < 0.25 ? 0.25 : (change > 4.0 ? 4.0 : change);
+  const double held = __longlong_as_double((hs_i64)scratch[HS_DRIFT + group - 1]);
+  const double drift = held > 0 ? held : 1.0;
+  static_assert(HS_DRIFT_WEIGHT == 0.25, "the fold below is drift^(3/4) * change^(1/4)");
+  const double next = __dsqrt_rn(__dsqrt_rn(drift * drift * drift * change));
+  scratch[HS_DRIFT + group - 1] = (hs_u64)__double_as_longlong(next);
+}
+
 // The row's edges for this step's finite min and max: widened around a single value.
 HS_DEV void hs_own_edges(double lo, double hi, double* low, double* high) {
   *low = lo;
@@ -832,7 +870,7 @@ HS_DEV void hs_own_edges(double lo, double hi, double* low, double* high) {
 template <typename W>
 HS_NOINLINE void hs_finish_read(hs_i64 n, int bins, double* row, double* slot, hs_u64* scratch, const double* t,
                                 unsigned int* counter) {
-  const hs_forecast<W> f = hs_read_slot<W>(slot, bins);
+  const hs_forecast<W> f = hs_read_slot<W>(slot, bins, scratch);
   __syncthreads();
   const double nan = __longlong_as_double(0x7ff8000000000000ll), count = (double)n - t[P_NAN] - t[P_INF];
   const bool some = count > 0;
@@ -880,9 +918,11 @@ HS_UNROLL
   row[HS_ROW_F16_UNDERFLOW] = t[P_F16U];
   row[HS_ROW_E4M3_UNDERFLOW] = fp8[0];
   row[HS_ROW_E5M2_UNDERFLOW] = fp8[1];
-  if (slot != 0 && some) {  // the next step's forecast
+  if (slot != 0 && some) {  // the next step's forecast, and the group's drift
+    hs_fold_drift(slot, scratch, amax);
     const double margin = high > low && t[P_MAX] > t[P_MIN] ? HS_MARGIN * (high - low) : 0.0;
     const double next_low = low - margin, next_high = high + margin;
+    slot[HS_SLOT_SPREAD] = t[P_MAX] > t[P_MIN] ? 1.0 : 0.0;
     slot[0] = hs_finite(next_low) && hs_finite(next_high) && hs_finite(next_high - next_low) ? 1.0 : 0.0;
     slot[1] = next_low;
     slot[2] = next_high;
@@ -936,7 +976,7 @@ HS_DEV void hs_read(const IN* x, hs_i64 n, int bins, int copies, double* row, do
   bool* flag;
   unsigned int* hist;
   hs_shared_layout(smem, bins, copies, &red, &flag, &hist);
-  const hs_forecast<W> f = hs_read_slot<W>(slot, bins);
+  const hs_forecast<W> f = hs_read_slot<W>(slot, bins, scratch);
   unsigned int* my_hist = hist + ((threadIdx.x >> 5) % copies) * (bins + 1);
   hs_acc<W> a;
   hs_acc_init(a);

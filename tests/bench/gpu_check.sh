@@ -4,7 +4,8 @@
 # kernels' tests (compiled by NVRTC for this GPU, a series read once, no host synchronisation in
 # a hook), the GPU benchmark for resnet50 (b64) and gpt2 (b8, seq 1024): attached / plain beside
 # limit / plain, the share of captures read once, host time a capture inside the step, the
-# kernels' time a step, each backend's bandwidth; the statistics tests (every GPU backend against
+# kernels' time a step, each backend's bandwidth; ncu's profile of the read kernel on a warm series;
+# the statistics tests (every GPU backend against
 # the torch ops on the device, a hook inside CUDA-graph capture) and the Triton tests; then
 # compute-sanitizer's memcheck, racecheck and synccheck on both GPU backends where it is installed.
 # Each step has a time limit of its own (a hung kernel fails its step, not the run), the most
@@ -37,6 +38,15 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 step 120 "$python" -m pytest -q -p no:cacheprovider tests/python/test_cuda_stats.py tests/python/test_row_layout.py
 step 150 "$python" tests/bench/attach_bench.py --device cuda --model resnet50 --rounds "$rounds_resnet"
 step 150 "$python" tests/bench/attach_bench.py --device cuda --model gpt2 --rounds "$rounds_gpt"
+# The read kernel alone on a warm series (its third capture: one read through the common path):
+# where its issue slots and stalls go, and how many of its blocks an SM holds (issue 56).
+if command -v ncu >/dev/null; then
+  step 120 ncu --clock-control none --kernel-name regex:hs_read_bf16 --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section SourceCounters --section WarpStateStats --section Occupancy \
+    "$python" tests/bench/cuda_kernel_probe.py
+else
+  echo "== ncu is not installed here: the read kernel's profile not taken"
+fi
 step 90 "$python" -m pytest -q -p no:cacheprovider tests/python/test_statistics.py
 # A process of its own: it sets TRITON_INTERPRET before Triton's import for its CPU cases.
 step 90 "$python" -m pytest -q -p no:cacheprovider tests/python/test_triton_stats.py

@@ -5,13 +5,15 @@ BatchNorm, in-place ReLU, downsampling; narrower and on smaller images than torc
 here with every module hooked (activations and gradients, PyTorch's own hooks), each capture's
 finite min, max and amax taken step after step, and the kernels' rule applied to them
 (stats_kernels.cu: the next edges are this step's own, widened by HS_MARGIN of the span on each
-side; one read where the values lie inside the edges and fill at least half their span, the fp8
-thresholds of this step's amax fall in the band of half to twice the previous amax, and the band
-holds what lies in it: at most HS_BAND_CAPACITY values for float32, any number for bfloat16 and
-float16, whose band is counted by bit pattern). Prints the share from the fifth step on, by model
-and kind, and why the others took two reads.
+side, and scaled by the drift of the series' group, activations or gradients: the geometric mean,
+weighted HS_DRIFT_WEIGHT, of how much the amax of each capture of the group before it changed
+since its series' previous capture, each change clamped to [1/4, 4]; one read where the values
+lie inside the edges and fill at least half their span, the fp8 thresholds of this step's amax
+fall in the band of half to twice the forecast amax, and a float32 band holds no more than
+HS_BAND_CAPACITY values). --no-drift leaves the drift out. Prints the share from the fifth step
+on, by model and kind, and why the others took two reads.
 
-    python tests/bench/one_read_share.py [STEPS] [--bf16] [--models cnn,transformer,resnet]
+    python tests/bench/one_read_share.py [STEPS] [--bf16] [--no-drift] [--models cnn,transformer,resnet]
 
 --bf16 runs the models under CPU autocast to bfloat16 (captured tensors are then mostly bf16).
 """
@@ -28,6 +30,7 @@ SOURCE = os.path.join(HERE, "..", "..", "python", "hookscope", "stats_kernels.cu
 _KERNELS = open(SOURCE).read()
 MARGIN = float(re.search(r"#define HS_MARGIN ([0-9.]+)", _KERNELS).group(1))
 BAND_CAPACITY = int(re.search(r"#define HS_BAND_CAPACITY (\d+)", _KERNELS).group(1))
+DRIFT_WEIGHT = float(re.search(r"#define HS_DRIFT_WEIGHT ([0-9.]+)", _KERNELS).group(1))
 FROM_STEP = 5
 
 
@@ -124,16 +127,18 @@ def flush_below(amax):
     return amax * 2.0 ** -9 / 448.0  # E4M3's threshold (its exact rounding does not matter here)
 
 
-def two_reads_because(previous, now):
-    """Why the kernels would read a capture twice given its series' previous capture, or None."""
+def two_reads_because(previous, now, drift=1.0):
+    """Why the kernels would read a capture twice given its series' previous capture and its
+    group's drift, or None."""
     lo, hi = previous[0], previous[1]
     before = max(abs(lo), abs(hi))
     if hi <= lo:
         pad = max(0.5, abs(lo) * 1e-6)
-        lo, hi, margin = lo - pad, hi + pad, 0.0
+        lo, hi, margin, drift = lo - pad, hi + pad, 0.0, 1.0
     else:
         margin = MARGIN * (hi - lo)
-    low, high = lo - margin, hi + margin
+    low, high = (lo - margin) * drift, (hi + margin) * drift
+    before *= drift
     new_lo, new_hi, bands, dtype = now
     own = (new_lo - max(0.5, abs(new_lo) * 1e-6), new_hi + max(0.5, abs(new_lo) * 1e-6)) if new_hi <= new_lo else None
     if not (new_lo >= low and new_hi <= high):
@@ -178,12 +183,20 @@ def main():
             loss.backward()
             opt.step()
 
-        previous, counts, reasons = {}, {}, {}
+        previous, counts, reasons, drifts = {}, {}, {}, {}
         for i in range(steps):
             now = ranges(model, step, previous)
-            for key, r in now.items():
+            for key, r in now.items():  # in the order they were captured
+                if key in previous and "--no-drift" not in sys.argv:
+                    drift = drifts.get(key[1], 1.0)
+                    before, amax = max(map(abs, previous[key][:2])), max(map(abs, r[:2]))
+                    if before > 0 and 0 < amax < math.inf:
+                        change = min(4.0, max(0.25, amax / before))
+                        drifts[key[1]] = drift ** (1 - DRIFT_WEIGHT) * change ** DRIFT_WEIGHT
+                else:
+                    drift = 1.0
                 if i >= FROM_STEP and key in previous and all(map(math.isfinite, r[:2])):
-                    why = two_reads_because(previous[key], r)
+                    why = two_reads_because(previous[key], r, drift)
                     tally = counts.setdefault(key[1], [0, 0])
                     tally[0] += why is None
                     tally[1] += 1
@@ -193,8 +206,9 @@ def main():
         total = [sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())]
         by_kind = ", ".join("%s %.0f%%" % (k, 100.0 * c[0] / c[1]) for k, c in sorted(counts.items()))
         why = ", ".join("%s %d" % kv for kv in sorted(reasons.items(), key=lambda kv: -kv[1])) or "none"
-        print("RESULT one_read_share model=%s steps=%d from_step=%d bf16=%d margin=%.3f share=%.3f (%s; two reads: %s)"
-              % (name, steps, FROM_STEP, bf16, MARGIN, total[0] / total[1], by_kind, why))
+        print("RESULT one_read_share model=%s steps=%d from_step=%d bf16=%d margin=%.3f drift=%s share=%.3f (%s; two "
+              "reads: %s)" % (name, steps, FROM_STEP, bf16, MARGIN, "off" if "--no-drift" in sys.argv else DRIFT_WEIGHT,
+                              total[0] / total[1], by_kind, why))
 
 
 if __name__ == "__main__":

@@ -27,19 +27,25 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 from hookscope import _cuda_stats  # noqa: E402
 
 
-def cuobjdump():
-    """The cuobjdump to read the cubins with, or None (found without importing Triton)."""
-    named = os.environ.get("HOOKSCOPE_CUOBJDUMP")
+def nvidia_tool(name, variable):
+    """A CUDA binary tool (cuobjdump, nvdisasm), or None: the environment's `variable`, else a CUDA
+    toolkit's (on PATH or /usr/local/cuda), else Triton's wheel's (found without importing Triton)."""
+    named = os.environ.get(variable)
     if named:
         return named
-    for tool in (shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"):
+    for tool in (shutil.which(name), "/usr/local/cuda/bin/" + name):
         if tool and os.path.exists(tool):
             return tool
     spec = importlib.util.find_spec("triton")
     if spec is None or not spec.submodule_search_locations:
         return None
-    tool = os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "cuobjdump")
+    tool = os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", name)
     return tool if os.path.exists(tool) else None
+
+
+def cuobjdump():
+    """The cuobjdump to read the cubins with, or None."""
+    return nvidia_tool("cuobjdump", "HOOKSCOPE_CUOBJDUMP")
 
 
 def run_tool(tool, *args):

@@ -22,11 +22,9 @@ toolkit's, or Triton's wheel's).
 """
 import collections
 import ctypes
-import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 from hookscope import _cuda_stats  # noqa: E402
+from cuda_compile_check import nvidia_tool  # noqa: E402
 
 CAPABILITY = 90
 SKIPPED = 77  # ctest's SKIP_RETURN_CODE: no NVRTC or nvdisasm here
@@ -56,18 +55,8 @@ CLASSES = [
 
 
 def nvdisasm():
-    """The nvdisasm to read cubins with, or None (found without importing Triton)."""
-    named = os.environ.get("HOOKSCOPE_NVDISASM")
-    if named:
-        return named
-    for tool in (shutil.which("nvdisasm"), "/usr/local/cuda/bin/nvdisasm"):
-        if tool and os.path.exists(tool):
-            return tool
-    spec = importlib.util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    tool = os.path.join(list(spec.submodule_search_locations)[0], "backends", "nvidia", "bin", "nvdisasm")
-    return tool if os.path.exists(tool) else None
+    """The nvdisasm to read cubins with, or None."""
+    return nvidia_tool("nvdisasm", "HOOKSCOPE_NVDISASM")
 
 
 def compile_with_lines(nvrtc, source, capability):

@@ -8,6 +8,7 @@ arithmetic itself runs on the CPU in hookscope_cuda_kernel_tests (their source a
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -172,10 +173,29 @@ def test_a_capture_writes_pointers_into_argument_arrays_built_once_and_launches_
     assert launched[0][1] == launched[3][1] == 1  # a small tensor: one block
     assert (launched[1][1], launched[2][1]) == (132 * 3, 132 * 2)  # a large one: every multiprocessor
     assert all(call[2] == _cuda_stats.THREADS for call in launched)
-    # The slots grow by doubling and keep what they held (their device memory is copied).
-    for name in "uvw":
+    # The slots grow by doubling and keep what they held (their device memory is copied), each
+    # with its drift group: a step's activations (and inputs), and its gradients, scale together.
+    gradient, activation = '"module":3,"call":0,"kind":"gradient","index":0', '"module":3,"call":0,"kind":"activation","index":0'
+    for name in ("u", gradient, activation):
         kernels.row(a, 64, 4000, series=name)
-    assert place.slots.shape[0] == 8 and place.series == {"s": 0, "t": 1, "u": 2, "v": 3, "w": 4}
+    assert place.slots.shape[0] == 8 and place.series == {"s": 0, "t": 1, "u": 2, gradient: 3, activation: 4}
+    assert place.slots[:, _cuda_stats.SLOT_GROUP].tolist() == [0, 0, 0, 2, 1, 0, 0, 0]
+    assert [_cuda_stats.drift_group('"param":"w","call":0,"kind":"%s","index":0' % kind)
+            for kind in ("param", "param_grad", "update", "input")] == [0, 0, 0, 1]
+
+
+def test_the_scratch_and_slot_sizes_are_the_kernels():
+    with open(_cuda_stats.SOURCE, encoding="utf-8") as f:
+        source = f.read()
+    defines = dict(re.findall(r"#define (HS_\w+) ([^\n/]+)", source))
+
+    def value(name):
+        text = re.sub(r"HS_\w+", lambda m: "(%s)" % value(m.group(0)), defines[name].strip())
+        return eval(text)  # the defines are integer arithmetic on each other
+
+    assert value("HS_SCRATCH_WORDS") == _cuda_stats.SCRATCH_WORDS
+    assert value("HS_SLOT_WORDS") == _cuda_stats.SLOT_WORDS and value("HS_SLOT_GROUP") == _cuda_stats.SLOT_GROUP
+    assert value("HS_MAX_BINS") == _cuda_stats.MAX_BINS and value("HS_MAX_BLOCKS") == _cuda_stats.MAX_BLOCKS
 
 
 def test_a_large_tensor_is_one_cooperative_launch_where_its_grid_is_resident_at_once():

@@ -461,6 +461,50 @@ TEST(CudaKernelsTest, OneBlockReadsAgainInItsOwnLaunch) {
   expectScratchLeftClean(stream);
 }
 
+TEST(CudaKernelsTest, AGroupsDriftScalesTheNextSeriesForecast) {
+  // Five series of activations (group 1) and one with no group, on one stream: a step at scale 1,
+  // another (each series' forecast now its own), then every value 1.8 times larger. The first
+  // series of the group read twice (outside their edges) and teach the group the change; the last
+  // ones are read once between their edges scaled by the drift; the series with no group is not.
+  Stream stream;
+  std::vector<std::vector<double>> slots(6, std::vector<double>(HS_SLOT_WORDS, 0.0));
+  for (int i = 0; i < 5; ++i) slots[std::size_t(i)][HS_SLOT_GROUP] = 1.0;
+  auto values = [](int series, float scale, unsigned step) {  // from -scale to scale exactly, in an order of their own
+    std::vector<float> v(6000);
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = scale * (float(k) / 2999.5f - 1.0f);
+    std::shuffle(v.begin(), v.end(), std::mt19937(100u * step + unsigned(series)));
+    v.front() = -scale;
+    v.back() = scale;
+    return v;
+  };
+  for (unsigned step = 0; step < 2; ++step) {
+    for (int i = 0; i < 6; ++i) {
+      const auto v = values(i, 1.0f, step);
+      run(stream, v.data(), std::int64_t(v.size()), slots[std::size_t(i)].data());
+    }
+  }
+  std::vector<bool> reread;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<double>& slot = slots[std::size_t(i)];
+    const hs_forecast<float> f = hs_read_slot<float>(slot.data(), kBins, stream.scratch.data());
+    const double drift = __longlong_as_double((hs_i64)stream.scratch[HS_DRIFT]);
+    if (i < 5) {
+      EXPECT_EQ(f.low, slot[1] * (drift > 0 ? drift : 1.0));  // the forecast is the slot's edges scaled
+      EXPECT_EQ(f.high, slot[2] * (drift > 0 ? drift : 1.0));
+    } else {
+      EXPECT_EQ(f.low, slot[1]);
+    }
+    const auto v = values(i, 1.8f, 2);
+    const Outcome out = run(stream, v.data(), std::int64_t(v.size()), slot.data());
+    reread.push_back(out.reread);
+    if (!out.reread) expectOneRead(out, v, f.low, f.high);
+  }
+  EXPECT_EQ(reread, (std::vector<bool>{true, true, false, false, false, true}));
+  const double drift = __longlong_as_double((hs_i64)stream.scratch[HS_DRIFT]);
+  EXPECT_NEAR(drift, std::pow(1.8, 1.0 - std::pow(0.75, 5.0)), 1e-3);  // 1.8^(1 - 0.75^5): five changes of 1.8
+  EXPECT_EQ(stream.scratch[HS_DRIFT + 1], 0u);  // gradients' drift untouched
+}
+
 // The common path (stats_kernels.cu, hs_fast_*): one test a 16-byte load sends every value that
 // the exact per-value code would count or keep (NaN, Inf, past float16's range, under float16's
 // smallest subnormal, under either fp8 band's upper edge) to that code, and no other.
@@ -487,7 +531,8 @@ std::vector<double> previousAmaxes() {
 
 hs_forecast<float> forecastWithAmax(double amax) {
   const double slot[HS_SLOT_WORDS] = {1.0, -4.0, 4.0, amax, 0.25, 0, 0, 0};
-  return hs_read_slot<float>(slot, kBins);
+  const std::vector<hs_u64> scratch(HS_SCRATCH_WORDS, 0);
+  return hs_read_slot<float>(slot, kBins, scratch.data());
 }
 
 template <typename IN>
