@@ -226,9 +226,8 @@ template <> struct hs_pair<hs_bf16> {
   static HS_DEV float low(unsigned int w) { return hs_as_float(w << 16); }
   static HS_DEV float high(unsigned int w) { return hs_as_float(w & 0xffff0000u); }
   static constexpr unsigned int lowest = 0xff80ff80u, highest = 0x7f807f80u;  // -inf, +inf
-#ifdef HS_EMULATION
   static HS_DEV float lane(unsigned short bits) { return hs_as_float((unsigned int)bits << 16); }
-#else
+#if !defined(HS_EMULATION) && __CUDA_ARCH__ >= 800
   static HS_DEV unsigned int min(unsigned int a, unsigned int b) {
     unsigned int d;
     asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -245,9 +244,8 @@ template <> struct hs_pair<hs_half> {
   static HS_DEV float low(unsigned int w) { return hs_half_to_float((unsigned short)(w & 0xffffu)); }
   static HS_DEV float high(unsigned int w) { return hs_half_to_float((unsigned short)(w >> 16)); }
   static constexpr unsigned int lowest = 0xfc00fc00u, highest = 0x7c007c00u;
-#ifdef HS_EMULATION
   static HS_DEV float lane(unsigned short bits) { return hs_half_to_float(bits); }
-#else
+#if !defined(HS_EMULATION) && __CUDA_ARCH__ >= 800
   static HS_DEV unsigned int min(unsigned int a, unsigned int b) {
     unsigned int d;
     asm("min.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -260,10 +258,13 @@ template <> struct hs_pair<hs_half> {
   }
 #endif
 };
-#ifdef HS_EMULATION
+#if defined(HS_EMULATION) || __CUDA_ARCH__ < 800
+// Lane by lane in float32 (the emulation's, and GPUs older than sm_80, which have no packed
+// bfloat16 or float16 minimum).
 template <typename IN, bool Max>
 HS_DEV unsigned int hs_pick_lanes(unsigned int a, unsigned int b) {
   unsigned int out = 0;
+HS_UNROLL
   for (int shift = 0; shift < 32; shift += 16) {
     const unsigned short x = (unsigned short)(a >> shift), y = (unsigned short)(b >> shift);
     const float fx = hs_pair<IN>::lane(x), fy = hs_pair<IN>::lane(y);
@@ -574,13 +575,15 @@ HS_DEV hs_fast hs_fast_plan(const hs_forecast<W>& f, unsigned int* hist) {
 #else
   p.hist = (unsigned int)__cvta_generic_to_shared(hist) - 0x4b000000u * 4u;
 #endif
-  if (hs_fast_kind<IN>::lanes == 0 || sizeof(W) != 4 || !f.predicted || !f.plan.narrow) return p;
-  const float shift_size = hs_abs(p.shift);
-  if (shift_size != 0.0f && !(shift_size >= 0x1p-60f && shift_size <= 0x1p60f)) return p;
-  float edge = (float)5.9604644775390625e-08;
-  for (int k = 0; k < 2; ++k) edge = (float)f.band_high[k] > edge ? (float)f.band_high[k] : edge;
-  p.edge = hs_pattern_at_least<IN>(edge, hs_fast_kind<IN>::past);
-  p.on = p.edge < hs_fast_kind<IN>::past;
+  if constexpr (hs_fast_kind<IN>::lanes != 0 && sizeof(W) == 4) {
+    if (!f.predicted || !f.plan.narrow) return p;
+    const float shift_size = hs_abs(p.shift);
+    if (shift_size != 0.0f && !(shift_size >= 0x1p-60f && shift_size <= 0x1p60f)) return p;
+    float edge = (float)5.9604644775390625e-08;
+    for (int k = 0; k < 2; ++k) edge = (float)f.band_high[k] > edge ? (float)f.band_high[k] : edge;
+    p.edge = hs_pattern_at_least<IN>(edge, hs_fast_kind<IN>::past);
+    p.on = p.edge < hs_fast_kind<IN>::past;
+  }
   return p;
 }
 

@@ -5,7 +5,7 @@ per kernel and architecture what the machine code uses: registers, stack and loc
 local loads and stores (spills), 128-bit global loads, flush-to-zero instructions (none:
 subnormals are values). One JSON object a line; the compile time on stderr.
 
-    PYTHON cuda_compile_check.py [CAPABILITY ...]     (default: 80, 90 and the newest this NVRTC knows)
+    PYTHON cuda_compile_check.py [CAPABILITY ...]     (default: 75, 80, 90 and the newest this NVRTC knows)
 
 Needs libnvrtc (setup.sh installs nvidia-cuda-nvrtc-cu12 into the venv) and cuobjdump:
 HOOKSCOPE_CUOBJDUMP, else a CUDA toolkit's (on PATH or /usr/local/cuda: it reads what that
@@ -96,7 +96,7 @@ def check(capability, nvrtc, tool):
 def main():
     nvrtc = _cuda_stats.Nvrtc()
     known = nvrtc.architectures()
-    capabilities = [int(c) for c in sys.argv[1:]] or sorted({80, 90, max(known)})
+    capabilities = [int(c) for c in sys.argv[1:]] or sorted({75, 80, 90, max(known)})
     tool = cuobjdump()
     for capability in capabilities:
         for row in check(capability, nvrtc, tool):

@@ -77,13 +77,14 @@ def test_the_instruction_count_follows_the_common_path_and_only_it():
 
 @needs_nvrtc
 @pytest.mark.skipif(_cuobjdump() is None, reason="no cuobjdump (Triton's wheel ships it)")
-def test_the_kernels_compile_for_a100_h100_and_the_newest_without_spills_and_with_128_bit_loads():
+def test_the_kernels_compile_for_t4_a100_h100_and_the_newest_without_spills_and_with_128_bit_loads():
     done = subprocess.run([sys.executable, os.path.join(HERE, "cuda_compile_check.py")], capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     capabilities = {row["capability"] for row in rows}
-    assert {80, 90} <= capabilities and max(capabilities) == max(NVRTC.architectures())
+    # Turing (sm_75: T4s) has no packed bfloat16/float16 minimum: the kernels take the lanes one by one there.
+    assert {75, 80, 90} <= capabilities and max(capabilities) == max(NVRTC.architectures())
     assert len(rows) == len(capabilities) * 18  # nine kinds of values, two kernels each
     for row in rows:
         assert row["local"] == 0 and row["stack"] == 0 and row["spill_instructions"] == 0, row  # no spills
