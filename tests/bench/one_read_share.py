@@ -9,8 +9,8 @@ side, and scaled by the drift of the series' group, activations or gradients: th
 weighted HS_DRIFT_WEIGHT, of how much the amax of each capture of the group before it changed
 since its series' previous capture, each change clamped to [1/4, 4]; one read where the values
 lie inside the edges and fill at least half their span, the fp8 thresholds of this step's amax
-fall in the band of half to twice the forecast amax, and a float32 band holds no more than
-HS_BAND_CAPACITY values). --no-drift leaves the drift out. Prints the share from the fifth step
+fall in the band of half to twice the forecast amax, and the band holds no more than
+HS_BAND_CAPACITY values of each format). --no-drift leaves the drift out. Prints the share from the fifth step
 on, by model and kind, and why the others took two reads.
 
     python tests/bench/one_read_share.py [STEPS] [--bf16] [--no-drift] [--models cnn,transformer,resnet]
@@ -108,7 +108,7 @@ def ranges(model, step, previous=None):
                 lo, hi = finite.min().item(), finite.max().item()
                 before = previous.get(key) if previous else None
                 bands = band_counts(finite, max(abs(before[0]), abs(before[1]))) if before else [0, 0]
-                seen[key] = (lo, hi, bands, t.dtype)
+                seen[key] = (lo, hi, bands)
 
     handles = []
     for name, module in model.named_modules():
@@ -139,7 +139,7 @@ def two_reads_because(previous, now, drift=1.0):
         margin = MARGIN * (hi - lo)
     low, high = (lo - margin) * drift, (hi + margin) * drift
     before *= drift
-    new_lo, new_hi, bands, dtype = now
+    new_lo, new_hi, bands = now[:3]
     own = (new_lo - max(0.5, abs(new_lo) * 1e-6), new_hi + max(0.5, abs(new_lo) * 1e-6)) if new_hi <= new_lo else None
     if not (new_lo >= low and new_hi <= high):
         return "outside the edges"
@@ -148,7 +148,7 @@ def two_reads_because(previous, now, drift=1.0):
     amax = max(abs(new_lo), abs(new_hi))
     if not flush_below(before * 0.5) <= flush_below(amax) <= flush_below(before * 2.0):
         return "amax out of its band"
-    if dtype == torch.float32 and max(bands) > BAND_CAPACITY:
+    if max(bands) > BAND_CAPACITY:
         return "fp8 band over capacity"
     return None
 
