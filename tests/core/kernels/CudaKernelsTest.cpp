@@ -594,11 +594,19 @@ TEST(CudaKernelsTest, TheCommonPathTestOfFloat32LoadsIsExactAtEveryEdge) {
   EXPECT_EQ(mismatches, 0);
 }
 
-hs_half half(float f) {
-  const _Float16 h = (_Float16)f;
-  unsigned short bits;
-  std::memcpy(&bits, &h, 2);
-  return hs_half{bits};
+hs_half half(float f) {  // round to nearest even, as torch does (no _Float16: clang 14 lacks it on x86)
+  const unsigned int bits = __float_as_uint(f);
+  const unsigned int sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return hs_half{(unsigned short)(sign | 0x7e00u)};   // NaN
+  if (magnitude >= 0x477ff000u) return hs_half{(unsigned short)(sign | 0x7c00u)};  // 65520 and up: infinity
+  if (magnitude < 0x38800000u) {  // under 2^-14: a subnormal (or 0), in units of 2^-24
+    const float units = std::nearbyint(std::fabs(f) * 16777216.0f);
+    return hs_half{(unsigned short)(sign | (unsigned int)units)};
+  }
+  unsigned int h = (magnitude - 0x38000000u) >> 13;  // the exponent rebiased, ten bits of mantissa
+  const unsigned int rest = magnitude & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return hs_half{(unsigned short)(sign | h)};
 }
 
 // Values as a layer's output with dropout: normal, a third of them 0, and now and then one the
