@@ -122,9 +122,13 @@ Command addCaptureCommand(CLI::App& app, SharedOptions& shared) {
                     "do not confine the process (Landlock: no file writes but the export; seccomp: no programs, "
                     "processes or network) while the model runs");
   command->add_option("--step-timeout", capture->stepTimeout,
-                      "SECONDS a step (or opening the model) may take: a step that takes longer (a forward that "
-                      "never returns) ends the run, the steps before it are exported, exit 4; an open that takes "
-                      "longer exits 3 (default: no limit)")
+                      "SECONDS a step may take: a step that takes longer (a forward that never returns) ends the "
+                      "run, the steps before it are exported, exit 4 (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--open-timeout", capture->openTimeout,
+                      "SECONDS opening the model may take (the engine's start, PyTorch's import, the file's "
+                      "loading): an open that takes longer exits 3; 0: no limit")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_flag("--trust", capture->trust, "load a model whose TorchScript code reaches outside the process (__setstate__, torch.from_file, print, native operators...); without it such a model is refused with exit 9 and a list of what was found");
   command->add_option("--hook", capture->hooks,

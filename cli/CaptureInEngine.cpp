@@ -62,12 +62,13 @@ std::unique_ptr<EngineProcess> openEngine(const CaptureOptions& options, bool to
   engineOptions.libraries = options.libraries;
   engineOptions.echoErrors = false;  // its messages are ours: printed once, below
   std::string message;
-  // Opening the model is bounded by the same limit as a step, as in the window.
-  const int openLimitMs = options.stepTimeout > 0 ? int(std::min(options.stepTimeout * 1000, double(INT_MAX))) : -1;
+  // Opening the model (the engine's start, its imports, the file's loading) has a limit of its own:
+  // a busy machine's start-up says nothing of how long a step may take.
+  const int openLimitMs = options.openTimeout > 0 ? int(std::min(options.openTimeout * 1000, double(INT_MAX))) : -1;
   // Ctrl+C while the model opens (a __setstate__ that never ends) gives up the open.
   bool needsTrust = false;
   auto engine = EngineProcess::start(engineOptions, std::move(store), [] { return StopSignals::received() != 0; },
-                                     openLimitMs, &message, &needsTrust);
+                                     openLimitMs, &message, &needsTrust, "--open-timeout");
   if (engine) return engine;
   if (needsTrust) {
     *exitCode = refuseUntrusted(options.model, message);

@@ -43,6 +43,7 @@ struct CaptureOptions {
   bool trust = false;
   bool confine = true;       ///< Landlock and seccomp: writes only beneath the export's folder
   double stepTimeout = 0;    ///< seconds a step may take before the run is ended (0: no limit)
+  double openTimeout = 120;  ///< seconds opening the model may take in the engine (0: no limit)
   std::string out;
   std::vector<std::string> hooks;
   std::string kinds = "activation,gradient";

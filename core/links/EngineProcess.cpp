@@ -102,7 +102,8 @@ std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& option
 }
 
 EngineProcess::Connection EngineProcess::awaitConnection(AttachListener& listener, const std::string& folder,
-                                                         const std::function<bool()>& cancelled, int timeoutMs) {
+                                                         const std::function<bool()>& cancelled, int timeoutMs,
+                                                         const std::string& limitName) {
   const auto started = std::chrono::steady_clock::now();
   auto timeLeft = [&]() -> int {
     if (timeoutMs < 0) return 200;
@@ -127,10 +128,9 @@ EngineProcess::Connection EngineProcess::awaitConnection(AttachListener& listene
     }
     const int left = timeLeft();
     if (left == 0) {
-      return fail(false, "The model did not open within " + std::to_string(timeoutMs / 1000) +
-                             " s, so HookScope stopped the engine: its loading code may never end (a __setstate__ "
-                             "that loops). If the model is just large, raise the time limit (in the window Run > Step "
-                             "time limit, for hookscope-cli capture --step-timeout).");
+      return fail(false, "The model did not open within " + std::to_string(timeoutMs / 1000) + " s (" + limitName +
+                             "), so HookScope stopped the engine: its loading code may never end (a __setstate__ "
+                             "that loops). If the model is just large, or the machine busy, raise that limit.");
     }
     if (c.fd < 0) {
       c.fd = listener.accept(std::min(left, 200));
@@ -153,7 +153,7 @@ EngineProcess::Connection EngineProcess::awaitConnection(AttachListener& listene
 
 std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
                                                     const std::function<bool()>& cancelled, int timeoutMs,
-                                                    std::string* error, bool* needsTrust) {
+                                                    std::string* error, bool* needsTrust, const std::string& limitName) {
   if (needsTrust) *needsTrust = false;
   const std::string folder = privateSocketFolder(error);
   if (folder.empty()) return nullptr;
@@ -190,7 +190,7 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
     if (!printed.empty()) *error += "\nThe engine said:\n" + printed;
     return nullptr;
   };
-  const Connection connection = engine->awaitConnection(*listener, folder, cancelled, timeoutMs);
+  const Connection connection = engine->awaitConnection(*listener, folder, cancelled, timeoutMs, limitName);
   if (connection.fd < 0) return connection.ended ? ended() : giveUp(connection.why);
   std::string message;
   auto link = ScriptLink::accept(connection.fd, "", true, std::move(store), &message, 10000);

@@ -48,10 +48,12 @@ public:
   /// it cannot load). Null with a message, which quotes what the engine printed, when it does not
   /// come; the process is gone.
   /// `needsTrust`, when given, is set when the engine refused the model's code (kEngineNeedsTrust);
-  /// `error` then holds its findings alone.
+  /// `error` then holds its findings alone. `limitName` says where the user sets `timeoutMs` (the
+  /// message when it passes names it).
   static std::unique_ptr<EngineProcess> start(const EngineOptions& options, std::shared_ptr<CaptureStore> store,
                                               const std::function<bool()>& cancelled, int timeoutMs, std::string* error,
-                                              bool* needsTrust = nullptr);
+                                              bool* needsTrust = nullptr,
+                                              const std::string& limitName = "the open time limit");
   /// Kills the process if it still runs, and reaps it.
   ~EngineProcess();
   EngineProcess(const EngineProcess&) = delete;
@@ -103,7 +105,7 @@ private:
                                                std::string* error);
   /// Waits for the engine to connect to `listener` and say hello, within `timeoutMs` (-1: no limit).
   Connection awaitConnection(AttachListener& listener, const std::string& folder,
-                             const std::function<bool()>& cancelled, int timeoutMs);
+                             const std::function<bool()>& cancelled, int timeoutMs, const std::string& limitName);
   void drainErrors();
 
   pid_t m_pid = -1;

@@ -174,7 +174,7 @@ void SessionHost::openModel(const QString& path, bool trusted) {
     options.model = path.toStdString();
     options.trust = trusted;
     for (const QString& library : m_libraries) options.libraries.push_back(library.toStdString());
-    const int limit = m_stepTimeLimit.load();
+    const int limit = m_openTimeLimit.load();
     const auto capBytes = m_capBytes;
     setLoading(true);
     Q_EMIT opening(path);
@@ -193,7 +193,7 @@ void SessionHost::openModel(const QString& path, bool trusted) {
       // The engine checks the model's code before it loads it (it knows the operator libraries).
       std::shared_ptr<EngineProcess> engine =
           EngineProcess::start(options, store, [this] { return m_loadCancel.load(); }, limit > 0 ? limit * 1000 : -1,
-                               &message, &needsTrust);
+                               &message, &needsTrust, "Run > Open time limit");
       if (!engine) {
         setLoading(false);  // the open session stays as it was
         if (needsTrust) {

@@ -61,9 +61,13 @@ public:
   void setRuleSettings(const hookscope::RuleSettings& settings);
   /// The rules that pause a run when they fire (bit i: RuleKind i).
   void setBreakRules(quint32 mask);
-  /// How long a step (or opening a model) may take before the engine process is stopped and that
-  /// is reported (<= 0: no limit).
+  /// How long a step may take before the engine process is stopped and that is reported (<= 0:
+  /// no limit).
   void setStepTimeLimit(int seconds);
+  /// How long opening a model (the engine's start, its imports and the file's loading) may take
+  /// before the engine is stopped and that is reported (<= 0: no limit). Its own limit: a busy
+  /// machine's start-up says nothing of how long a step may take.
+  void setOpenTimeLimit(int seconds) { m_openTimeLimit = seconds; }
   /// The operator libraries each engine process loads before a model (a missing one is reported
   /// by libraryFailed()).
   void setOperatorLibraries(const QStringList& paths);
@@ -79,6 +83,7 @@ public:
   RunState state() const;
   quint32 breakRules() const { return m_breakRules.load(); }
   int stepTimeLimit() const { return m_stepTimeLimit.load(); }
+  int openTimeLimit() const { return m_openTimeLimit.load(); }
 
 Q_SIGNALS:
   /// Something new is open (after viewChanged with the same value).
@@ -154,6 +159,7 @@ private:
   SessionView m_view;     ///< the window's thread: view()
   std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
   std::atomic<int> m_stepTimeLimit{120};
+  std::atomic<int> m_openTimeLimit{120};
   // The session thread's own.
   std::size_t m_capBytes = hookscope::CaptureStore::kDefaultCapBytes;
   hookscope::RuleSettings m_ruleSettings;

@@ -125,6 +125,7 @@ void MainWindow::connectSessions() {
 void MainWindow::restoreSettings() {
   QSettings settings;
   m_sessions->setStepTimeLimit(settings.value(QStringLiteral("engine/stepTimeLimit"), 120).toInt());
+  m_sessions->setOpenTimeLimit(settings.value(QStringLiteral("engine/openTimeLimit"), 120).toInt());
   // Before any model is opened: the session thread takes calls in order.
   const QStringList libraries = settings.value(QStringLiteral("engine/operatorLibraries")).toStringList();
   if (!libraries.isEmpty()) m_sessions->setOperatorLibraries(libraries);
@@ -322,12 +323,25 @@ void MainWindow::editStepTimeLimit() {
   bool ok = false;
   const int seconds = QInputDialog::getInt(
       this, tr("Step time limit"),
-      tr("A model runs in an engine process of its own. When one step (or opening the model) takes longer than "
-         "this, HookScope stops that process and says so; the captures stay.\n\nSeconds (0: no limit):"),
+      tr("A model runs in an engine process of its own. When one step takes longer than this, HookScope stops "
+         "that process and says so; the captures stay.\n\nSeconds (0: no limit):"),
       m_sessions->stepTimeLimit(), 0, 7 * 24 * 3600, 10, &ok);
   if (!ok) return;
   QSettings().setValue(QStringLiteral("engine/stepTimeLimit"), seconds);
   m_sessions->setStepTimeLimit(seconds);
+}
+
+void MainWindow::editOpenTimeLimit() {
+  bool ok = false;
+  const int seconds = QInputDialog::getInt(
+      this, tr("Open time limit"),
+      tr("Opening a model starts an engine process, which imports PyTorch and loads the file: on a busy machine "
+         "that alone can take a minute. When opening takes longer than this, HookScope stops that process and "
+         "says so (a model whose loading code never ends).\n\nSeconds (0: no limit):"),
+      m_sessions->openTimeLimit(), 0, 7 * 24 * 3600, 10, &ok);
+  if (!ok) return;
+  QSettings().setValue(QStringLiteral("engine/openTimeLimit"), seconds);
+  m_sessions->setOpenTimeLimit(seconds);
 }
 
 void MainWindow::onStepFinished(const StepSummary& summary) {

@@ -116,6 +116,7 @@ public Q_SLOTS:
   void quitAfterSignal();
   /// Asks how long a step (or opening a model) may take before its engine process is stopped.
   void editStepTimeLimit() override;
+  void editOpenTimeLimit() override;
   void editRuleThresholds() override;
   void editOperatorLibraries() override;
   void resetWeights() override;

@@ -95,6 +95,8 @@ void WindowMenus::buildRun(quint32 breakRules) {
   run->addAction(tr("Rule &thresholds…"), this, [c] { c->editRuleThresholds(); });
   run->addAction(tr("Step time &limit…"), this, [c] { c->editStepTimeLimit(); })
       ->setToolTip(tr("How long a step may take before HookScope stops the engine process running the model"));
+  run->addAction(tr("&Open time limit…"), this, [c] { c->editOpenTimeLimit(); })
+      ->setToolTip(tr("How long opening a model (the engine's start and the file's loading) may take"));
 }
 
 void WindowMenus::buildView() {

@@ -32,6 +32,7 @@ public:
   virtual void resetWeights() = 0;
   virtual void editRuleThresholds() = 0;
   virtual void editStepTimeLimit() = 0;
+  virtual void editOpenTimeLimit() = 0;
   virtual void editOperatorLibraries() = 0;
   /// Selects a layer in the tree and shows `step` in every plot.
   virtual void jumpTo(qint64 step, const QString& module) = 0;

@@ -122,7 +122,8 @@ private Q_SLOTS:
     QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
     QVERIFY2(window->lastMessage().contains(QStringLiteral("did not end within the step time limit of 2 s")),
              qPrintable(window->lastMessage()));
-    QVERIFY2(clock.elapsed() < 10000, "stopped near the limit");
+    // Not before the limit (how long after it depends on the machine's load: kTimeout bounds it).
+    QVERIFY2(clock.elapsed() >= 2000, "stopped at the limit, not before");
     QTRY_VERIFY_WITH_TIMEOUT(!window->isRunning(), kTimeout);
     QCOMPARE(window->sessions()->state().stepsDone, 0);
   }
@@ -131,14 +132,17 @@ private Q_SLOTS:
     auto window = std::make_unique<MainWindow>();
     window->setInteractive(false);
     window->show();
-    window->sessions()->setStepTimeLimit(2);
+    // The open's own limit, not the step's: a step limit of 1 s does not cut a slow start short.
+    window->sessions()->setStepTimeLimit(1);
+    window->sessions()->setOpenTimeLimit(2);
     QSignalSpy messages(window.get(), &MainWindow::messageShown);
     const QString path = QStringLiteral(HOOKSCOPE_FIXTURES_DIR "/bad/setstate_forever.pt");
     window->sessions()->openModel(path, true);
     QTRY_VERIFY_WITH_TIMEOUT(!messages.isEmpty(), kTimeout);
-    QVERIFY2(window->lastMessage().contains(QStringLiteral("did not open within 2 s")), qPrintable(window->lastMessage()));
+    QVERIFY2(window->lastMessage().contains(QStringLiteral("did not open within 2 s (Run > Open time limit)")),
+             qPrintable(window->lastMessage()));
     // No limit: Stop cancels the open.
-    window->sessions()->setStepTimeLimit(0);
+    window->sessions()->setOpenTimeLimit(0);
     messages.clear();
     window->sessions()->openModel(path, true);
     QTRY_VERIFY_WITH_TIMEOUT(window->statusBar()->currentMessage().contains(QStringLiteral("Stop (Shift+F5) cancels")),

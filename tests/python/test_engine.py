@@ -537,6 +537,6 @@ def test_a_step_that_never_ends_is_stopped_at_the_step_timeout(tmp):
             % (tmp, os.path.join(tmp, "slow.pt")))
     subprocess.run([sys.executable, "-c", code], check=True)
     result = cli("capture", os.path.join(tmp, "slow.pt"), "--out", os.path.join(tmp, "run"), "--input", "2x3",
-                 "--trust", "--python-path", tmp, "--step-timeout", "3")
+                 "--trust", "--python-path", tmp, "--step-timeout", "3", "--open-timeout", "0")  # start: any time
     assert result.returncode == 4, result.stderr
     assert "step-timeout" in result.stderr
