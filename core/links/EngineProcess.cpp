@@ -54,6 +54,10 @@ std::string signalName(int signo) {
   }
 }
 
+/// How long an engine that closed its connection (or wrote a hello that is not one) has to end
+/// and say why, before it is given up on: its end, not this, is what the wait waits for.
+constexpr int kVerdictGraceMs = 60000;
+
 } // namespace
 
 std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& options, const std::string& address,
@@ -172,7 +176,7 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
 
   // An engine that ended before its hello: why, and whether it only asks for trust.
   auto ended = [&]() -> std::unique_ptr<EngineProcess> {
-    engine->awaitErrors(2000);  // all it wrote before it ended, not what the reader had taken in so far
+    engine->awaitErrors(kVerdictGraceMs);  // all it wrote before it ended, not what the reader had so far
     if (needsTrust && engine->exitCode() == kEngineNeedsTrust) {
       *needsTrust = true;
       *error = engine->findings();
@@ -195,8 +199,11 @@ std::unique_ptr<EngineProcess> EngineProcess::start(const EngineOptions& options
   std::string message;
   auto link = ScriptLink::accept(connection.fd, "", true, std::move(store), &message, 10000);
   if (!link) {
-    // Most often the engine ended before its hello: it could not load the model, and said why.
-    if (engine->wait(2000)) return ended();
+    // Most often the engine ended before its hello: it could not load the model (or refused its
+    // code), and said why. Its socket closes before the process is gone (a Python engine's exit
+    // can take seconds on a busy machine): its own verdict is awaited, so the exit code says the
+    // cause (a refusal, a load failure), never how fast the process ended.
+    if (engine->wait(kVerdictGraceMs)) return ended();
     return giveUp("The engine's hello was refused: " + message);
   }
   if (!link->engine()) return giveUp("The program at " + options.program + " is not a HookScope engine.");

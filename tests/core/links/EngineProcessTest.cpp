@@ -223,6 +223,45 @@ TEST(EngineProcessTest, ALongMessageKeepsItsFirstLinesAndItsLast) {
   std::remove(script.c_str());
 }
 
+// An engine that refuses a model's code closes its connection, then ends with exit 9; a Python
+// engine's end can take seconds on a busy machine. The refusal is what is reported, however long
+// the end takes (it was "the peer closed the connection before its hello" and exit 3 when it took
+// over 2 s): a stand-in engine that connects, writes its refusal, hangs up and ends, at once 50
+// times and once 3 s after hanging up.
+TEST(EngineProcessTest, AnEngineThatRefusesIsReportedAsARefusalHoweverLongItsEndTakes) {
+  const std::string script = ::testing::TempDir() + "hookscope-refusing-engine.py";
+  {
+    std::ofstream out(script);
+    out << "#!" HOOKSCOPE_PYTHON "\n"
+           "import socket, sys, time\n"
+           "address = sys.argv[sys.argv.index('--address') + 1][len('unix:'):]\n"
+           "peer = socket.socket(socket.AF_UNIX)\n"
+           "peer.connect(address)\n"
+           "sys.stderr.write('hookscope-cli: M holds code that reaches outside the process:\\n  os.system\\n"
+           "Load it only if you trust it\\n')\n"
+           "sys.stderr.flush()\n"
+           "peer.close()\n"
+           "time.sleep(float(sys.argv[2]))  # the model's name: how long the end takes\n"
+           "sys.exit(9)\n";
+  }
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  auto refused = [&](const std::string& endSeconds, std::string* error) {
+    EngineOptions options = engineFor(endSeconds);
+    options.program = script;
+    options.echoErrors = false;
+    bool needsTrust = false;
+    EXPECT_FALSE(EngineProcess::start(options, std::make_shared<CaptureStore>(), nullptr, -1, error, &needsTrust));
+    return needsTrust;
+  };
+  std::string error;
+  EXPECT_TRUE(refused("3", &error)) << error;
+  EXPECT_NE(error.find("os.system"), std::string::npos) << error;
+  int refusals = 0;
+  for (int i = 0; i < 50; ++i) refusals += refused("0", &error) ? 1 : 0;
+  EXPECT_EQ(refusals, 50) << error;
+  std::remove(script.c_str());
+}
+
 // An engine that dies under a sanitizer, or with a native stack trace, is reported by the line
 // that says what went wrong, not by the last frame; its whole output stays in a log file.
 TEST(EngineProcessTest, ACrashIsSaidByItsErrorLineAndItsWholeOutputIsKept) {
