@@ -1,8 +1,11 @@
 """The connection to a HookScope window or recorder: connect, hello and welcome, a bounded
 outbox that never blocks a step, and what the viewer sends back."""
 
+import os
 import select
 import socket
+import stat
+import struct
 import time
 
 from . import _wire
@@ -16,9 +19,48 @@ class Refused(Exception):
     """No viewer took this script; the text says why and what to do."""
 
 
+def _user(uid):
+    try:
+        import pwd
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except (ImportError, KeyError):
+        return "uid %d" % uid
+
+
+def _unsafe_folder(path):
+    """Why the folder of the Unix socket `path` could hold another user's socket, or None: it
+    must be this user's (or root's) and written by no one else unless sticky, as the window and
+    the recorder require of the folder they listen in."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None  # nothing listens there: the connect says so
+    if st.st_uid not in (os.geteuid(), 0):
+        return "its folder %s belongs to %s, not to you" % (folder, _user(st.st_uid))
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return "its folder %s can be written by others (mode %03o)" % (folder, st.st_mode & 0o777)
+    return None
+
+
+def _foreign_peer(sock):
+    """Who listens on the connected Unix socket, when not this user: SO_PEERCRED (Linux)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return None if uid == os.geteuid() else "it is listened on by %s, not by you" % _user(uid)
+
+
+def _untrusted(address, why):
+    return Refused("HookScope did not attach to %s: %s, so a window or recorder there may be someone "
+                   "else's and nothing was sent to it. Remove that folder (or choose another address: "
+                   "HOOKSCOPE_ADDRESS=unix:PATH in a folder of yours, or XDG_RUNTIME_DIR)" % (address, why))
+
+
 def open_socket(address, wait=False, timeout=None):
     """A socket connected to the address (before the hello: HookScope's engine connects,
-    then confines itself, then loads the model and says hello); raises Refused."""
+    then confines itself, then loads the model and says hello); raises Refused. A Unix socket
+    must be in a folder of this user's and listened on by this user, before a byte is sent."""
     try:
         kind, where, _ = parse_address(address)
     except ValueError as exc:
@@ -27,9 +69,17 @@ def open_socket(address, wait=False, timeout=None):
     while True:
         sock = None
         try:
+            if kind == "unix":
+                unsafe = _unsafe_folder(where)
+                if unsafe:
+                    raise _untrusted(address, unsafe)
             sock = socket.socket(socket.AF_UNIX if kind == "unix" else socket.AF_INET, socket.SOCK_STREAM)
             sock.settimeout(HANDSHAKE_SECONDS)
             sock.connect(where)
+            foreign = _foreign_peer(sock) if kind == "unix" else None
+            if foreign:
+                sock.close()
+                raise _untrusted(address, foreign)
             break
         except OSError as exc:
             if sock is not None:

@@ -405,6 +405,82 @@ def test_protocol_versions_that_differ_say_which_side_to_upgrade(tmp):
                for t in texts), texts
 
 
+def squatter(folder, uid):
+    """A listener at folder/hookscope.sock run as `uid` (a child process that drops to it), which
+    records every byte a script sends it and answers with a welcome; (process, log path)."""
+    log = os.path.join(folder, "received")
+    code = ("import os, socket, sys\n"
+            "uid = int(sys.argv[3])\n"
+            "if uid != os.geteuid(): os.setgid(uid); os.setuid(uid)\n"
+            "server = socket.socket(socket.AF_UNIX); server.bind(sys.argv[1]); server.listen(4)\n"
+            "print('listening', flush=True)\n"
+            "while True:\n"
+            "    conn, _ = server.accept()\n"
+            "    conn.settimeout(5)\n"
+            "    try:\n"
+            "        data = conn.recv(1 << 16)\n"
+            "    except OSError:\n"
+            "        data = b''\n"
+            "    if data:\n"
+            "        with open(sys.argv[2], 'ab') as f: f.write(data)\n"
+            "    conn.close()\n")
+    process = subprocess.Popen([sys.executable, "-c", code, os.path.join(folder, "hookscope.sock"), log, str(uid)],
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "listening"
+    return process, log
+
+
+def attach_warnings(address):
+    model = nn.Linear(3, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address=address)
+    assert not hs.connected
+    return " ".join(str(w.message) for w in caught)
+
+
+def test_a_script_sends_nothing_to_a_socket_another_user_could_have_made(tmp):
+    # A folder others may write in: anyone could have put the socket there.
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    process, log = squatter(shared, os.geteuid())
+    try:
+        said = attach_warnings("unix:" + os.path.join(shared, "hookscope.sock"))
+        assert "can be written by others (mode 777)" in said and "nothing was sent" in said, said
+        assert not os.path.exists(log), "bytes reached the listener"
+    finally:
+        process.kill()
+        process.wait()
+    if os.geteuid() != 0:
+        return  # another user's folder and listener need root to make here
+    nobody = 65534
+    # Another user made the default folder first (with XDG_RUNTIME_DIR unset) and listens there.
+    squatted = os.path.join(tmp, "hookscope-0")
+    os.mkdir(squatted, 0o700)
+    os.chmod(tmp, 0o755)
+    os.chown(squatted, nobody, nobody)
+    process, log = squatter(squatted, nobody)
+    try:
+        said = attach_warnings("unix:" + os.path.join(squatted, "hookscope.sock"))
+        assert "belongs to" in said and "uid 65534" in said and "nothing was sent" in said, said
+        # A sticky shared folder (as /tmp) is allowed, but not a peer of another user in it.
+        sticky = os.path.join(tmp, "sticky")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        other, other_log = squatter(sticky, nobody)
+        try:
+            said = attach_warnings("unix:" + os.path.join(sticky, "hookscope.sock"))
+            assert "listened on by" in said and "uid 65534" in said, said
+        finally:
+            other.kill()
+            other.wait()
+        assert not os.path.exists(log) and not os.path.exists(other_log), "bytes reached another user's listener"
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_tcp_needs_the_token(tmp):
     recorder = Recorder(tmp, address="tcp://127.0.0.1:0")
     assert recorder.address.startswith("tcp://127.0.0.1:") and "?token=" in recorder.address

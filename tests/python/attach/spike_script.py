@@ -9,8 +9,10 @@ first-mover tests (issue 49): where the spike starts is known, and `explain` mus
                  spike starts in that layer's gradient, not in an activation.
 
 The transformer learns to continue a counting sequence (one answer in a hundred random), the
-CNN to regress a fixed map of its input; both train --pretrain steps before HookScope attaches,
-so the spike comes mid-run, once the loss has settled, not in its first fall.
+CNN to regress a fixed map of its input; both train --pretrain steps before the recorded steps,
+so the spike comes mid-run, once the loss has settled, not in its first fall. The script attaches
+first and pretrains with its capture suspended (a busy machine's pretraining cannot make the
+viewer wait for the script, nor the script's attach time out).
 """
 import argparse
 import os
@@ -98,7 +100,7 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--at", type=int, default=30)
     parser.add_argument("--again", type=int, default=None, help="--fault batch: a second bad batch at this step")
-    parser.add_argument("--pretrain", type=int, default=150, help="steps before HookScope attaches")
+    parser.add_argument("--pretrain", type=int, default=150, help="steps trained before the recorded ones")
     parser.add_argument("--detach", action="store_true", help="run without HookScope")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds between attached steps")
     args = parser.parse_args()
@@ -110,11 +112,14 @@ def main():
     target = torch.nn.Linear(3, 10)  # what the CNN learns: a fixed map of its input's mean colour
     for p in target.parameters():
         p.requires_grad_(False)
-    hs = None
+    # Attached before anything runs; the viewer may take long to accept on a busy machine.
+    hs = None if args.detach else hookscope.attach(model, optimizer, wait=True, timeout=600)
+    if hs is not None:
+        hs.suspend()  # the pretraining: nothing captured, no step counted
     data = torch.Generator().manual_seed(1)
     for step in range(-args.pretrain, args.steps):
-        if step == 0 and not args.detach:
-            hs = hookscope.attach(model, optimizer, wait=True, timeout=30)
+        if step == 0 and hs is not None:
+            hs.resume()
         if transformer:
             start = torch.randint(0, VOCAB, (32, 1), generator=data)
             tokens = (start + torch.arange(SEQ + 1)) % VOCAB
@@ -140,7 +145,7 @@ def main():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if hs is not None:
+        if hs is not None and step >= 0:
             time.sleep(args.sleep)
             try:
                 hs.step(loss)
