@@ -86,9 +86,13 @@ std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& option
     return nullptr;
   }
   if (engine->m_pid == 0) {
-    // The child: only calls that are safe after fork() in a threaded program. A process group of
-    // its own: Ctrl+C in a terminal reaches the window (or capture), which ends it as it sees fit.
-    ::setpgid(0, 0);
+    // The child: only calls that are safe after fork() in a threaded program. A session of its
+    // own, so no controlling terminal (a model's code cannot reach the user's), and standard input
+    // from /dev/null: Ctrl+C in a terminal reaches the window (or capture), which ends it as it
+    // sees fit.
+    ::setsid();
+    const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devNull >= 0) ::dup2(devNull, STDIN_FILENO);  // dup2's copy is not close-on-exec
     ::dup2(errPipe[1], STDERR_FILENO);
     ::execv(argv[0], argv.data());
     const char message[] = "hookscope-cli: cannot run the engine program\n";

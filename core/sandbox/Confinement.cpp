@@ -3,6 +3,7 @@
 #include <linux/landlock.h>
 #include <seccomp.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
@@ -105,10 +106,27 @@ bool applySeccomp(std::string* error) {
   // says "not here" and glibc falls back to clone.
   rc |= ::seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
   rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-  // Signals to itself only.
+  // Signals to itself only, whichever call sends them (a pid of 0 or below is a group: refused).
   const auto self = scmp_datum_t(::getpid());
-  rc |= ::seccomp_rule_add(ctx, deny, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, self));
-  rc |= ::seccomp_rule_add(ctx, deny, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, self));
+  for (int call : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
+    rc |= ::seccomp_rule_add(ctx, deny, call, 1, SCMP_A0(SCMP_CMP_NE, self));
+  }
+  // No typing into a terminal (TIOCSTI pushes bytes a shell then runs; TIOCLINUX can paste a
+  // console's selection); the kernel reads the request as 32 bits, so only those are compared.
+  for (unsigned long request : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
+    rc |= ::seccomp_rule_add(ctx, deny, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request));
+  }
+  // No change to any file's mode, owner, times or extended attributes: Landlock does not cover
+  // them, and a file only read (in $HOME, say) could be made world-writable or backdated.
+  for (int call : {SCMP_SYS(chmod), SCMP_SYS(fchmod), SCMP_SYS(fchmodat), SCMP_SYS(chown), SCMP_SYS(fchown),
+                   SCMP_SYS(lchown), SCMP_SYS(fchownat), SCMP_SYS(utime), SCMP_SYS(utimes), SCMP_SYS(futimesat),
+                   SCMP_SYS(utimensat), SCMP_SYS(setxattr), SCMP_SYS(lsetxattr), SCMP_SYS(fsetxattr),
+                   SCMP_SYS(removexattr), SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr)}) {
+    rc |= ::seccomp_rule_add(ctx, deny, call, 0);
+  }
+  // fchmodat2 (Linux 6.6), unknown to Debian 12's headers: the number every architecture shares.
+  constexpr int kFchmodat2 = 452;
+  rc |= ::seccomp_rule_add(ctx, deny, kFchmodat2, 0);
   if (rc == 0) rc = ::seccomp_load(ctx);
   ::seccomp_release(ctx);
   if (rc != 0) {
@@ -126,7 +144,9 @@ std::string Confinement::describe() const {
   if (landlockAbi > 0 && !writable.empty()) {
     out = "no file writes outside " + writable.front() + " (Landlock " + std::to_string(landlockAbi) + ")";
   }
-  out += seccomp ? ", no programs, processes or network (seccomp)" : ", no seccomp";
+  out += seccomp ? ", no programs, processes, network, signals to others, typing into a terminal or changes to "
+                   "files' modes, times and attributes (seccomp)"
+                 : ", no seccomp";
   return out;
 }
 

@@ -2,10 +2,12 @@
 programs and whole-model pickles, their numbers against PyTorch's own hooks on the eager
 originals, and what it refuses. Fixtures: tests/fixtures/make_fixtures.py (NAME_exported.pt2,
 .data.pt and .steps.json: the eager model's hooks over 3 SGD steps)."""
+import ast
 import csv
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -222,6 +224,81 @@ def test_a_file_that_writes_when_opened_leaves_the_victim_unchanged_even_trusted
         with open(victim) as f:
             assert f.read() == "original\n", path
         assert "confinement refused" in result.stderr, result.stderr
+
+
+HOSTILE = r"""
+import ctypes, errno, fcntl, os, platform, struct, termios
+libc = ctypes.CDLL(None, use_errno=True)
+results = {}
+
+
+def attempt(name, do):
+    try:
+        do()
+        results[name] = "done"
+    except OSError as exc:
+        results[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+
+
+def syscall(number, *args):
+    if libc.syscall(number, *args) == -1:
+        raise OSError(ctypes.get_errno(), "")
+
+
+numbers = {"x86_64": (129, 297), "aarch64": (138, 240)}.get(platform.machine())
+info = ctypes.create_string_buffer(128)
+struct.pack_into("iii", info, 0, 15, 0, -1)  # SIGTERM, SI_QUEUE: what the kernel lets a process queue to another
+if numbers:
+    attempt("rt_sigqueueinfo", lambda: syscall(numbers[0], VICTIM, 15, info))
+    attempt("rt_tgsigqueueinfo", lambda: syscall(numbers[1], VICTIM, VICTIM, 15, info))
+attempt("kill", lambda: os.kill(VICTIM, 15))
+attempt("kill_group", lambda: os.kill(0, 0))
+tty = os.open(TTY, os.O_RDONLY)  # no O_NOCTTY: a session leader would take it as its terminal
+attempt("TIOCSTI", lambda: fcntl.ioctl(tty, termios.TIOCSTI, b"x"))
+attempt("chmod", lambda: os.chmod(FILE, 0o777))
+attempt("fchmod", lambda: os.fchmod(os.open(FILE, os.O_RDONLY), 0o777))
+attempt("chown", lambda: os.chown(FILE, os.getuid(), os.getgid()))
+attempt("utime", lambda: os.utime(FILE, (0, 0)))
+attempt("setxattr", lambda: os.setxattr(FILE, "user.hookscope", b"1"))
+attempt("removexattr", lambda: os.removexattr(FILE, "user.hookscope"))
+raise RuntimeError("CONFINEMENT %r" % sorted(results.items()))
+"""
+
+
+def test_a_trusted_pickle_cannot_signal_type_into_a_terminal_or_change_a_files_metadata(tmp):
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    master, slave = os.openpty()
+    target = os.path.join(tmp, "notes.txt")
+    with open(target, "w") as f:
+        f.write("mine\n")
+    os.chmod(target, 0o600)
+    before = os.stat(target)
+    try:
+        code = HOSTILE.replace("VICTIM", str(victim.pid)).replace("TTY", repr(os.ttyname(slave))) \
+                      .replace("FILE", repr(target))
+        evil = os.path.join(tmp, "evil.pt")
+        maker = ("import torch\nclass Evil:\n    def __reduce__(self):\n        return (exec, (%r, {}))\n"
+                 "torch.save({'x': Evil()}, %r)\n" % (code, evil))
+        subprocess.run([sys.executable, "-c", maker], check=True)
+        result = cli("capture", evil, "--out", os.path.join(tmp, "run"), "--input", "2x3", "--trust")
+        assert result.returncode == 3, result.stderr
+        assert "CONFINEMENT" in result.stderr, result.stderr
+        outcomes = dict(ast.literal_eval(re.search(r"CONFINEMENT (\[.*?\])", result.stderr).group(1)))
+        assert outcomes and set(outcomes.values()) == {"EPERM"}, outcomes
+        assert victim.poll() is None, "the victim was signalled"
+        after = os.stat(target)
+        assert (after.st_mode, after.st_mtime_ns, after.st_uid) == (before.st_mode, before.st_mtime_ns, before.st_uid)
+        os.set_blocking(slave, False)
+        try:
+            typed = os.read(slave, 64)
+        except BlockingIOError:
+            typed = b""
+        assert typed == b"", "bytes were typed into the terminal"
+    finally:
+        victim.kill()
+        victim.wait()
+        os.close(master)
+        os.close(slave)
 
 
 # ------------------------------------------------------------------ checkpoints
