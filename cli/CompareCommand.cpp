@@ -64,7 +64,9 @@ void printList(std::ostringstream& out, const std::string& label, const std::vec
 int runCompare(const CompareOptions& options) {
   if (!(options.tolerance > 0)) return error(kUsage, "--tolerance must be a positive relative difference, such as 1e-4");
   if (!options.csv.empty()) {  // before the comparison: a refused file costs nothing
-    if (const std::string why = checkOutputFile(options.csv, options.force); !why.empty()) return error(kOutput, why);
+    std::string why = checkOutputOutsideInputs(options.csv, {options.a, options.b});
+    if (why.empty()) why = checkOutputFile(options.csv, options.force);
+    if (!why.empty()) return error(kOutput, why);
   }
   ExportData a, b;
   std::string message;

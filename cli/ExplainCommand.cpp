@@ -57,7 +57,9 @@ int runExplain(const ExplainOptions& options) {
   }
   if (options.settings.window < 2) return error(kUsage, "--window must be 2 steps or more");
   if (!options.csv.empty()) {
-    if (const std::string why = checkOutputFile(options.csv, options.force); !why.empty()) return error(kOutput, why);
+    std::string why = checkOutputOutsideInputs(options.csv, {options.run});
+    if (why.empty()) why = checkOutputFile(options.csv, options.force);
+    if (!why.empty()) return error(kOutput, why);
   }
   ExportData data;
   std::string message;

@@ -58,4 +58,21 @@ std::string checkOutputFile(const std::string& path, bool replace, const std::st
   return "";
 }
 
+std::string checkOutputOutsideInputs(const std::string& path, const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "";
+  const auto file = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return "";
+  for (const auto& input : inputs) {
+    const auto folder = std::filesystem::weakly_canonical(input, ec);
+    if (ec) continue;
+    const auto [end, rest] = std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
+    if (end == folder.end()) {
+      return path + " is a file of " + input + ", which this command reads: write it elsewhere (--force never "
+                    "replaces a file of the run being read).";
+    }
+  }
+  return "";
+}
+
 } // namespace hookscope

@@ -4,6 +4,7 @@
 // one of them is never replaced, with or without --force.
 
 #include <string>
+#include <vector>
 
 namespace hookscope {
 
@@ -15,5 +16,9 @@ std::string describeFileAt(const std::string& path);
 /// writable, or a regular file (or a link to one) is there and `replace` says it may be replaced.
 /// Else why not and what to do; `flag` names the option that allows replacing ("--force").
 std::string checkOutputFile(const std::string& path, bool replace, const std::string& flag = "--force");
+
+/// "" unless `path` is a file already inside one of the folders `inputs` (the exports a command
+/// reads), which no output replaces, even with --force; else what to do.
+std::string checkOutputOutsideInputs(const std::string& path, const std::vector<std::string>& inputs);
 
 } // namespace hookscope

@@ -113,6 +113,17 @@ def test_what_explain_refuses(runs):
     existing = os.path.join(runs["folder"], "exists.csv")
     open(existing, "w").close()
     assert cli("explain", runs["spiked"], "--csv", existing).returncode == 5
+    # --force never points an output at the run being read.
+    stats = os.path.join(runs["spiked"], "stats.csv")
+    with open(stats, "rb") as f:
+        before = f.read()
+    for path in (stats, os.path.join(runs["spiked"], ".", "scalars.csv")):
+        own = cli("explain", runs["spiked"], "--csv", path, "--force")
+        assert own.returncode == 5 and "which this command reads" in own.stderr, own.stderr
+    own = cli("compare", runs["clean"], runs["spiked"], "--csv", stats, "--force")
+    assert own.returncode == 5 and "which this command reads" in own.stderr, own.stderr
+    with open(stats, "rb") as f:
+        assert f.read() == before
     short = os.path.join(runs["folder"], "short")
     assert cli("capture", MODEL, "--input", "8x1x28x28", "--steps", "4", "--out", short).returncode == 0
     done = cli("explain", short)
