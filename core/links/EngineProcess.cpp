@@ -72,12 +72,31 @@ std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& option
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The one folder the confined engine may write in (torch.export.load unpacks there), made here
+  // and removed here once the engine is gone: a confined process cannot remove its own folder.
+  std::error_code tempError;
+  const auto tempRoot = std::filesystem::temp_directory_path(tempError);
+  std::string scratch = (tempError ? std::filesystem::path("/tmp") : tempRoot).string() + "/hookscope-engine-XXXXXX";
+  if (!::mkdtemp(scratch.data())) {
+    *error = "cannot make a scratch folder for the engine in " + scratch.substr(0, scratch.rfind('/')) + ": " +
+             std::strerror(errno) + ". Set TMPDIR to a folder you can write to.";
+    return nullptr;
+  }
+  std::vector<std::string> environment{"HOOKSCOPE_ENGINE_SCRATCH=" + scratch};
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "HOOKSCOPE_ENGINE_SCRATCH=", 25) != 0) environment.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) != 0) {
     *error = std::string("cannot make a pipe for the engine: ") + std::strerror(errno);
+    std::filesystem::remove_all(scratch, tempError);
     return nullptr;
   }
   std::unique_ptr<EngineProcess> engine(new EngineProcess());
+  engine->m_scratch = scratch;  // removed by the destructor, whatever happens next
   engine->m_pid = ::fork();
   if (engine->m_pid < 0) {
     *error = std::string("cannot start the engine process: ") + std::strerror(errno);
@@ -94,7 +113,7 @@ std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& option
     const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devNull >= 0) ::dup2(devNull, STDIN_FILENO);  // dup2's copy is not close-on-exec
     ::dup2(errPipe[1], STDERR_FILENO);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     const char message[] = "hookscope-cli: cannot run the engine program\n";
     (void)!::write(STDERR_FILENO, message, sizeof message - 1);
     ::_exit(127);
@@ -278,6 +297,8 @@ EngineProcess::~EngineProcess() {
   // The log is kept for an engine that failed, which the messages point at; not for one that
   // asked for trust, whose findings were said in full.
   if (!m_logPath.empty() && (!failed() || m_logSaid)) std::remove(m_logPath.c_str());
+  std::error_code ignored;
+  if (!m_scratch.empty()) std::filesystem::remove_all(m_scratch, ignored);
 }
 
 std::string EngineProcess::errorSummary() const { return firstMeaningfulLine(errorOutput()); }

@@ -605,6 +605,20 @@ def test_interventions_act_on_an_exported_program(tmp):
     assert float(rows[(0, "activation", "act", 0, 0)]["zero_frac"]) == 1
 
 
+def test_a_python_engine_leaves_no_scratch_folder_behind(tmp):
+    # The confined engine cannot remove its own folder: the process that started it does.
+    temp = os.path.join(tmp, "temp")
+    os.mkdir(temp)
+    model = os.path.join(FIXTURES, "twice_inplace_exported.pt2")
+    result = cli("capture", model, "--out", os.path.join(tmp, "run"), "--hook", "*", "--steps", "1",
+                 "--data", os.path.join(FIXTURES, "twice_inplace_exported.data.pt"), env={"TMPDIR": temp})
+    assert result.returncode == 0, result.stderr
+    refused = cli("capture", os.path.join(FIXTURES, "bad", "eager_zip.pt"), "--out",
+                  os.path.join(tmp, "refused"), "--input", "2x4", env={"TMPDIR": temp})
+    assert refused.returncode in (3, 9), refused.stderr
+    assert os.listdir(temp) == [], os.listdir(temp)
+
+
 def test_a_step_that_never_ends_is_stopped_at_the_step_timeout(tmp):
     with open(os.path.join(tmp, "slow.py"), "w") as f:
         f.write("import time, torch.nn as nn\nclass Slow(nn.Module):\n    def __init__(self):\n"
