@@ -99,9 +99,11 @@ class _BackwardContexts:
     last copy after the interpreter has begun to finalize, and the rank then aborts ("terminate
     called without an active exception") after a complete run, with or without HookScope. Each
     step() sets a fresh token in a context variable, so the next backward's copies hold it; at
-    exit (atexit runs before finalization) the variable is cleared and the wait lasts until the
-    tokens of the last two steps are gone, which is when gloo has let go of those contexts
-    (docs/distributed.md). No step at all: a short wait instead."""
+    exit (atexit runs before finalization) the variable is cleared and the wait lasts until every
+    token is gone, which is when gloo has let go of every backward's context (docs/distributed.md).
+    Not only the last backward's: a gloo worker can wait for the GIL to drop an earlier step's
+    context through the steps after it (small steps hand the GIL back before the worker wakes),
+    and then drops it during finalization. No step at all: a short wait instead."""
 
     def __init__(self):
         import contextvars
@@ -112,7 +114,7 @@ class _BackwardContexts:
     def mark(self):
         token = _BackwardToken()
         self._var.set(token)
-        self._refs = self._refs[-1:] + [weakref.ref(token)]
+        self._refs = [ref for ref in self._refs if ref() is not None] + [weakref.ref(token)]
 
     def wait(self, limit=_EXIT_WAIT_LIMIT_S):
         started = time.monotonic()
