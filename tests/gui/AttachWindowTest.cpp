@@ -45,7 +45,7 @@ using namespace hookscope::test;
 
 namespace {
 
-constexpr int kTimeout = 60000;
+const int kTimeout = hookscope::test::deadlineMs();
 
 QString jobPort(int test) { return QString::number(20000 + (QCoreApplication::applicationPid() * 2 + test) % 20000); }
 

@@ -39,7 +39,7 @@ using hookscope::test::runSteps;
 
 namespace {
 
-constexpr int kTimeout = 30000;
+const int kTimeout = hookscope::test::deadlineMs();
 
 std::unique_ptr<MainWindow> openModel(const QString& path) {
   auto window = std::make_unique<MainWindow>();

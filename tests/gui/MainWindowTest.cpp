@@ -45,7 +45,7 @@ using namespace hookscope::test;
 
 namespace {
 
-constexpr int kTimeout = 30000;
+const int kTimeout = hookscope::test::deadlineMs();
 
 int countModules(const QAbstractItemModel& model, const QModelIndex& parent = {}) {
   int count = 0;

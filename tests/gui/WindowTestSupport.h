@@ -10,10 +10,24 @@
 #include <QSignalSpy>
 #include <QTest>
 
+#include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
 namespace hookscope::test {
+
+/// How long a window test waits for an event (a script attaching, a step, a message) before it
+/// fails: minutes, as CI's cores may be busy (at load 6 a script's import of PyTorch took 13 s),
+/// times HOOKSCOPE_TEST_DEADLINE_SCALE (default 1) for a slower machine still. A passing test
+/// never waits this long: each wait ends at its event.
+inline int deadlineMs(int baseMs = 300000) {
+  const char* text = std::getenv("HOOKSCOPE_TEST_DEADLINE_SCALE");
+  const double scale = text && *text ? std::atof(text) : 1.0;
+  const double ms = baseMs * (scale > 0 && std::isfinite(scale) ? scale : 1.0);
+  return ms >= double(INT_MAX) ? INT_MAX : int(ms);
+}
 
 /// The two screens a window test looks at, as a data function's rows ("size": 1024x700, 1600x1000).
 inline void addScreenSizes() {

@@ -51,7 +51,7 @@ using namespace hookscope::test;
 
 namespace {
 
-constexpr int kTimeout = 60000;
+const int kTimeout = hookscope::test::deadlineMs();
 
 // Ticks a column on the root, which ticks every module.
 void tickAll(ModuleTreeModel* tree, int column) {
