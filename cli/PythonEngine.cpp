@@ -5,6 +5,7 @@
 #include "cli/CliCommands.h"
 #include "cli/CliSupport.h"
 #include "files/ModelFileKind.h"
+#include "links/EngineProcess.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -113,12 +114,9 @@ int runPythonEngine(const std::string& chosen, const std::vector<std::string>& a
   const std::string python = !chosen.empty() ? chosen : defaultPython();
   // The confined engine may write only into this folder and cannot remove it itself: made here,
   // removed here on every exit of the engine.
-  const char* tmp = std::getenv("TMPDIR");
-  std::string scratch = std::string(tmp && *tmp ? tmp : "/tmp") + "/hookscope-engine-XXXXXX";
-  if (!::mkdtemp(scratch.data())) {
-    return error(kOutput, "cannot make a scratch folder in " + std::string(tmp && *tmp ? tmp : "/tmp") + ": " +
-                              std::strerror(errno) + ". Set TMPDIR to a folder you can write to.");
-  }
+  std::string message;
+  const std::string scratch = makeEngineScratch(&message);
+  if (scratch.empty()) return error(kOutput, message);
   ::setenv("PYTHONPATH", packagePythonPath().c_str(), 1);
   ::setenv("HOOKSCOPE_ENGINE_SCRATCH", scratch.c_str(), 1);
   std::vector<std::string> words{python, "-m", "hookscope.engine"};

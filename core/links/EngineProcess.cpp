@@ -60,6 +60,18 @@ constexpr int kVerdictGraceMs = 60000;
 
 } // namespace
 
+std::string makeEngineScratch(std::string* error) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string folder = tmp && *tmp ? tmp : "/tmp";
+  std::string scratch = folder + "/hookscope-engine-XXXXXX";
+  if (!::mkdtemp(scratch.data())) {
+    *error = "cannot make a scratch folder in " + folder + ": " + std::strerror(errno) +
+             ". Set TMPDIR to a folder you can write to.";
+    return "";
+  }
+  return scratch;
+}
+
 std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& options, const std::string& address,
                                                      std::string* error) {
   std::vector<std::string> args = {options.program, "serve", options.model, "--address", address};
@@ -73,15 +85,9 @@ std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& option
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // The one folder the confined engine may write in (torch.export.load unpacks there), made here
-  // and removed here once the engine is gone: a confined process cannot remove its own folder.
-  std::error_code tempError;
-  const auto tempRoot = std::filesystem::temp_directory_path(tempError);
-  std::string scratch = (tempError ? std::filesystem::path("/tmp") : tempRoot).string() + "/hookscope-engine-XXXXXX";
-  if (!::mkdtemp(scratch.data())) {
-    *error = "cannot make a scratch folder for the engine in " + scratch.substr(0, scratch.rfind('/')) + ": " +
-             std::strerror(errno) + ". Set TMPDIR to a folder you can write to.";
-    return nullptr;
-  }
+  // and removed by the destructor once the engine is gone.
+  const std::string scratch = makeEngineScratch(error);
+  if (scratch.empty()) return nullptr;
   std::vector<std::string> environment{"HOOKSCOPE_ENGINE_SCRATCH=" + scratch};
   for (char** e = environ; *e; ++e) {
     if (std::strncmp(*e, "HOOKSCOPE_ENGINE_SCRATCH=", 25) != 0) environment.emplace_back(*e);
@@ -92,7 +98,8 @@ std::unique_ptr<EngineProcess> EngineProcess::launch(const EngineOptions& option
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) != 0) {
     *error = std::string("cannot make a pipe for the engine: ") + std::strerror(errno);
-    std::filesystem::remove_all(scratch, tempError);
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch, ignored);
     return nullptr;
   }
   std::unique_ptr<EngineProcess> engine(new EngineProcess());

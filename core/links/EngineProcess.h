@@ -30,6 +30,11 @@ std::string firstMeaningfulLine(const std::string& text);
 /// the findings are what it printed; the window asks, and starts it again with trust.
 constexpr int kEngineNeedsTrust = 9;
 
+/// A new private folder in TMPDIR (else /tmp) for a confined engine to write in, handed to it as
+/// HOOKSCOPE_ENGINE_SCRATCH; "" with *error saying what to do when it cannot be made. Whoever
+/// makes it removes it once the engine is gone: a confined process cannot remove its own folder.
+std::string makeEngineScratch(std::string* error);
+
 /// How to start an engine process.
 struct EngineOptions {
   std::string program;  ///< the hookscope-cli executable
