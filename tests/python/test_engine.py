@@ -501,6 +501,8 @@ def test_comparing_two_checkpoints_names_what_fine_tuning_changed_and_what_went_
     ("wrong length", "bytes of data"),
     ("not json", "not JSON"),
     ("bad dtype", "does not read"),
+    ("dtype as a list", "has dtype ['F32'], which HookScope does not read (a dtype is a name"),
+    ("dtype as an object", "has dtype {'F32': 1}, which HookScope does not read"),
     ("overlapping", "(they overlap)"),
     ("gap", "belong to no tensor"),
     ("bytes after", "the bytes after belong to no tensor"),
@@ -538,6 +540,10 @@ def test_a_damaged_or_hostile_safetensors_file_is_refused_with_what_is_wrong(tmp
         extra = {"gap": 8, "bytes after": 8}.get(damage, 0)
         with open(path, "wb") as f:
             f.write(len(text).to_bytes(8, "little") + text + body + b"\0" * extra)
+    elif damage == "dtype as a list":  # was a TypeError, reported as "could not run hookscope.engine"
+        write_safetensors(path, sd, header_patch=lambda h: h["0.bias"].update(dtype=["F32"]))
+    elif damage == "dtype as an object":
+        write_safetensors(path, sd, header_patch=lambda h: h["0.bias"].update(dtype={"F32": 1}))
     else:
         write_safetensors(path, sd, header_patch=lambda h: h["0.bias"].update(dtype="F8_E4M3X"))
     result = cli("checkpoint", path)

@@ -75,10 +75,13 @@ def read_safetensors(path):
                 continue
             if not isinstance(entry, dict):
                 raise CheckpointError("%s: the entry of %r is not an object" % (path, name))
-            dtype = SAFETENSORS_DTYPES.get(entry.get("dtype"))
+            named = entry.get("dtype")
+            dtype = SAFETENSORS_DTYPES.get(named) if isinstance(named, str) else None
             shape, offsets = entry.get("shape"), entry.get("data_offsets")
             if dtype is None:
-                raise CheckpointError("%s: %r has dtype %r, which HookScope does not read" % (path, name, entry.get("dtype")))
+                raise CheckpointError("%s: %r has dtype %s, which HookScope does not read%s"
+                                      % (path, name, printable(repr(named))[:200],
+                                         "" if isinstance(named, str) else " (a dtype is a name such as \"F32\")"))
             if not (isinstance(shape, list) and all(_whole(d) and 0 <= d < 1 << 40 for d in shape)):
                 raise CheckpointError("%s: %r has a bad shape %r" % (path, name, shape))
             if not (isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o) for o in offsets)):
@@ -318,5 +321,13 @@ def main(path, other=None, out=sys.stdout, csv=False):
             compare(path, tensors, other, read_checkpoint(other), out)
     except CheckpointError as exc:
         sys.stderr.write("hookscope-cli: %s\n" % exc)
+        return 4
+    except (MemoryError, OverflowError, TypeError, ValueError, KeyError, IndexError, RuntimeError) as exc:
+        # A layout no check above foresaw: still the file's fault, said as such, never a traceback
+        # the CLI would report as a Python that cannot run the engine.
+        sys.stderr.write("hookscope-cli: %s could not be read as a checkpoint (%s: %s); if the file loads with "
+                         "torch.load or safetensors, please report it\n"
+                         % (path if other is None else "%s or %s" % (path, other), type(exc).__name__,
+                            printable(str(exc))[:300]))
         return 4
     return 0
