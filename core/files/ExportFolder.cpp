@@ -2,11 +2,14 @@
 
 #include "common/CsvFormat.h"
 #include "common/FileLimits.h"
+#include "common/PrintableText.h"
 #include "files/HistogramsFile.h"
 
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +17,12 @@
 #include <deque>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <stdexcept>
+#include <utility>
 
 namespace hookscope {
 
@@ -104,7 +112,8 @@ bool writeStatsCsv(const std::string& path, const AllSeries& all, std::string* e
   return bool(file);
 }
 
-std::string scalarsCsv(const CaptureStore& store) {
+// scalars.csv, and in `rowCount` its rows (not its lines: a name may hold a newline).
+std::string scalarsCsv(const CaptureStore& store, std::int64_t* rowCount) {
   std::vector<std::tuple<std::int64_t, int, std::string, double>> rows;
   for (const int rank : store.ranks()) {
     for (const auto& name : store.scalarNames()) {
@@ -117,6 +126,7 @@ std::string scalarsCsv(const CaptureStore& store) {
   for (const auto& [step, rank, name, value] : rows) {
     out += std::to_string(step) + ',' + std::to_string(rank) + ',' + csvField(name) + ',' + formatDouble(value) + '\n';
   }
+  *rowCount = std::int64_t(rows.size());
   return out;
 }
 
@@ -164,38 +174,6 @@ std::string readText(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-std::vector<std::string> splitCsvLine(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  return fields;
-}
-
-double parseDouble(const std::string& text) {
-  if (text == "nan" || text == "-nan") return std::nan("");
-  if (text == "inf") return INFINITY;
-  if (text == "-inf") return -INFINITY;
-  return std::stod(text);
-}
-
 std::vector<std::int64_t> parseShape(const std::string& text) {
   std::vector<std::int64_t> shape;
   std::istringstream in(text);
@@ -236,8 +214,7 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
     // The manifest last: it says how many rows each CSV was written with (a reader tells a cut
     // file from a smaller run), counted from what was written while the store was read.
     ExportManifest written = manifest;
-    const std::string scalars = scalarsCsv(store);
-    written.rows["scalars.csv"] = std::int64_t(std::count(scalars.begin(), scalars.end(), '\n')) - 1;
+    const std::string scalars = scalarsCsv(store, &written.rows["scalars.csv"]);
     sink.write("scalars.csv", scalars);
     // Written from the store in place, not from a copy of it, and stats.csv a MiB at a time: an
     // export's peak memory is the store's cap plus a pointer per row.
@@ -268,50 +245,72 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
 
 namespace {
 
-// Fills the histograms of `series` from histograms.pt; "" on success, else what is wrong.
+// Fills the histograms of `series` from histograms.pt; "" on success, else what is wrong. The
+// file holds a table for every series of stats.csv, a row for each of its steps, as writeExport
+// writes them: a table for no series, a series without one, or steps that differ is a damaged
+// export (or files of two runs), said, never histograms quietly left out of what readers show.
 std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vector<SeriesPoint>>& series) {
   HistogramTables tables;
   std::string error;
   if (!readHistogramsFile(path, &tables, &error)) return error.substr(0, 400);
+  const std::string mismatch = "it does not match stats.csv: ";
+  const std::string why = "; the export is damaged, or its files come from different runs";
+  std::set<SeriesKey> matched;
   for (const auto& [entryName, table] : tables) {
     std::string name = entryName;
-    // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path holds no '/'.
+    const std::string shown = "'" + printableText(entryName, false).substr(0, 200) + "'";
+    // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path may hold '/'.
     int rank = 0;
-    if (name.rfind("rank", 0) == 0) {
-      const auto slash = name.find('/');
-      try {
-        rank = std::stoi(name.substr(4, slash - 4));
-      } catch (const std::exception&) {
-        continue;
-      }
-      name = name.substr(slash + 1);
-    }
-    const auto first = name.find('/');
-    const auto last = name.rfind('/');
-    if (first == std::string::npos || last == first) continue;
-    const auto middle = name.rfind('/', last - 1);
-    const auto kind = parseCaptureKind(name.substr(0, first));
-    if (!kind || first == middle) continue;
-    SeriesKey key;
+    std::optional<SeriesKey> key;
     try {
-      key = SeriesKey{name.substr(first + 1, middle - first - 1), std::stoi(name.substr(middle + 1, last - middle - 1)),
-                      *kind, std::stoi(name.substr(last + 1)), rank};
+      if (name.rfind("rank", 0) == 0) {
+        const auto slash = name.find('/');
+        std::size_t used = 0;
+        rank = std::stoi(name.substr(4, slash - 4), &used);
+        if (slash == std::string::npos || used != slash - 4) throw std::invalid_argument("rank");
+        name = name.substr(slash + 1);
+      }
+      const auto first = name.find('/');
+      const auto last = name.rfind('/');
+      const auto middle = first == std::string::npos || last == first ? first : name.rfind('/', last - 1);
+      const auto kind = first == std::string::npos ? std::nullopt : parseCaptureKind(name.substr(0, first));
+      if (kind && middle != first) {
+        key = SeriesKey{name.substr(first + 1, middle - first - 1), std::stoi(name.substr(middle + 1, last - middle - 1)),
+                        *kind, std::stoi(name.substr(last + 1)), rank};
+      }
     } catch (const std::exception&) {
-      continue;
+      key.reset();
     }
-    auto found = series.find(key);
-    if (found == series.end()) continue;
+    if (!key) return "its table " + shown + " names no series (HookScope writes rank/kind/module/call/index)" + why;
+    auto found = series.find(*key);
+    if (found == series.end()) return mismatch + "its table " + shown + " is of a series stats.csv does not have" + why;
+    matched.insert(*key);
     std::map<std::int64_t, std::size_t> rowOfStep;
     for (std::size_t i = 0; i < table.steps.size(); ++i) rowOfStep[table.steps[i]] = i;
+    if (rowOfStep.size() != table.steps.size() || table.steps.size() != found->second.size()) {
+      return mismatch + "its table " + shown + " has " + std::to_string(table.steps.size()) + " rows" +
+             (rowOfStep.size() != table.steps.size() ? " (a step given twice)" : "") + " where stats.csv has " +
+             std::to_string(found->second.size()) + " steps" + why;
+    }
     const auto bins = std::size_t(table.bins);
     for (auto& point : found->second) {
       const auto row = rowOfStep.find(point.step);
-      if (row == rowOfStep.end()) continue;
+      if (row == rowOfStep.end()) {
+        return mismatch + "its table " + shown + " has no row for step " + std::to_string(point.step) + why;
+      }
       const std::int64_t* c = table.counts.data() + row->second * bins;
       const double* e = table.edges.data() + row->second * (bins + 1);
       point.stats.histogram.assign(c, c + bins);
       point.stats.histLow = e[0];
       point.stats.histHigh = e[bins];
+    }
+  }
+  for (const auto& [key, points] : series) {
+    if (!points.empty() && !matched.count(key)) {
+      return mismatch + "stats.csv has the series " + captureKindName(key.kind) + " of '" +
+             printableText(key.module.empty() ? "(root)" : key.module, false).substr(0, 200) + "' (call " +
+             std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) +
+             ") and histograms.pt has no table for it" + why;
     }
   }
   return "";
@@ -321,17 +320,18 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
 
 namespace {
 
-// Reads the rows after a CSV header: `row` gets each non-empty line's fields and returns false
-// when they are not what the file holds. "" when every row was read, else which line is bad.
+// Reads the rows after a CSV header: `row` gets each non-empty record's fields and returns false
+// when they are not what the file holds. "" when every row was read, else at which line a bad row starts.
 template <class Row>
 std::string readCsvRows(std::istream& in, Row&& row) {
-  std::string line;
-  int lineNumber = 1;
-  while (std::getline(in, line)) {
-    ++lineNumber;
-    if (line.empty()) continue;
+  std::string record;
+  int lines = 1;
+  while (true) {
+    const int lineNumber = lines + 1;
+    if (!nextCsvRecord(in, &record, &lines)) break;
+    if (record.empty() || record == "\r") continue;
     try {
-      if (!row(splitCsvLine(line))) return "line " + std::to_string(lineNumber) + " is damaged.";
+      if (!row(splitCsvLine(record))) return "line " + std::to_string(lineNumber) + " is damaged.";
     } catch (const std::exception&) {
       return "line " + std::to_string(lineNumber) + " has a bad number.";
     }
@@ -383,19 +383,19 @@ bool statsRow(std::vector<std::string>& f, bool precision, SeriesKey* key, Serie
   p->stats.shape = parseShape(f[5]);
   p->stats.dtype = f[6];
   p->stats.numel = std::stoll(f[7]);
-  p->stats.min = parseDouble(f[8]);
-  p->stats.max = parseDouble(f[9]);
-  p->stats.mean = parseDouble(f[10]);
-  p->stats.std = parseDouble(f[11]);
-  p->stats.l2norm = parseDouble(f[12]);
-  p->stats.zeroFraction = parseDouble(f[13]);
+  p->stats.min = parseCsvDouble(f[8]);
+  p->stats.max = parseCsvDouble(f[9]);
+  p->stats.mean = parseCsvDouble(f[10]);
+  p->stats.std = parseCsvDouble(f[11]);
+  p->stats.l2norm = parseCsvDouble(f[12]);
+  p->stats.zeroFraction = parseCsvDouble(f[13]);
   p->stats.nanCount = std::stoll(f[14]);
   p->stats.infCount = std::stoll(f[15]);
   // Counts read from a file: each in range before any arithmetic on them (numel - NaN - Inf).
   const std::int64_t numel = p->stats.numel, nan = p->stats.nanCount, inf = p->stats.infCount;
   if (p->step < 0 || numel < 0 || nan < 0 || inf < 0 || nan > numel || inf > numel - nan) return false;
   if (precision && !f[16].empty()) {
-    p->stats.amax = parseDouble(f[16]);
+    p->stats.amax = parseCsvDouble(f[16]);
     p->stats.f16Overflow = std::stoll(f[17]);
     p->stats.f16Underflow = std::stoll(f[18]);
     p->stats.e4m3Underflow = std::stoll(f[19]);
@@ -450,7 +450,22 @@ std::string readStatsCsv(const fs::path& folder, const std::string& dir,
     return true;
   });
   if (!problem.empty()) return dir + "/stats.csv " + problem;
-  return checkRowCount(manifest, dir, "stats.csv", rows, lastStep);
+  if (std::string cut = checkRowCount(manifest, dir, "stats.csv", rows, lastStep); !cut.empty()) return cut;
+  // In step order whatever the rows' order; a step given twice for one tensor is damage (every
+  // row twice, or every row labelled step 0), not a series to judge.
+  for (auto& [key, points] : *series) {
+    std::stable_sort(points.begin(), points.end(),
+                     [](const SeriesPoint& a, const SeriesPoint& b) { return a.step < b.step; });
+    const auto twice = std::adjacent_find(points.begin(), points.end(),
+                                          [](const SeriesPoint& a, const SeriesPoint& b) { return a.step == b.step; });
+    if (twice != points.end()) {
+      return dir + "/stats.csv has step " + std::to_string(twice->step) + " of " + captureKindName(key.kind) + " '" +
+             printableText(key.module.empty() ? "(root)" : key.module, false).substr(0, 200) + "' (call " +
+             std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) +
+             ") twice: the export is damaged; export it again from its source.";
+    }
+  }
+  return "";
 }
 
 std::string readScalarsCsv(const fs::path& folder, const std::string& dir, CaptureStore* store,
@@ -467,9 +482,12 @@ std::string readScalarsCsv(const fs::path& folder, const std::string& dir, Captu
   std::getline(in, line);
   const bool v1 = line.rfind("step,name,value", 0) == 0;
   if (!v1 && line.rfind("step,rank,name,value", 0) != 0) return dir + "/scalars.csv does not start with the expected header.";
-  std::int64_t rows = 0, lastStep = 0, number = 1;
-  while (std::getline(in, line)) {
-    ++number;
+  std::int64_t rows = 0, lastStep = 0;
+  std::map<std::pair<int, std::string>, std::vector<std::pair<std::int64_t, double>>> scalars;
+  int lines = 1;
+  while (true) {
+    const int number = lines + 1;
+    if (!nextCsvRecord(in, &line, &lines)) break;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     auto f = splitCsvLine(line);
@@ -480,13 +498,27 @@ std::string readScalarsCsv(const fs::path& folder, const std::string& dir, Captu
     try {
       const int rank = takeRank(f, v1);
       lastStep = std::stoll(f[0]);
-      store->addScalar(lastStep, f[1], parseDouble(f[2]), rank);
+      scalars[{rank, f[1]}].push_back({lastStep, parseCsvDouble(f[2])});
       ++rows;
     } catch (const std::exception&) {
-      return dir + "/scalars.csv has a bad line: " + line;
+      return dir + "/scalars.csv line " + std::to_string(number) + " has a bad number: " +
+             printableText(line, false).substr(0, 200);
     }
   }
-  return checkRowCount(manifest, dir, "scalars.csv", rows, lastStep);
+  if (std::string cut = checkRowCount(manifest, dir, "scalars.csv", rows, lastStep); !cut.empty()) return cut;
+  // In step order, each step once (as stats.csv).
+  for (auto& [which, points] : scalars) {
+    std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    const auto twice = std::adjacent_find(points.begin(), points.end(),
+                                          [](const auto& a, const auto& b) { return a.first == b.first; });
+    if (twice != points.end()) {
+      return dir + "/scalars.csv has step " + std::to_string(twice->first) + " of '" +
+             printableText(which.second, false).substr(0, 200) + "' (rank " + std::to_string(which.first) +
+             ") twice: the export is damaged; export it again from its source.";
+    }
+    for (const auto& [step, value] : points) store->addScalar(step, which.second, value, which.first);
+  }
+  return "";
 }
 
 std::string readAlertsCsv(const fs::path& folder, const std::string& dir, std::vector<Alert>* alerts) {
@@ -508,7 +540,7 @@ std::string readAlertsCsv(const fs::path& folder, const std::string& dir, std::v
     a.module = f[1];
     a.kind = *kind;
     a.rule = *rule;
-    a.value = parseDouble(f[4]);
+    a.value = parseCsvDouble(f[4]);
     a.message = f[5];
     a.lastStep = std::stoll(f[6]);
     a.count = std::stoll(f[7]);

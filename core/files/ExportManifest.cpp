@@ -339,8 +339,8 @@ bool ExportManifest::fromJson(const std::string& text, ExportManifest* manifest,
     if (j.contains("interrupted") && j["interrupted"].is_string()) m.interrupted = j["interrupted"];
     if (j.contains("rows") && j["rows"].is_object()) {
       for (const auto& [file, count] : j["rows"].items()) {
+        if (count.is_null()) throw std::runtime_error("\"" + file + "\" is null, not a count of rows");
         m.rows[file] = wholeNumber<std::int64_t>(j["rows"], file.c_str(), 0, 0);
-        (void)count;
       }
     }
     if (j.value("source", "model") == "script" && j.contains("script") && j["script"].is_object()) {

@@ -73,6 +73,7 @@ class Run:
         self.alerts = []        # alerts.csv's rows
         self.modules = []       # manifest "modules", or built from the series (older exports)
         self.modules_from_series = False
+        self.rows_written = {}  # manifest "rows": {file: rows it was written with}
 
     def series(self, kind, module, call=0, index=0, rank=0):
         """The series of that tensor; KeyError naming what the run holds when it has none."""
@@ -99,14 +100,15 @@ class Run:
         from . import bands
         if not isinstance(series, Series):
             series = self.series(*series)
-        return bands.scores(series.values(statistic), statistic, window or bands.WINDOW, warmup or bands.WARMUP)
+        return bands.scores(series.values(statistic), statistic, bands.WINDOW if window is None else window,
+                            bands.WARMUP if warmup is None else warmup)
 
     def first_movers(self, step=None, sigma=None):
         """The series that left their band by `step` (by default the loss's largest excursion),
         the first to leave it first: see hookscope.bands.first_movers, whose dict this returns;
         ``hookscope.bands.describe(result)`` says it in words."""
         from . import bands
-        return bands.first_movers(self, step=step, sigma=sigma or bands.SIGMA)
+        return bands.first_movers(self, step=step, sigma=bands.SIGMA if sigma is None else sigma)
 
     def __repr__(self):
         return "Run(%r: %d series, %d steps)" % (self.path, len(self._series), len(self.steps))
@@ -136,11 +138,31 @@ def _rows(path, required):
     return rows
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
+def _rows_written(manifest, manifest_path):
+    """{file: rows} of manifest.json's "rows" (exports that say), each a whole number from 0, as
+    the CLI requires: 88.0 is 88; "88", 88.5, -1, true or null are a damaged manifest."""
+    said = manifest.get("rows")
+    if not isinstance(said, dict):
+        return {}
+    counts = {}
+    for name, value in said.items():
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, float) and math.isfinite(value) and value == math.floor(value):
+            whole, value = True, int(value)
+        if not whole or not 0 <= value <= _INT64_MAX:
+            raise RunReadError("%s cannot be read: %s is %s, not a whole number from 0 to %d: the export is damaged"
+                               % (manifest_path, json.dumps(name), json.dumps(value), _INT64_MAX))
+        counts[name] = value
+    return counts
+
+
 def _check_rows(run, name, rows, last_step):
     """A CSV against the rows manifest.json says it was written with (exports that say)."""
-    rows_written = run.manifest.get("rows")
-    written = rows_written.get(name) if isinstance(rows_written, dict) else None
-    if not isinstance(written, int) or written == rows:
+    written = run.rows_written.get(name)
+    if written is None or written == rows:
         return
     path = os.path.join(run.path, name)
     if rows < written:
@@ -173,10 +195,17 @@ def _read_stats(run):
         step = values.pop("step")
         series.steps.append(step)
         series.stats.append(values)
-    for series in run._series.values():
+    # In step order whatever the rows' order; a step given twice for one tensor is damage (every
+    # row twice, or every row labelled step 0), not a series to judge.
+    for key, series in run._series.items():
         order = sorted(range(len(series.steps)), key=series.steps.__getitem__)
         series.steps = [series.steps[i] for i in order]
         series.stats = [series.stats[i] for i in order]
+        twice = next((a for a, b in zip(series.steps, series.steps[1:]) if a == b), None)
+        if twice is not None:
+            raise RunReadError("%s has step %d of %s %r (call %d, index %d, rank %d) twice: the export is damaged; "
+                               "export it again from its source" % (path, twice, key[0], key[1] or "(root)", key[2],
+                                                                     key[3], key[4]))
 
 
 def damaged_record(path):
@@ -208,23 +237,47 @@ def _read_histograms(run):
         raise RunReadError("%s cannot be read (%s: %s): the file is damaged" % (path, type(exc).__name__, exc))
     if not isinstance(data, dict):
         raise RunReadError("%s holds no dict of histograms: it is not HookScope's" % path)
+    # A table for every series of stats.csv, a row for each of its steps, as HookScope writes
+    # them: anything else is a damaged export (or files of two runs), said, not left out.
+    why = "; the export is damaged, or its files come from different runs"
+    matched = set()
     for name, entry in data.items():
         parts = str(name).split("/")
         rank = 0
         if parts and parts[0].startswith("rank") and parts[0][4:].lstrip("-").isdigit():
             rank = int(parts[0][4:])
             parts = parts[1:]
-        if len(parts) < 4 or not isinstance(entry, dict):
-            continue
-        kind, module, call, index = parts[0], "/".join(parts[1:-2]), parts[-2], parts[-1]
-        series = run._series.get((kind, module, int(call), int(index), rank))
-        if series is None or "counts" not in entry:
-            continue
+        key = None
+        if len(parts) >= 4 and isinstance(entry, dict) and "counts" in entry and "steps" in entry:
+            try:
+                key = (parts[0], "/".join(parts[1:-2]), int(parts[-2]), int(parts[-1]), rank)
+            except ValueError:
+                pass
+        if key is None:
+            raise RunReadError("%s: its table %r names no series (HookScope writes rank/kind/module/call/index)%s"
+                               % (path, name, why))
+        series = run._series.get(key)
+        if series is None:
+            raise RunReadError("%s does not match stats.csv: its table %r is of a series stats.csv does not have%s"
+                               % (path, name, why))
+        matched.add(key)
         steps = [int(s) for s in entry["steps"].tolist()]
         where = {step: i for i, step in enumerate(steps)}
-        rows = [where[s] for s in series.steps if s in where]
-        if len(rows) == len(series.steps):
-            series.counts, series.edges = entry["counts"][rows], entry["edges"][rows]
+        if len(where) != len(steps) or len(steps) != len(series.steps):
+            raise RunReadError("%s does not match stats.csv: its table %r has %d rows%s where stats.csv has %d steps%s"
+                               % (path, name, len(steps), " (a step given twice)" if len(where) != len(steps) else "",
+                                  len(series.steps), why))
+        missing = [s for s in series.steps if s not in where]
+        if missing:
+            raise RunReadError("%s does not match stats.csv: its table %r has no row for step %d%s"
+                               % (path, name, missing[0], why))
+        rows = [where[s] for s in series.steps]
+        series.counts, series.edges = entry["counts"][rows], entry["edges"][rows]
+    for key, series in sorted(run._series.items()):
+        if series.steps and key not in matched:
+            raise RunReadError("%s does not match stats.csv: stats.csv has the series %s of %r (call %d, index %d, "
+                               "rank %d) and histograms.pt has no table for it%s"
+                               % (path, key[0], key[1] or "(root)", key[2], key[3], key[4], why))
 
 
 def _read_scalars(run):
@@ -241,7 +294,11 @@ def _read_scalars(run):
         rank = _number(row.get("rank"), True) or 0
         run.rank_scalars.setdefault((row["name"], rank), []).append((int(row["step"]), _number(row["value"], False)))
     for (name, rank), values in run.rank_scalars.items():
-        values.sort()
+        values.sort(key=lambda point: point[0])
+        twice = next((a for (a, _), (b, _) in zip(values, values[1:]) if a == b), None)
+        if twice is not None:
+            raise RunReadError("%s has step %d of %r (rank %d) twice: the export is damaged; export it again from its "
+                               "source" % (path, twice, name, rank))
         if rank == 0:
             run.scalars[name] = values
 
@@ -281,6 +338,7 @@ def load_run(path):
         raise RunReadError("%s is an export of version %r; this hookscope package reads versions 1 to 3: "
                            "read it with a newer one" % (path, version))
     run = Run(path, manifest)
+    run.rows_written = _rows_written(manifest, manifest_path)
     _read_stats(run)
     _read_histograms(run)
     _read_scalars(run)

@@ -867,6 +867,12 @@ class ExportFolder(CliTestCase):
         manifest["rows"]["stats.csv"] -= 1  # as a run with that gap would say (else: "cut")
         with open(os.path.join(holed, "manifest.json"), "w") as f:
             json.dump(manifest, f)
+        histograms = torch.load(os.path.join(holed, "histograms.pt"), weights_only=True)  # and its table
+        table = histograms["rank0/activation/fc1/0/0"]
+        keep = (table["steps"] != 1).nonzero().flatten()
+        histograms["rank0/activation/fc1/0/0"] = {k: v[keep] if torch.is_tensor(v) and v.dim() else v
+                                                  for k, v in table.items()}
+        torch.save(histograms, os.path.join(holed, "histograms.pt"))
         lines = run("show", holed).stdout.splitlines()
         self.assertIn("1 step, first 1", [line for line in lines if line.startswith("activation fc1 0/0")][0])
         self.assertTrue([line for line in lines if line.startswith("gradient fc1 0/0")][0].endswith("none"))

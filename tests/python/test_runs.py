@@ -167,6 +167,91 @@ def test_load_run_checks_every_record_of_histograms_pt_against_its_crc(runs):
         hookscope.load_run(damaged)
 
 
+@pytest.mark.parametrize("said", ['"88"', "88.5", "-1", "true", "null", "[88]", "1e300"])
+def test_a_row_count_that_is_not_a_whole_number_is_refused_by_load_run_as_by_the_cli(runs, said):
+    """manifest.json's "rows" says how many rows each CSV was written with: load_run took "88"
+    (or 88.0 cut to 10 rows) for "nothing said" and returned a 10-row run of an 88-row export."""
+    folder = os.path.join(os.path.dirname(runs["a"]), "rows-%d" % len(os.listdir(os.path.dirname(runs["a"]))))
+    shutil.copytree(runs["a"], folder)
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["rows"]["stats.csv"] = json.loads(said)
+    with open(os.path.join(folder, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    result = cli("show", folder)
+    assert result.returncode == 4 and "manifest.json cannot be read" in result.stderr, result.stderr
+    assert '"stats.csv" is ' in result.stderr and ", not a" in result.stderr, result.stderr
+    with pytest.raises(hookscope.RunReadError, match="manifest.json cannot be read: \"stats.csv\" is .*, not a whole"):
+        hookscope.load_run(folder)
+
+
+def test_a_whole_row_count_written_as_a_float_is_that_count(runs):
+    folder = os.path.join(os.path.dirname(runs["a"]), "rows-float")
+    shutil.copytree(runs["a"], folder)
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    rows = manifest["rows"]["stats.csv"]
+    with open(os.path.join(folder, "stats.csv")) as f:
+        lines = f.readlines()
+    with open(os.path.join(folder, "stats.csv"), "w") as f:
+        f.writelines(lines[:11])  # cut to 10 rows
+    for said in (float(rows), rows):
+        manifest["rows"]["stats.csv"] = said
+        with open(os.path.join(folder, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        says = "stats.csv is cut after step"
+        with pytest.raises(hookscope.RunReadError, match=says):
+            hookscope.load_run(folder)
+        result = cli("show", folder)
+        assert result.returncode == 4 and says in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("damage,says", [
+    ("a table removed", "histograms.pt has no table for it"),
+    ("a table of no series", "is of a series stats.csv does not have"),
+    ("a row removed", "has 3 rows where stats.csv has 4 steps"),
+    ("a step renumbered", "has no row for step 3"),
+    ("a step given twice", "(a step given twice)"),
+    ("a table named badly", "names no series (HookScope writes rank/kind/module/call/index)"),
+])
+def test_histograms_that_do_not_match_stats_csv_are_named_by_every_reader(runs, damage, says):
+    """histograms.pt holds a table for each series of stats.csv, a row for each of its steps: a
+    table or row left out (or of another run) was read as a run with fewer histograms, and
+    export-tensorboard wrote 0 or 66 of 88 without a word. Every reader now refuses it, exit 4."""
+    folder = os.path.join(os.path.dirname(runs["a"]), "mismatch-" + damage.replace(" ", "-"))
+    shutil.copytree(runs["a"], folder)
+    path = os.path.join(folder, "histograms.pt")
+    tables = torch.load(path, weights_only=True)
+    name = sorted(tables)[0]
+    table = tables[name]
+    assert table["steps"].tolist() == [0, 1, 2, 3]
+    if damage == "a table removed":
+        del tables[name]
+    elif damage == "a table of no series":
+        rank, kind, _, call, index = name.split("/")
+        tables["/".join((rank, kind, "nowhere", call, index))] = table
+    elif damage == "a table named badly":
+        tables["rank0/activation"] = table
+    else:
+        keep = {"a row removed": [0, 1, 2], "a step renumbered": [0, 1, 2, 3],
+                "a step given twice": [0, 1, 2, 2]}[damage]
+        tables[name] = {k: (v[keep] if torch.is_tensor(v) and v.dim() and len(v) == 4 else v) for k, v in table.items()}
+        if damage == "a step renumbered":
+            tables[name]["steps"] = torch.tensor([0, 1, 2, 7])
+        elif damage == "a step given twice":
+            tables[name]["steps"] = torch.tensor([0, 1, 2, 2])
+    torch.save(tables, path)
+    for args in (("show", folder), ("export-tensorboard", folder, os.path.join(folder + "-tb")),
+                 ("compare", runs["a"], folder)):
+        result = cli(*args)
+        assert result.returncode == 4, (args, result.stdout, result.stderr)
+        assert says in result.stderr and "histograms.pt" in result.stderr, (args, result.stderr)
+        assert not os.path.exists(folder + "-tb")
+    with pytest.raises(hookscope.RunReadError, match="histograms.pt") as caught:
+        hookscope.load_run(folder)
+    assert says in str(caught.value)
+
+
 def test_a_series_of_another_shape_is_not_compared_and_is_named_with_both_shapes(runs):
     """The same model at another batch size: every activation has another shape; nothing of
     them is compared (a 16x10 output against an 8x10 one is no divergence), each is named."""

@@ -123,6 +123,75 @@ TEST_F(ExportFolderTest, RoundTripIsExact) {
   EXPECT_EQ(loss[2].value, 2.5 / 3);
 }
 
+// Whatever HookScope writes it reads back: float64 subnormals (std::stod refused 9.99e-321 as out
+// of range: "line 3 has a bad number") and names holding a newline, carriage return, comma or
+// quote (written quoted across lines: "line 4 is damaged").
+TEST_F(ExportFolderTest, SubnormalNumbersAndAnyNameReadBack) {
+  CaptureStore store;
+  fillSample(store);
+  const std::string odd = "blocks.0.\"odd, name\"\nsecond line\r\nthird";
+  for (int step = 0; step < 3; ++step) {
+    TensorStats s;
+    s.shape = {2};
+    s.dtype = "float64";
+    s.numel = 2;
+    s.min = -9.99e-321;
+    s.max = std::numeric_limits<double>::denorm_min();
+    s.mean = -std::numeric_limits<double>::min() / 4;
+    s.std = 1e-310 * (step + 1);
+    s.l2norm = 1e-308;
+    s.zeroFraction = 0;
+    s.histogram = {1, 1};
+    s.histLow = s.min;
+    s.histHigh = s.max;
+    store.add(step, {odd, 0, CaptureKind::Activation, 0}, s);
+    store.addScalar(step, "loss,\"by\nhand\"", 1e-320 * (step + 1));
+  }
+  const std::string dir = (m_root / "export").string();
+  std::string error;
+  ASSERT_TRUE(writeExport(dir, manifest(), store, {}, {}, &error)) << error;
+  ExportData data;
+  ASSERT_TRUE(readExport(dir, &data, &error)) << error;
+  ASSERT_EQ(data.store->seriesKeys(), store.seriesKeys());
+  const auto expected = store.series({odd, 0, CaptureKind::Activation, 0});
+  const auto actual = data.store->series({odd, 0, CaptureKind::Activation, 0});
+  ASSERT_EQ(actual.size(), 3u);
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const auto& a = actual[i].stats;
+    const auto& e = expected[i].stats;
+    for (auto [x, y] : {std::pair{a.min, e.min}, {a.max, e.max}, {a.mean, e.mean}, {a.std, e.std},
+                        {a.l2norm, e.l2norm}, {a.histLow, e.histLow}, {a.histHigh, e.histHigh}}) {
+      EXPECT_EQ(x, y);
+    }
+    EXPECT_EQ(a.histogram, e.histogram);
+  }
+  const auto scalars = data.store->scalars("loss,\"by\nhand\"");
+  ASSERT_EQ(scalars.size(), 3u);
+  EXPECT_EQ(scalars[2].value, 1e-320 * 3);
+}
+
+TEST_F(ExportFolderTest, ANumberOutOfDoubleRangeOrWithTrailingTextIsDamage) {
+  CaptureStore store;
+  fillSample(store);
+  const std::string dir = (m_root / "export").string();
+  std::string error;
+  ASSERT_TRUE(writeExport(dir, manifest(), store, {}, {}, &error)) << error;
+  std::ifstream in(m_root / "export" / "stats.csv");
+  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto firstRow = original.find('\n') + 1;
+  for (const std::string bad : {"1e999", "0.5x", " 0.5", "0x1p-3", ""}) {
+    // The row's min (its tenth field) replaced.
+    std::string text = original;
+    std::size_t at = firstRow;
+    for (int comma = 0; comma < 9; ++comma) at = text.find(',', at) + 1;
+    text.replace(at, text.find(',', at) - at, bad);
+    std::ofstream(m_root / "export" / "stats.csv", std::ios::trunc) << text;
+    ExportData data;
+    EXPECT_FALSE(readExport(dir, &data, &error)) << "'" << bad << "' was read";
+    EXPECT_NE(error.find("stats.csv line 2 has a bad number"), std::string::npos) << error;
+  }
+}
+
 TEST_F(ExportFolderTest, OnlyAHookScopeExportIsReplacedAndOnlyWhenAsked) {
   CaptureStore store;
   fillSample(store);
