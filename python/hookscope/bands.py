@@ -10,6 +10,8 @@ values before it has a band (its earlier steps score None). The MAD is floored a
 ``FLOOR[statistic]`` so that a series that never moved does not call a rounding change a spike.
 """
 
+import bisect
+import collections
 import math
 
 WINDOW = 200       # the last steps a band is made of
@@ -39,25 +41,66 @@ def _median(sorted_values):
     return sorted_values[middle] if n % 2 else 0.5 * (sorted_values[middle - 1] + sorted_values[middle])
 
 
+def _mad(ordered, median):
+    """The median of |v - median| over `ordered` (ascending) without sorting the deviations: those
+    of the values below the middle grow leftwards, those from the middle on rightwards, so they
+    are two sorted runs and their k-th smallest is a binary search (as HookScope's C++ band)."""
+    n = len(ordered)
+    left = n // 2
+    right = n - left
+
+    def low(i):
+        return abs(ordered[left - 1 - i] - median)
+
+    def high(j):
+        return abs(ordered[left + j] - median)
+
+    def kth(k):  # the k-th smallest deviation (from 0) and the one after it
+        lo, hi = max(k + 1 - right, 0), min(k + 1, left)
+        while True:
+            i = lo + (hi - lo) // 2
+            j = k + 1 - i
+            if i < hi and j > 0 and high(j - 1) > low(i):
+                lo = i + 1
+            elif i > lo and j < right and low(i - 1) > high(j):
+                hi = i - 1
+            else:
+                best = max(low(i - 1) if i > 0 else -1.0, high(j - 1) if j > 0 else -1.0)
+                after = min(low(i) if i < left else math.inf, high(j) if j < right else math.inf)
+                return best, after
+
+    if n % 2:
+        return kth(n // 2)[0]
+    lower, upper = kth(n // 2 - 1)
+    return 0.5 * (lower + upper)
+
+
 def scores(points, statistic, window=WINDOW, warmup=WARMUP):
     """[(step, score or None, value)] of [(step, value)] in step order: each step against the
-    band of the `window` values before it."""
-    out, history = [], []
+    band of the `window` values before it. The band is kept sorted as values come and go (a
+    binary search each), not sorted again each step: a window of 100,000 costs what one of 200 does."""
+    if not (isinstance(window, int) and not isinstance(window, bool) and window >= 1):
+        raise ValueError("window must be a whole number of steps, 1 or more (got %r)" % (window,))
+    out = []
+    ordered, recent = [], collections.deque()
+    seen = 0
     warmup = max(warmup, 1)  # a band of no values has no median
     floor = FLOOR.get(statistic, 0.025)
     for step, value in points:
         x = _measure(statistic, value)
         score = None
-        if x is not None and len(history) >= warmup:
-            recent = sorted(history[-window:])
-            median = _median(recent)
-            mad = _median(sorted(abs(v - median) for v in recent)) * 1.4826
-            score = (x - median) / max(mad, floor)
-        elif value is not None and isinstance(value, float) and not math.isfinite(value) and len(history) >= warmup:
+        if x is not None and seen >= warmup:
+            median = _median(ordered)
+            score = (x - median) / max(_mad(ordered, median) * 1.4826, floor)
+        elif value is not None and isinstance(value, float) and not math.isfinite(value) and seen >= warmup:
             score = math.inf  # NaN or Inf where the band had numbers: as far out as it gets
         out.append((step, score, value))
         if x is not None:
-            history.append(x)
+            seen += 1
+            recent.append(x)
+            bisect.insort(ordered, x)
+            if len(recent) > window:
+                del ordered[bisect.bisect_left(ordered, recent.popleft())]
     return out
 
 
@@ -141,12 +184,30 @@ def loss_spike(run, name="loss", rank=0, window=WINDOW, warmup=WARMUP):
     return max(scored, key=lambda p: p[1])
 
 
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_settings(sigma, window, warmup):
+    """What `hookscope-cli explain` refuses, refused alike: sigma 0, negative or NaN named series
+    4.9 sigma out (or silently meant 6)."""
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError("sigma must be a positive number of deviations, such as 6 (got %r)" % (sigma,))
+    if not _whole(window) or window < 2:
+        raise ValueError("window must be 2 steps or more (got %r)" % (window,))
+    if not _whole(warmup) or warmup < 0:
+        raise ValueError("warmup must be a whole number of values, 0 or more (got %r)" % (warmup,))
+
+
 def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, statistics=STATISTICS):
     """The series out of their band at `step` (by default the loss's largest excursion), ranked
     by the step their excursion began, then by the order the step made them. Returns a dict:
     step, why (how the step was chosen, or why none is named), loss (step, score, value) or
     None, movers: [{series, start, statistic, value, score}], furthest: the series furthest from
     their band at the step when none left it."""
+    _check_settings(sigma, window, warmup)
+    if step is not None and (not _whole(step) or step not in set(run.steps)):
+        raise ValueError("step %r holds no captures in %s" % (step, getattr(run, "path", "the run")))
     result = {"step": step, "why": "", "loss": None, "movers": [], "furthest": [], "sigma": sigma}
     loss_points = run.scalars.get("loss") or []
     if step is None:

@@ -129,3 +129,122 @@ def test_what_explain_refuses(runs):
     done = cli("explain", short)
     assert done.returncode == 0 and "a band needs 9" in done.stdout, done.stdout
     assert done.stdout.splitlines() == bands.describe(hookscope.load_run(short).first_movers())
+
+
+def reorder(folder, name, change):
+    """`name` of `folder` with its rows (after the header) changed by change(rows) -> rows; the
+    manifest's count of them made to match."""
+    import json
+    path = os.path.join(folder, name)
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header, rows = next(reader), list(reader)
+    rows = change(rows)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["rows"][name] = len(rows)
+    with open(os.path.join(folder, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+
+
+def test_the_order_of_the_rows_does_not_change_the_answer(runs):
+    """The same rows shuffled or reversed gave three answers (conv2 at 25, conv1 at 25, "a band
+    needs 9"): every reader puts each series and scalar in step order."""
+    import random
+    expected = cli("explain", runs["spiked"])
+    assert expected.returncode == 0 and expected.stdout.startswith("first to move: step 25, activation 'fc1'")
+    for how, change in (("reversed", lambda rows: rows[::-1]),
+                        ("shuffled", lambda rows: random.Random(3).sample(rows, len(rows)))):
+        folder = os.path.join(runs["folder"], how)
+        shutil.copytree(runs["spiked"], folder)
+        reorder(folder, "stats.csv", change)
+        reorder(folder, "scalars.csv", change)
+        done = cli("explain", folder)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == expected.stdout, (how, done.stdout)
+        assert done.stdout.splitlines() == bands.describe(hookscope.load_run(folder).first_movers())
+
+
+@pytest.mark.parametrize("damage", ["every row twice", "every row at step 0", "one loss twice"])
+def test_a_step_given_twice_is_damage_not_a_run_to_explain(runs, damage):
+    """Every row twice moved the answer to step 26; every row labelled step 0 was explained
+    without a word of damage. Both readers name the step and the series given twice."""
+    folder = os.path.join(runs["folder"], damage.replace(" ", "-"))
+    shutil.copytree(runs["spiked"], folder)
+    if damage == "every row twice":
+        reorder(folder, "stats.csv", lambda rows: rows + rows)
+        says = "stats.csv has step 0 of"
+    elif damage == "every row at step 0":
+        reorder(folder, "stats.csv", lambda rows: [["0"] + row[1:] for row in rows])
+        says = "stats.csv has step 0 of"
+    else:
+        reorder(folder, "scalars.csv", lambda rows: rows + [next(r for r in rows if r[2] == "loss" and r[0] == "7")])
+        says = "scalars.csv has step 7 of 'loss' (rank 0) twice"
+    done = cli("explain", folder)
+    assert done.returncode == 4 and says in done.stderr and "twice" in done.stderr, done.stderr
+    with pytest.raises(hookscope.RunReadError, match="twice"):
+        hookscope.load_run(folder)
+    try:
+        hookscope.load_run(folder)
+    except hookscope.RunReadError as exc:
+        assert says in str(exc), str(exc)
+
+
+@pytest.mark.parametrize("sigma", [0, -1, float("nan"), float("inf"), "6", True])
+def test_first_movers_refuses_what_explain_refuses(runs, sigma):
+    """sigma -1 or NaN named series 4.9 sigma out, and sigma 0 silently meant 6."""
+    run = hookscope.load_run(runs["spiked"])
+    with pytest.raises(ValueError, match="sigma must be a positive number"):
+        run.first_movers(sigma=sigma)
+    with pytest.raises(ValueError, match="sigma must be a positive number"):
+        bands.first_movers(run, sigma=sigma)
+    if isinstance(sigma, (int, float)) and not isinstance(sigma, bool):
+        assert cli("explain", runs["spiked"], "--sigma", repr(sigma)).returncode == 2
+    with pytest.raises(ValueError, match="window must be 2 steps or more"):
+        bands.first_movers(run, window=1)
+    with pytest.raises(ValueError, match="holds no captures"):
+        run.first_movers(step=4000)
+
+
+def test_the_running_band_scores_equal_the_band_sorted_again_each_step():
+    """bands.scores keeps its band sorted as values come and go (a window of 100,000 over
+    100,000 steps took hours when each step's band was sorted again): its scores equal the
+    definition's, bit for bit, on random walks with repeats, zeros, NaN, Inf and gaps."""
+    import math
+    import random
+
+    def by_definition(points, statistic, window, warmup):
+        out, history = [], []
+        warmup, floor = max(warmup, 1), bands.FLOOR[statistic]
+        for step, value in points:
+            x, score = bands._measure(statistic, value), None
+            if x is not None and len(history) >= warmup:
+                recent = sorted(history[-window:])
+                median = bands._median(recent)
+                score = (x - median) / max(bands._median(sorted(abs(v - median) for v in recent)) * 1.4826, floor)
+            elif isinstance(value, float) and not math.isfinite(value) and len(history) >= warmup:
+                score = math.inf
+            out.append((step, score, value))
+            if x is not None:
+                history.append(x)
+        return out
+
+    rnd = random.Random(1)
+    for trial in range(200):
+        level, points = 2.0, []
+        for step in range(rnd.randint(0, 300)):
+            level *= math.exp(rnd.gauss(0, 0.05))
+            value = level if rnd.random() > 0.15 else rnd.choice(
+                [None, 0.0, float("nan"), float("inf"), round(level * 4) / 4, 1.0])
+            points.append((step, value))
+        for statistic in ("l2norm", "zero_frac"):
+            if statistic == "zero_frac":
+                points = [(s, min(max(v / 4, 0.0), 1.0) if isinstance(v, float) and math.isfinite(v) else v)
+                          for s, v in points]
+            window, warmup = rnd.choice([1, 2, 3, 7, 50, 200]), rnd.choice([0, 1, 8])
+            assert bands.scores(points, statistic, window, warmup) == \
+                by_definition(points, statistic, window, warmup), (trial, statistic, window, warmup)
