@@ -4,13 +4,24 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 int main(int argc, char** argv) {
   if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-  // A server or CI job often has no XDG_RUNTIME_DIR; nothing here needs one, so Qt need not say so.
+  // A server or CI job often has no XDG_RUNTIME_DIR, and Qt then makes $TMPDIR/runtime-$USER and
+  // leaves it behind: a private one of our own instead, removed when the report is written.
+  // Nothing here needs one, so Qt need not say so either.
+  std::optional<QTemporaryDir> runtime;
+  if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) {
+    runtime.emplace(QDir::tempPath() + QStringLiteral("/hookscope-report-XXXXXX"));
+    if (runtime->isValid()) qputenv("XDG_RUNTIME_DIR", QFile::encodeName(runtime->path()));
+  }
   static const QtMessageHandler qtHandler = qInstallMessageHandler(nullptr);
   qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& context, const QString& text) {
     if (!text.contains(QStringLiteral("XDG_RUNTIME_DIR"))) qtHandler(type, context, text);

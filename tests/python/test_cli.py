@@ -937,6 +937,20 @@ class OutputPaths(CliTestCase):
             self.assertIn("even with --force", result.stderr)
             self.assertUnchanged(path, mode)
 
+    def test_report_leaves_nothing_in_the_temporary_folder(self):
+        # Without XDG_RUNTIME_DIR (a server, a CI job), Qt made $TMPDIR/runtime-$USER and left it.
+        self.assertExit(self.made, 0)
+        scratch = os.path.join(self.tmp, "scratch")
+        os.mkdir(scratch)
+        env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+        env["TMPDIR"] = scratch
+        result = subprocess.run([CLI, "report", self.export, "--out", os.path.join(self.tmp, "r.html")],
+                                capture_output=True, text=True, timeout=300, env=env)
+        if result.returncode == 8:
+            self.skipTest("hookscope-report is not built here (no window): " + result.stderr)
+        self.assertExit(result, 0)
+        self.assertEqual(os.listdir(scratch), [])
+
     def test_compare_csv_replaces_an_existing_file_only_with_force_and_never_a_special_file(self):
         self.assertExit(self.made, 0)
         csv_path = os.path.join(self.tmp, "diff.csv")
