@@ -1,6 +1,7 @@
 // hookscope-cli record: waits for a training script (or every rank of a job), hooks it, writes an export folder.
 
 #include "links/AttachJob.h"
+#include "links/HelloGate.h"
 #include "wire/AttachListener.h"
 #include "links/ScriptLink.h"
 #include "cli/CliCommands.h"
@@ -179,6 +180,7 @@ int Recording::serve(AttachListener& listener) {
   bool accepting = true;
   const auto waitStart = std::chrono::steady_clock::now();
   const bool tcp = listener.parsed().tcp;
+  HelloGate gate(tcp ? listener.parsed().token : "", !tcp, m_store, [&listener] { listener.wake(); });
   while (true) {
     if (!m_stopSignal && StopSignals::received()) {
       m_stopSignal = StopSignals::received();
@@ -194,16 +196,19 @@ int Recording::serve(AttachListener& listener) {
     }
     if (accepting && !ranks.empty()) accepting = stillAccepting(ranks);
     if (!accepting && !ranks.empty() && m_job.waitEnded(0)) return kOk;
+    // Each connection's hello is read on a thread of its own (a slow or idle peer delays no
+    // one); an outcome wakes this wait.
     const int fd = listener.accept(accepting ? 200 : 50);
-    if (fd < 0) continue;
-    std::string message;
-    auto link = ScriptLink::accept(fd, tcp ? listener.parsed().token : "", !tcp, m_store, &message);
-    if (!link) {
-      note("refused a connection: " + message);
-      continue;
+    if (fd >= 0) gate.add(fd);
+    while (auto outcome = gate.next(0)) {
+      if (!outcome->link) {
+        note("refused " + (outcome->count > 1 ? std::to_string(outcome->count) + " connections" : std::string("a connection")) +
+             ": " + outcome->refusal);
+        continue;
+      }
+      int code = kOk;
+      if (!admit(std::move(outcome->link), accepting, &code)) return code;
     }
-    int code = kOk;
-    if (!admit(std::move(link), accepting, &code)) return code;
   }
 }
 

@@ -74,8 +74,9 @@ ssize_t PeerSocket::receiveWithDescriptors(char* buffer, std::size_t size) {
 }
 
 bool PeerSocket::readFirst(int timeoutMs, wire::Frame* frame, std::vector<wire::Frame>* rest,
-                           std::uint8_t* peerVersion, bool* closed, std::string* error) {
+                           std::uint8_t* peerVersion, bool* closed, std::string* error, std::uint32_t limit) {
   wire::FrameReader reader;
+  reader.setLimit(limit);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   std::vector<char> buffer(1 << 16);
   *closed = false;

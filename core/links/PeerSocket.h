@@ -31,9 +31,9 @@ public:
   void sendError(const std::string& message, std::uint8_t version = wire::kProtocolVersion);
   /// Reads the first frame within `timeoutMs`, and any that came with it (into `rest`). False
   /// with a message (`closed` set when the peer hung up first); `peerVersion` is the frame
-  /// version the peer spoke, for the answer.
+  /// version the peer spoke, for the answer. A message over `limit` bytes fails at its header.
   bool readFirst(int timeoutMs, wire::Frame* frame, std::vector<wire::Frame>* rest, std::uint8_t* peerVersion,
-                 bool* closed, std::string* error);
+                 bool* closed, std::string* error, std::uint32_t limit = wire::kMaxJsonBytes);
 
   enum class Wait { Readable, Woken, Failed };
   /// Blocks until bytes come or wake() is called.

@@ -16,13 +16,6 @@ namespace {
 
 constexpr std::size_t kMaxModules = 1000000;
 
-bool constantTimeEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 // One module entry of the hello, without its place in the tree.
 ModuleInfo moduleEntry(const json& entry) {
   ModuleInfo info;
@@ -130,16 +123,11 @@ bool readScript(const json& hello, ScriptRecord* script, std::string* error) {
 
 } // namespace
 
-bool ScriptHello::read(const json& hello, const std::string& token, ScriptHello* out, std::string* error) {
+bool ScriptHello::read(const json& hello, ScriptHello* out, std::string* error) {
   bool ok = true;
   const auto protocol = wireInt(hello, "protocol", 0, 1 << 20, &ok);
   if (!ok || protocol != wire::kProtocolVersion) {
     *error = wire::versionAdvice(int(protocol));
-    return false;
-  }
-  if (!token.empty() && !constantTimeEqual(wireString(hello, "token"), token)) {
-    *error = "wrong or missing token: give the full address the window or recorder printed "
-             "(tcp://HOST:PORT?token=...) or set HOOKSCOPE_TOKEN";
     return false;
   }
   if (!buildTree(hello.contains("modules") ? hello["modules"] : json(), &out->modules, &out->moduleIndex, error)) {

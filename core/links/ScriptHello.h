@@ -32,9 +32,9 @@ struct ScriptHello {
   std::vector<std::string> parameters;    ///< named_parameters() order (jobs of several ranks)
   std::optional<EngineHello> engine;      ///< set when the peer is an engine process
 
-  /// Reads `hello` (a parsed JSON object); `token` must match when not empty. False with what
-  /// is wrong: another protocol version, a wrong token, a tree out of order, a bad rank.
-  static bool read(const nlohmann::json& hello, const std::string& token, ScriptHello* out, std::string* error);
+  /// Reads `hello` (a parsed JSON object; over TCP its sender proved the token first, WireAuth.h).
+  /// False with what is wrong: another protocol version, a tree out of order, a bad rank.
+  static bool read(const nlohmann::json& hello, ScriptHello* out, std::string* error);
 };
 
 } // namespace hookscope

@@ -1,6 +1,7 @@
 #include "links/ScriptLink.h"
 #include "common/FileLimits.h"
 
+#include "wire/WireAuth.h"
 #include "wire/WireJson.h"
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,62 @@
 namespace hookscope {
 
 using nlohmann::json;
+
+namespace {
+
+// The listener's side of the token handshake (WireAuth.h): a challenge, the peer's answer read
+// with a limit of a few KiB (a 16 MiB message fails at its header, unread), checked, and the
+// listener's own proof. False with what went wrong (`closed` when the peer hung up).
+bool proveToken(PeerSocket& socket, const std::string& token, int timeoutMs, std::uint8_t* peerVersion, bool* closed,
+                std::string* error) {
+  const std::string nonce = wire::randomHex(16);
+  if (!socket.send(json{{"type", "challenge"}, {"nonce", nonce}}.dump())) {
+    *closed = true;
+    *error = "the peer closed the connection before its hello";
+    return false;
+  }
+  wire::Frame frame;
+  std::vector<wire::Frame> early;
+  if (!socket.readFirst(timeoutMs, &frame, &early, peerVersion, closed, error, wire::kMaxUnprovenBytes)) {
+    if (error->find("over the limit") != std::string::npos) {
+      *error = "the peer sent " + error->substr(0, error->find(" is over")) +
+               " before proving the token (an answer to the token challenge is a few hundred bytes): a script of "
+               "an older hookscope package, which sends its hello at once? Upgrade it to this HookScope's release";
+    }
+    return false;
+  }
+  const json answer = json::parse(frame.payload, nullptr, false);
+  const auto text = [&](const char* key) {
+    const auto it = answer.is_object() ? answer.find(key) : answer.end();
+    return it != answer.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (frame.type != wire::kJsonFrame || text("type") != "answer") {
+    *error = text("type") == "hello"
+                 ? "the script sent its hello without answering the token challenge: its hookscope package is older "
+                   "than this HookScope; upgrade it to this HookScope's release"
+                 : "the peer did not answer the token challenge: not a HookScope script";
+    return false;
+  }
+  const std::string theirs = text("nonce");
+  if (theirs.size() < 16 || theirs.size() > 128 ||
+      !wire::constantTimeEqual(text("mac"), wire::scriptProof(token, nonce, theirs))) {
+    *error = "wrong or missing token: give the full address the window or recorder printed "
+             "(tcp://HOST:PORT?token=...) or set HOOKSCOPE_TOKEN";
+    return false;
+  }
+  if (!early.empty()) {
+    *error = "the script sent more before HookScope proved the token";
+    return false;
+  }
+  if (!socket.send(json{{"type", "proof"}, {"mac", wire::listenerProof(token, nonce, theirs)}}.dump())) {
+    *closed = true;
+    *error = "the peer closed the connection before its hello";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
 
 std::unique_ptr<ScriptLink> ScriptLink::accept(int fd, const std::string& token, bool sameUser,
                                                      std::shared_ptr<CaptureStore> store, std::string* error,
@@ -27,11 +84,21 @@ std::unique_ptr<ScriptLink> ScriptLink::accept(int fd, const std::string& token,
   };
   if (sameUser && !socket->sameUser()) return refuse("a process of another user tried to attach; refused");
 
-  // The hello comes first, within the timeout.
+  // Over TCP the peer proves the token before a byte of its hello is read (WireAuth.h).
   wire::Frame frame;
   std::vector<wire::Frame> early;
   bool closed = false;
   std::string problem;
+  if (!token.empty()) {
+    if (!proveToken(*socket, token, timeoutMs, &peerVersion, &closed, &problem)) {
+      if (closed) {
+        *error = problem;
+        return nullptr;
+      }
+      return refuse(problem);
+    }
+  }
+  // The hello comes first, within the timeout.
   if (!socket->readFirst(timeoutMs, &frame, &early, &peerVersion, &closed, &problem)) {
     if (closed) {
       *error = problem;
@@ -50,7 +117,7 @@ std::unique_ptr<ScriptLink> ScriptLink::accept(int fd, const std::string& token,
     return refuse("the first message is not a hello");
   }
   ScriptHello read;
-  if (!ScriptHello::read(hello, token, &read, &problem)) return refuse(problem);
+  if (!ScriptHello::read(hello, &read, &problem)) return refuse(problem);
   std::unique_ptr<ScriptLink> link(new ScriptLink(std::move(socket), std::move(read), std::move(store)));
   link->m_early = std::move(early);  // frames that came with the hello: serve() handles them
   return link;

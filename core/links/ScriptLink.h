@@ -32,9 +32,10 @@ namespace hookscope {
 /// Commands may come from any thread and reach the script at its next step boundary.
 class ScriptLink {
 public:
-  /// Reads the hello on `fd` (taken over) within `timeoutMs`. `token` is required when not
-  /// empty; `sameUser` also requires the peer to run as this user. Null with a message, which
-  /// the peer is sent too, when it is not a HookScope script of this protocol or may not attach.
+  /// Reads the hello on `fd` (taken over) within `timeoutMs`. With a `token` (TCP), the peer
+  /// first proves it knows it and is sent the listener's proof (WireAuth.h); `sameUser` requires
+  /// the peer to run as this user. Null with a message, which the peer is sent too, when it is
+  /// not a HookScope script of this protocol or may not attach.
   static std::unique_ptr<ScriptLink> accept(int fd, const std::string& token, bool sameUser,
                                                std::shared_ptr<CaptureStore> store, std::string* error,
                                                int timeoutMs = 10000);

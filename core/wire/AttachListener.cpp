@@ -1,17 +1,22 @@
 #include "wire/AttachListener.h"
 
+#include "wire/WireAuth.h"
+#include "wire/WireFrame.h"
+
+#include <nlohmann/json.hpp>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,22 +26,6 @@ namespace hookscope {
 namespace {
 
 std::string errnoText() { return std::strerror(errno); }
-
-std::string randomToken() {
-  unsigned char bytes[16];
-  std::size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += std::size_t(n);
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token += hex[b >> 4];
-    token += hex[b & 15];
-  }
-  return token;
-}
 
 // The socket's folder (made 0700 when missing) must not let others replace the socket.
 bool privateFolder(const std::string& socketPath, std::string* error) {
@@ -175,7 +164,7 @@ std::unique_ptr<AttachListener> AttachListener::open(const std::string& text, st
     }
   } else {
     if (address.host.empty()) address.host = "127.0.0.1";
-    if (address.token.empty()) address.token = randomToken();
+    if (address.token.empty()) address.token = wire::randomHex(16);
     addrinfo hints {};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -200,7 +189,7 @@ std::unique_ptr<AttachListener> AttachListener::open(const std::string& text, st
     address.port = bound_to.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound_to)->sin6_port)
                                                   : ntohs(reinterpret_cast<sockaddr_in*>(&bound_to)->sin_port);
   }
-  if (::listen(listener->m_fd, 8) != 0) {
+  if (::listen(listener->m_fd, SOMAXCONN) != 0) {
     *error = "cannot listen at " + address.text() + ": " + errnoText();
     return nullptr;
   }
@@ -234,6 +223,91 @@ void AttachListener::wake() {
   (void)!::write(m_wake[1], &byte, 1);
 }
 
+namespace {
+
+// One JSON message from `fd` before `deadline`; false with what went wrong.
+bool readMessage(int fd, wire::FrameReader& reader, std::chrono::steady_clock::time_point deadline,
+                 nlohmann::json* message, std::string* error) {
+  wire::Frame frame;
+  char buffer[4096];
+  while (!reader.next(&frame)) {
+    if (!reader.error().empty()) {
+      *error = reader.error();
+      return false;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) {
+      *error = "no answer within 10 s";
+      return false;
+    }
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) {
+      *error = "the listener closed the connection";
+      return false;
+    }
+    reader.feed(buffer, std::size_t(n));
+  }
+  *message = nlohmann::json::parse(frame.payload, nullptr, false);
+  if (frame.type != wire::kJsonFrame || !message->is_object()) {
+    *error = "the listener sent something other than a JSON message";
+    return false;
+  }
+  return true;
+}
+
+// The script's side of the token handshake (WireAuth.h): answers the listener's challenge and
+// checks its proof, before the caller sends anything else.
+bool proveToken(int fd, const AttachAddress& address, std::string* error) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  wire::FrameReader reader;
+  nlohmann::json challenge, proof;
+  const auto refusal = [&](const nlohmann::json& message) {
+    const auto text = message.find("message");
+    *error = "HookScope at " + address.text() + " refused: " +
+             (text != message.end() && text->is_string() ? text->get<std::string>() : std::string("no reason given"));
+    return false;
+  };
+  if (!readMessage(fd, reader, deadline, &challenge, error)) {
+    *error = "HookScope at " + address.text() + " sent no token challenge (" + *error +
+             "): an older HookScope, or not HookScope";
+    return false;
+  }
+  if (challenge.value("type", "") == "error") return refusal(challenge);
+  const auto nonce = challenge.find("nonce");
+  if (challenge.value("type", "") != "challenge" || nonce == challenge.end() || !nonce->is_string() ||
+      nonce->get<std::string>().size() < 16 || nonce->get<std::string>().size() > 128) {
+    *error = "the listener at " + address.text() + " sent no token challenge: an older HookScope, or not HookScope";
+    return false;
+  }
+  if (address.token.empty()) {
+    *error = "HookScope at " + address.text() + " asks for its token: give the full address it printed "
+             "(tcp://HOST:PORT?token=...) or set HOOKSCOPE_TOKEN";
+    return false;
+  }
+  const std::string theirs = nonce->get<std::string>(), ours = wire::randomHex(16);
+  const nlohmann::json answer = {{"type", "answer"}, {"nonce", ours}, {"mac", wire::scriptProof(address.token, theirs, ours)}};
+  if (!sendAll(fd, wire::encodeFrame(wire::kJsonFrame, answer.dump()))) {
+    *error = "the listener at " + address.text() + " closed the connection";
+    return false;
+  }
+  if (!readMessage(fd, reader, deadline, &proof, error)) {
+    *error = "HookScope at " + address.text() + " did not answer the token (" + *error + ")";
+    return false;
+  }
+  if (proof.value("type", "") == "error") return refusal(proof);
+  const auto mac = proof.find("mac");
+  if (proof.value("type", "") != "proof" || mac == proof.end() || !mac->is_string() ||
+      !wire::constantTimeEqual(mac->get<std::string>(), wire::listenerProof(address.token, theirs, ours))) {
+    *error = "the listener at " + address.text() + " did not prove it knows the token: it is not the HookScope "
+             "that printed this address, so nothing was sent to it";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 int connectAttachAddress(const std::string& text, AttachAddress* parsed, std::string* error) {
   if (!parseAttachAddress(text, parsed, error)) return -1;
   const AttachAddress& address = *parsed;
@@ -258,7 +332,14 @@ int connectAttachAddress(const std::string& text, AttachAddress* parsed, std::st
     fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const bool connected = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0;
     ::freeaddrinfo(found);
-    if (connected) return fd;
+    if (connected) {
+      if (parsed->token.empty()) {
+        if (const char* token = std::getenv("HOOKSCOPE_TOKEN")) parsed->token = token;
+      }
+      if (proveToken(fd, *parsed, error)) return fd;
+      ::close(fd);
+      return -1;
+    }
   }
   *error = "nothing listens at " + address.text() + " (" + errnoText() +
            "): start the HookScope window (File > Attach) or hookscope-cli record there first";

@@ -54,7 +54,9 @@ private:
 };
 
 /// Connects to a listening HookScope at `text` (what a script does); the socket's descriptor,
-/// or -1 with a message. `parsed` gets the address, its token included.
+/// or -1 with a message. `parsed` gets the address, its token included (else HOOKSCOPE_TOKEN's).
+/// Over TCP the token handshake (WireAuth.h) is done first: the descriptor is returned only
+/// once the listener has proved it knows the token.
 int connectAttachAddress(const std::string& text, AttachAddress* parsed, std::string* error);
 /// For a Unix connection: whether the peer process runs as this user (SO_PEERCRED).
 bool peerIsSameUser(int fd);

@@ -66,8 +66,8 @@ bool FrameReader::next(Frame* frame) {
     m_error = "unknown frame type " + std::to_string(type) + " (protocol 2 carries JSON messages and stats rows)";
     return false;
   }
-  if (length > kMaxJsonBytes) {
-    m_error = "a message of " + std::to_string(length) + " bytes is over the limit of " + std::to_string(kMaxJsonBytes);
+  if (length > m_limit) {
+    m_error = "a message of " + std::to_string(length) + " bytes is over the limit of " + std::to_string(m_limit);
     return false;
   }
   if (pending() < kHeaderBytes + length) return false;

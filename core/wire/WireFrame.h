@@ -45,12 +45,16 @@ public:
   std::size_t pending() const { return m_buffer.size() - m_start; }
   /// The protocol version a peer of another version spoke (0 while none was seen).
   std::uint8_t peerVersion() const { return m_peerVersion; }
+  /// The largest message taken from here on (kMaxJsonBytes unless lowered): a longer one's
+  /// header fails the reader before its body is waited for.
+  void setLimit(std::uint32_t bytes) { m_limit = bytes; }
 
 private:
   std::string m_buffer;
   std::size_t m_start = 0;
   std::string m_error;
   std::uint8_t m_peerVersion = 0;
+  std::uint32_t m_limit = kMaxJsonBytes;
 };
 
 } // namespace hookscope::wire

@@ -2,6 +2,7 @@
 
 #include "session/AttachedJobSession.h"
 #include "links/AttachJob.h"
+#include "links/HelloGate.h"
 #include "wire/AttachListener.h"
 
 #include <algorithm>
@@ -62,38 +63,46 @@ QString ScriptListener::address() const { return m_address; }
 
 void ScriptListener::loop() {
   std::shared_ptr<AttachJob> job;
-  std::shared_ptr<CaptureStore> store;
+  // One script (or job) per Attach: every rank shares one store.
+  const auto store = std::make_shared<CaptureStore>(m_capBytes);
   int worldSize = 1;
   std::string name;
-  while (!m_stop.load()) {
-    // Ranks of the job join until all have, or until every one that came has left.
-    if (job && (int(job->ranks().size()) >= worldSize || job->waitEnded(0))) break;
-    const int fd = m_listener->accept(job ? 200 : -1);
-    if (fd < 0) continue;
-    std::string error;
+  {
+    // Each connection's hello is read on a thread of its own (a slow or idle peer delays no
+    // one); an outcome wakes the accept.
     const auto& address = m_listener->parsed();
-    auto accepted = ScriptLink::accept(fd, address.tcp ? address.token : "", !address.tcp,
-                                          job ? store : std::make_shared<CaptureStore>(m_capBytes), &error);
-    if (!accepted) {
-      Q_EMIT refused(QString::fromStdString(error));
-      continue;
+    AttachListener* listener = m_listener.get();
+    HelloGate gate(address.tcp ? address.token : "", !address.tcp, store, [listener] { listener->wake(); });
+    while (!m_stop.load()) {
+      // Ranks of the job join until all have, or until every one that came has left.
+      if (job && (int(job->ranks().size()) >= worldSize || job->waitEnded(0))) break;
+      const int fd = m_listener->accept(job ? 200 : -1);
+      if (fd >= 0) gate.add(fd);
+      while (auto outcome = gate.next(0)) {
+        if (!outcome->link) {
+          Q_EMIT refused(QString::fromStdString(outcome->refusal));
+          continue;
+        }
+        auto accepted = std::move(outcome->link);
+        std::string error;
+        const ScriptRecord script = accepted->script();
+        if (!job) {
+          job = std::make_shared<AttachJob>(store);
+          worldSize = std::max(1, script.worldSize);
+          name = script.name;
+          job->setAllHooks(accepted->hooks());  // what the script hooked itself, for every rank
+          job->setBreakRules(m_breakRules);
+          m_onFirst(job, store, script, accepted->modules(), accepted->hooks());
+        }
+        if (!job->add(std::move(accepted), &error)) {
+          Q_EMIT refused(QString::fromStdString(error));
+          continue;
+        }
+        if (worldSize > 1) Q_EMIT rankAttached(script.rank, AttachedJobSession::describe(script));
+        if (int(job->ranks().size()) >= worldSize) break;
+      }
     }
-    const ScriptRecord script = accepted->script();
-    if (!job) {
-      store = accepted->store();
-      job = std::make_shared<AttachJob>(store);
-      worldSize = std::max(1, script.worldSize);
-      name = script.name;
-      job->setAllHooks(accepted->hooks());  // what the script hooked itself, for every rank
-      job->setBreakRules(m_breakRules);
-      m_onFirst(job, store, script, accepted->modules(), accepted->hooks());
-    }
-    if (!job->add(std::move(accepted), &error)) {
-      Q_EMIT refused(QString::fromStdString(error));
-      continue;
-    }
-    if (worldSize > 1) Q_EMIT rankAttached(script.rank, AttachedJobSession::describe(script));
-  }
+  }  // the gate closes the connections still waiting, before the listener goes
   // One script (or job) per Attach: no more connections; a late one is told no one listens.
   m_open = false;
   if (!job) return;

@@ -1,6 +1,8 @@
 """The connection to a HookScope window or recorder: connect, hello and welcome, a bounded
 outbox that never blocks a step, and what the viewer sends back."""
 
+import hashlib
+import hmac
 import os
 import select
 import socket
@@ -13,6 +15,12 @@ from ._address import parse_address
 
 HANDSHAKE_SECONDS = 10.0
 OUTBOX_LIMIT = 64 << 20  # a viewer this far behind is treated as gone
+
+
+def _proof(token, side, listener_nonce, script_nonce):
+    """HMAC-SHA256 of "hookscope SIDE N1 N2" under the token, hex (core/wire/WireAuth.h)."""
+    message = "hookscope %s %s %s" % (side, listener_nonce, script_nonce)
+    return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
 class Refused(Exception):
@@ -118,33 +126,71 @@ class Connection:
         None) and returns the welcome and the messages that came with it; raises Refused with
         what to do."""
         try:
-            _, _, token = parse_address(self.address)
+            kind, _, token = parse_address(self.address)
         except ValueError as exc:
             raise Refused(str(exc)) from None
-        if token:
-            hello = dict(hello, token=token)
         if sock is None:
             sock = open_socket(self.address, wait, timeout)
         try:
+            if kind == "tcp":
+                refusal = self._prove_token(sock, token)
+                if refusal is not None:
+                    self._refused(refusal)
             sock.sendall(_wire.json_frame(hello))
             messages = self._await_welcome(sock)
+        except Refused:
+            sock.close()
+            raise
         except (OSError, _wire.ProtocolError, ValueError) as exc:
             sock.close()
             raise Refused("the viewer at %s did not accept this script (%s)" % (self.address, exc)) from None
         if messages[0].get("type") == "error":
             sock.close()
-            raise Refused("the viewer at %s refused this script: %s"
-                          % (self.address, messages[0].get("message", "no reason given")))
+            self._refused(messages[0])
         sock.setblocking(False)
         self._sock = sock
         return messages
 
-    def _await_welcome(self, sock):
+    def _refused(self, message):
+        raise Refused("the viewer at %s refused this script: %s" % (self.address, message.get("message", "no reason given")))
+
+    def _prove_token(self, sock, token):
+        """Over TCP, before the hello: answers the listener's challenge with an HMAC of both
+        nonces under the token and checks the listener's own (docs/protocol.md). The token never
+        goes on the wire; a listener that cannot prove it gets no hello and is never obeyed.
+        Returns the listener's error message when it refused, else None; raises Refused."""
+        challenge = self._await_welcome(sock, "the token challenge")[0]
+        if challenge.get("type") == "error":
+            return challenge
+        theirs = challenge.get("nonce")
+        if challenge.get("type") != "challenge" or not isinstance(theirs, str) or not 16 <= len(theirs) <= 128:
+            raise Refused("the listener at %s sent no token challenge: an older HookScope, or not HookScope; nothing "
+                          "was sent to it" % self.address)
+        if not token:
+            raise Refused("HookScope at %s asks for its token: give the full address it printed "
+                          "(tcp://HOST:PORT?token=...) or set HOOKSCOPE_TOKEN" % self.address)
+        ours = os.urandom(16).hex()
+        sock.sendall(_wire.json_frame({"type": "answer", "nonce": ours,
+                                       "mac": _proof(token, "script", theirs, ours)}))
+        proof = self._await_welcome(sock, "the listener's proof of the token")[0]
+        if proof.get("type") == "error":
+            return proof
+        mac = proof.get("mac")
+        if proof.get("type") != "proof" or not isinstance(mac, str) or \
+                not hmac.compare_digest(mac, _proof(token, "listener", theirs, ours)):
+            raise Refused("the listener at %s did not prove it knows the token: it is not the HookScope that printed "
+                          "this address, so nothing was sent to it and nothing it says is obeyed" % self.address)
+        return None
+
+    def _await_welcome(self, sock, what="an answer"):
         deadline = time.monotonic() + HANDSHAKE_SECONDS
         while True:
+            messages = self._reader.messages()
+            if messages:
+                return messages
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise OSError("no answer within %.0f s" % HANDSHAKE_SECONDS)
+                raise OSError("no %s within %.0f s" % (what, HANDSHAKE_SECONDS))
             sock.settimeout(remaining)
             data = sock.recv(65536)
             if not data:

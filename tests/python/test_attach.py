@@ -498,6 +498,127 @@ def test_tcp_needs_the_token(tmp):
     assert len(read_csv(recorder.out, "stats.csv")) > 0
 
 
+def read_message(sock, reader=None):
+    """The next JSON message from `sock` (None when it closed first)."""
+    reader = reader or _wire.FrameReader()
+    while True:
+        messages = reader.messages()
+        if messages:
+            return messages[0]
+        data = sock.recv(65536)
+        if not data:
+            return None
+        reader.feed(data)
+
+
+def test_a_slow_peer_and_a_thousand_idle_ones_do_not_keep_a_script_out(tmp):
+    """One peer that sends a byte a second, then 1,000 that send nothing, all before the script:
+    the recorder read one hello at a time, each with 10 s to come, so the script was refused
+    ("did not accept this script (timed out)") and trained unhooked. Each hello is now read on
+    its own, and the connections waiting are capped, the oldest closed first."""
+    import resource
+    import threading
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200 <= hard or hard == resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4096 if hard == resource.RLIM_INFINITY else min(hard, 4096), hard))
+    recorder = Recorder(tmp, address="tcp://127.0.0.1:0")
+    host, port = recorder.address[len("tcp://"):].split("?")[0].rsplit(":", 1)
+    stop = threading.Event()
+
+    def slow():
+        with socket.create_connection((host, int(port))) as peer:
+            for byte in b"HS\x02\x01" + (4000).to_bytes(4, "little") + b"{" * 4000:
+                if stop.wait(1.0):
+                    return
+                try:
+                    peer.sendall(bytes([byte]))
+                except OSError:
+                    return
+    slow_peer = threading.Thread(target=slow, daemon=True)
+    slow_peer.start()
+    idle = []
+    try:
+        for _ in range(1000):
+            idle.append(socket.create_connection((host, int(port)), timeout=300))
+        script = run_script(recorder.address, "--steps", "2", "--workers", "0")
+        assert script.returncode == 0, script.stderr
+        assert "did not accept" not in script.stderr and "refused" not in script.stderr, script.stderr
+        code, err = recorder.wait()
+        assert code == 0, err
+        assert {int(r["step"]) for r in read_csv(recorder.out, "stats.csv")} == {0, 1}, err
+    finally:
+        stop.set()
+        for peer in idle:
+            peer.close()
+        recorder.kill()
+
+
+def test_a_peer_that_has_not_proved_the_token_is_not_read_past_a_few_kib(tmp):
+    """Five unauthenticated 16 MiB hellos were read whole before the token was checked (580 MiB
+    of recorder). Now a peer proves the token first, in a message of a few hundred bytes; a
+    header that claims more is refused at once, its body never waited for."""
+    recorder = Recorder(tmp, address="tcp://127.0.0.1:0")
+    host, port = recorder.address[len("tcp://"):].split("?")[0].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=300) as peer:
+            challenge = read_message(peer)
+            assert challenge["type"] == "challenge" and len(challenge["nonce"]) >= 16, challenge
+            peer.sendall(b"HS\x02\x01" + (16 << 20).to_bytes(4, "little") + b'{"type": "hello", ')
+            refusal = read_message(peer)
+            assert refusal is not None and refusal["type"] == "error", refusal
+            assert "message of 16777216 bytes before proving the token" in refusal["message"], refusal
+            assert peer.recv(1) == b""  # and closed
+        # An old script's hello, sent without the handshake, is told to upgrade.
+        with socket.create_connection((host, int(port)), timeout=300) as peer:
+            read_message(peer)
+            peer.sendall(_wire.json_frame({"type": "hello", "protocol": _wire.PROTOCOL_VERSION}))
+            refusal = read_message(peer)
+            assert "without answering the token challenge" in refusal["message"], refusal
+    finally:
+        recorder.kill()
+
+
+def test_the_token_never_goes_on_the_wire_and_a_listener_without_it_is_not_obeyed(tmp):
+    """A listener at the address that does not know the token (another user's, on a port the
+    user's recorder once had): the script answers its challenge, finds no proof, and sends it
+    nothing else: no hello, no module tree, no token."""
+    import threading
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    received = bytearray()
+
+    def impostor():
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(_wire.json_frame({"type": "challenge", "nonce": "0" * 32}))
+            reader = _wire.FrameReader()
+            answer = read_message(conn, reader)
+            received.extend(json.dumps(answer).encode())
+            conn.sendall(_wire.json_frame({"type": "proof", "mac": "f" * 64}))
+            conn.settimeout(300)
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                received.extend(data)
+    thread = threading.Thread(target=impostor, daemon=True)
+    thread.start()
+    token = "a-secret-token-0123456789"
+    address = "tcp://127.0.0.1:%d?token=%s" % (server.getsockname()[1], token)
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address=address)
+    thread.join(300)
+    server.close()
+    assert not hs.connected
+    assert any("did not prove it knows the token" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert token.encode() not in received and b"hello" not in received and b"Linear" not in received, bytes(received)
+    assert b'"answer"' in received
+    model(torch.randn(1, 2)).sum().backward()  # training goes on, unhooked
+
+
 def test_copies_and_forks_of_an_attached_model_stay_harmless(tmp):
     recorder = Recorder(tmp)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
