@@ -21,6 +21,7 @@ import warnings
 import pytest
 import torch
 import torch.nn as nn
+from deadlines import DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -53,7 +54,7 @@ class Recorder:
         assert line.startswith("HOOKSCOPE_ADDRESS="), line + self.proc.stderr.read()
         self.address = line.split("=", 1)[1]
 
-    def wait(self, timeout=180):
+    def wait(self, timeout=DEADLINE):
         _, err = self.proc.communicate(timeout=timeout)
         return self.proc.returncode, err
 
@@ -63,7 +64,7 @@ class Recorder:
             self.proc.communicate()
 
 
-def run_script(address, *args, timeout=300):
+def run_script(address, *args, timeout=DEADLINE):
     env = dict(os.environ, HOOKSCOPE_ADDRESS=address)
     return subprocess.run([sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -179,7 +180,7 @@ def test_a_killed_recorder_leaves_the_script_training(tmp):
             break
     os.kill(recorder.proc.pid, signal.SIGKILL)
     recorder.proc.wait()
-    out, err = script.communicate(timeout=300)
+    out, err = script.communicate(timeout=DEADLINE)
     assert script.returncode == 0, err
     assert "finished 60 steps" in out
     assert "connected at end: False" in out
@@ -539,7 +540,7 @@ def test_a_slow_peer_and_a_thousand_idle_ones_do_not_keep_a_script_out(tmp):
     idle = []
     try:
         for _ in range(1000):
-            idle.append(socket.create_connection((host, int(port)), timeout=300))
+            idle.append(socket.create_connection((host, int(port)), timeout=DEADLINE))
         script = run_script(recorder.address, "--steps", "2", "--workers", "0")
         assert script.returncode == 0, script.stderr
         assert "did not accept" not in script.stderr and "refused" not in script.stderr, script.stderr
@@ -560,7 +561,7 @@ def test_a_peer_that_has_not_proved_the_token_is_not_read_past_a_few_kib(tmp):
     recorder = Recorder(tmp, address="tcp://127.0.0.1:0")
     host, port = recorder.address[len("tcp://"):].split("?")[0].rsplit(":", 1)
     try:
-        with socket.create_connection((host, int(port)), timeout=300) as peer:
+        with socket.create_connection((host, int(port)), timeout=DEADLINE) as peer:
             challenge = read_message(peer)
             assert challenge["type"] == "challenge" and len(challenge["nonce"]) >= 16, challenge
             peer.sendall(b"HS\x02\x01" + (16 << 20).to_bytes(4, "little") + b'{"type": "hello", ')
@@ -569,7 +570,7 @@ def test_a_peer_that_has_not_proved_the_token_is_not_read_past_a_few_kib(tmp):
             assert "message of 16777216 bytes before proving the token" in refusal["message"], refusal
             assert peer.recv(1) == b""  # and closed
         # An old script's hello, sent without the handshake, is told to upgrade.
-        with socket.create_connection((host, int(port)), timeout=300) as peer:
+        with socket.create_connection((host, int(port)), timeout=DEADLINE) as peer:
             read_message(peer)
             peer.sendall(_wire.json_frame({"type": "hello", "protocol": _wire.PROTOCOL_VERSION}))
             refusal = read_message(peer)
@@ -698,7 +699,7 @@ def test_a_capture_without_statistics_is_a_gap_that_names_its_series(tmp):
     assert {r["module"] for r in read_csv(recorder.out, "stats.csv")} == {"0"}
     dropped = [r for r in read_csv(recorder.out, "scalars.csv") if r["name"] == "dropped_captures"]
     assert len(dropped) == 2
-    shown = subprocess.run([CLI, "show", recorder.out], capture_output=True, text=True, timeout=60)
+    shown = subprocess.run([CLI, "show", recorder.out], capture_output=True, text=True, timeout=DEADLINE)
     assert shown.returncode == 0, shown.stderr
     assert "4 captures dropped by the script in 2 steps" in shown.stdout, shown.stdout
     assert "1 activation call 0 index 0: a torch.sparse_coo tensor" in shown.stdout, shown.stdout
@@ -854,7 +855,7 @@ def test_binary_rows_record_exactly_what_json_records(tmp):
         recorder = Recorder(folder, "--hook", "*")
         env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address, HOOKSCOPE_STATS_WIRE=wire)
         job = subprocess.run([sys.executable, SCRIPT, "--steps", "3", "--workers", "0"], env=env,
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=DEADLINE)
         assert job.returncode == 0, job.stderr
         code, err = recorder.wait()
         assert code == 0, err

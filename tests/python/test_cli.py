@@ -23,6 +23,7 @@ import zipfile
 import torch
 
 from zip_damage import flip_a_byte_in
+from deadlines import DEADLINE
 
 CLI = os.environ.get("HOOKSCOPE_CLI", "build/cli/hookscope-cli")
 FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
@@ -33,7 +34,7 @@ HEADER = ("step,rank,module,call,kind,index,shape,dtype,numel,min,max,mean,std,l
 
 
 def run(*args):
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=DEADLINE)
 
 
 def read_stats(folder):
@@ -124,7 +125,7 @@ class ExitCodes(CliTestCase):
         env = dict(os.environ, TMPDIR=temp)
         for command in (["inspect", model], ["capture", model, "--out", self.out(), "--input", "3x4"]):
             with self.subTest(command=command[0]):
-                result = subprocess.run([CLI, *command], capture_output=True, text=True, timeout=300, env=env)
+                result = subprocess.run([CLI, *command], capture_output=True, text=True, timeout=DEADLINE, env=env)
                 self.assertExit(result, 9, "__setstate__")
                 self.assertEqual(os.listdir(temp), [])
 
@@ -164,7 +165,7 @@ class ExitCodes(CliTestCase):
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         children = "/proc/%d/task/%d/children" % (process.pid, process.pid)
         engine = None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + DEADLINE
         while engine is None and time.monotonic() < deadline:
             with open(children) as f:
                 pids = f.read().split()
@@ -179,7 +180,7 @@ class ExitCodes(CliTestCase):
             self.assertTrue(line, "capture ended before three steps: %s" % "".join(said))
             said.append(line)
         os.kill(engine, signal.SIGSEGV)
-        rest, stderr = process.communicate(timeout=120)
+        rest, stderr = process.communicate(timeout=DEADLINE)
         stderr = "".join(said) + stderr
         self.assertEqual(process.returncode, 4, stderr)
         # SIGSEGV; under AddressSanitizer (scripts/asan.sh) its handler reports the SEGV and aborts.
@@ -197,7 +198,7 @@ class ExitCodes(CliTestCase):
         time.sleep(3)
         self.assertIsNone(process.poll(), "the model's loading loops: capture waits")
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=DEADLINE)
         self.assertEqual(process.returncode, 3, stderr)
         self.assertIn("cancelled", stderr)
         # The open's own limit (the step's is no bound on it: a step limit of 1 s leaves the open alone).
@@ -221,7 +222,7 @@ class ExitCodes(CliTestCase):
                 time.sleep(4)
                 self.assertIsNone(process.poll(), "the model loops: the command waits")
                 process.send_signal(signal.SIGSEGV)
-                stdout, stderr = process.communicate(timeout=60)
+                stdout, stderr = process.communicate(timeout=DEADLINE)
                 self.assertExit(subprocess.CompletedProcess(args, process.returncode, stdout, stderr), code,
                                 "the process crashed (SIGSEGV) while")
                 self.assertIn(says, stderr)
@@ -326,7 +327,7 @@ class ExitCodes(CliTestCase):
         os.makedirs(here)
         open(os.path.join(here, "notes.txt"), "w").close()
         result = subprocess.run([os.path.abspath(CLI), "capture", os.path.abspath(CNN), "--out", ".", "--force",
-                                 "--steps", "500"], cwd=here, capture_output=True, text=True, timeout=300)
+                                 "--steps", "500"], cwd=here, capture_output=True, text=True, timeout=DEADLINE)
         self.assertExit(result, 5, "not a HookScope export")
         self.assertNotIn("step 1/", result.stderr, "refused before the run, not after it")
         self.assertNotIn("Success", result.stderr)
@@ -361,7 +362,7 @@ class Progress(CliTestCase):
                 break
             text += chunk
         os.close(leader)
-        self.assertEqual(proc.wait(timeout=300), 0, text)
+        self.assertEqual(proc.wait(timeout=DEADLINE), 0, text)
         return text.decode()
 
     def test_a_terminal_gets_one_line_rewritten_in_place(self):
@@ -410,7 +411,7 @@ class Interrupted(CliTestCase):
                 process = self.start()
                 process.send_signal(signo)
                 rest = process.stderr.read()
-                self.assertEqual(process.wait(timeout=120), code, rest)
+                self.assertEqual(process.wait(timeout=DEADLINE), code, rest)
                 self.assertIn("interrupted by " + name, rest)
                 with open(os.path.join(self.out(), "manifest.json")) as f:
                     manifest = json.load(f)
@@ -429,7 +430,7 @@ class Interrupted(CliTestCase):
         process.send_signal(signal.SIGTERM)
         process.stderr.read()
         # Whichever of the two is handled second ends the process as its default action would.
-        self.assertIn(process.wait(timeout=120), (-signal.SIGINT, -signal.SIGTERM))
+        self.assertIn(process.wait(timeout=DEADLINE), (-signal.SIGINT, -signal.SIGTERM))
         self.assertFalse(os.path.exists(os.path.join(self.out(), "manifest.json")))
 
 
@@ -640,7 +641,7 @@ class Inspect(CliTestCase):
     def test_names_from_a_file_cannot_drive_the_terminal(self):
         # A module named with ESC[31m (red) and U+202E (right-to-left): printed escaped.
         result = subprocess.run([CLI, "inspect", os.path.join(FIXTURES, "bad", "escape_names.pt"), "--input", "3x2"],
-                                capture_output=True, timeout=300)
+                                capture_output=True, timeout=DEADLINE)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertNotIn(b"\x1b", result.stdout)
         self.assertNotIn("\u202e".encode(), result.stdout)
@@ -648,7 +649,7 @@ class Inspect(CliTestCase):
         self.assertIn(b"fc ", result.stdout)
         # A file name with an escape and a byte that is not UTF-8, in an error message.
         path = os.path.join(self.tmp.encode(), b"evil\x1b]0;title\x07\xe7.pt")
-        result = subprocess.run([CLI.encode(), b"inspect", path], capture_output=True, timeout=300)
+        result = subprocess.run([CLI.encode(), b"inspect", path], capture_output=True, timeout=DEADLINE)
         self.assertEqual(result.returncode, 3, result.stderr)
         self.assertNotIn(b"\x1b", result.stderr)
         self.assertIn(b"evil\\x1b]0;title\\x07\\xe7.pt", result.stderr)
@@ -945,7 +946,7 @@ class OutputPaths(CliTestCase):
         env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
         env["TMPDIR"] = scratch
         result = subprocess.run([CLI, "report", self.export, "--out", os.path.join(self.tmp, "r.html")],
-                                capture_output=True, text=True, timeout=300, env=env)
+                                capture_output=True, text=True, timeout=DEADLINE, env=env)
         if result.returncode == 8:
             self.skipTest("hookscope-report is not built here (no window): " + result.stderr)
         self.assertExit(result, 0)

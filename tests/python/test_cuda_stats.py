@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+from deadlines import LONG_DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -79,7 +80,7 @@ def test_the_instruction_count_follows_the_common_path_and_only_it():
 @pytest.mark.skipif(_cuobjdump() is None, reason="no cuobjdump (Triton's wheel ships it)")
 def test_the_kernels_compile_for_t4_a100_h100_and_the_newest_without_spills_and_with_128_bit_loads():
     done = subprocess.run([sys.executable, os.path.join(HERE, "cuda_compile_check.py")], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=LONG_DEADLINE)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     capabilities = {row["capability"] for row in rows}

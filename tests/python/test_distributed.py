@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from test_attach import CLI, Recorder, assert_matches, manifest, read_csv, tmp  # noqa: F401  (tmp: fixture)
+from deadlines import DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DDP_SCRIPT = os.path.join(HERE, "attach", "ddp_script.py")
@@ -25,7 +26,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(address, *args, timeout=300, script=DDP_SCRIPT):
+def run_job(address, *args, timeout=DEADLINE, script=DDP_SCRIPT):
     """A job of `script` (spawning its ranks itself) on a free port, attaching to `address`."""
     env = dict(os.environ, HOOKSCOPE_ADDRESS=address)
     return subprocess.run([sys.executable, script, "--port", str(free_port()), *args], env=env,

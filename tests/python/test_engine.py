@@ -17,6 +17,8 @@ import zipfile
 import pytest
 import torch
 
+from deadlines import LONG_DEADLINE
+
 CLI = os.environ.get("HOOKSCOPE_CLI", "build/cli/hookscope-cli")
 FIXTURES = os.environ.get("HOOKSCOPE_FIXTURES", "build/fixtures")
 EXPORTED = ["twice_inplace_exported", "resnet18_exported", "encoder_exported", "sdpa_exported"]
@@ -47,7 +49,7 @@ def tmp():
 
 
 def cli(*args, env=None):
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=600,
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=LONG_DEADLINE,
                           env=dict(os.environ, **(env or {})))
 
 

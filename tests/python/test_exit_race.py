@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+from deadlines import DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "attach", "ddp_exit_race.py")
@@ -22,7 +23,7 @@ def free_port():
 
 def job(*args):
     done = subprocess.run([sys.executable, SCRIPT, "--port", str(free_port()), *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=DEADLINE)
     aborted = "terminate called without an active exception" in done.stderr
     assert done.returncode == 0 or aborted, done.stderr[-3000:]  # nothing else may go wrong
     return aborted

@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 import pytest
+from deadlines import DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -23,7 +24,7 @@ MODEL = os.path.join(os.environ.get("HOOKSCOPE_MODELS", os.path.join(ROOT, "reso
 
 
 def cli(*args):
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=DEADLINE)
 
 
 def rewrite(path, change):

@@ -10,6 +10,7 @@ import tempfile
 import shutil
 
 import pytest
+from deadlines import DEADLINE, LONG_DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -42,9 +43,9 @@ def record(folder, fault, at, steps, *options, script_exit=0, recorder_exit=0):
         assert line.startswith("HOOKSCOPE_ADDRESS="), line + recorder.stderr.read()
         env = dict(os.environ, HOOKSCOPE_ADDRESS=line.split("=", 1)[1])
         script = subprocess.run([sys.executable, SCRIPT, "--fault", fault, "--at", str(at), "--steps", str(steps)],
-                                env=env, capture_output=True, text=True, timeout=600)
+                                env=env, capture_output=True, text=True, timeout=LONG_DEADLINE)
         assert script.returncode == script_exit, script.stdout + script.stderr
-        _, err = recorder.communicate(timeout=180)
+        _, err = recorder.communicate(timeout=DEADLINE)
         assert recorder.returncode == recorder_exit, err
         record.script_output = script.stdout
         record.recorder_said = err
@@ -56,7 +57,7 @@ def record(folder, fault, at, steps, *options, script_exit=0, recorder_exit=0):
 
 
 def explain(run):
-    result = subprocess.run([CLI, "explain", run], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([CLI, "explain", run], capture_output=True, text=True, timeout=DEADLINE)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
@@ -79,7 +80,7 @@ def test_scaled_weights_in_one_block_are_named_at_their_step(folder):
 def test_the_report_says_where_the_spike_started_and_draws_every_layer(folder):
     run = record(folder, "weights", at=30, steps=60)
     out = os.path.join(folder, "report.html")
-    result = subprocess.run([CLI, "report", run, "--out", out], capture_output=True, text=True, timeout=300,
+    result = subprocess.run([CLI, "report", run, "--out", out], capture_output=True, text=True, timeout=DEADLINE,
                             env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
     assert result.returncode == 0, result.stderr
     with open(out) as f:

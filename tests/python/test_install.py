@@ -10,6 +10,8 @@ import tempfile
 
 import pytest
 
+from deadlines import DEADLINE, LONG_DEADLINE
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.join(HERE, "..", "..", "python")
 pytest.importorskip("setuptools")
@@ -37,10 +39,10 @@ def install(target, **env):
     env.pop("HOOKSCOPE_STATS_LIBRARY", None)
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                            "--no-build-isolation", "--no-deps", "--no-cache-dir", "--target", target, PACKAGE],
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=LONG_DEADLINE)
     assert done.returncode == 0, done.stderr
     env["PYTHONPATH"] = target
-    probe = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300,
+    probe = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=DEADLINE,
                            cwd=target)
     assert probe.returncode == 0, probe.stderr
     return dict(line.split(" ", 1) for line in probe.stdout.splitlines())

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from test_attach import CLI, Recorder, assert_matches, manifest, read_csv, tmp  # noqa: F401 (tmp: fixture)
+from deadlines import DEADLINE, LONG_DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIGHTNING = os.path.join(HERE, "integrations", "lightning_script.py")
@@ -33,7 +34,7 @@ needs_transformers = pytest.mark.skipif(not (have("transformers") and have("acce
                                         reason="transformers and accelerate are not installed (scripts/setup.sh)")
 
 
-def run(script, address, *args, timeout=600):
+def run(script, address, *args, timeout=LONG_DEADLINE):
     env = dict(os.environ, HOOKSCOPE_ADDRESS=address, PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -163,7 +164,7 @@ def capture(tmp, *args):
 
 def export_tensorboard(run, logdir, python=sys.executable):
     return subprocess.run([CLI, "export-tensorboard", run, logdir, "--python", python],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=DEADLINE)
 
 
 def near(a, b, rel):

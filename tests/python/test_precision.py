@@ -9,6 +9,7 @@ Triton and fp8 cases skip).
 import math
 import os
 import sys
+from deadlines import DEADLINE
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported: its kernels run on the CPU
 
@@ -205,7 +206,7 @@ def test_a_model_file_whose_layer_overflows_float16_breaks_at_that_step_and_modu
     out = str(tmp_path / "run")
     done = subprocess.run([CLI, "capture", path, "--out", out, "--hook", "*", "--input", "4x8:float32:1:2",
                            "--steps", "8", "--optimizer", "none", "--break", "fp16_overflow"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 6, done.stderr
     step, where = first_overflow(out)
     assert step == 4 and ("grow", "activation") in where, (step, where)
@@ -220,7 +221,7 @@ def test_an_attached_script_whose_layer_overflows_float16_is_stopped_at_that_ste
     script.write_text(ATTACHED_SCRIPT)
     env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address,
                PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"), FIXTURES_SOURCE]))
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 7, done.stderr
     # The first place it shows, in forward order: grow, not the layers it spread to.
     assert "stopped the run at step 4 on fp16_overflow: 32 values (100%) of the activation of 'grow'" in done.stdout, \

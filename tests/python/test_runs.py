@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 import torch
+from deadlines import DEADLINE
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -22,7 +23,7 @@ MODEL = os.path.join(os.environ.get("HOOKSCOPE_MODELS", os.path.join(ROOT, "reso
 
 
 def cli(*args):
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=DEADLINE)
 
 
 @pytest.fixture(scope="module")

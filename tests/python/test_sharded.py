@@ -17,6 +17,7 @@ import torch
 
 from test_attach import CLI, Recorder, tmp  # noqa: F401  (tmp: fixture)
 from test_distributed import run_job as distributed_job
+from deadlines import DEADLINE
 
 torch = pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +34,7 @@ pytestmark = [
 HOOKS = ("--hook", "*", "--kinds", "activation,param,param_grad,update")
 
 
-def run_job(address, *args, timeout=300):
+def run_job(address, *args, timeout=DEADLINE):
     return distributed_job(address, *args, timeout=timeout, script=SCRIPT)
 
 
@@ -106,7 +107,7 @@ def test_one_collective_per_step_at_its_end_never_in_a_hook(tmp):
 
 def test_a_rank_that_is_not_attached_makes_no_rank_wait(tmp):
     recorder = Recorder(tmp, *HOOKS)
-    job = run_job(recorder.address, "--world", "2", "--steps", "3", "--unattached-rank", "1", timeout=240)
+    job = run_job(recorder.address, "--world", "2", "--steps", "3", "--unattached-rank", "1", timeout=DEADLINE)
     assert job.returncode == 0, job.stderr[-3000:]
     assert "a rank of the job is not attached" in job.stderr
     code, err = recorder.wait()
@@ -138,7 +139,7 @@ def test_export_tensorboard_writes_the_whole_tensors_as_a_run_of_their_own(tmp):
     run, _ = record(tmp, "--world", "2", "--model", "mlp", "--steps", "2")
     logdir = os.path.join(tmp, "tb")
     done = subprocess.run([CLI, "export-tensorboard", run.path, logdir, "--python", sys.executable],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(logdir)) == ["rank0", "rank1", "whole"], os.listdir(logdir)
     assert "3 runs (rank0, rank1, whole)" in done.stderr, done.stderr
@@ -175,7 +176,7 @@ def test_report_draws_the_whole_tensors_of_a_whole_only_export(tmp):
     torch.save({k: v for k, v in torch.load(histograms, weights_only=True).items() if k.startswith("rank-1/")},
                histograms)
     html = os.path.join(tmp, "whole.html")
-    done = subprocess.run([CLI, "report", whole_only, "--out", html], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([CLI, "report", whole_only, "--out", html], capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr
     assert "(0 layer heatmaps)" not in done.stderr, done.stderr
     text = open(html).read()

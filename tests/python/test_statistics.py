@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import torch
+from deadlines import DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -260,6 +261,6 @@ def test_importing_the_package_loads_neither_dynamo_nor_triton():
     import sys
     code = ("import sys; sys.path.insert(0, %r); import hookscope; "
             "print('torch._dynamo' in sys.modules, 'triton' in sys.modules)" % os.path.join(HERE, "..", "..", "python"))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"], done.stdout

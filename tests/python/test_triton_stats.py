@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from deadlines import LONG_DEADLINE
 
 os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: its kernels run in numpy on the CPU
 
@@ -241,7 +242,7 @@ def test_the_kernels_compile_for_a100_and_h100_without_spills():
     process of its own, without TRITON_INTERPRET."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, os.path.join(HERE, "triton_compile_check.py"), "80", "90"], env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=LONG_DEADLINE)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(rows) == 2 * 6 * 2  # sm_80 and sm_90, six kinds of values, two passes

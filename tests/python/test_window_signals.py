@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from deadlines import DEADLINE
 
 GUI = os.environ.get("HOOKSCOPE_GUI")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,7 +53,7 @@ def test_windows_signalled_in_the_same_second_each_save_their_captures_and_exit(
             address = "unix:%s/w%d.sock" % (tmp_path, i)
             windows.append(subprocess.Popen([GUI, "--attach", "--address", address], env=env,
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-            wait_for(lambda: os.path.exists(address[5:]), 60, "window %d to listen" % i)
+            wait_for(lambda: os.path.exists(address[5:]), DEADLINE, "window %d to listen" % i)
             script_env = dict(env, HOOKSCOPE_ADDRESS=address)
             scripts.append(subprocess.Popen([sys.executable, SCRIPT, "--steps", "100000", "--workers", "0",
                                              "--sleep", "0.02", "--progress", str(tmp_path / ("steps%d" % i))],
@@ -60,10 +61,10 @@ def test_windows_signalled_in_the_same_second_each_save_their_captures_and_exit(
         # Steps come in to both: each script connected and has sent 30 (a busy machine may take
         # a minute to start them; the window reads each as it comes).
         for i in range(2):
-            wait_for(lambda: sent(tmp_path / ("steps%d" % i)) >= 30, 180, "script %d to send 30 steps" % i)
+            wait_for(lambda: sent(tmp_path / ("steps%d" % i)) >= 30, DEADLINE, "script %d to send 30 steps" % i)
         for window in windows:
             window.send_signal(signal.SIGTERM)
-        outcomes = [window.communicate(timeout=60) for window in windows]
+        outcomes = [window.communicate(timeout=DEADLINE) for window in windows]
         for window, (_, err) in zip(windows, outcomes):
             assert window.returncode == 0, err
             assert "the captures are saved in" in err, err
