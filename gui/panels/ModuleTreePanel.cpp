@@ -26,6 +26,22 @@
 using namespace hookscope;
 
 namespace {
+
+/// The tree's filter: a row matches by any column's text (name, type, shape) or by its module's
+/// dotted path, so "h.7.attn" and "transformer.h.7.attn" find the layer the status bar, the
+/// alerts and the CLI name that way; a match's ancestors stay, showing it in context.
+class ModuleFilter : public QSortFilterProxyModel {
+public:
+  using QSortFilterProxyModel::QSortFilterProxyModel;
+
+protected:
+  bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
+    if (QSortFilterProxyModel::filterAcceptsRow(row, parent)) return true;
+    const QString path = sourceModel()->index(row, 0, parent).data(ModuleTreeModel::PathRole).toString();
+    return !path.isEmpty() && path.contains(filterRegularExpression());
+  }
+};
+
 constexpr int kNameWidth = 112;  // the least the name column gets by default: "layer3.0.conv2" at depth 1
 } // namespace
 
@@ -34,14 +50,14 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
   layout->setContentsMargins(4, 4, 4, 4);
   auto* filterRow = new QHBoxLayout();
   m_filterEdit = new QLineEdit(this);
-  m_filterEdit->setPlaceholderText(tr("Filter by name or type"));
+  m_filterEdit->setPlaceholderText(tr("Filter by name, path or type"));
   m_filterEdit->setClearButtonEnabled(true);
   auto* hookType = new QToolButton(this);
   hookType->setText(tr("Hook all of type…"));
   connect(hookType, &QToolButton::clicked, this, &ModuleTreePanel::hookAllOfType);
   filterRow->addWidget(m_filterEdit, 1);
   filterRow->addWidget(hookType);
-  m_filter = new QSortFilterProxyModel(this);
+  m_filter = new ModuleFilter(this);
   m_filter->setSourceModel(m_tree);
   m_filter->setRecursiveFilteringEnabled(true);
   m_filter->setFilterCaseSensitivity(Qt::CaseInsensitive);

@@ -39,6 +39,8 @@
 #include <QTest>
 #include <QTreeView>
 
+#include <functional>
+
 using hookscope::CaptureKind;
 using hookscope::CaptureStore;
 using namespace hookscope::test;
@@ -197,6 +199,26 @@ private Q_SLOTS:
     proxy->setFilterFixedString(QStringLiteral("downsample"));
     QVERIFY(countModules(*proxy) >= 4);
     QVERIFY(countModules(*proxy) < 20);
+    // A dotted path, or a fragment of one, as the status bar, the alerts and the CLI name
+    // layers: "layer3.1.conv2" and "3.1.conv" found nothing before (names alone were matched).
+    for (const QString text : {QStringLiteral("layer3.1.conv2"), QStringLiteral("3.1.conv2")}) {
+      proxy->setFilterFixedString(text);
+      QStringList shown;
+      std::function<void(const QModelIndex&)> walk = [&](const QModelIndex& parent) {
+        for (int r = 0; r < proxy->rowCount(parent); ++r) {
+          const QModelIndex child = proxy->index(r, 0, parent);
+          shown << child.data(ModuleTreeModel::PathRole).toString();
+          walk(child);
+        }
+      };
+      walk(QModelIndex());
+      QVERIFY2(shown.contains(QStringLiteral("layer3.1.conv2")), qPrintable(text + ": " + shown.join(QLatin1Char(' '))));
+      QVERIFY2(shown.contains(QStringLiteral("layer3.1")) && shown.contains(QStringLiteral("layer3")),
+               qPrintable(shown.join(QLatin1Char(' '))));  // in context: its ancestors
+      QVERIFY2(!shown.contains(QStringLiteral("layer3.0.conv2")) && !shown.contains(QStringLiteral("layer2")),
+               qPrintable(shown.join(QLatin1Char(' '))));
+    }
+    proxy->setFilterFixedString(QString());
   }
 
   void tickedLayersGetPlotsUntouchedLayersNone() {
