@@ -23,8 +23,12 @@ int main(int argc, char** argv) {
     if (runtime->isValid()) qputenv("XDG_RUNTIME_DIR", QFile::encodeName(runtime->path()));
   }
   static const QtMessageHandler qtHandler = qInstallMessageHandler(nullptr);
+  // Nor need the offscreen platform say, for every plot drawn, that it does not support
+  // propagateSizeHints(): nothing here is shown on a screen (28 such lines came before "wrote").
   qInstallMessageHandler([](QtMsgType type, const QMessageLogContext& context, const QString& text) {
-    if (!text.contains(QStringLiteral("XDG_RUNTIME_DIR"))) qtHandler(type, context, text);
+    if (!text.contains(QStringLiteral("XDG_RUNTIME_DIR")) && !text.contains(QStringLiteral("propagateSizeHints"))) {
+      qtHandler(type, context, text);
+    }
   });
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("hookscope-report"));
