@@ -19,8 +19,10 @@
 #include <iomanip>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace hookscope::cli {
 
@@ -78,7 +80,8 @@ private:
   // threads) goes before it.
   std::mutex m_outputMutex;
   const bool m_terminal = ::isatty(STDERR_FILENO);
-  const std::chrono::steady_clock::time_point m_start = std::chrono::steady_clock::now();
+  /// When the lowest rank's first step came, and its number (under m_outputMutex).
+  std::optional<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> m_firstStep;
   std::atomic<std::int64_t> m_dropped{0};
   std::atomic<int> m_expected{0};
   std::chrono::steady_clock::time_point m_firstAttach;
@@ -91,17 +94,24 @@ void Recording::progress(int rank, const AttachedStep& s) {
   m_dropped += s.droppedCaptures;
   const auto live = m_job.liveRanks();
   if (live.empty() || rank != live.front()) return;
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(m_outputMutex);
   std::ostringstream line;
   line << "step " << s.step;  // the export's own step number, with that step's loss
   if (const auto loss = s.scalars.find("loss"); loss != s.scalars.end()) {
     line << "  loss " << std::setprecision(6) << loss->second;
   }
-  line << "  " << s.captures << " captures" << std::fixed << std::setprecision(1) << "  "
-       << double(s.step + 1) / std::max(seconds, 1e-9) << " steps/s";
+  line << "  " << s.captures << " captures";
+  // The rate of the steps received since the first, not since the recorder started (its wait
+  // for a script, and the script's own start, are no step of the run).
+  if (!m_firstStep) m_firstStep = std::make_pair(now, s.step);
+  const double seconds = std::chrono::duration<double>(now - m_firstStep->first).count();
+  if (s.step > m_firstStep->second && seconds > 0) {
+    line << std::fixed << std::setprecision(1) << "  " << double(s.step - m_firstStep->second) / seconds
+         << " steps/s";
+  }
   if (m_expected > 1) line << "  ranks " << live.size() << "/" << m_expected;
   if (s.droppedCaptures) line << "  (" << s.droppedCaptures << " dropped: HookScope was behind)";
-  std::lock_guard<std::mutex> lock(m_outputMutex);
   if (m_terminal) {
     std::cerr << "\r" << line.str() << "   " << std::flush;
   } else {

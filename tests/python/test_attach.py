@@ -497,6 +497,11 @@ def test_tcp_needs_the_token(tmp):
     code, err = recorder.wait()
     assert code == 0, err
     assert len(read_csv(recorder.out, "stats.csv")) > 0
+    # The rate is of the steps since the first, not since the recorder began to wait: the first
+    # step's line has none ("step 0 … 0.3 steps/s" counted the wait for the script).
+    steps = [line for line in err.splitlines() if line.startswith("step ")]
+    assert steps[0].startswith("step 0 ") and "steps/s" not in steps[0], err
+    assert steps[1].startswith("step 1 ") and steps[1].endswith(" steps/s"), err
 
 
 def read_message(sock, reader=None):
