@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+
 from deadlines import DEADLINE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
