@@ -1,32 +1,23 @@
 #include "dialogs/CheckpointCompare.h"
 
-#include "session/CliProcess.h"
-
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
-#include <QProcess>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
 #include <cmath>
 
-CheckpointCompare* CheckpointCompare::open(QWidget* parent, const QString& first, const QString& second) {
-  QString a = first, b = second;
-  if (a.isEmpty() || b.isEmpty()) {
-    const QString filter = tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.ckpt);;All files (*)");
-    a = QFileDialog::getOpenFileName(parent, tr("Compare checkpoints: the first (before)"), QString(), filter);
-    if (a.isEmpty()) return nullptr;
-    b = QFileDialog::getOpenFileName(parent, tr("Compare checkpoints: the second (after)"), QFileInfo(a).absolutePath(), filter);
-    if (b.isEmpty()) return nullptr;
-  }
-  auto* dialog = new CheckpointCompare(parent);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  dialog->compare(a, b);
-  dialog->show();
-  return dialog;
+bool CheckpointCompare::chooseFiles(QWidget* parent, QString* first, QString* second) {
+  if (!first->isEmpty() && !second->isEmpty()) return true;
+  const QString filter = tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.ckpt);;All files (*)");
+  *first = QFileDialog::getOpenFileName(parent, tr("Compare checkpoints: the first (before)"), QString(), filter);
+  if (first->isEmpty()) return false;
+  *second = QFileDialog::getOpenFileName(parent, tr("Compare checkpoints: the second (after)"),
+                                         QFileInfo(*first).absolutePath(), filter);
+  return !second->isEmpty();
 }
 
 CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
@@ -54,33 +45,21 @@ CheckpointCompare::CheckpointCompare(QWidget* parent) : QDialog(parent) {
 
 QString CheckpointCompare::summary() const { return m_summary->text(); }
 
-void CheckpointCompare::compare(const QString& first, const QString& second) {
+void CheckpointCompare::showReading(const QString& first, const QString& second) {
   m_first = first;
   m_second = second;
   m_table->setRowCount(0);
   m_summary->setText(tr("Reading %1 and %2…").arg(QFileInfo(first).fileName(), QFileInfo(second).fileName()));
-  if (m_process) m_process->deleteLater();
-  m_process = new QProcess(this);
-  connect(m_process, &QProcess::finished, this, [this, process = m_process](int code, QProcess::ExitStatus status) {
-    if (process != m_process) return;
-    if (status != QProcess::NormalExit || code != 0) {
-      QString why = cliMessage(process->readAllStandardError());
-      if (why.isEmpty()) why = tr("hookscope-cli checkpoint ended with exit code %1").arg(code);
-      m_summary->setText(why);
-      Q_EMIT failed(why);
-      return;
-    }
-    fill(process->readAllStandardOutput());
-    Q_EMIT finished();
-  });
-  connect(m_process, &QProcess::errorOccurred, this, [this, process = m_process](QProcess::ProcessError e) {
-    if (e != QProcess::FailedToStart || process != m_process) return;
-    const QString why = tr("Cannot start %1: %2").arg(cliProgram(), process->errorString());
-    m_summary->setText(why);
-    Q_EMIT failed(why);
-  });
-  m_process->start(cliProgram(), {QStringLiteral("checkpoint"), first, QStringLiteral("--compare"), second,
-                                  QStringLiteral("--csv")});
+}
+
+void CheckpointCompare::showFailure(const QString& why) {
+  m_summary->setText(why);
+  Q_EMIT failed(why);
+}
+
+void CheckpointCompare::showTable(const QByteArray& csv) {
+  fill(csv);
+  Q_EMIT finished();
 }
 
 void CheckpointCompare::fill(const QByteArray& csv) {

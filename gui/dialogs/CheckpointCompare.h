@@ -3,25 +3,30 @@
 #include <QDialog>
 
 class QLabel;
-class QProcess;
 class QTableWidget;
 
 /// File > Compare checkpoints: per tensor, the norm of the change from one checkpoint to another
 /// and its size relative to the first, tensors that went NaN or Inf first, then the largest
-/// change ("which layers did fine-tuning change, and which went NaN"). Read by
-/// `hookscope-cli checkpoint A --compare B --csv` (weights only, in the confined Python engine).
+/// change ("which layers did fine-tuning change, and which went NaN"). It shows what
+/// session/CheckpointComparison reads (`hookscope-cli checkpoint A --compare B --csv`); the
+/// window wires the two.
 class CheckpointCompare : public QDialog {
   Q_OBJECT
 
 public:
   explicit CheckpointCompare(QWidget* parent = nullptr);
-  /// Asks for the two files (unless both are given) and shows a dialog comparing them, deleted when
-  /// closed; null when the user cancelled.
-  static CheckpointCompare* open(QWidget* parent, const QString& first = QString(), const QString& second = QString());
-  /// Compares `first` with `second`; finished() when the table is filled or failed() says why.
-  void compare(const QString& first, const QString& second);
+  /// Asks for the two files unless both are given; false when the user cancelled.
+  static bool chooseFiles(QWidget* parent, QString* first, QString* second);
   QTableWidget* table() const { return m_table; }
   QString summary() const;
+
+public Q_SLOTS:
+  /// "Reading A and B…", the table emptied.
+  void showReading(const QString& first, const QString& second);
+  /// The comparison's CSV as the table; then finished().
+  void showTable(const QByteArray& csv);
+  /// What went wrong, in place of the table; then failed().
+  void showFailure(const QString& why);
 
 Q_SIGNALS:
   void finished();
@@ -32,6 +37,5 @@ private:
 
   QLabel* m_summary;
   QTableWidget* m_table;
-  QProcess* m_process = nullptr;
   QString m_first, m_second;
 };

@@ -1,6 +1,7 @@
 #include "window/MainWindow.h"
 
 #include "dialogs/CheckpointCompare.h"
+#include "session/CheckpointComparison.h"
 #include "dialogs/OperatorLibrariesDialog.h"
 #include "dialogs/RuleThresholdsDialog.h"
 #include "dialogs/TrustQuestion.h"
@@ -479,7 +480,17 @@ void MainWindow::exportCapturesTo(const QString& dir, bool overwrite, const QStr
 CheckpointCompare* MainWindow::lastCompare() const { return m_lastCompare; }
 
 void MainWindow::compareCheckpoints(const QString& first, const QString& second) {
-  if (auto* dialog = CheckpointCompare::open(this, first, second)) m_lastCompare = dialog;
+  QString a = first, b = second;
+  if (!CheckpointCompare::chooseFiles(this, &a, &b)) return;
+  auto* dialog = new CheckpointCompare(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  auto* comparison = new CheckpointComparison(dialog);  // ends with the dialog
+  connect(comparison, &CheckpointComparison::compared, dialog, &CheckpointCompare::showTable);
+  connect(comparison, &CheckpointComparison::failed, dialog, &CheckpointCompare::showFailure);
+  dialog->showReading(a, b);
+  comparison->start(a, b);
+  dialog->show();
+  m_lastCompare = dialog;
 }
 
 void MainWindow::exportAllPlots() {

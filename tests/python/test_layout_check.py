@@ -81,6 +81,16 @@ class LayoutCheckTest(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn("gui/panels includes gui/session, above it or beside it", out)
 
+    def test_a_dialog_including_a_session_is_named(self):
+        # A dialog shows what the window hands it; CheckpointCompare ran hookscope-cli itself
+        # through session/CliProcess.h, which the check let through.
+        root = self.make_tree()
+        write(root, "gui/dialogs/Dialog.h", includes("state/Value.h"))
+        write(root, "gui/dialogs/Dialog.cpp", includes("dialogs/Dialog.h", "session/Host.h"))
+        code, out = self.check(root)
+        self.assertEqual(code, 1, out)
+        self.assertIn("gui/dialogs includes gui/session, above it or beside it", out)
+
 
 if __name__ == "__main__":
     unittest.main()
