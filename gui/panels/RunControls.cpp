@@ -64,7 +64,7 @@ RunControls::RunControls(QWidget* parent) : QWidget(parent) {
   m_lr = new ScientificSpinBox(1e-12, 1e6, this);
   m_lr->setValue(0.01);
   m_lr->setToolTip(tr("Any positive number, plain or scientific (3e-4); the arrows multiply or divide by ten"));
-  form->addRow(tr("Learning &rate"), m_lr);
+  form->addRow(tr("Learnin&g rate"), m_lr);
   m_mode = new QComboBox(this);
   m_mode->addItem(tr("train"));
   m_mode->addItem(tr("eval"));
@@ -74,7 +74,7 @@ RunControls::RunControls(QWidget* parent) : QWidget(parent) {
   m_steps->setRange(0, 100000000);
   m_steps->setValue(100);
   m_steps->setSpecialValueText(tr("until stopped"));
-  form->addRow(tr("&Steps"), m_steps);
+  form->addRow(tr("S&teps"), m_steps);
   m_seed = new QSpinBox(this);
   m_seed->setRange(0, 1 << 30);
   form->addRow(tr("S&eed"), m_seed);

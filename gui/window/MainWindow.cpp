@@ -139,8 +139,12 @@ void MainWindow::restoreSettings() {
                         height() >= std::min(600, screenArea.height() * 4 / 5);
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
   if (!restored) {
-    // 1400x900, or the whole screen when it is smaller (a 1024x700 laptop screen).
-    resize(std::min(1400, screenArea.width()), std::min(900, screenArea.height()));
+    // 1400x900, or on a smaller screen (a 1024x700 laptop) what fits it with the title bar and
+    // frame the window manager adds around this size: the whole screen was asked for, and the
+    // status bar went below its bottom edge.
+    const QSize frame = kFrameAllowance;
+    resize(std::min(1400, screenArea.width() - frame.width()), std::min(900, screenArea.height() - frame.height()));
+    move(screenArea.topLeft());
     return;  // the tree's share as PaneSplit gives it
   }
   m_split->keepUsers();

@@ -35,6 +35,10 @@ class MainWindow : public QMainWindow, public WindowCommands {
   Q_OBJECT
 
 public:
+  /// What a first window leaves of a screen smaller than its 1400x900 for the window manager's
+  /// title bar and frame, which come on top of the size asked for.
+  static constexpr QSize kFrameAllowance{8, 40};
+
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 

@@ -27,6 +27,9 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLineEdit>
+#include <QSet>
+#include <QMenuBar>
+#include <QLabel>
 #include <QStatusBar>
 #include <QTimer>
 #include <QComboBox>
@@ -637,6 +640,44 @@ private Q_SLOTS:
     QCOMPARE(window->plots()->shownStep(), 1);
     QTest::keyClick(window->treeView(), Qt::Key_BracketRight);
     QCOMPARE(window->plots()->shownStep(), 2);
+  }
+
+  void aFirstWindowOnASmallScreenLeavesRoomForItsTitleBar() {
+    // No size saved: on a screen smaller than 1400x900 (the offscreen platform's is 800x600; a
+    // laptop's 1024x700) the window asked for the whole of it, and the window manager's title
+    // bar pushed its status bar below the screen's edge.
+    QSettings().remove(QStringLiteral("window/geometry"));
+    MainWindow window;
+    const QRect area = window.screen()->availableGeometry();
+    QVERIFY2(area.width() < 1400 + MainWindow::kFrameAllowance.width() ||
+                 area.height() < 900 + MainWindow::kFrameAllowance.height(),
+             "this check needs a screen smaller than the first window's size");
+    QVERIFY2(window.height() + MainWindow::kFrameAllowance.height() <= area.height() &&
+                 window.width() + MainWindow::kFrameAllowance.width() <= area.width(),
+             qPrintable(QStringLiteral("%1x%2 on %3x%4").arg(window.width()).arg(window.height())
+                            .arg(area.width()).arg(area.height())));
+    QCOMPARE(window.pos(), area.topLeft());
+  }
+
+  void theRunTabsMnemonicsNeverTakeAMenusLetter() {
+    // Alt+R opened "Learning &rate", not the Run menu; Alt+S "&Steps", not Settings.
+    auto window = openSample();
+    const auto letter = [](const QString& text) {
+      const int at = text.indexOf(QLatin1Char('&'));
+      return at >= 0 && at + 1 < text.size() ? text.at(at + 1).toLower() : QChar();
+    };
+    QSet<QChar> menus;
+    for (QAction* action : window->menuBar()->actions()) menus.insert(letter(action->text()));
+    QVERIFY(menus.contains(QLatin1Char('r')) && menus.contains(QLatin1Char('s')));
+    QSet<QChar> fields;
+    for (QLabel* label : window->runControls()->findChildren<QLabel*>()) {
+      const QChar key = letter(label->text());
+      if (key.isNull()) continue;
+      QVERIFY2(!menus.contains(key), qPrintable(label->text() + QStringLiteral(" takes a menu's Alt+") + key));
+      QVERIFY2(!fields.contains(key), qPrintable(label->text() + QStringLiteral(" takes another field's Alt+") + key));
+      fields.insert(key);
+    }
+    QVERIFY(fields.size() >= 8);
   }
 
   void tickBoxesShowAt1024x700() {
