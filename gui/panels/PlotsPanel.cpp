@@ -15,6 +15,7 @@
 #include <QLabel>
 #include <QSlider>
 #include <QSplitter>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QVBoxLayout>
 
@@ -29,6 +30,10 @@ QSplitter* PlotsPanel::buildGrid() {
   m_overSteps = new QTabWidget(this);
   m_overSteps->setTabPosition(QTabWidget::South);
   m_overSteps->setDocumentMode(true);
+  // Every tab's name whole: no scroll arrows hiding "Deviation" behind them, or eliding it to
+  // "Devi" at 1024 px; the tabs' width is the least this column gets.
+  m_overSteps->tabBar()->setUsesScrollButtons(false);
+  m_overSteps->tabBar()->setElideMode(Qt::ElideNone);
   m_overSteps->addTab(m_heatmap, tr("Values"));
   m_overSteps->addTab(m_precision, tr("Precision"));
   m_overSteps->addTab(m_deviation, tr("Deviation"));

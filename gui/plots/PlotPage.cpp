@@ -27,7 +27,7 @@ PlotPage::PlotPage(const QString& title, QWidget* parent) : QWidget(parent), m_p
   auto* heading = new QCPTextElement(m_plot, title, QFont(font().family(), font().pointSize(), QFont::Bold));
   m_plot->plotLayout()->addElement(0, 0, heading);
   connect(m_plot, &QCustomPlot::afterLayout, this, &PlotPage::fitHeading);
-  m_plot->setMinimumSize(160, 150);  // two plots and the statistics fit beside the tree at 1024 px
+  m_plot->setMinimumSize(132, 150);  // two plots, the statistics and whole tab names fit beside the tree at 1024 px
   // The marker lives on its own buffered layer so that moving it repaints nothing else.
   m_plot->addLayer(QStringLiteral("marker"), m_plot->layer(QStringLiteral("main")), QCustomPlot::limAbove);
   m_plot->layer(QStringLiteral("marker"))->setMode(QCPLayer::lmBuffered);

@@ -27,6 +27,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLineEdit>
+#include <QScrollBar>
+#include <QTabBar>
 #include <QSet>
 #include <QMenuBar>
 #include <QLabel>
@@ -695,6 +697,21 @@ private Q_SLOTS:
     }
     const QModelIndex params = window->treeModel()->indexOfModule(0, ModuleTreeModel::Params);
     QVERIFY(window->treeModel()->data(params).toString().endsWith(QStringLiteral("k")));
+    // The plots' tabs read whole ("Deviation" was cut to "Devi" or hidden behind scroll arrows),
+    // and the tree still needs no sideways scrolling for a small model.
+    int tabBars = 0;
+    for (QTabBar* bar : window->findChildren<QTabBar*>()) {
+      if (!bar->isVisible()) continue;
+      ++tabBars;
+      for (int i = 0; i < bar->count(); ++i) {
+        const QRect tab = bar->tabRect(i);
+        QVERIFY2(tab.width() >= bar->fontMetrics().horizontalAdvance(bar->tabText(i)) && tab.right() < bar->width(),
+                 qPrintable(QStringLiteral("tab %1: %2 px at %3 of %4").arg(bar->tabText(i)).arg(tab.width())
+                                .arg(tab.left()).arg(bar->width())));
+      }
+    }
+    QVERIFY(tabBars >= 2);  // the Run/Alerts tabs and the plots' tabs
+    QVERIFY2(!view->horizontalScrollBar()->isVisible(), "the tree scrolls sideways at 1024x700");
   }
 
   void aHookedLayerThatNeverRunsSaysSo() {
