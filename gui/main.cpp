@@ -92,6 +92,11 @@ struct Options {
   QCommandLineOption address{QStringLiteral("address"),
                              QStringLiteral("Where --attach waits (unix:PATH or tcp:HOST:PORT; default: HookScope's own socket)"),
                              QStringLiteral("address")};
+  QCommandLineOption hook{QStringLiteral("hook"),
+                          QStringLiteral("With --attach: tick Act and Grad of every module of the script whose path "
+                                         "matches (a pattern as hookscope-cli record --hook takes: '*', 'blocks.*'; "
+                                         "repeatable)"),
+                          QStringLiteral("pattern")};
 };
 
 // Reads the command line into `parser`; --help, --version and a bad option print and exit here.
@@ -102,6 +107,7 @@ void readCommandLine(const QCoreApplication& app, QCommandLineParser& parser, co
   parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("TorchScript model file or HookScope export folder"));
   parser.addOption(options.attach);
   parser.addOption(options.address);
+  parser.addOption(options.hook);
   parser.process(app);
 }
 
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
   handleStopSignals(window);
   window.show();
   if (parser.isSet(options.attach) || parser.isSet(options.address)) {
+    window.setAttachHooks(parser.values(options.hook));
     window.attachScript(parser.value(options.address));
     return app.exec();
   }

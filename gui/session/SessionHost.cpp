@@ -9,6 +9,8 @@
 #include "links/AttachJob.h"
 #include "links/EngineProcess.h"
 
+#include <fnmatch.h>
+
 #include <QFileInfo>
 #include <QMetaObject>
 #include <QProcess>
@@ -285,11 +287,37 @@ void SessionHost::resetWeights() {
   });
 }
 
-void SessionHost::listen(const QString& address) {
-  post([this, address] { startListening(address); });
+void SessionHost::listen(const QString& address, const QStringList& hooks) {
+  post([this, address, hooks] { startListening(address, hooks); });
 }
 
-void SessionHost::startListening(const QString& address) {
+namespace {
+
+// The first script's hooks with every module that matches one of `patterns` hooked for
+// activations and gradients; a pattern that matches nothing is said on the terminal.
+std::vector<std::uint8_t> hooksMatching(const QStringList& patterns, const ScriptRecord& script,
+                                        const std::vector<ModuleInfo>& modules, std::vector<std::uint8_t> hooks) {
+  hooks.resize(modules.size(), 0);
+  const std::uint8_t kinds = kindBit(CaptureKind::Activation) | kindBit(CaptureKind::Gradient);
+  for (const QString& pattern : patterns) {
+    const QByteArray text = pattern.toUtf8();
+    bool any = false;
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      if (::fnmatch(text.constData(), modules[i].path.c_str(), 0) != 0) continue;
+      hooks[i] |= kinds;
+      any = true;
+    }
+    if (!any) {
+      qWarning("hookscope: --hook '%s' matches no module of %s (its modules are named like '%s')", text.constData(),
+               script.name.c_str(), modules.size() > 1 ? modules[1].path.c_str() : "");
+    }
+  }
+  return hooks;
+}
+
+} // namespace
+
+void SessionHost::startListening(const QString& address, const QStringList& hookPatterns) {
   if (m_listener && m_listener->waiting()) {
     Q_EMIT listening(m_listener->address());
     return;
@@ -320,11 +348,14 @@ void SessionHost::startListening(const QString& address) {
       Q_EMIT scriptDetached(reason);
     });
   }, direct);
-  auto onFirst = [this](std::shared_ptr<AttachJob> job, std::shared_ptr<CaptureStore> store, const ScriptRecord& script,
-                        const std::vector<ModuleInfo>& modules, const std::vector<std::uint8_t>& hooks) {
+  auto onFirst = [this, hookPatterns](std::shared_ptr<AttachJob> job, std::shared_ptr<CaptureStore> store,
+                                      const ScriptRecord& script, const std::vector<ModuleInfo>& modules,
+                                      const std::vector<std::uint8_t>& scriptHooks) {
     // The first script replaces the open session before its rank is served (not while the host
     // ends: its thread is busy ending, and the job ends with the listener).
     if (m_closing) return;
+    const auto hooks = hookPatterns.isEmpty() ? scriptHooks : hooksMatching(hookPatterns, script, modules, scriptHooks);
+    if (!hookPatterns.isEmpty()) job->setAllHooks(hooks);  // for every rank, from its first step
     QMetaObject::invokeMethod(m_context, [&] {
       replace(std::make_unique<AttachedJobSession>(job, store, script, modules, hooks));
     }, Qt::BlockingQueuedConnection);

@@ -49,7 +49,9 @@ public:
   /// Waits for one training script at `address` ("" for HookScope's default), or every rank of
   /// one torch.distributed job: listening() with the address to give it, or listenFailed(). The
   /// first to attach replaces the open session; the other ranks of its job join it (rankAttached).
-  void listen(const QString& address);
+  /// Modules whose path matches one of `hooks` (fnmatch) are hooked for activations and
+  /// gradients from its first step.
+  void listen(const QString& address, const QStringList& hooks = QStringList());
   /// Stops waiting for a script (one attached stays).
   void stopListening();
   /// Runs `work` on the open session, on the session thread, in order with every other call
@@ -143,7 +145,7 @@ private:
   /// Session thread: an export (of `checkpoint`, when given) opened read-only.
   void openReview(const QString& dir, const QString& checkpoint);
   /// Session thread: starts waiting for a script.
-  void startListening(const QString& address);
+  void startListening(const QString& address, const QStringList& hooks);
 
   QThread m_thread;
   QObject* m_context;  ///< lives on m_thread: what queued work runs on

@@ -239,7 +239,7 @@ void MainWindow::attachScript(const QString& address) {
   if (!m_guard->confirm(tr("Attaching a script"), [this, address] { attachScript(address); })) return;
   // The address this window listened at before (`hookscope --address`, with its token): the
   // HOOKSCOPE_ADDRESS a user exported for it keeps connecting.
-  m_sessions->listen(address.isEmpty() ? m_attachAddress : address);
+  m_sessions->listen(address.isEmpty() ? m_attachAddress : address, m_attachHooks);
 }
 
 void MainWindow::openCapture(const QString& dir) {

@@ -112,6 +112,9 @@ public Q_SLOTS:
   /// Waits for a training script at `address` (empty: HookScope's default) and shows how to
   /// attach one (File > Attach to a training script).
   void attachScript(const QString& address = QString()) override;
+  /// Module path patterns (fnmatch, as `hookscope-cli record --hook`) whose Act and Grad the
+  /// next attached script gets ticked at once (`hookscope --attach --hook '*'`).
+  void setAttachHooks(const QStringList& patterns) { m_attachHooks = patterns; }
   void run() override;
   void pause() override;
   void stepOnce() override;
@@ -197,6 +200,7 @@ private:
   TensorBoardExport* m_tensorBoard = nullptr;
   WindowMenus* m_menus = nullptr;
   QPointer<CheckpointCompare> m_lastCompare;
+  QStringList m_attachHooks;
   bool m_breakShown = false;     ///< the status bar shows where a breakpoint paused the run
   bool m_stoppingShown = false;  ///< the status bar says a Stop waits for the step in progress
   bool m_interactive = true;

@@ -52,7 +52,10 @@ void SpikeFinder::check() {
   m_result = firstMovers(*store, m_parts.tree->paths(), spike->step, settings);
   // Short enough for a 1024 px window's status bar; the tooltip holds explain's lines whole.
   const QString at = tr("Loss left its band at step %1 (+%2σ)").arg(spike->step).arg(spike->score, 0, 'f', 1);
-  if (m_result.movers.empty()) {
+  if (m_result.movers.empty() && store->seriesKeys().empty()) {
+    // Nothing was hooked, so no layer could be named: say so, not "no layer was out of its band".
+    m_summary = tr("%1; no layer is hooked, so none can be named: tick Act or Grad in the tree").arg(at);
+  } else if (m_result.movers.empty()) {
     m_summary = tr("%1; no layer was out of its own band there").arg(at);
   } else {
     const BandMover& first = m_result.movers.front();

@@ -125,6 +125,10 @@ public:
     if (m_fd >= 0) ::close(m_fd);
   }
   bool connected() const { return m_fd >= 0; }
+  /// Sends one JSON message, as a script does.
+  bool send(const nlohmann::json& message) {
+    return hookscope::sendAll(m_fd, hookscope::wire::encodeFrame(hookscope::wire::kJsonFrame, message.dump()));
+  }
   /// Reads for `ms` milliseconds; the messages that came, by type.
   std::map<std::string, std::vector<nlohmann::json>> readFor(int ms) {
     std::map<std::string, std::vector<nlohmann::json>> out;
@@ -408,6 +412,59 @@ private Q_SLOTS:
       QCOMPARE(hooks->second.size(), std::size_t(1));
       QCOMPARE(hooks->second.front()["hooks"].size(), std::size_t(1000));
     }
+  }
+
+  // `hookscope --attach --hook 'layer1*'`: the README's quick start hooked nothing, and a run
+  // ended with a loss curve alone. The matching modules are ticked (Act and Grad) from the first
+  // step, and the script is told so in its welcome.
+  void attachWithHookPatternsTicksTheMatchingModules() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    window.setAttachHooks({QStringLiteral("layer1*"), QStringLiteral("layer3")});
+    QString address;
+    listenIn(window, dir, &address);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    FakeRank rank(address, 0, 1, 12);
+    QVERIFY(rank.connected());
+    QVERIFY(opened.wait(kTimeout));
+    ModuleTreeModel* tree = window.treeModel();
+    const auto ticked = [tree](int module, int column) {
+      return tree->data(tree->indexOfModule(module, column), Qt::CheckStateRole).toInt() == Qt::Checked;
+    };
+    for (int m = 1; m < 12; ++m) {
+      const bool wanted = m == 1 || m == 10 || m == 11 || m == 3;  // layer1, layer10, layer11, layer3
+      QCOMPARE(ticked(m, ModuleTreeModel::Act), wanted);
+      QCOMPARE(ticked(m, ModuleTreeModel::Grad), wanted);
+      QVERIFY(!ticked(m, ModuleTreeModel::In));
+    }
+    std::vector<nlohmann::json> welcome;
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeout);
+         welcome.empty() && std::chrono::steady_clock::now() < until;) {
+      auto got = rank.readFor(200);
+      if (got.count("welcome")) welcome = got["welcome"];
+    }
+    QVERIFY2(!welcome.empty(), "no welcome");
+    QCOMPARE(welcome.front()["hooks"].size(), std::size_t(4));
+  }
+
+  // A script with nothing ticked whose loss spikes: the status bar said "no layer was out of its
+  // own band there", as if layers had been watched; it says none is hooked, and what to do.
+  void aSpikeWithNothingHookedSaysNothingIsHooked() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    QString address;
+    listenIn(window, dir, &address);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    FakeRank rank(address, 0, 1, 4);
+    QVERIFY(rank.connected());
+    QVERIFY(opened.wait(kTimeout));
+    for (int step = 0; step < 40; ++step) {
+      const double loss = step == 30 ? 50.0 : 1.0 + 0.01 * (step % 3);
+      QVERIFY(rank.send({{"type", "step"}, {"step", step}, {"scalars", {{"loss", loss}}}}));
+    }
+    QTRY_VERIFY2_WITH_TIMEOUT(window.statusBar()->currentMessage().contains(QStringLiteral("no layer is hooked")),
+                              qPrintable(window.statusBar()->currentMessage()), kTimeout);
+    QVERIFY(window.statusBar()->currentMessage().startsWith(QStringLiteral("Loss left its band at step 30")));
   }
 
   // Issue 49 in the window: a transformer script whose blocks.2.mlp.fc1 weights are scaled x30 at
