@@ -55,7 +55,7 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   m_table->setWordWrap(false);
   // The selected alert's whole message, wrapped, under the table: the column has room for its
   // start only (at 1024 px a message was cut twice, "11.25% of the gradien…'fc2' …").
-  m_detail = new QLabel(tr("Select an alert to read its whole message; activate it to go to its step."), this);
+  m_detail = new QLabel(hint(), this);
   m_detail->setWordWrap(true);
   m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_detail->setContentsMargins(4, 2, 4, 2);
@@ -157,6 +157,11 @@ void AlertsPanel::clear() {
   m_table->setRowCount(0);
   m_rows.clear();
   m_ranks = false;
+  m_detail->setText(hint());  // not the last session's alert under an empty table
+}
+
+QString AlertsPanel::hint() const {
+  return tr("Select an alert to read its whole message; activate it to go to its step.");
 }
 int AlertsPanel::count() const { return m_table->rowCount(); }
 

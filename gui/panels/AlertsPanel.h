@@ -28,6 +28,9 @@ Q_SIGNALS:
   void alertActivated(qint64 step, const QString& module, int rank, hookscope::CaptureKind kind);
 
 private:
+  /// The line under the table when no alert is selected.
+  QString hint() const;
+
   QTableWidget* m_table;
   class QLabel* m_detail;
   QHash<QString, int> m_rows;  ///< rule|kind|rank|module -> row

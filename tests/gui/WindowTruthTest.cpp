@@ -547,6 +547,12 @@ private Q_SLOTS:
     panel.addAlerts({wordy});
     table->setCurrentCell(1, 0);
     QCOMPARE(panel.detailText(), QString::fromStdString(wordy.message));
+    // Another session's alerts replace these: the line under the emptied table no longer says
+    // the last session's alert ("amax of 'block1.0' is 118.3 sigma…" stayed after a new script).
+    panel.clear();
+    QCOMPARE(table->rowCount(), 0);
+    QVERIFY2(!panel.detailText().contains(QStringLiteral("fc2")), qPrintable(panel.detailText()));
+    QVERIFY(panel.detailText().startsWith(QStringLiteral("Select an alert")));
   }
 
   // A message longer than the room left of the step, rate and memory fields is cut with an
