@@ -150,7 +150,9 @@ void WindowMenus::showBreakOn(RuleKind rule, bool on) {
 void WindowMenus::update(const SessionView& view) {
   // What each kind can do now is the session's to say (Session::abilities); here only names.
   const SessionAbilities& can = view.can;
-  const bool attached = view.attached();
+  // Detach while a script is attached; once it left, or while a file opens in its place (Stop
+  // cancels that), it is Stop again.
+  const bool attached = view.attached() && view.scriptEnded.isEmpty() && !view.state.loading;
   m_runAction->setEnabled(can.run);
   m_runAction->setText(view.state.paused() ? tr("&Resume") : tr("&Run"));
   // Paused: Resume (F5) is the one way on; Pause stays Pause.

@@ -25,6 +25,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QAction>
 #include <QSignalSpy>
 #include <QSplitter>
 #include <QTreeView>
@@ -445,6 +446,32 @@ private Q_SLOTS:
     }
     QVERIFY2(!welcome.empty(), "no welcome");
     QCOMPARE(welcome.front()["hooks"].size(), std::size_t(4));
+  }
+
+  // Stop reads Detach while a script is attached, and Stop again once it left (after a Detach,
+  // opening a file said "Stop (Shift+F5) cancels" beside a button that read Detach).
+  void stopReadsDetachOnlyWhileAScriptIsAttached() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    QString address;
+    listenIn(window, dir, &address);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    const auto stopText = [&window] {
+      for (QAction* action : window.findChildren<QAction*>()) {
+        if (action->text() == QStringLiteral("De&tach") || action->text() == QStringLiteral("S&top")) {
+          return action->text();
+        }
+      }
+      return QString();
+    };
+    {
+      FakeRank rank(address, 0, 1, 3);
+      QVERIFY(rank.connected());
+      QVERIFY(opened.wait(kTimeout));
+      QTRY_COMPARE_WITH_TIMEOUT(stopText(), QStringLiteral("De&tach"), kTimeout);
+    }  // the script goes away
+    QTRY_VERIFY_WITH_TIMEOUT(!window.view().scriptEnded.isEmpty(), kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(stopText(), QStringLiteral("S&top"), kTimeout);
   }
 
   // A script with nothing ticked whose loss spikes: the status bar said "no layer was out of its
