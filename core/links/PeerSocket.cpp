@@ -78,27 +78,23 @@ bool PeerSocket::readFirst(int timeoutMs, wire::Frame* frame, std::vector<wire::
   wire::FrameReader reader;
   reader.setLimit(limit);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-  std::vector<char> buffer(1 << 16);
   *closed = false;
-  while (!reader.next(frame)) {
-    if (!reader.error().empty()) {
+  switch (wire::waitForFrame(m_fd, reader, deadline, frame, [this](char* buffer, std::size_t size) {
+            return long(receiveWithDescriptors(buffer, size));
+          })) {
+    case wire::FrameWait::Complete:
+      break;
+    case wire::FrameWait::Bad:
       *peerVersion = reader.peerVersion();
       *error = reader.error();
       return false;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{m_fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) {
+    case wire::FrameWait::TimedOut:
       *error = "no hello within " + std::to_string(timeoutMs / 1000) + " s: not a HookScope script";
       return false;
-    }
-    const ssize_t n = receiveWithDescriptors(buffer.data(), buffer.size());
-    if (n <= 0) {
+    case wire::FrameWait::Closed:
       *closed = true;
       *error = "the peer closed the connection before its hello";
       return false;
-    }
-    reader.feed(buffer.data(), std::size_t(n));
   }
   wire::Frame next;
   while (reader.next(&next)) rest->push_back(std::move(next));

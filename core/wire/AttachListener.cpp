@@ -229,24 +229,14 @@ namespace {
 bool readMessage(int fd, wire::FrameReader& reader, std::chrono::steady_clock::time_point deadline,
                  nlohmann::json* message, std::string* error) {
   wire::Frame frame;
-  char buffer[4096];
-  while (!reader.next(&frame)) {
-    if (!reader.error().empty()) {
-      *error = reader.error();
-      return false;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) {
-      *error = "no answer within 10 s";
-      return false;
-    }
-    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) {
-      *error = "the listener closed the connection";
-      return false;
-    }
-    reader.feed(buffer, std::size_t(n));
+  const auto outcome = wire::waitForFrame(fd, reader, deadline, &frame, [fd](char* buffer, std::size_t size) {
+    return long(::recv(fd, buffer, size, 0));
+  });
+  if (outcome != wire::FrameWait::Complete) {
+    *error = outcome == wire::FrameWait::Bad        ? reader.error()
+             : outcome == wire::FrameWait::TimedOut ? std::string("no answer within 10 s")
+                                                    : std::string("the listener closed the connection");
+    return false;
   }
   *message = nlohmann::json::parse(frame.payload, nullptr, false);
   if (frame.type != wire::kJsonFrame || !message->is_object()) {

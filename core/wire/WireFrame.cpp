@@ -1,6 +1,9 @@
 #include "wire/WireFrame.h"
 
+#include <poll.h>
+
 #include <cstring>
+#include <vector>
 
 namespace hookscope::wire {
 
@@ -79,6 +82,21 @@ bool FrameReader::next(Frame* frame) {
     m_start = 0;
   }
   return true;
+}
+
+FrameWait waitForFrame(int fd, FrameReader& reader, std::chrono::steady_clock::time_point deadline, Frame* frame,
+                       const std::function<long(char* buffer, std::size_t size)>& receive) {
+  std::vector<char> buffer(1 << 16);
+  while (!reader.next(frame)) {
+    if (!reader.error().empty()) return FrameWait::Bad;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) return FrameWait::TimedOut;
+    const long n = receive(buffer.data(), buffer.size());
+    if (n <= 0) return FrameWait::Closed;
+    reader.feed(buffer.data(), std::size_t(n));
+  }
+  return FrameWait::Complete;
 }
 
 } // namespace hookscope::wire

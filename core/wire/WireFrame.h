@@ -2,8 +2,10 @@
 // Framing of the attach protocol (docs/protocol.md): an 8-byte header, then a JSON message.
 // No LibTorch here: the fuzzer drives it alone.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,5 +58,14 @@ private:
   std::uint8_t m_peerVersion = 0;
   std::uint32_t m_limit = kMaxJsonBytes;
 };
+
+/// How waiting for one frame ended.
+enum class FrameWait { Complete, Bad, TimedOut, Closed };
+
+/// Feeds `reader` with what `receive` gets from `fd` (recv-like: bytes, 0 when the peer closed,
+/// negative on an error) until a frame is complete (Complete, in `frame`), the stream is bad
+/// (Bad: reader.error() says why), `deadline` passes (TimedOut) or the peer closes (Closed).
+FrameWait waitForFrame(int fd, FrameReader& reader, std::chrono::steady_clock::time_point deadline, Frame* frame,
+                       const std::function<long(char* buffer, std::size_t size)>& receive);
 
 } // namespace hookscope::wire

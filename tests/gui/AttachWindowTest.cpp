@@ -39,6 +39,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 using hookscope::CaptureKind;
@@ -155,6 +157,17 @@ private:
   int m_fd = -1;
   hookscope::wire::FrameReader m_reader;
 };
+
+/// `window` listening in `dir` with one fake script of `modules` modules attached; null when it
+/// did not attach.
+std::unique_ptr<FakeRank> attachFakeScript(MainWindow& window, const QTemporaryDir& dir, int modules) {
+  QString address;
+  listenIn(window, dir, &address);
+  QSignalSpy opened(&window, &MainWindow::modelOpened);
+  auto rank = std::make_unique<FakeRank>(address, 0, 1, modules);
+  if (!rank->connected() || !opened.wait(kTimeout)) return nullptr;
+  return rank;
+}
 
 } // namespace
 
@@ -422,12 +435,8 @@ private Q_SLOTS:
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     MainWindow window;
     window.setAttachHooks({QStringLiteral("layer1*"), QStringLiteral("layer3")});
-    QString address;
-    listenIn(window, dir, &address);
-    QSignalSpy opened(&window, &MainWindow::modelOpened);
-    FakeRank rank(address, 0, 1, 12);
-    QVERIFY(rank.connected());
-    QVERIFY(opened.wait(kTimeout));
+    const auto rank = attachFakeScript(window, dir, 12);
+    QVERIFY(rank);
     ModuleTreeModel* tree = window.treeModel();
     const auto ticked = [tree](int module, int column) {
       return tree->data(tree->indexOfModule(module, column), Qt::CheckStateRole).toInt() == Qt::Checked;
@@ -441,7 +450,7 @@ private Q_SLOTS:
     std::vector<nlohmann::json> welcome;
     for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeout);
          welcome.empty() && std::chrono::steady_clock::now() < until;) {
-      auto got = rank.readFor(200);
+      auto got = rank->readFor(200);
       if (got.count("welcome")) welcome = got["welcome"];
     }
     QVERIFY2(!welcome.empty(), "no welcome");
@@ -453,9 +462,6 @@ private Q_SLOTS:
   void stopReadsDetachOnlyWhileAScriptIsAttached() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     MainWindow window;
-    QString address;
-    listenIn(window, dir, &address);
-    QSignalSpy opened(&window, &MainWindow::modelOpened);
     const auto stopText = [&window] {
       for (QAction* action : window.findChildren<QAction*>()) {
         if (action->text() == QStringLiteral("De&tach") || action->text() == QStringLiteral("S&top")) {
@@ -464,12 +470,10 @@ private Q_SLOTS:
       }
       return QString();
     };
-    {
-      FakeRank rank(address, 0, 1, 3);
-      QVERIFY(rank.connected());
-      QVERIFY(opened.wait(kTimeout));
-      QTRY_COMPARE_WITH_TIMEOUT(stopText(), QStringLiteral("De&tach"), kTimeout);
-    }  // the script goes away
+    auto rank = attachFakeScript(window, dir, 3);
+    QVERIFY(rank);
+    QTRY_COMPARE_WITH_TIMEOUT(stopText(), QStringLiteral("De&tach"), kTimeout);
+    rank.reset();  // the script goes away
     QTRY_VERIFY_WITH_TIMEOUT(!window.view().scriptEnded.isEmpty(), kTimeout);
     QTRY_COMPARE_WITH_TIMEOUT(stopText(), QStringLiteral("S&top"), kTimeout);
   }
@@ -479,15 +483,11 @@ private Q_SLOTS:
   void aSpikeWithNothingHookedSaysNothingIsHooked() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     MainWindow window;
-    QString address;
-    listenIn(window, dir, &address);
-    QSignalSpy opened(&window, &MainWindow::modelOpened);
-    FakeRank rank(address, 0, 1, 4);
-    QVERIFY(rank.connected());
-    QVERIFY(opened.wait(kTimeout));
+    const auto rank = attachFakeScript(window, dir, 4);
+    QVERIFY(rank);
     for (int step = 0; step < 40; ++step) {
       const double loss = step == 30 ? 50.0 : 1.0 + 0.01 * (step % 3);
-      QVERIFY(rank.send({{"type", "step"}, {"step", step}, {"scalars", {{"loss", loss}}}}));
+      QVERIFY(rank->send({{"type", "step"}, {"step", step}, {"scalars", {{"loss", loss}}}}));
     }
     QTRY_VERIFY2_WITH_TIMEOUT(window.statusBar()->currentMessage().contains(QStringLiteral("no layer is hooked")),
                               qPrintable(window.statusBar()->currentMessage()), kTimeout);
