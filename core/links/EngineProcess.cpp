@@ -301,9 +301,10 @@ EngineProcess::~EngineProcess() {
   if (m_errThread.joinable()) m_errThread.join();
   if (m_errFd >= 0) ::close(m_errFd);
   if (m_log) std::fclose(m_log);
-  // The log is kept for an engine that failed, which the messages point at; not for one that
-  // asked for trust, whose findings were said in full.
-  if (!m_logPath.empty() && (!failed() || m_logSaid)) std::remove(m_logPath.c_str());
+  // The log is kept for an engine that failed when a message pointed at it (failureText); not
+  // for one that asked for trust, whose findings were said in full, nor for one whose own last
+  // word was passed on as it was (a model that cannot load): no file is left that no one named.
+  if (!m_logPath.empty() && (!failed() || m_logSaid || !m_logPointed)) std::remove(m_logPath.c_str());
   std::error_code ignored;
   if (!m_scratch.empty()) std::filesystem::remove_all(m_scratch, ignored);
 }
@@ -318,7 +319,10 @@ std::string EngineProcess::logPath() const {
 std::string EngineProcess::failureText() const {
   std::string text = errorSummary();
   const std::string log = logPath();
-  if (!log.empty()) text += (text.empty() ? "" : " ") + std::string("(its whole output: ") + log + ")";
+  if (!log.empty()) {
+    text += (text.empty() ? "" : " ") + std::string("(its whole output: ") + log + ")";
+    m_logPointed = true;
+  }
   return text;
 }
 

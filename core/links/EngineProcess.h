@@ -129,6 +129,7 @@ private:
   std::FILE* m_log = nullptr;
   std::size_t m_logged = 0;
   bool m_logSaid = false;    // all the log holds was said (a refusal's findings): removed at the end
+  mutable std::atomic<bool> m_logPointed{false};  // a message named the log (failureText): kept
   std::string m_scratch;     // the folder the engine may write in (HOOKSCOPE_ENGINE_SCRATCH): removed at the end
   std::unique_ptr<ScriptLink> m_link;
 };

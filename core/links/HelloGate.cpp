@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
 
 namespace hookscope {
 
@@ -71,7 +72,14 @@ void HelloGate::add(int fd) {
     if (open(nullptr) >= m_limits.total) closeOldestLocked(nullptr);
     m_waiting.push_back(w);
     // Made under the lock: the thread's last step, which takes it, finds itself in m_threads.
-    m_threads.emplace(w.id, std::thread([this, id = w.id, fd] { read(id, fd); }));
+    try {
+      m_threads.emplace(w.id, std::thread([this, id = w.id, fd] { read(id, fd); }));
+    } catch (const std::system_error&) {  // no thread to be had (a process at its limit): refused
+      m_waiting.pop_back();
+      ::close(w.watch);
+      ::close(fd);
+      m_outcomes.push_back(Outcome{nullptr, "HookScope could not start a thread to read this connection", 1});
+    }
   }
   for (auto& thread : finished) thread.join();
 }

@@ -625,6 +625,14 @@ def test_a_python_engine_leaves_no_scratch_folder_behind(tmp):
                   os.path.join(tmp, "refused"), "--input", "2x4", env={"TMPDIR": temp})
     assert refused.returncode in (3, 9), refused.stderr
     assert os.listdir(temp) == [], os.listdir(temp)
+    # Trusted, the same pickle cannot load (its classes were its script's own): the engine's own
+    # message is passed on, and its log (hookscope-engine-PID.log, which no message named) went
+    # with it; it was left in TMPDIR.
+    failed = cli("capture", os.path.join(FIXTURES, "bad", "eager_zip.pt"), "--trust", "--out",
+                 os.path.join(tmp, "failed"), "--input", "2x4", env={"TMPDIR": temp})
+    assert failed.returncode == 3 and "defined the model's classes itself" in failed.stderr, failed.stderr
+    assert "its whole output" not in failed.stderr
+    assert os.listdir(temp) == [], os.listdir(temp)
 
 
 def test_a_step_that_never_ends_is_stopped_at_the_step_timeout(tmp):
