@@ -245,6 +245,13 @@ bool writeExport(const std::string& dir, const ExportManifest& manifest, const C
 
 namespace {
 
+// A series as the readers' messages name it: "activation 'fc1' (call 0, index 0, rank 0)".
+std::string seriesText(const SeriesKey& key) {
+  return std::string(captureKindName(key.kind)) + " '" +
+         printableText(key.module.empty() ? "(root)" : key.module, false).substr(0, 200) + "' (call " +
+         std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) + ")";
+}
+
 // Fills the histograms of `series` from histograms.pt; "" on success, else what is wrong. The
 // file holds a table for every series of stats.csv, a row for each of its steps, as writeExport
 // writes them: a table for no series, a series without one, or steps that differ is a damaged
@@ -307,10 +314,7 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
   }
   for (const auto& [key, points] : series) {
     if (!points.empty() && !matched.count(key)) {
-      return mismatch + "stats.csv has the series " + captureKindName(key.kind) + " of '" +
-             printableText(key.module.empty() ? "(root)" : key.module, false).substr(0, 200) + "' (call " +
-             std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) +
-             ") and histograms.pt has no table for it" + why;
+      return mismatch + "stats.csv has the series " + seriesText(key) + " and histograms.pt has no table for it" + why;
     }
   }
   return "";
@@ -459,10 +463,8 @@ std::string readStatsCsv(const fs::path& folder, const std::string& dir,
     const auto twice = std::adjacent_find(points.begin(), points.end(),
                                           [](const SeriesPoint& a, const SeriesPoint& b) { return a.step == b.step; });
     if (twice != points.end()) {
-      return dir + "/stats.csv has step " + std::to_string(twice->step) + " of " + captureKindName(key.kind) + " '" +
-             printableText(key.module.empty() ? "(root)" : key.module, false).substr(0, 200) + "' (call " +
-             std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) +
-             ") twice: the export is damaged; export it again from its source.";
+      return dir + "/stats.csv has step " + std::to_string(twice->step) + " of " + seriesText(key) +
+             " twice: the export is damaged; export it again from its source.";
     }
   }
   return "";

@@ -275,7 +275,7 @@ def _read_histograms(run):
         series.counts, series.edges = entry["counts"][rows], entry["edges"][rows]
     for key, series in sorted(run._series.items()):
         if series.steps and key not in matched:
-            raise RunReadError("%s does not match stats.csv: stats.csv has the series %s of %r (call %d, index %d, "
+            raise RunReadError("%s does not match stats.csv: stats.csv has the series %s %r (call %d, index %d, "
                                "rank %d) and histograms.pt has no table for it%s"
                                % (path, key[0], key[1] or "(root)", key[2], key[3], key[4], why))
 
