@@ -35,12 +35,18 @@ StepAnswer StepGate::check(CaptureStore& store, const StepOrder& order, GapRecor
     gap.bytes = done->droppedBytes;
     m_gaps.push_back(std::move(gap));
   }
+  std::set<std::pair<std::string, CaptureKind>> outOfBand;
   for (const auto& alert : done->alerts) {
-    if (m_breakRules & (1u << unsigned(alert.rule))) {
+    if (alert.rule == RuleKind::Anomaly) outOfBand.emplace(alert.module, alert.kind);
+  }
+  for (const auto& alert : done->alerts) {
+    const bool stillOut = alert.rule == RuleKind::Anomaly && m_outOfBand.count({alert.module, alert.kind});
+    if ((m_breakRules & (1u << unsigned(alert.rule))) && !stillOut) {
       done->breakAlert = alert;
       break;
     }
   }
+  m_outOfBand = std::move(outOfBand);
   if (!done->breakAlert) return StepAnswer::Go;
   *reason = std::string("HookScope stopped the run at step ") + std::to_string(done->step) + " on " +
             ruleName(done->breakAlert->rule) + ": " + done->breakAlert->message;

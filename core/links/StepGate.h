@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hookscope {
@@ -24,6 +26,8 @@ public:
 
   /// Checks `done` (its step's captures are in `store`, reached in `order`): its alerts and
   /// break, `gap` kept when it dropped captures. Returns how the step is answered, and why.
+  /// An anomaly breaks once per excursion: where its series leaves its band, not again at each
+  /// step it stays out (a second excursion, or another series leaving, breaks again).
   StepAnswer check(CaptureStore& store, const StepOrder& order, GapRecord gap, int rank, AttachedStep* done,
                    std::string* reason);
 
@@ -33,6 +37,8 @@ public:
 private:
   std::unique_ptr<RuleEvaluator> m_rules;
   std::vector<GapRecord> m_gaps;
+  /// The series out of their band (anomaly) at the last step checked: (module, kind).
+  std::set<std::pair<std::string, CaptureKind>> m_outOfBand;
   std::uint32_t m_breakRules = 0;
   bool m_stopOnBreak = false;
 };
