@@ -16,8 +16,9 @@ using namespace hookscope;
 namespace {
 constexpr int kMaxRows = 5000;  // a runaway rule must not grow the table without bound
 
-/// The message column: one line cut once, at its end (the whole message is under the table).
-class MessageDelegate : public QStyledItemDelegate {
+/// One line cut once, at its end: the message (whole under the table) and the values (a range
+/// cut in its middle read as another number: "63.7…4.86" for 63.7 – 64.86).
+class EndElideDelegate : public QStyledItemDelegate {
 public:
   using QStyledItemDelegate::QStyledItemDelegate;
 
@@ -50,8 +51,9 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   int rule = 0;
   for (int i = 0; i < kRuleCount; ++i) rule = std::max(rule, metrics.horizontalAdvance(QString::fromLatin1(ruleName(RuleKind(i)))));
   m_table->setColumnWidth(2, rule + pad);
-  m_table->setColumnWidth(3, metrics.horizontalAdvance(QStringLiteral("-1.23e+05")) + pad);
-  m_table->setItemDelegateForColumn(4, new MessageDelegate(m_table));
+  m_table->setColumnWidth(3, metrics.horizontalAdvance(QStringLiteral("-9.61 – 118.3")) + pad);  // a range whole
+  m_table->setItemDelegateForColumn(3, new EndElideDelegate(m_table));
+  m_table->setItemDelegateForColumn(4, new EndElideDelegate(m_table));
   m_table->setWordWrap(false);
   // The selected alert's whole message, wrapped, under the table: the column has room for its
   // start only (at 1024 px a message was cut twice, "11.25% of the gradien…'fc2' …").

@@ -1,6 +1,7 @@
 // The plot pages on stores filled by hand: axes that hold every drawn point, gaps that stay
 // gaps, a heatmap without holes, a legend that keeps to a corner, and the step slider's keys.
 #include "panels/PlotsPanel.h"
+#include "panels/AlertsPanel.h"
 #include "models/ModuleTreeModel.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
@@ -13,6 +14,7 @@
 
 #include <QComboBox>
 #include <QSlider>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QFile>
 #include <QTest>
@@ -709,6 +711,31 @@ private Q_SLOTS:
     QCOMPARE(ModuleTreeModel::compactNumber(73.125), QStringLiteral("73.1"));
     QCOMPARE(ModuleTreeModel::compactNumber(2.5e6), QStringLiteral("2.5e6"));
     QCOMPARE(ModuleTreeModel::compactNumber(0), QStringLiteral("0"));
+  }
+
+  // Issue 59: the Value column cut a range in its middle into another-looking number ("63.7…4.86"
+  // for 63.7 – 64.86, "-9.6…18.3" for -9.61 – 118.3): a range of 4-digit values is whole (a
+  // longer one is cut at its end, where the ellipsis shows it goes on).
+  void anAlertsValueRangeIsWholeOrCutAtItsEnd() {
+    AlertsPanel panel;
+    panel.resize(1000, 300);
+    panel.show();
+    hookscope::Alert low{3, "blocks.1.norm", CaptureKind::Activation, hookscope::RuleKind::Anomaly, -9.61, "below its band"};
+    hookscope::Alert high = low;
+    high.step = 4;
+    high.value = 118.3;
+    hookscope::Alert wide{5, "blocks.2.fc1", CaptureKind::Activation, hookscope::RuleKind::Anomaly, -1.234e-5, "below its band"};
+    hookscope::Alert wider = wide;
+    wider.step = 6;
+    wider.value = 123456789.0;
+    panel.addAlerts({low, high, wide, wider});
+    auto* table = panel.findChild<QTableWidget*>();
+    QVERIFY(table);
+    QCOMPARE(table->rowCount(), 2);
+    QCOMPARE(table->item(0, 3)->text(), QStringLiteral("-9.61 – 118.3"));
+    const QFontMetrics metrics(table->font());
+    QVERIFY2(metrics.horizontalAdvance(table->item(0, 3)->text()) + 8 <= table->columnWidth(3),
+             qPrintable(QString::number(table->columnWidth(3))));
   }
 
   void theSliderStepsWithTheKeyboardAndThePlotsFollow() {
