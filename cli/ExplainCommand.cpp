@@ -38,14 +38,14 @@ std::string number(double v) {
 
 bool writeCsv(const std::string& path, const FirstMovers& result, std::string* error) {
   std::ostringstream out;
-  out << "step,order,moved,kind,module,call,index,rank,start,statistic,value,score\n";
+  out << "step,order,moved,kind,module,call,index,rank,start,statistic,value,score,back\n";
   int order = 0;
   for (const auto* list : {&result.movers, &result.furthest}) {
     for (const BandMover& m : *list) {
       out << result.step << "," << ++order << "," << (m.start ? 1 : 0) << "," << captureKindName(m.key.kind) << ","
           << csvField(m.key.module) << "," << m.key.call << "," << m.key.index << "," << m.key.rank << ","
           << (m.start ? std::to_string(*m.start) : std::string()) << "," << m.statistic << "," << number(m.value)
-          << "," << number(m.score) << "\n";
+          << "," << number(m.score) << "," << (m.back ? std::to_string(*m.back) : std::string()) << "\n";
     }
   }
   return writeTextFile(path, out.str(), error);

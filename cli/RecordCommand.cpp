@@ -241,11 +241,14 @@ int Recording::finish() {
   std::cerr << "\n";
   // Where the loss's spike started, when it had one (explain says the rest).
   const FirstMovers spike = firstMovers(*m_store, manifest.modulePaths(), std::nullopt, m_store->bandSettings());
+  const std::string more = " (hookscope-cli explain " + m_options.out + " says more)";
   if (!spike.movers.empty() && spike.loss) {
     std::cerr << printableText("the loss left its band at step " + std::to_string(spike.step) + "; " +
-                               describeMovers(spike, 1).front() + " (hookscope-cli explain " + m_options.out +
-                               " says more)")
+                               describeMovers(spike, 1).front() + more)
               << "\n";
+  } else if (!spike.unfollowed.empty()) {
+    const auto lines = describeMovers(spike, 1);  // why, "but N series left…", the first of them
+    std::cerr << printableText("the loss never left its band, " + lines[1] + " " + lines[2].substr(2) + more) << "\n";
   }
   if (m_stopSignal) {
     return error(128 + m_stopSignal, "interrupted by " + manifest.interrupted +

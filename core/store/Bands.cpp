@@ -33,22 +33,17 @@ BandScore storedScore(std::int64_t step, double value, double score) {
 }
 
 /// A series' points up to `step`. Scored again, every one (a band is made of what came before);
-/// with the store's scores, only as far back as an excursion reaches: a long run's whole history
-/// is not copied to explain one step.
-std::vector<BandPoint> pointsUpTo(const CaptureStore& store, const SeriesKey& key, std::int64_t step, bool stored,
-                                  double sigma) {
+/// with the store's scores, from its last point before `since` on: a long run's whole history is
+/// not copied to explain one step.
+std::vector<BandPoint> pointsUpTo(const CaptureStore& store, const SeriesKey& key, std::int64_t since, std::int64_t step,
+                                  bool stored) {
   if (!stored) return store.bandPoints(key, 0, step);
   for (std::int64_t span = 256;; span *= 4) {
-    const std::int64_t from = step - span;
+    const std::int64_t from = since - span;
     auto points = store.bandPoints(key, from, step);
-    if (from <= 0 || points.empty() || points.back().step != step) return points;
-    // Does some statistic's run of out-of-band steps reach the first point read?
-    bool reaches = false;
-    for (std::size_t i = 0; i < kBandStatistics && !reaches; ++i) {
-      auto out = [&](const BandPoint& p) { return !std::isnan(p.scores[i]) && std::fabs(p.scores[i]) >= sigma; };
-      reaches = std::all_of(points.begin(), points.end(), out);
+    if (from <= 0 || (!points.empty() && points.front().step < since) || !store.pointAt(key, from - 1, nullptr)) {
+      return points;
     }
-    if (!reaches || !store.pointAt(key, points.front().step - 1, nullptr)) return points;
   }
 }
 
@@ -74,6 +69,7 @@ std::vector<BandScore> bandScores(const std::vector<std::pair<std::int64_t, std:
     BandScore score;
     score.step = step;
     score.value = measured ? *measured : std::numeric_limits<double>::quiet_NaN();
+    score.band = band.size();
     const double z = band.push(measured, kind, settings);
     score.scored = !std::isnan(z);
     score.score = score.scored ? z : 0;
@@ -109,11 +105,109 @@ std::optional<BandScore> largestRise(const std::vector<ScalarPoint>& loss, bool 
   return spike;
 }
 
+std::optional<Excursion> firstExcursion(const std::vector<BandScore>& scores, std::int64_t low, std::int64_t high,
+                                        double sigma, std::optional<double> ended) {
+  const double needed = ended.value_or(sigma);
+  std::optional<Excursion> found;
+  double peak = 0;
+  bool wasOut = false;
+  for (const BandScore& s : scores) {
+    if (s.step > high) break;
+    const bool out = s.scored && std::fabs(s.score) >= sigma;
+    if (!found && out && !wasOut && s.step >= low) {
+      found = Excursion{s.step, std::nullopt, s.score, s.value};
+      peak = 0;
+    }
+    if (found) {
+      if (out) {
+        peak = std::max(peak, std::fabs(s.score));
+      } else {  // an unscored step ends it too, as excursionStart stops at one
+        if (peak >= needed) {
+          found->back = s.step;
+          return found;
+        }
+        found.reset();
+      }
+    }
+    wasOut = out;
+  }
+  return found;
+}
+
+namespace {
+
+using Points = std::vector<std::pair<std::int64_t, std::optional<double>>>;
+
+/// A series' values of one statistic, and whether any was measured.
+Points valuesOf(const std::vector<BandPoint>& points, int statistic, bool* any) {
+  Points values;
+  *any = false;
+  for (const auto& p : points) {
+    values.emplace_back(p.step, p.values[std::size_t(statistic)]);
+    *any = *any || values.back().second.has_value();
+  }
+  return values;
+}
+
+/// Keeps `candidate` in `best` when its excursion began earlier, or as early and further out
+/// (the first such in statistic order on a tie).
+void keepEarliest(std::optional<BandMover>* best, BandMover candidate) {
+  if (!*best || std::make_pair(*candidate.start, -std::fabs(candidate.score)) <
+                    std::make_pair(*(*best)->start, -std::fabs((*best)->score))) {
+    *best = std::move(candidate);
+  }
+}
+
+void sortByStart(std::vector<BandMover>* movers) {
+  std::stable_sort(movers->begin(), movers->end(), [](const BandMover& a, const BandMover& b) { return *a.start < *b.start; });
+}
+
+/// The series that left their band with no loss spike to explain (FirstMovers::unfollowed).
+std::vector<BandMover> unfollowed(const CaptureStore& store, const std::vector<SeriesKey>& ordered,
+                                  const BandSettings& settings) {
+  std::vector<BandMover> found;
+  const double strong = kFindingFactor * settings.sigma;
+  const std::size_t full = std::min(kFindingBand, std::size_t(std::max(settings.window, 0)));
+  const std::int64_t last = std::numeric_limits<std::int64_t>::max();
+  for (const auto& key : ordered) {
+    const auto points = store.bandPoints(key, 0, last);
+    std::optional<BandMover> best;
+    for (int statistic = 0; statistic < kBandStatistics; ++statistic) {
+      bool any = false;
+      const Points values = valuesOf(points, statistic, &any);
+      if (!any) continue;
+      auto scores = bandScores(values, kBandStatisticNames[statistic], settings);
+      for (auto& s : scores) s.scored = s.scored && s.band >= full;
+      const auto excursion = firstExcursion(scores, std::numeric_limits<std::int64_t>::min(), last, strong);
+      if (excursion) {
+        keepEarliest(&best, BandMover{key, excursion->start, excursion->back, kBandStatisticNames[statistic],
+                                      excursion->value, excursion->score});
+      }
+    }
+    if (best) found.push_back(*best);
+  }
+  sortByStart(&found);
+  return found;
+}
+
+/// "step 45, activation 'conv1' (amax 2621, 118.0 sigma above its band), back in it at step 46".
+std::string excursionText(const BandMover& m) {
+  return "step " + std::to_string(*m.start) + ", " + nameOf(m.key) + " (" + m.statistic + " " + format("%.4g", m.value) +
+         ", " + format("%.1f", std::fabs(m.score)) + " sigma " + (m.score > 0 ? "above" : "below") + " its band)" +
+         (m.back ? ", back in it at step " + std::to_string(*m.back) : std::string());
+}
+
+} // namespace
+
 FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,
                         std::optional<std::int64_t> step, const BandSettings& settings) {
   FirstMovers result;
+  result.sigma = settings.sigma;
+  result.window = settings.window;
   const BandSettings kept = store.bandSettings();
   const bool stored = kept.window == settings.window && kept.warmup == settings.warmup;
+  std::int64_t since = step ? *step - kBandLookback : 0;
+  bool spiked = true;
   if (!step) {
     const auto loss = store.scalars("loss", 0);
     const std::optional<BandScore> spike = largestRise(loss, stored, settings);
@@ -124,58 +218,75 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
       return result;
     }
     step = spike->step;
-    if (spike->score < settings.sigma) {
-      char text[200];
-      std::snprintf(text, sizeof text,
-                    "the loss never left its band (its largest rise: step %lld, %+.1f sigma against its last %d "
-                    "steps; %.1f needed)",
-                    static_cast<long long>(spike->step), spike->score, settings.window, settings.sigma);
+    Points values;
+    for (const auto& p : loss) values.emplace_back(p.step, p.value);
+    const auto lossScores = bandScores(values, "loss", settings);
+    since = excursionStart(lossScores, *step, settings.sigma).value_or(*step) - kBandLookback;
+    spiked = spike->score >= settings.sigma;
+    if (!spiked) {
+      const auto at = std::find_if(lossScores.begin(), lossScores.end(), [&](const BandScore& s) { return s.step == *step; });
+      char rise[96], text[240];
+      if (spike->score > 0) {
+        std::snprintf(rise, sizeof rise, "its largest rise: step %lld, %+.1f sigma", static_cast<long long>(*step),
+                      spike->score);
+      } else {
+        std::snprintf(rise, sizeof rise, "no rise: at most %+.1f sigma, at step %lld,", spike->score,
+                      static_cast<long long>(*step));
+      }
+      std::snprintf(text, sizeof text, "the loss never left its band (%s against a band of its last %zu steps; %.1f needed)",
+                    rise, at == lossScores.end() ? std::size_t(0) : at->band, settings.sigma);
       result.why = text;
     }
   }
   result.step = *step;
+  result.since = since;
+  const auto ordered = inStepOrder(store.seriesKeys(), moduleOrder);
+  if (!spiked) result.unfollowed = unfollowed(store, ordered, settings);
   std::vector<BandMover> found, near;
-  for (const auto& key : inStepOrder(store.seriesKeys(), moduleOrder)) {
-    const auto points = pointsUpTo(store, key, *step, stored, settings.sigma);
-    if (points.empty() || points.back().step != *step) continue;
-    std::optional<BandMover> best;
-    std::tuple<int, std::int64_t, double> bestRank;
+  for (const auto& key : ordered) {
+    const auto points = pointsUpTo(store, key, since, *step, stored);
+    if (points.empty() || points.front().step > *step) continue;
+    std::optional<BandMover> best, nearest;
     for (int statistic = 0; statistic < kBandStatistics; ++statistic) {
-      std::vector<std::pair<std::int64_t, std::optional<double>>> values;
-      std::vector<BandScore> scores;
       bool any = false;
-      for (const auto& p : points) {
-        values.emplace_back(p.step, p.values[std::size_t(statistic)]);
-        any = any || values.back().second.has_value();
-        scores.push_back(storedScore(p.step, values.back().second.value_or(std::nan("")), p.scores[std::size_t(statistic)]));
-      }
+      const Points values = valuesOf(points, statistic, &any);
       if (!any) continue;
-      if (!stored) scores = bandScores(values, kBandStatisticNames[statistic], settings);
-      const auto at = std::find_if(scores.begin(), scores.end(), [&](const BandScore& s) { return s.step == *step; });
-      if (at == scores.end() || !at->scored) continue;
-      BandMover mover{key, excursionStart(scores, *step, settings.sigma), kBandStatisticNames[statistic], at->value,
-                      at->score};
-      // Out of its band beats inside; then the earlier start; then the further out.
-      const auto rank = mover.start ? std::make_tuple(0, *mover.start, -std::fabs(mover.score))
-                                    : std::make_tuple(1, std::int64_t(0), -std::fabs(mover.score));
-      if (!best || rank < bestRank) {
-        best = mover;
-        bestRank = rank;
+      std::vector<BandScore> scores;
+      if (stored) {
+        for (const auto& p : points) {
+          scores.push_back(storedScore(p.step, p.values[std::size_t(statistic)].value_or(std::nan("")),
+                                       p.scores[std::size_t(statistic)]));
+        }
+      } else {
+        scores = bandScores(values, kBandStatisticNames[statistic], settings);
+      }
+      // One back in its band by the step must have gone twice as far out: a young band's few
+      // sigmas come and go in an untouched run.
+      const auto excursion =
+          spiked ? firstExcursion(scores, since, *step, settings.sigma, kFindingFactor * settings.sigma) : std::nullopt;
+      if (excursion) {
+        keepEarliest(&best, BandMover{key, excursion->start, excursion->back, kBandStatisticNames[statistic],
+                                      excursion->value, excursion->score});
+      }
+      const BandScore& last = scores.back();
+      if (last.step == *step && last.scored && (!nearest || std::fabs(last.score) > std::fabs(nearest->score))) {
+        nearest = BandMover{key, std::nullopt, std::nullopt, kBandStatisticNames[statistic], last.value, last.score};
       }
     }
-    if (best) (best->start ? found : near).push_back(*best);
+    if (best) found.push_back(*best);
+    else if (nearest && std::fabs(nearest->score) < settings.sigma) near.push_back(*nearest);  // out since before `since`: neither
   }
-  std::stable_sort(found.begin(), found.end(), [](const BandMover& a, const BandMover& b) { return *a.start < *b.start; });
+  sortByStart(&found);
   result.movers = found;
-  if (found.empty()) {
+  if (found.empty() && result.unfollowed.empty()) {
     std::stable_sort(near.begin(), near.end(),
                      [](const BandMover& a, const BandMover& b) { return std::fabs(a.score) > std::fabs(b.score); });
     if (near.size() > 5) near.resize(5);
     result.furthest = near;
     if (result.why.empty()) {
       char text[160];
-      std::snprintf(text, sizeof text, "no series was %.1f sigma or more from its band at step %lld", settings.sigma,
-                    static_cast<long long>(*step));
+      std::snprintf(text, sizeof text, "no series left its band (%.1f sigma or more) from step %lld to step %lld",
+                    settings.sigma, static_cast<long long>(since), static_cast<long long>(*step));
       result.why = text;
     }
   }
@@ -188,14 +299,23 @@ std::vector<std::string> describeMovers(const FirstMovers& result, int limit) {
   for (std::size_t i = 0; i < result.movers.size() && int(i) < limit; ++i) {
     const BandMover& m = result.movers[i];
     const bool tie = i > 0 && *m.start == *result.movers[i - 1].start;
-    lines.push_back(std::string(i == 0 ? "first to move" : "then") + ": step " + std::to_string(*m.start) + ", " +
-                    nameOf(m.key) + " (" + m.statistic + " " + format("%.4g", m.value) + ", " +
-                    format("%.1f", std::fabs(m.score)) + " sigma " + (m.score > 0 ? "above" : "below") + " its band)" +
+    lines.push_back(std::string(i == 0 ? "first to move: " : "then: ") + excursionText(m) +
                     (tie ? " (the same step as the one before)" : ""));
   }
+  const auto& later = result.unfollowed;
+  if (!later.empty()) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "but %zu series left %s band all the same (%.1f sigma or more, against a band of %zu values or more), "
+                  "and the loss did not follow:",
+                  later.size(), later.size() == 1 ? "its" : "their", kFindingFactor * result.sigma,
+                  std::min(kFindingBand, std::size_t(std::max(result.window, 0))));
+    lines.push_back(text);
+  }
+  for (std::size_t i = 0; i < later.size() && int(i) < limit; ++i) lines.push_back("  " + excursionText(later[i]));
   for (const BandMover& m : result.furthest) {
-    lines.push_back("furthest from its band: " + nameOf(m.key) + " (" + m.statistic + ", " +
-                    format("%.1f", std::fabs(m.score)) + " sigma)");
+    lines.push_back("furthest inside its band at step " + std::to_string(result.step) + ": " + nameOf(m.key) + " (" +
+                    m.statistic + ", " + format("%.1f", std::fabs(m.score)) + " sigma)");
   }
   return lines;
 }

@@ -220,6 +220,10 @@ bool layerSeries(const CaptureStore& store, const std::string& module, int rank,
 QString scalarsSection(const ViewState& state, ReportContents* contents) {
   const auto& store = state.store;
   auto names = store->scalarNames();
+  // How a GPU read the captures (reads_one, reads_two, reads_shared: StepIntake) is HookScope's
+  // own count, not something the script logged: left to scalars.csv.
+  names.erase(std::remove_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("reads_", 0) == 0; }),
+              names.end());
   auto weight = [](const std::string& name) {
     if (name == "loss") return 0;
     if (name == "lr") return 1;
@@ -434,10 +438,18 @@ bool heatmapSection(const ReportRequest& request, const ExportData& data, ViewSt
 QString spikeSection(const ExportData& data, const ViewState& state, ReportContents* contents) {
   const FirstMovers result = firstMovers(*data.store, data.manifest.modulePaths(), std::nullopt, data.store->bandSettings());
   QString body = QStringLiteral("<h2>Where the loss spiked</h2>\n");
+  if (result.loss && result.loss->score >= result.sigma) {
+    body += QStringLiteral("<p>The loss left its band at step %1 (%2 sigma above it); the layers whose excursion "
+                           "began from step %3 on:</p>\n")
+                .arg(result.step)
+                .arg(result.loss->score, 0, 'f', 1)
+                .arg(result.since);
+  }
   const auto lines = describeMovers(result, 8);
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    body += QStringLiteral("<p%1>%2</p>\n").arg(i == 0 && !result.movers.empty() ? QStringLiteral(" class=\"warn\"") : QString(),
-                                                esc(lines[i]));
+    // The first mover, or the line saying layers left their band with no loss spike.
+    const bool warn = (i == 0 && !result.movers.empty()) || (!result.unfollowed.empty() && lines[i].rfind("but ", 0) == 0);
+    body += QStringLiteral("<p%1>%2</p>\n").arg(warn ? QStringLiteral(" class=\"warn\"") : QString(), esc(lines[i]));
   }
   if (!result.loss) return body;  // too few steps for a band: nothing to draw
   DeviationPlot page;

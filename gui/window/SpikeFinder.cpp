@@ -29,6 +29,7 @@ SpikeFinder::SpikeFinder(const WindowParts& parts) : QObject(parts.frame), m_par
 
 void SpikeFinder::reset() {
   m_explained = -1;
+  m_sinceUnfollowed.invalidate();
   m_version = 0;
   m_result = FirstMovers();
   if (!m_summary.isEmpty() && m_parts.frame->statusBar()->currentMessage() == m_summary) m_parts.frame->statusBar()->clearMessage();
@@ -43,49 +44,72 @@ void SpikeFinder::check() {
     reset();
   }
   if (!store || store->version() == m_version) return;
-  m_version = store->version();
   // The loss's largest excursion above its band so far, as explain takes it.
   const BandSettings settings = store->bandSettings();
   const auto spike = largestRise(store->scalars("loss", 0), /*stored=*/true, settings);
-  if (!spike || spike->score < settings.sigma || spike->step == m_explained) return;
-  m_explained = spike->step;
-  m_result = firstMovers(*store, m_parts.tree->paths(), spike->step, settings);
+  if (!spike) return;
+  const bool spiked = spike->score >= settings.sigma;
+  if (spiked && spike->step == m_explained) {
+    m_version = store->version();
+    return;
+  }
+  // With no spike, the layers that left their band all the same: every series' whole history
+  // scored again, so not more often than every few seconds while steps come.
+  if (!spiked && m_sinceUnfollowed.isValid() && m_sinceUnfollowed.elapsed() < kUnfollowedEveryMs) return;
+  m_version = store->version();
+  m_explained = spiked ? spike->step : -1;
+  m_result = firstMovers(*store, m_parts.tree->paths(), std::nullopt, settings);  // as explain: from the loss's rise
+  if (!spiked) m_sinceUnfollowed.start();
   // Short enough for a 1024 px window's status bar; the tooltip holds explain's lines whole.
   const QString at = tr("Loss left its band at step %1 (+%2σ)").arg(spike->step).arg(spike->score, 0, 'f', 1);
-  if (m_result.movers.empty() && store->seriesKeys().empty()) {
+  const auto text = [](const BandMover& m) {
+    return tr("step %1: %2 (%3σ)").arg(*m.start).arg(QString::fromStdString(describeSeries(m.key))).arg(
+        std::fabs(m.score), 0, 'f', 1);
+  };
+  if (!spiked) {
+    m_summary = m_result.unfollowed.empty()
+                    ? QString()
+                    : tr("No loss spike, but a layer left its band at %1 and the loss did not follow; F9 goes there")
+                          .arg(text(m_result.unfollowed.front()));
+  } else if (m_result.movers.empty() && store->seriesKeys().empty()) {
     // Nothing was hooked, so no layer could be named: say so, not "no layer was out of its band".
     m_summary = tr("%1; no layer is hooked, so none can be named: tick Act or Grad in the tree").arg(at);
   } else if (m_result.movers.empty()) {
-    m_summary = tr("%1; no layer was out of its own band there").arg(at);
+    m_summary = tr("%1; no layer left its own band there").arg(at);
   } else {
-    const BandMover& first = m_result.movers.front();
-    m_summary = tr("%1: first to move, step %2: %3 (%4σ); F9 goes there")
-                    .arg(at)
-                    .arg(*first.start)
-                    .arg(QString::fromStdString(describeSeries(first.key)))
-                    .arg(first.score, 0, 'f', 1);
+    m_summary = tr("%1: first to move, %2; F9 goes there").arg(at, text(m_result.movers.front()));
   }
-  m_parts.frame->statusBar()->showMessage(m_summary);
+  if (!m_summary.isEmpty()) m_parts.frame->statusBar()->showMessage(m_summary);
   QStringList lines;
   for (const auto& line : describeMovers(m_result, 10)) lines << QString::fromStdString(line);
-  m_parts.frame->statusBar()->setToolTip(lines.join(QLatin1Char('\n')));
+  m_parts.frame->statusBar()->setToolTip(m_summary.isEmpty() ? QString() : lines.join(QLatin1Char('\n')));
   // Each module's earliest start, for the tree.
   std::map<std::string, std::int64_t> starts;
-  for (const BandMover& m : m_result.movers) {
-    const auto [it, added] = starts.emplace(ownerModule(m.key), *m.start);
-    if (!added) it->second = std::min(it->second, *m.start);
+  for (const auto* list : {&m_result.movers, &m_result.unfollowed}) {
+    for (const BandMover& m : *list) {
+      const auto [it, added] = starts.emplace(ownerModule(m.key), *m.start);
+      if (!added) it->second = std::min(it->second, *m.start);
+    }
   }
   m_parts.treePanel->showBandStarts({starts.begin(), starts.end()});
 }
 
+const BandMover* SpikeFinder::firstMover() const {
+  if (!m_result.movers.empty()) return &m_result.movers.front();
+  return m_result.unfollowed.empty() ? nullptr : &m_result.unfollowed.front();
+}
+
 void SpikeFinder::showFirstMover() {
+  m_sinceUnfollowed.invalidate();  // asked for: looked at now
   check();
-  if (m_result.movers.empty()) {
+  const BandMover* first = firstMover();
+  if (!first) {
     m_parts.frame->statusBar()->showMessage(
-        m_summary.isEmpty() ? tr("The loss has not left its band: no first mover to go to") : m_summary, 8000);
+        m_summary.isEmpty() ? tr("The loss has not left its band and no layer left its own: no first mover to go to")
+                            : m_summary,
+        8000);
     return;
   }
-  const BandMover& first = m_result.movers.front();
-  m_parts.commands->jumpTo(*first.start, QString::fromStdString(ownerModule(first.key)));
-  m_parts.plots->showKind(first.key.kind);
+  m_parts.commands->jumpTo(*first->start, QString::fromStdString(ownerModule(first->key)));
+  m_parts.plots->showKind(first->key.kind);
 }

@@ -17,6 +17,12 @@ import math
 WINDOW = 200       # the last steps a band is made of
 WARMUP = 8         # values a band needs before it scores a step
 SIGMA = 6.0        # how far out counts as having left the band
+LOOKBACK = 8       # steps before the loss left its band (or the step judged) where a cause may begin
+# Without a loss spike, an excursion is a finding once its band held FINDING_BAND values and it
+# went FINDING_FACTOR times sigma out: a narrow young band, or a few sigmas among hundreds of
+# series, is what an untouched run shows too.
+FINDING_BAND = 30
+FINDING_FACTOR = 2
 # The smallest spread a band assumes: a tenth of a decade's 1/40 (about 6% in value) for the
 # magnitudes, 0.01 for the zero fraction.
 FLOOR = {"l2norm": 0.025, "std": 0.025, "amax": 0.025, "zero_frac": 0.01, "loss": 0.025}
@@ -199,17 +205,90 @@ def _check_settings(sigma, window, warmup):
         raise ValueError("warmup must be a whole number of values, 0 or more (got %r)" % (warmup,))
 
 
+def first_excursion(scored, low, high, sigma, ended=None):
+    """The first excursion of `scored` ([(step, score or None, value)] in step order) that begins
+    at a step in [low, high] and counts: one still out at `high` at `sigma`, one already back
+    only where its furthest step went `ended` sigmas out (default: `sigma`). Returns (start,
+    back, score, value), `score` and `value` those of its first step, `back` the first step at
+    or before `high` inside its band again (an unscored step ends it too), None while it is
+    still out; None when none counts (one that began before `low` and goes on is not one)."""
+    ended = sigma if ended is None else ended
+    found, peak, was_out = None, 0.0, False
+    for step, z, value in scored:
+        if step > high:
+            break
+        out = z is not None and abs(z) >= sigma
+        if found is None and out and not was_out and step >= low:
+            found, peak = (step, z, value), 0.0
+        if found is not None:
+            if out:
+                peak = max(peak, abs(z))
+            else:
+                if peak >= ended:
+                    return found[0], step, found[1], found[2]
+                found = None
+        was_out = out
+    return None if found is None else (found[0], None, found[1], found[2])
+
+
+def _band_sizes(points, statistic, window):
+    """How many values the band of each of `points` held (scores' band: measured values before it)."""
+    sizes, seen = [], 0
+    for _, value in points:
+        sizes.append(min(seen, window))
+        seen += _measure(statistic, value) is not None
+    return sizes
+
+
+def unfollowed(run, ordered, sigma, window, warmup, statistics):
+    """The series that left their band with no loss spike to explain: in each, the first
+    excursion FINDING_FACTOR x sigma or more out of a band of FINDING_BAND values or more, as
+    first_movers' movers (start, back, statistic, value and score at its start), the earliest
+    start first, then the order the step made them."""
+    found = []
+    strong, full = FINDING_FACTOR * sigma, min(FINDING_BAND, window)
+    for series in ordered:
+        best, best_rank = None, None
+        for statistic in statistics:
+            points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats)]
+            if all(v is None for _, v in points):
+                continue
+            scored = [(s, z if size >= full else None, v)
+                      for (s, z, v), size in zip(scores(points, statistic, window, warmup),
+                                                 _band_sizes(points, statistic, window))]
+            excursion = first_excursion(scored, -math.inf, math.inf, strong)
+            if excursion is None:
+                continue
+            start, back, z, value = excursion
+            rank = (start, -abs(z))
+            if best is None or rank < best_rank:
+                best, best_rank = {"series": series, "start": start, "back": back, "statistic": statistic,
+                                   "value": value, "score": z}, rank
+        if best is not None:
+            found.append(best)
+    found.sort(key=lambda e: e["start"])
+    return found
+
+
 def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, statistics=STATISTICS):
-    """The series out of their band at `step` (by default the loss's largest excursion), ranked
-    by the step their excursion began, then by the order the step made them. Returns a dict:
-    step, why (how the step was chosen, or why none is named), loss (step, score, value) or
-    None, movers: [{series, start, statistic, value, score}], furthest: the series furthest from
-    their band at the step when none left it."""
+    """Where the loss's spike started: the series whose excursion out of their band began from
+    LOOKBACK steps before the loss left its band (by default its largest excursion; or before
+    `step`) up to that step, whether or not they are still out there, ranked by the step their
+    excursion began, then by the order the step made them. When the loss never left its band
+    (and no step is given), the series that left theirs all the same (see `unfollowed`).
+    Returns a dict: step, why (how the step was chosen, or why none is named), loss (step,
+    score, value) or None, since (the first step an excursion may begin at), movers and
+    unfollowed: [{series, start, back, statistic, value, score}] with the value and score of the
+    excursion's first step and `back` the step it was inside its band again (None: still out),
+    furthest: the series furthest from their band, inside it, at the step when none is named."""
     _check_settings(sigma, window, warmup)
     if step is not None and (not _whole(step) or step not in set(run.steps)):
         raise ValueError("step %r holds no captures in %s" % (step, getattr(run, "path", "the run")))
-    result = {"step": step, "why": "", "loss": None, "movers": [], "furthest": [], "sigma": sigma}
+    result = {"step": step, "why": "", "loss": None, "since": None, "movers": [], "furthest": [], "unfollowed": [],
+              "sigma": sigma, "window": window}
     loss_points = run.scalars.get("loss") or []
+    spiked = True
+    since = None if step is None else step - LOOKBACK
     if step is None:
         spike = loss_spike(run, window=window, warmup=warmup)
         result["loss"] = spike
@@ -218,40 +297,54 @@ def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, stat
                              % (len(loss_points), warmup + 1))
             return result
         step = result["step"] = spike[0]
-        if spike[1] < sigma:
-            result["why"] = ("the loss never left its band (its largest rise: step %d, %+.1f sigma against its last "
-                             "%d steps; %.1f needed)" % (spike[0], spike[1], window, sigma))
-    found, near = [], []
+        left = excursion_start(scores(loss_points, "loss", window, warmup), step, sigma)
+        since = (step if left is None else left) - LOOKBACK
+        spiked = spike[1] >= sigma
+        if not spiked:
+            held = _band_sizes(loss_points, "loss", window)[[s for s, _ in loss_points].index(step)]
+            rise = ("its largest rise: step %d, %+.1f sigma" % (step, spike[1]) if spike[1] > 0
+                    else "no rise: at most %+.1f sigma, at step %d," % (spike[1], step))
+            result["why"] = ("the loss never left its band (%s against a band of its last %d steps; %.1f needed)"
+                             % (rise, held, sigma))
+    result["since"] = since
     ordered = in_step_order(run.all_series(), [m.get("path", "") for m in run.modules])
+    if not spiked:
+        result["unfollowed"] = unfollowed(run, ordered, sigma, window, warmup, statistics)
+    found, near = [], []
     for series in ordered:
-        if step not in series.steps:
+        if not series.steps or series.steps[0] > step:
             continue
-        best, best_rank = None, None
+        best, best_rank, nearest = None, None, None
         for statistic in statistics:
-            points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats)]
+            points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats) if s <= step]
             if all(v is None for _, v in points):
                 continue
             scored = scores(points, statistic, window, warmup)
-            z = dict((s, z) for s, z, _ in scored).get(step)
-            if z is None:
-                continue
-            value = dict(points)[step]
-            start = excursion_start(scored, step, sigma)
-            # A statistic out of its band beats one inside; then the earlier start; then the
-            # further out (the first such in STATISTICS' order on a tie).
-            rank = (0, start, -abs(z)) if start is not None else (1, 0, -abs(z))
-            if best is None or rank < best_rank:
-                best, best_rank = {"series": series, "start": start, "statistic": statistic, "value": value,
-                                   "score": z}, rank
-        if best is None:
-            continue
-        (found if best["start"] is not None else near).append(best)
+            # One back in its band by the step must have gone twice as far out: a young band's
+            # few sigmas come and go in an untouched run.
+            excursion = first_excursion(scored, since, step, sigma, FINDING_FACTOR * sigma) if spiked else None
+            if excursion is not None:
+                start, back, z, value = excursion
+                # The earlier start; then the further out (the first such in STATISTICS' order on a tie).
+                rank = (start, -abs(z))
+                if best is None or rank < best_rank:
+                    best, best_rank = {"series": series, "start": start, "back": back, "statistic": statistic,
+                                       "value": value, "score": z}, rank
+            last_step, z, value = scored[-1]
+            if last_step == step and z is not None and (nearest is None or abs(z) > abs(nearest["score"])):
+                nearest = {"series": series, "start": None, "back": None, "statistic": statistic, "value": value,
+                           "score": z}
+        if best is not None:
+            found.append(best)
+        elif nearest is not None and abs(nearest["score"]) < sigma:  # out since before `since`: neither
+            near.append(nearest)
     found.sort(key=lambda e: e["start"])  # stable: within a start, the order the step made them
     result["movers"] = found
-    if not found:
+    if not found and not result["unfollowed"]:
         result["furthest"] = sorted(near, key=lambda e: -abs(e["score"]))[:5]  # stable, as above
         if not result["why"]:
-            result["why"] = "no series was %.1f sigma or more from its band at step %d" % (sigma, step)
+            result["why"] = ("no series left its band (%.1f sigma or more) from step %d to step %d"
+                             % (sigma, since, step))
     return result
 
 
@@ -261,6 +354,13 @@ def _name(series):
     return "%s '%s'%s" % (series.kind, series.module or "(root)", where)
 
 
+def _excursion_text(e):
+    """"step 45, activation 'conv1' (amax 2621, 118.0 sigma above its band), back in it at step 46"."""
+    return "step %d, %s (%s %.4g, %.1f sigma %s its band)%s" % (
+        e["start"], _name(e["series"]), e["statistic"], e["value"], abs(e["score"]),
+        "above" if e["score"] > 0 else "below", "" if e["back"] is None else ", back in it at step %d" % e["back"])
+
+
 def describe(result, limit=5):
     """The result of first_movers as lines a person reads."""
     lines = []
@@ -268,13 +368,19 @@ def describe(result, limit=5):
         lines.append(result["why"])
     movers = result["movers"]
     for i, e in enumerate(movers[:limit]):
-        s = e["series"]
         tie = i > 0 and e["start"] == movers[i - 1]["start"]
-        lines.append("%s: step %d, %s (%s %.4g, %.1f sigma %s its band)%s" % (
-            "first to move" if i == 0 else "then", e["start"], _name(s), e["statistic"],
-            e["value"], abs(e["score"]), "above" if e["score"] > 0 else "below",
-            " (the same step as the one before)" if tie else ""))
+        lines.append("%s: %s%s" % ("first to move" if i == 0 else "then", _excursion_text(e),
+                                   " (the same step as the one before)" if tie else ""))
+    later = result["unfollowed"]
+    if later:
+        lines.append("but %d series left %s band all the same (%.1f sigma or more, against a band of %d values or "
+                     "more), and the loss did not follow:" % (len(later), "its" if len(later) == 1 else "their",
+                                                             FINDING_FACTOR * result["sigma"],
+                                                             min(FINDING_BAND, result["window"])))
+    for e in later[:limit]:
+        lines.append("  " + _excursion_text(e))
     for e in result["furthest"]:
         s = e["series"]
-        lines.append("furthest from its band: %s (%s, %.1f sigma)" % (_name(s), e["statistic"], abs(e["score"])))
+        lines.append("furthest inside its band at step %d: %s (%s, %.1f sigma)" % (
+            result["step"], _name(s), e["statistic"], abs(e["score"])))
     return lines

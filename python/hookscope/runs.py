@@ -104,8 +104,10 @@ class Run:
                             bands.WARMUP if warmup is None else warmup)
 
     def first_movers(self, step=None, sigma=None):
-        """The series that left their band by `step` (by default the loss's largest excursion),
-        the first to leave it first: see hookscope.bands.first_movers, whose dict this returns;
+        """The series whose excursion out of their band began in the 8 steps before the loss left
+        its band (by default its largest excursion; or before `step`) up to that step, the first to
+        leave it first, and with no loss spike the layers that left theirs all the same: see
+        hookscope.bands.first_movers, whose dict this returns;
         ``hookscope.bands.describe(result)`` says it in words."""
         from . import bands
         return bands.first_movers(self, step=step, sigma=bands.SIGMA if sigma is None else sigma)

@@ -49,6 +49,31 @@ private Q_SLOTS:
     QVERIFY(window.statusBar()->currentMessage().startsWith(QStringLiteral("Loss left its band at step 30")));
   }
 
+  // Issue 57: a layer 30x out of its band at step 35 while the loss does not follow. The status
+  // bar said nothing and F9 had no first mover; it says so, and F9 goes to the layer.
+  void aLayerOutOfItsBandWithNoLossSpikeIsSaid() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    MainWindow window;
+    const auto rank = attachFakeScript(window, dir, 4);
+    QVERIFY(rank);
+    for (int step = 0; step < 45; ++step) {
+      const double top = (step == 35 ? 30.0 : 1.0) * (1 + 0.01 * (step % 3));
+      const nlohmann::json capture = {{"module", 1},  {"call", 0},       {"kind", "activation"}, {"index", 0},
+                                      {"shape", {3}}, {"dtype", "float32"}, {"numel", 3},      {"min", -top},
+                                      {"max", top},   {"mean", 0.0},     {"std", top},           {"l2", top * 1.5},
+                                      {"zeros", 0.0}, {"nan", 0},        {"inf", 0},             {"hist", {1, 1, 1}},
+                                      {"lo", -top},   {"hi", top}};
+      QVERIFY(rank->send({{"type", "stats"}, {"step", step}, {"captures", {capture}}}));
+      QVERIFY(rank->send({{"type", "step"}, {"step", step}, {"scalars", {{"loss", 1.0 + 0.01 * (step % 3)}}}}));
+    }
+    const QString said = QStringLiteral("No loss spike, but a layer left its band at step 35: activation layer1 (");
+    QTRY_VERIFY2_WITH_TIMEOUT(window.statusBar()->currentMessage().startsWith(said),
+                              qPrintable(window.statusBar()->currentMessage()), kTimeout);
+    QVERIFY(window.statusBar()->toolTip().contains(QStringLiteral("back in it at step 36")));
+    QTest::keyClick(&window, Qt::Key_F9);
+    QCOMPARE(window.plots()->selectedModule(), std::string("layer1"));
+  }
+
   // Issue 49 in the window: a transformer script whose blocks.2.mlp.fc1 weights are scaled x30 at
   // step 30 (tests/python/attach/spike_script.py), every module hooked once it attached. When the
   // loss leaves its band the status bar names fc1 first, the tree says where each module left its

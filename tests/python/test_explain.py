@@ -63,6 +63,25 @@ def runs():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def conv1_leaps(runs, name, at, loss_at=None):
+    """A copy of the clean run whose conv1 output is x30 at step `at` only, and its loss x10 at
+    `loss_at`; its path."""
+    run_path = os.path.join(runs["folder"], name)
+    shutil.copytree(runs["clean"], run_path)
+
+    def leap(row):
+        if row["kind"] == "activation" and row["module"] == "conv1" and row["step"] == str(at):
+            for column in ("l2norm", "std", "amax", "max"):
+                row[column] = repr(float(row[column]) * 30)
+
+    def spike(row):
+        if row["name"] == "loss" and row["step"] == str(loss_at):
+            row["value"] = repr(float(row["value"]) * 10)
+    rewrite(os.path.join(run_path, "stats.csv"), leap)
+    rewrite(os.path.join(run_path, "scalars.csv"), spike)
+    return run_path
+
+
 def test_the_cli_and_the_package_say_the_same_of_a_clean_run(runs):
     done = cli("explain", runs["clean"])
     assert done.returncode == 0, done.stderr
@@ -71,7 +90,25 @@ def test_the_cli_and_the_package_say_the_same_of_a_clean_run(runs):
     result = hookscope.load_run(runs["clean"]).first_movers()
     assert lines[0].startswith("the loss never left its band") and len(lines) == 6  # and the 5 furthest
     assert result["movers"] == [] and all(abs(e["score"]) < bands.SIGMA for e in result["furthest"])
+    assert result["unfollowed"] == []  # nothing out of its band without a loss spike either: no false alarm
     assert bands.describe(result)[0] == result["why"]
+    assert lines[1].startswith("furthest inside its band at step %d: " % result["step"]), lines
+
+
+def test_a_layer_far_out_of_its_band_with_no_loss_spike_is_said(runs):
+    # Issue 57: conv1's output leaps x30 at step 35 and the loss does not follow. explain said
+    # "the loss never left its band" and five series "furthest from their band", as if nothing moved.
+    run_path = conv1_leaps(runs, "unfollowed", at=35)
+    done = cli("explain", run_path)
+    assert done.returncode == 0, done.stderr
+    result = hookscope.load_run(run_path).first_movers()
+    lines = done.stdout.splitlines()
+    assert lines == bands.describe(result)
+    assert lines[0].startswith("the loss never left its band ("), lines
+    assert lines[1] == ("but 1 series left its band all the same (12.0 sigma or more, against a band of 30 values "
+                        "or more), and the loss did not follow:"), lines
+    assert lines[2].startswith("  step 35, activation 'conv1' (") and lines[2].endswith(", back in it at step 36")
+    assert len(lines) == 3 and result["movers"] == [] and result["furthest"] == []
 
 
 def test_the_cli_names_the_layer_that_moved_first_as_the_package_does(runs):
@@ -100,10 +137,36 @@ def test_the_cli_names_the_layer_that_moved_first_as_the_package_does(runs):
     done = cli("explain", runs["spiked"], "--step", "24")
     assert done.returncode == 0 and done.stdout.splitlines() == bands.describe(run.first_movers(step=24))
     assert run.first_movers(step=24)["movers"] == []
-    assert done.stdout.startswith("no series was 6.0 sigma or more from its band at step 24")
+    assert done.stdout.startswith("no series left its band (6.0 sigma or more) from step 16 to step 24")
     # A lower threshold names more, in both.
     done = cli("explain", runs["spiked"], "--sigma", "3")
     assert done.stdout.splitlines() == bands.describe(run.first_movers(sigma=3))
+
+
+def test_a_layer_back_in_its_band_by_the_losss_peak_is_named_first(runs):
+    # Issue 57: one bad sample makes conv1's output leap at step 23 only; the loss rises at 25.
+    # The old rule judged only what was out at the loss's peak and named no layer.
+    run_path = conv1_leaps(runs, "came_back", at=23, loss_at=25)
+    done = cli("explain", run_path, "--csv", os.path.join(runs["folder"], "came_back.csv"))
+    assert done.returncode == 0, done.stderr
+    result = hookscope.load_run(run_path).first_movers()
+    first = result["movers"][0]
+    assert (first["series"].kind, first["series"].module, first["start"], first["back"]) == \
+        ("activation", "conv1", 23, 24), bands.describe(result)
+    assert result["since"] == 25 - bands.LOOKBACK
+    lines = done.stdout.splitlines()
+    assert lines == bands.describe(result)
+    assert lines[0].startswith("first to move: step 23, activation 'conv1' (") and \
+        lines[0].endswith("sigma above its band), back in it at step 24"), lines
+    # Its value is step 23's, the step it left its band, not the loss's peak's.
+    stats = hookscope.load_run(run_path).series("activation", "conv1")
+    assert first["value"] == stats.stats[stats.steps.index(23)][first["statistic"]]
+    with open(os.path.join(runs["folder"], "came_back.csv"), newline="") as f:
+        row = next(csv.DictReader(f))
+    assert (row["module"], row["start"], row["back"]) == ("conv1", "23", "24")
+    # Asked at step 23 itself it is the first mover too, still out there.
+    at = hookscope.load_run(run_path).first_movers(step=23)
+    assert at["movers"][0]["series"].module == "conv1" and at["movers"][0]["back"] is None
 
 
 def test_what_explain_refuses(runs):

@@ -4,6 +4,7 @@ must name the module the fault was put in, at that step, first — and the packa
 hookscope.bands the same. Run by ctest with the venv's PyTorch 2.x and with Debian's 1.13."""
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -86,8 +87,10 @@ def test_the_report_says_where_the_spike_started_and_draws_every_layer(folder):
     with open(out) as f:
         html = f.read()
     section = html[html.index("<h2>Where the loss spiked</h2>"):]
-    assert section.startswith("<h2>Where the loss spiked</h2>\n<p class=\"warn\">first to move: step 30, "
-                              "activation 'blocks.2.mlp.fc1' ")
+    # At which step the loss spiked, then where it started.
+    assert re.match(r"<h2>Where the loss spiked</h2>\n<p>The loss left its band at step 3[0-2] \([0-9.]+ sigma above "
+                    r"it\); the layers whose excursion began from step 2[2-4] on:</p>\n<p class=\"warn\">first to move: "
+                    r"step 30, activation 'blocks.2.mlp.fc1' ", section), section[:400]
     assert '<h3>every layer against its band</h3>\n<img alt="deviation"' in section
 
 
@@ -96,11 +99,23 @@ def test_the_same_script_untouched_names_no_first_mover(folder):
     run = record(folder, "none", 30, 60, "--threshold", "anomaly=8")
     lines = explain(run)
     assert lines[0].startswith("the loss never left its band"), lines
-    assert not any(line.startswith(("first to move", "then:")) for line in lines), lines
+    assert not any(line.startswith(("first to move", "then:", "but ")) for line in lines), lines
     assert "left its band" not in record.recorder_said
     assert package_says(run) == lines
     with open(os.path.join(run, "alerts.csv")) as f:
         assert ",anomaly," not in f.read()
+
+
+def test_a_layer_out_of_its_band_that_the_loss_does_not_follow_is_said(folder):
+    # Issue 57: blocks.3.fc1's output x40 at step 50, taken away by the LayerNorm after it. explain
+    # said "the loss never left its band" and five series at a few sigmas, as if nothing moved.
+    run = record(folder, "absorbed", at=50, steps=70)
+    lines = explain(run)
+    assert lines[0].startswith("the loss never left its band ("), lines
+    assert lines[1].startswith("but ") and lines[1].endswith("and the loss did not follow:"), lines
+    assert lines[2].startswith("  step 50, activation 'blocks.3.fc1' ("), lines
+    assert "the loss never left its band, but " in record.recorder_said, record.recorder_said
+    assert package_says(run) == lines
 
 
 def test_a_bad_batch_is_named_at_the_first_layer_that_reads_it(folder):

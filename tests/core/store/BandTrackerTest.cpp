@@ -178,7 +178,11 @@ TEST(BandTrackerTest, TheStoreScoresPointsWhenReadAndExplainReadsThem) {
 // further when it reaches further: a series NaN from step 100 on is out of its band from then to
 // step 1000 (a band moves with a level or a ramp within ~100 steps; NaN never joins it), and both
 // ways of scoring date it the same.
-TEST(BandTrackerTest, ALongExcursionIsDatedFromItsStartFarBack) {
+// A series out of its band since step 100: explained just after, it is the first mover from its
+// start; explained at step 1000 it is not (it left 900 steps before, not within the 8 steps
+// before the step judged: issue 57), and is not listed as inside its band either. The kept
+// scores and scores made again say the same both times.
+TEST(BandTrackerTest, AnExcursionIsAMoverOnlyWhereItBeganBeforeTheStepJudged) {
   CaptureStore live, unscored;
   unscored.setBandSettings(BandSettings{0, 8, 6});
   const SeriesKey key{"fc1", 0, CaptureKind::Activation, 0};
@@ -187,11 +191,18 @@ TEST(BandTrackerTest, ALongExcursionIsDatedFromItsStartFarBack) {
     live.add(step, key, statsOf(l2, 0.1));
     unscored.add(step, key, statsOf(l2, 0.1));
   }
-  const FirstMovers stored = firstMovers(live, {"fc1"}, 1000, BandSettings{});
-  ASSERT_EQ(stored.movers.size(), 1u);
-  ASSERT_TRUE(stored.movers[0].start.has_value());
-  EXPECT_EQ(*stored.movers[0].start, 100);
-  EXPECT_EQ(describeMovers(firstMovers(unscored, {"fc1"}, 1000, BandSettings{})), describeMovers(stored));
+  const FirstMovers soon = firstMovers(live, {"fc1"}, 104, BandSettings{});
+  ASSERT_EQ(soon.movers.size(), 1u);
+  ASSERT_TRUE(soon.movers[0].start.has_value());
+  EXPECT_EQ(*soon.movers[0].start, 100);
+  EXPECT_FALSE(soon.movers[0].back.has_value());
+  EXPECT_EQ(soon.since, 96);
+  EXPECT_EQ(describeMovers(firstMovers(unscored, {"fc1"}, 104, BandSettings{})), describeMovers(soon));
+  const FirstMovers late = firstMovers(live, {"fc1"}, 1000, BandSettings{});
+  EXPECT_TRUE(late.movers.empty());
+  EXPECT_TRUE(late.furthest.empty());
+  EXPECT_EQ(late.why, "no series left its band (6.0 sigma or more) from step 992 to step 1000");
+  EXPECT_EQ(describeMovers(firstMovers(unscored, {"fc1"}, 1000, BandSettings{})), describeMovers(late));
 }
 
 // Scores are made when read, in any order: a reader that starts late (the deviation view shown
@@ -244,4 +255,47 @@ TEST(BandTrackerTest, ScoresReadInAnyOrderEqualScoresReadFromTheStart) {
   for (std::size_t i = 0; i < points.size(); ++i) {
     EXPECT_TRUE(sameScore(points[i].scores[0], again[i].scored ? again[i].score : std::nan(""))) << "point " << i;
   }
+}
+
+// firstExcursion (issue 57): the first excursion that began in [low, high] and counts: one back
+// in its band by `high` only where it went `ended` sigmas out; one still out at `high` at sigma;
+// one that began before `low` is none.
+TEST(BandTrackerTest, TheFirstExcursionThatCountsIsFound) {
+  const auto scores = [](const std::vector<double>& z) {
+    std::vector<BandScore> out;
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      BandScore s;
+      s.step = std::int64_t(i);
+      s.scored = !std::isnan(z[i]);
+      s.score = s.scored ? z[i] : 0;
+      s.value = double(i) * 10;
+      out.push_back(s);
+    }
+    return out;
+  };
+  const double n = std::nan("");
+  //                              0  1  2  3   4  5   6    7  8  9
+  const auto z = scores({7, 7, 0, -7, 0, 13, n, 1, 7, 8});
+  // Steps 0-1 began before low = 1; 3 went 7 out and came back (12 needed); 5 went 13 out, and
+  // an unscored step ended it: back at 6.
+  auto found = firstExcursion(z, 1, 9, 6, 12);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->start, 5);
+  EXPECT_EQ(found->back, std::optional<std::int64_t>(6));
+  EXPECT_EQ(found->score, 13);
+  EXPECT_EQ(found->value, 50);
+  // Without the stronger need, 3 counts; back at 4.
+  found = firstExcursion(z, 1, 9, 6);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->start, 3);
+  EXPECT_EQ(found->score, -7);
+  EXPECT_EQ(found->back, std::optional<std::int64_t>(4));
+  // From step 7 on: 8-9 still out at 9, at 7 sigma: counts whatever `ended` is.
+  found = firstExcursion(z, 7, 9, 6, 12);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->start, 8);
+  EXPECT_FALSE(found->back);
+  // Up to step 8 only it is still out there too; from 9 on nothing begins.
+  EXPECT_EQ(firstExcursion(z, 7, 8, 6, 12)->start, 8);
+  EXPECT_FALSE(firstExcursion(z, 9, 9, 6, 12));
 }

@@ -7,6 +7,9 @@ first-mover tests (issue 49): where the spike starts is known, and `explain` mus
                  and again at --again if given (two spikes close together).
 --fault grad:    a CNN whose loss gains a term on its last layer's weights from --at on: the
                  spike starts in that layer's gradient, not in an activation.
+--fault absorbed: a residual MLP (x + fc2(act(norm(fc1(x))))) whose blocks.3.fc1 weights and
+                 bias are scaled x40 at --at: that layer's output leaps out of its band, the
+                 LayerNorm after it takes the scale away, and the loss does not follow.
 
 The transformer learns to continue a counting sequence (one answer in a hundred random), the
 CNN to regress a fixed map of its input; both train --pretrain steps before the recorded steps,
@@ -94,9 +97,35 @@ class Cnn(nn.Module):
         return self.fc(self.flat(self.pool(self.relu2(self.conv2(self.relu1(self.conv1(x)))))))
 
 
+class NormedBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(WIDTH, 4 * WIDTH)
+        self.norm = nn.LayerNorm(4 * WIDTH)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * WIDTH, WIDTH)
+
+    def forward(self, x):
+        return x + self.fc2(self.act(self.norm(self.fc1(x))))
+
+
+class NormedMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, WIDTH)
+        self.blocks = nn.ModuleList([NormedBlock() for _ in range(4)])
+        self.head = nn.Linear(WIDTH, 1)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--fault", choices=["none", "weights", "batch", "grad"], required=True)
+    parser.add_argument("--fault", choices=["none", "weights", "batch", "grad", "absorbed"], required=True)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--at", type=int, default=30)
     parser.add_argument("--again", type=int, default=None, help="--fault batch: a second bad batch at this step")
@@ -107,10 +136,12 @@ def main():
 
     torch.manual_seed(0)
     transformer = args.fault in ("none", "weights")
-    model = Transformer() if transformer else Cnn()
+    absorbed = args.fault == "absorbed"
+    model = Transformer() if transformer else NormedMlp() if absorbed else Cnn()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2 if transformer else 3e-3)
     target = torch.nn.Linear(3, 10)  # what the CNN learns: a fixed map of its input's mean colour
-    for p in target.parameters():
+    target_mlp = torch.nn.Linear(8, 1)  # what the residual MLP learns
+    for p in list(target.parameters()) + list(target_mlp.parameters()):
         p.requires_grad_(False)
     # Attached before anything runs; the viewer may take long to accept on a busy machine.
     hs = None if args.detach else hookscope.attach(model, optimizer, wait=True, timeout=600)
@@ -126,12 +157,19 @@ def main():
             x, y = tokens[:, :-1], tokens[:, 1:].clone()
             noise = torch.rand(y.shape, generator=data) < 0.01  # one answer in a hundred random: the loss settles on a floor
             y[noise] = torch.randint(0, VOCAB, (int(noise.sum()),), generator=data)
+        elif absorbed:
+            x = torch.randn(32, 8, generator=data)
+            y = target_mlp(x)
         else:
             x = torch.randn(16, 3, 16, 16, generator=data)
             y = target(x.mean(dim=(2, 3)))
         if step == args.at and args.fault == "weights":
             with torch.no_grad():
                 model.blocks[2].mlp.fc1.weight.mul_(30)
+        if step == args.at and absorbed:
+            with torch.no_grad():
+                model.blocks[3].fc1.weight.mul_(40)
+                model.blocks[3].fc1.bias.mul_(40)
         if step in (args.at, args.again) and args.fault == "batch":
             x = x.clone()
             x[3] *= 1000
