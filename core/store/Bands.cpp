@@ -197,6 +197,23 @@ std::string excursionText(const BandMover& m) {
          (m.back ? ", back in it at step " + std::to_string(*m.back) : std::string());
 }
 
+/// "the loss never left its band (its largest rise: step S, +1.9 sigma against a band of its last
+/// N steps; 6.0 needed)", or "no rise: at most -0.7 sigma, at step S," where it only fell.
+std::string lossStayedText(const std::vector<BandScore>& lossScores, const BandScore& spike, double sigma) {
+  const auto at = std::find_if(lossScores.begin(), lossScores.end(), [&](const BandScore& s) { return s.step == spike.step; });
+  char rise[96], text[240];
+  if (spike.score > 0) {
+    std::snprintf(rise, sizeof rise, "its largest rise: step %lld, %+.1f sigma", static_cast<long long>(spike.step),
+                  spike.score);
+  } else {
+    std::snprintf(rise, sizeof rise, "no rise: at most %+.1f sigma, at step %lld,", spike.score,
+                  static_cast<long long>(spike.step));
+  }
+  std::snprintf(text, sizeof text, "the loss never left its band (%s against a band of its last %zu steps; %.1f needed)",
+                rise, at == lossScores.end() ? std::size_t(0) : at->band, sigma);
+  return text;
+}
+
 } // namespace
 
 FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string>& moduleOrder,
@@ -223,20 +240,7 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
     const auto lossScores = bandScores(values, "loss", settings);
     since = excursionStart(lossScores, *step, settings.sigma).value_or(*step) - kBandLookback;
     spiked = spike->score >= settings.sigma;
-    if (!spiked) {
-      const auto at = std::find_if(lossScores.begin(), lossScores.end(), [&](const BandScore& s) { return s.step == *step; });
-      char rise[96], text[240];
-      if (spike->score > 0) {
-        std::snprintf(rise, sizeof rise, "its largest rise: step %lld, %+.1f sigma", static_cast<long long>(*step),
-                      spike->score);
-      } else {
-        std::snprintf(rise, sizeof rise, "no rise: at most %+.1f sigma, at step %lld,", spike->score,
-                      static_cast<long long>(*step));
-      }
-      std::snprintf(text, sizeof text, "the loss never left its band (%s against a band of its last %zu steps; %.1f needed)",
-                    rise, at == lossScores.end() ? std::size_t(0) : at->band, settings.sigma);
-      result.why = text;
-    }
+    if (!spiked) result.why = lossStayedText(lossScores, *spike, settings.sigma);
   }
   result.step = *step;
   result.since = since;

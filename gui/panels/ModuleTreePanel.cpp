@@ -125,11 +125,13 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
 void ModuleTreePanel::showModel(const SessionSummary& summary) {
   m_reviewOnly = summary.reviewOnly;
   m_interventions.clear();  // a loaded (or reloaded) model starts without interventions
-  m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
-  // A comparison, or a spike, was of the run shown before.
+  // A comparison, or a spike, was of the run shown before: hidden before the new modules come,
+  // whose reset the spike finder answers with this run's Left band column (a reopened export
+  // with a spike lost it, hidden here after it was shown).
   if (!m_view->isColumnHidden(ModuleTreeModel::Differs) || !m_view->isColumnHidden(ModuleTreeModel::BandLeft)) {
     hideStepColumns();
   }
+  m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
   if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
   // The views follow the new model's selection, not the last one's (a reset says nothing).
   if (currentModule() >= 0) Q_EMIT currentModuleChanged(currentModule());

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 
 using namespace hookscope;
 
@@ -19,10 +20,20 @@ SpikeFinder::SpikeFinder(const WindowParts& parts) : QObject(parts.frame), m_par
   m_timer.setInterval(500);
   connect(&m_timer, &QTimer::timeout, this, &SpikeFinder::check);
   m_timer.start();
+  // A passing message (Opened…, Attached…, Stopped…) takes the bar for its seconds; then what
+  // the spike finder found is back, in a reopened export and after the script ended alike.
+  connect(parts.frame->statusBar(), &QStatusBar::messageChanged, this, [this](const QString& text) {
+    if (text.isEmpty() && !m_summary.isEmpty()) m_parts.frame->statusBar()->showMessage(m_summary);
+  });
   // Another run shown (the tree shows its modules): they are the deviation view's rows, and
   // nothing of the last spike stays.
   connect(parts.tree, &QAbstractItemModel::modelReset, this, [this] {
     m_parts.plots->setModuleOrder(m_parts.tree->paths());
+    // Looked at again for the tree now shown: a reopened export's store may have been looked
+    // at while the tree still held the last model's modules (no Left band column then).
+    m_version = 0;
+    m_explained = -1;
+    m_sinceUnfollowed.invalidate();
     check();
   });
 }
@@ -32,8 +43,8 @@ void SpikeFinder::reset() {
   m_sinceUnfollowed.invalidate();
   m_version = 0;
   m_result = FirstMovers();
-  if (!m_summary.isEmpty() && m_parts.frame->statusBar()->currentMessage() == m_summary) m_parts.frame->statusBar()->clearMessage();
-  m_summary.clear();
+  const QString said = std::exchange(m_summary, QString());  // cleared first: the bar emptied must not bring it back
+  if (!said.isEmpty() && m_parts.frame->statusBar()->currentMessage() == said) m_parts.frame->statusBar()->clearMessage();
   m_parts.treePanel->showBandStarts({});
 }
 

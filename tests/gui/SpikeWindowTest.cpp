@@ -54,7 +54,7 @@ private Q_SLOTS:
   void aLayerOutOfItsBandWithNoLossSpikeIsSaid() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     MainWindow window;
-    const auto rank = attachFakeScript(window, dir, 4);
+    auto rank = attachFakeScript(window, dir, 4);
     QVERIFY(rank);
     for (int step = 0; step < 45; ++step) {
       const double top = (step == 35 ? 30.0 : 1.0) * (1 + 0.01 * (step % 3));
@@ -72,6 +72,24 @@ private Q_SLOTS:
     QVERIFY(window.statusBar()->toolTip().contains(QStringLiteral("back in it at step 36")));
     QTest::keyClick(&window, Qt::Key_F9);
     QCOMPARE(window.plots()->selectedModule(), std::string("layer1"));
+    // Reopened from its export: the same line once "Opened …" has had its seconds, and the tree's
+    // Left band column (both were lost: the column hidden after it was shown, the line replaced;
+    // issue 57).
+    ModuleTreeModel* tree = window.treeModel();
+    const auto bandLeft = [&] { return tree->data(tree->indexOfModule(1, ModuleTreeModel::BandLeft)).toString(); };
+    QTRY_COMPARE_WITH_TIMEOUT(bandLeft(), QStringLiteral("35"), kTimeout);
+    rank.reset();  // the script goes (a file opens only once it has)
+    QTRY_VERIFY_WITH_TIMEOUT(!window.view().scriptEnded.isEmpty(), kTimeout);
+    QJsonObject manifest;
+    exportFromWindow(window, dir.filePath(QStringLiteral("run")), &manifest);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openCapture(dir.filePath(QStringLiteral("run")));
+    QVERIFY(opened.wait(kTimeout));
+    QTRY_VERIFY2_WITH_TIMEOUT(window.statusBar()->currentMessage().startsWith(said),
+                              qPrintable(window.statusBar()->currentMessage()), kTimeout);
+    QTRY_COMPARE_WITH_TIMEOUT(bandLeft(), QStringLiteral("35"), kTimeout);
+    auto* view = window.findChild<QTreeView*>();
+    QVERIFY(view && !view->isColumnHidden(ModuleTreeModel::BandLeft));
   }
 
   // Issue 49 in the window: a transformer script whose blocks.2.mlp.fc1 weights are scaled x30 at
