@@ -54,8 +54,10 @@ AttachWatch::AttachWatch(SessionHost* sessions, PlotsPanel* plots, QWidget* wind
   connect(m_sessions, &SessionHost::scriptDetached, this, [this](const QString& reason) {
     m_address.clear();
     Q_EMIT changed();
-    // Said, not asked: no dialog waits on a script that ended (or a Stop the user pressed).
-    Q_EMIT status(tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason), 0);
+    // Said, not asked: no dialog waits on a script that ended (or a Stop the user pressed). For
+    // 15 s, not until replaced: then what the spike finder found is back (issue 57), and the
+    // standing part still says how the script ended (its tooltip, why).
+    Q_EMIT status(tr("%1. Its captures stay: File > Export captures (Ctrl+E) keeps them.").arg(reason), 15000);
     Q_EMIT scriptDetached(reason);
   });
 }

@@ -80,6 +80,11 @@ private Q_SLOTS:
     QTRY_COMPARE_WITH_TIMEOUT(bandLeft(), QStringLiteral("35"), kTimeout);
     rank.reset();  // the script goes (a file opens only once it has)
     QTRY_VERIFY_WITH_TIMEOUT(!window.view().scriptEnded.isEmpty(), kTimeout);
+    // The script's end is said for its seconds, then the line is back (it was replaced for good).
+    QTRY_VERIFY2_WITH_TIMEOUT(window.statusBar()->currentMessage().contains(QStringLiteral("Its captures stay")),
+                              qPrintable(window.statusBar()->currentMessage()), kTimeout);
+    QTRY_VERIFY2_WITH_TIMEOUT(window.statusBar()->currentMessage().startsWith(said),
+                              qPrintable(window.statusBar()->currentMessage()), kTimeout);
     QJsonObject manifest;
     exportFromWindow(window, dir.filePath(QStringLiteral("run")), &manifest);
     QSignalSpy opened(&window, &MainWindow::modelOpened);
