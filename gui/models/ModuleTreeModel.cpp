@@ -33,8 +33,8 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
   m_gradFractions.assign(m_modules.size(), 0.0);
   m_nonFinite.assign(m_modules.size(), false);
   m_precision.assign(m_modules.size(), std::nan(""));
-  m_differs.assign(m_modules.size(), -1);
-  m_bandLeft.assign(m_modules.size(), -1);
+  m_differs.assign(m_modules, {});
+  m_bandLeft.assign(m_modules, {});
   m_reviewOnly = reviewOnly;
   endResetModel();
 }
@@ -194,10 +194,47 @@ void ModuleTreeModel::setPrecision(int count, const std::vector<double>& fractio
   emitColumnChanged(Precision, Precision);
 }
 
-void ModuleTreeModel::setFirstDifferences(const std::vector<std::int64_t>& steps) {
-  if (steps.size() != m_modules.size()) return;
-  m_differs = steps;
+void ModuleTreeModel::setFirstDifferences(const ModuleSteps& steps) {
+  m_differs.assign(m_modules, steps);
   emitColumnChanged(Differs, Differs);
+}
+
+void ModuleTreeModel::StepColumn::assign(const std::vector<hookscope::ModuleInfo>& modules, const ModuleSteps& steps) {
+  own.assign(modules.size(), -1);
+  first.assign(modules.size(), -1);
+  rank.assign(modules.size(), -1);
+  where.assign(modules.size(), -1);
+  for (std::size_t listed = 0; listed < steps.size(); ++listed) {
+    const auto [m, at] = steps[listed];
+    if (m < 0 || std::size_t(m) >= modules.size() || at < 0 || own[std::size_t(m)] >= 0) continue;
+    own[std::size_t(m)] = at;
+    for (int up = m; up >= 0; up = modules[std::size_t(up)].parent) {
+      if (first[std::size_t(up)] >= 0 && first[std::size_t(up)] <= at) continue;  // a tie: the one listed first
+      first[std::size_t(up)] = at;
+      rank[std::size_t(up)] = int(listed);
+      where[std::size_t(up)] = m;
+    }
+  }
+}
+
+QVariant ModuleTreeModel::stepCell(int m, int column, int role) const {
+  const StepColumn& steps = stepsOf(column);
+  const std::int64_t mine = steps.own[std::size_t(m)];
+  const std::int64_t first = steps.first[std::size_t(m)];
+  if (role == SortRole) {
+    // Earliest first, a tie in the order listed (explain's ranking; the model's order for a
+    // compared run); rows with none last, in the model's order.
+    if (first < 0) return qint64(std::numeric_limits<qint32>::max()) * (qint64(1) << 31) + m;
+    return qint64(first) * (qint64(1) << 31) + steps.rank[std::size_t(m)];
+  }
+  if (role == Qt::DisplayRole) {
+    if (mine >= 0) return QString::number(mine);
+    return first < 0 ? QStringLiteral("—") : QStringLiteral("(%1)").arg(first);
+  }
+  if (first < 0 || steps.where[std::size_t(m)] == m) return {};  // the tooltip: only for a descendant's step
+  const QString who = QString::fromStdString(m_modules[std::size_t(steps.where[std::size_t(m)])].path);
+  return column == BandLeft ? tr("%1, inside this module, left its band at step %2").arg(who).arg(first)
+                            : tr("%1, inside this module, differs first at step %2").arg(who).arg(first);
 }
 
 std::vector<std::string> ModuleTreeModel::paths() const {
@@ -206,9 +243,8 @@ std::vector<std::string> ModuleTreeModel::paths() const {
   return order;
 }
 
-void ModuleTreeModel::setBandStarts(const std::vector<std::int64_t>& steps) {
-  if (steps.size() != m_modules.size()) return;
-  m_bandLeft = steps;
+void ModuleTreeModel::setBandStarts(const ModuleSteps& steps) {
+  m_bandLeft.assign(m_modules, steps);
   emitColumnChanged(BandLeft, BandLeft);
 }
 
@@ -334,13 +370,9 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
   if (role == PathRole) return QString::fromStdString(info.path);
   if (role == GradNormFractionRole) return m_gradFractions[std::size_t(m)];
   if (role == NonFiniteRole) return bool(m_nonFinite[std::size_t(m)]);
-  if (role == SortRole) {
-    if (column != Differs && column != BandLeft) return data(index, Qt::DisplayRole);
-    // Ties (modules differing at the same step) keep the model's order; one that does not differ comes last.
-    const std::int64_t at = stepsOf(column)[std::size_t(m)];
-    const qint64 step = at < 0 ? std::numeric_limits<qint32>::max() : qint64(at);
-    return step * (qint64(1) << 31) + m;
-  }
+  const bool stepColumn = column == Differs || column == BandLeft;
+  if (stepColumn && (role == SortRole || role == Qt::DisplayRole || role == Qt::ToolTipRole)) return stepCell(m, column, role);
+  if (role == SortRole) return data(index, Qt::DisplayRole);
   if (role == Qt::CheckStateRole && (column == Act || column == Grad || column == In)) {
     return checkState(m, kindOfColumn(column));
   }
@@ -370,11 +402,6 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const {
     case Precision: {
       const double f = m_precision[std::size_t(m)];
       return std::isnan(f) ? QString() : f == 0 ? QStringLiteral("0") : QString::number(100 * f, 'g', 2) + QLatin1Char('%');
-    }
-    case Differs:
-    case BandLeft: {
-      const std::int64_t step = stepsOf(column)[std::size_t(m)];
-      return step < 0 ? QStringLiteral("—") : QString::number(step);
     }
     default: return {};
   }

@@ -55,12 +55,15 @@ public:
   /// hookscope::kPrecisionCounts, -1: none) and each module's fraction of it (NaN: none).
   void setPrecision(int count, const std::vector<double>& fractions);
   int precisionCount() const { return m_precisionCount; }
-  /// The Differs column: per module, the first step where a series of it differs from the
-  /// compared run (-1: none differs).
-  void setFirstDifferences(const std::vector<std::int64_t>& steps);
-  /// The BandLeft column: per module, the step its excursion out of its band began, at the
-  /// loss's spike the window explains (-1: inside its band; issue 49).
-  void setBandStarts(const std::vector<std::int64_t>& steps);
+  /// A step column's steps: (module index, step) of the modules that have one, the one to name
+  /// first first (a parent names, of the descendants at its earliest step, the first listed).
+  using ModuleSteps = std::vector<std::pair<int, std::int64_t>>;
+  /// The Differs column: the first step where a series of each module differs from the
+  /// compared run.
+  void setFirstDifferences(const ModuleSteps& steps);
+  /// The BandLeft column: the step each module's excursion out of its band began, at the loss's
+  /// spike the window explains (issue 49).
+  void setBandStarts(const ModuleSteps& steps);
 
   QModelIndex indexOfModule(int module, int column = Name) const;
   int moduleAt(const QModelIndex& index) const;
@@ -103,9 +106,20 @@ private:
   std::vector<bool> m_nonFinite;
   std::vector<double> m_precision;
   int m_precisionCount = -1;
-  std::vector<std::int64_t> m_differs;  ///< setFirstDifferences
-  std::vector<std::int64_t> m_bandLeft;  ///< setBandStarts
-  /// The steps a step column (Differs, BandLeft) shows.
-  const std::vector<std::int64_t>& stepsOf(int column) const { return column == BandLeft ? m_bandLeft : m_differs; }
+  /// A step column (Differs, BandLeft): each module's own step (-1: none), and the first of
+  /// itself and its descendants (the earliest step, of those the one listed first): a collapsed
+  /// parent says that something inside it moved, and sorts by it.
+  struct StepColumn {
+    std::vector<std::int64_t> own;
+    std::vector<std::int64_t> first;  ///< -1: none in the subtree
+    std::vector<int> rank;            ///< the first's place in the list
+    std::vector<int> where;           ///< the first's module
+    void assign(const std::vector<hookscope::ModuleInfo>& modules, const ModuleSteps& steps);
+  };
+  StepColumn m_differs;   ///< setFirstDifferences
+  StepColumn m_bandLeft;  ///< setBandStarts
+  const StepColumn& stepsOf(int column) const { return column == BandLeft ? m_bandLeft : m_differs; }
+  /// A step column's cell: its own step, or "(S)" for a descendant's; its tooltip names which.
+  QVariant stepCell(int m, int column, int role) const;
   bool m_reviewOnly = false;
 };

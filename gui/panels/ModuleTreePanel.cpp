@@ -223,19 +223,20 @@ void ModuleTreePanel::setPrecisionColumn(int count) {
   Q_EMIT precisionColumnChanged(count);
 }
 
-std::vector<std::int64_t> ModuleTreePanel::stepsByModule(
+std::vector<std::pair<int, std::int64_t>> ModuleTreePanel::stepsByModule(
     const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) const {
-  const std::map<std::string, std::int64_t> byPath(firstSteps.begin(), firstSteps.end());
-  std::vector<std::int64_t> steps(m_tree->modules().size(), -1);
-  for (std::size_t m = 0; m < steps.size(); ++m) {
-    const auto found = byPath.find(m_tree->modules()[m].path);
-    if (found != byPath.end()) steps[m] = found->second;
+  std::vector<std::pair<int, std::int64_t>> steps;
+  for (const auto& [path, step] : firstSteps) {
+    const int m = m_tree->moduleOf(path);
+    if (m >= 0) steps.emplace_back(m, step);
   }
   return steps;
 }
 
 void ModuleTreePanel::showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) {
-  m_tree->setFirstDifferences(stepsByModule(firstSteps));
+  auto steps = stepsByModule(firstSteps);
+  std::sort(steps.begin(), steps.end());  // by path they come; a tie is named in the model's order
+  m_tree->setFirstDifferences(steps);
   showStepColumn(ModuleTreeModel::Differs, tr("Differs at"));
 }
 

@@ -46,12 +46,13 @@ public:
   /// run (`firstSteps`: module path and step, for the modules that differ).
   void showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps);
   /// Shows, in the gradient norm's place, the step each module left its band at the loss's
-  /// spike (issue 49); empty: hides the column again.
+  /// spike (issue 49), first movers first (a parent names the first inside it); empty: hides
+  /// the column again.
   void showBandStarts(const std::vector<std::pair<std::string, std::int64_t>>& starts);
 
 private:
-  /// Per module, the step of `firstSteps` (-1 where it has none).
-  std::vector<std::int64_t> stepsByModule(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) const;
+  /// `firstSteps` by module index, in their order (a path the tree does not hold left out).
+  std::vector<std::pair<int, std::int64_t>> stepsByModule(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) const;
   /// A step column (Differs, BandLeft) in the gradient norm's place, sorted by it.
   void showStepColumn(int column, const QString& header);
   /// The model's own order and columns again, no step column.

@@ -94,15 +94,18 @@ void SpikeFinder::check() {
   QStringList lines;
   for (const auto& line : describeMovers(m_result, 10)) lines << QString::fromStdString(line);
   m_parts.frame->statusBar()->setToolTip(m_summary.isEmpty() ? QString() : lines.join(QLatin1Char('\n')));
-  // Each module's earliest start, for the tree.
-  std::map<std::string, std::int64_t> starts;
+  // Each module's earliest start, for the tree, in the ranking's order (a parent row names the
+  // first mover inside it).
+  std::vector<std::pair<std::string, std::int64_t>> starts;
+  std::map<std::string, std::size_t> listed;
   for (const auto* list : {&m_result.movers, &m_result.unfollowed}) {
     for (const BandMover& m : *list) {
-      const auto [it, added] = starts.emplace(ownerModule(m.key), *m.start);
-      if (!added) it->second = std::min(it->second, *m.start);
+      const auto [it, added] = listed.emplace(ownerModule(m.key), starts.size());
+      if (added) starts.emplace_back(it->first, *m.start);
+      else starts[it->second].second = std::min(starts[it->second].second, *m.start);
     }
   }
-  m_parts.treePanel->showBandStarts({starts.begin(), starts.end()});
+  m_parts.treePanel->showBandStarts(starts);
 }
 
 const BandMover* SpikeFinder::firstMover() const {

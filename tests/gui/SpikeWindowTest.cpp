@@ -119,7 +119,15 @@ private Q_SLOTS:
       return tree->data(tree->indexOfModule(moduleIndex(tree, path), ModuleTreeModel::BandLeft)).toString();
     };
     QCOMPARE(bandLeft("blocks.2.mlp.fc1"), QStringLiteral("30"));
-    QCOMPARE(bandLeft("blocks"), QStringLiteral("\u2014"));  // a ModuleList, never called: no band to leave
+    // A ModuleList, never called, has no band to leave; collapsed, it says fc1 inside it left
+    // its band at step 30 (it said "—"), and sorts by it.
+    QCOMPARE(bandLeft("blocks"), QStringLiteral("(30)"));
+    const QModelIndex blocks = tree->indexOfModule(moduleIndex(tree, "blocks"), ModuleTreeModel::BandLeft);
+    QCOMPARE(tree->data(blocks, Qt::ToolTipRole).toString(),
+             QStringLiteral("blocks.2.mlp.fc1, inside this module, left its band at step 30"));
+    const QAbstractItemModel* shown = window.treeView()->model();
+    const QModelIndex top = shown->index(0, 0);
+    QCOMPARE(shown->index(0, 0, top).data().toString(), QStringLiteral("blocks"));  // earliest first
     // F9: the layer selected at the step its excursion began.
     QTest::keyClick(&window, Qt::Key_F9);
     QCOMPARE(window.plots()->selectedModule(), std::string("blocks.2.mlp.fc1"));
