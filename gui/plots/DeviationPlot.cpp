@@ -100,6 +100,7 @@ void DeviationPlot::refresh(const ViewState& state) {
   const QString module = QString::fromStdString(state.hasSelection ? ownerModule(state.selected) : std::string());
   const auto row = std::find(m_rows.begin(), m_rows.end(), module.toStdString());
   m_selected->setVisible(state.hasSelection && row != m_rows.end() && m_columns > 0);
+  m_selectedRow = m_selected->visible() ? int(row - m_rows.begin()) : -1;
   if (m_selected->visible()) {
     const double y = double(row - m_rows.begin());
     const QCPRange x = m_map->data()->keyRange();
@@ -208,25 +209,33 @@ void DeviationPlot::redraw(const ViewState& state) {
 }
 
 void DeviationPlot::labelRows() {
-  // Layer names on the rows: as many as fit without overlapping at the plot's height now, each
-  // at most 30% of its width (shortened between its parts: "b.2.m.fc1" still tells the blocks
-  // apart; the whole name is in the tree and the CSV).
+  // Layer names on the rows: as many as fit without overlapping at the plot's height now, and
+  // always the selected layer's (the names too near it left out), each at most 30% of its width
+  // (shortened between its parts: "b.2.m.fc1" still tells the blocks apart; the whole name is in
+  // the tree and the CSV).
   const QFontMetrics metrics(m_plot->yAxis->tickLabelFont());
   const int height = std::max(1, m_plot->axisRect()->height());
   const int every = std::max<int>(1, int(std::ceil(double(m_rows.size()) * metrics.height() / height)));
   const int width = std::max(40, int(0.3 * m_plot->width()));
   // Steps: two ticks where the map is narrow (a 1024 px window), so that they never run together.
   const int stepTicks = m_plot->axisRect()->width() < 120 ? 2 : 5;
-  if (every == m_labelled && width == m_labelWidth && stepTicks == m_plot->xAxis->ticker()->tickCount()) return;
+  if (every == m_labelled && width == m_labelWidth && stepTicks == m_plot->xAxis->ticker()->tickCount() &&
+      m_selectedRow == m_labelledSelection) {
+    return;
+  }
   m_plot->xAxis->ticker()->setTickCount(stepTicks);
   m_labelled = every;
   m_labelWidth = width;
+  m_labelledSelection = m_selectedRow;
   auto ticker = qSharedPointerCast<QCPAxisTickerText>(m_plot->yAxis->ticker());
   ticker->clear();
+  const auto name = [&](std::size_t r) {
+    return m_rows[r].empty() ? tr("(root)") : PathElideDelegate::elidePath(QString::fromStdString(m_rows[r]), metrics, width);
+  };
   for (std::size_t r = 0; r < m_rows.size(); r += std::size_t(every)) {
-    const QString name = m_rows[r].empty() ? tr("(root)") : QString::fromStdString(m_rows[r]);
-    ticker->addTick(double(r), m_rows[r].empty() ? name : PathElideDelegate::elidePath(name, metrics, width));
+    if (m_selectedRow < 0 || std::abs(int(r) - m_selectedRow) >= every) ticker->addTick(double(r), name(r));
   }
+  if (m_selectedRow >= 0 && std::size_t(m_selectedRow) < m_rows.size()) ticker->addTick(double(m_selectedRow), name(std::size_t(m_selectedRow)));
   m_plot->replot(QCustomPlot::rpQueuedReplot);  // this replot's ticks were made before the layout
 }
 

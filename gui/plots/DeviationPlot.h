@@ -74,5 +74,7 @@ private:
   std::vector<std::string> m_seenOrder;                 ///< modules as first read (those not in m_order)
   bool m_forced = false;  ///< drawNow: draw although hidden
   int m_labelled = -1;  ///< every how many rows the axis names one (-1: not yet)
+  int m_selectedRow = -1;  ///< the selected layer's row, always named (-1: none)
+  int m_labelledSelection = -1;  ///< the selected row when the rows were last named
   int m_labelWidth = 0; ///< the widest a name may be drawn
 };

@@ -168,13 +168,22 @@ private Q_SLOTS:
       // The rows in the model's order: the root first, block 0 before block 2.
       QCOMPARE(rows.front(), std::string());
       QVERIFY(std::find(rows.begin(), rows.end(), "blocks.0") < std::find(rows.begin(), rows.end(), "blocks.2"));
-      // The names on the axis never overlap: one every few rows where they do not all fit.
+      // The names on the axis never overlap: one every few rows where they do not all fit, and
+      // always the selected layer's (F9 selected fc1; it was unnamed between two names).
       const QCustomPlot* plot = deviation->plot();
       const auto gap = [&] {
-        const auto ticks = plot->yAxis->tickVectorLabels();
+        QVector<double> ticks = plot->yAxis->tickVector();
+        std::sort(ticks.begin(), ticks.end());
         const double rowPixels = std::fabs(plot->yAxis->coordToPixel(1) - plot->yAxis->coordToPixel(0));
-        return ticks.isEmpty() ? 0.0 : rowPixels * double(rows.size()) / double(ticks.size());
+        double closest = ticks.isEmpty() ? 0.0 : 1e9;
+        for (int i = 1; i < ticks.size(); ++i) closest = std::min(closest, rowPixels * (ticks[i] - ticks[i - 1]));
+        return closest;
       };
+      const auto named = [&] {
+        const QVector<QString> labels = plot->yAxis->tickVectorLabels();
+        return QStringList(labels.begin(), labels.end()).join(QLatin1Char(' '));
+      };
+      QTRY_VERIFY2_WITH_TIMEOUT(plot->yAxis->tickVector().contains(double(fc1)), qPrintable(named()), kTimeout);
       QTRY_VERIFY2_WITH_TIMEOUT(gap() >= QFontMetrics(plot->yAxis->tickLabelFont()).height(),
                                 qPrintable(QStringLiteral("%1 labels, %2 px apart")
                                                .arg(plot->yAxis->tickVectorLabels().size())
