@@ -158,7 +158,7 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
                                                 : dot == std::string::npos ? module.path : module.path.substr(dot + 1));
     names = std::max(names, (module.depth + 1) * m_view->indentation() + metrics.horizontalAdvance(name) + 8);
   }
-  m_nameLeast = std::min(names, kNameWidth);
+  m_nameLeast = names;  // a deep model's names whole (GPT-2's were cut to "c…j"): the tree scrolls sideways
   const int room = m_view->viewport()->width() - others - m_nameLeast;
   m_view->setColumnWidth(ModuleTreeModel::Type, std::clamp(room, least, wanted));
   fitNameColumn();

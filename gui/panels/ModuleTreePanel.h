@@ -86,6 +86,6 @@ private:
   QLineEdit* m_filterEdit;
   QTreeView* m_view;
   bool m_reviewOnly = false;
-  int m_nameLeast = 112;  ///< the least the name column gets: its names' need, at most kNameWidth
+  int m_nameLeast = 112;  ///< the least the name column gets: what its names need, each at its depth
   std::map<int, std::pair<hookscope::GradientIntervention, hookscope::OutputIntervention>> m_interventions;
 };

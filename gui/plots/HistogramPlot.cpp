@@ -1,5 +1,6 @@
 #include "plots/HistogramPlot.h"
 
+#include "models/PathElideDelegate.h"
 #include "plots/QCustomPlotInclude.h"
 
 #include <QHBoxLayout>
@@ -134,12 +135,13 @@ void HistogramPlot::refresh(const ViewState& state) {
     m_previous->data()->clear();
   }
   const auto& s = point.stats;
-  // A long path keeps its last part ("layer3.0.downsample.0" → "layer3…downsample.0"); the
-  // tooltip has it whole.
+  // A long path shortened between its parts as everywhere a layer is named, its block's index
+  // kept ("transformer.h.7.mlp.c_fc" → "t.h.7.mlp.c_fc"; cut in the middle it read
+  // "transform….mlp.c_fc"); the tooltip has it whole.
   const QString path = QString::fromStdString(state.selected.module.empty() ? "(root)" : state.selected.module);
   QFont bold = m_stats->font();
   bold.setBold(true);
-  const QString shownPath = QFontMetrics(bold).elidedText(path, Qt::ElideMiddle, std::max(kStatsWidth, m_stats->width()) - 4);
+  const QString shownPath = PathElideDelegate::elidePath(path, QFontMetrics(bold), std::max(kStatsWidth, m_stats->width()) - 4);
   m_stats->setToolTip(path);
   QString text = tr("<b>%1</b><br>%2 · step %3%12<br>shape %4<br>%5<br><br>"
                     "min %6<br>max %7<br>mean %8<br>std %9<br>L2 %10<br>zeros %11%")

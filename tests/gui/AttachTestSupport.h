@@ -96,12 +96,16 @@ inline void exportFromWindow(MainWindow& window, const QString& dir, QJsonObject
 /// A rank of a job played by hand over a socket: its hello, then the frames HookScope sends it.
 class FakeRank {
 public:
-  FakeRank(const QString& address, int rank, int worldSize, int modules) {
+  /// A model of `modules` modules: the root and layer1, layer2, … under it.
+  FakeRank(const QString& address, int rank, int worldSize, int modules)
+      : FakeRank(address, rank, worldSize, layers(modules)) {}
+  /// A model of these modules (path, type), parents first, the root ("") first of all.
+  FakeRank(const QString& address, int rank, int worldSize, const std::vector<std::pair<std::string, std::string>>& modules) {
     std::string error;
     hookscope::AttachAddress parsed;
     m_fd = hookscope::connectAttachAddress(address.toStdString(), &parsed, &error);
-    nlohmann::json list = nlohmann::json::array({{{"path", ""}, {"type", "Net"}}});
-    for (int m = 1; m < modules; ++m) list.push_back({{"path", "layer" + std::to_string(m)}, {"type", "Linear"}});
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [path, type] : modules) list.push_back({{"path", path}, {"type", type}});
     const nlohmann::json hello = {{"type", "hello"},   {"protocol", hookscope::wire::kProtocolVersion},
                                   {"name", "fake.py"}, {"pid", 4242 + rank},
                                   {"modules", list},   {"dist", {{"rank", rank}, {"world_size", worldSize}, {"job", "fake"}}}};
@@ -114,6 +118,14 @@ public:
   /// Sends one JSON message, as a script does.
   bool send(const nlohmann::json& message) {
     return hookscope::sendAll(m_fd, hookscope::wire::encodeFrame(hookscope::wire::kJsonFrame, message.dump()));
+  }
+  /// Reads what HookScope has sent so far and drops it: a long run played by hand must, or the
+  /// socket fills and both sides wait on each other.
+  void drain() {
+    char buffer[1 << 16];
+    pollfd p{m_fd, POLLIN, 0};
+    while (::poll(&p, 1, 0) > 0 && ::read(m_fd, buffer, sizeof buffer) > 0) {
+    }
   }
   /// Reads for `ms` milliseconds; the messages that came, by type.
   std::map<std::string, std::vector<nlohmann::json>> readFor(int ms) {
@@ -137,13 +149,20 @@ public:
   }
 
 private:
+  static std::vector<std::pair<std::string, std::string>> layers(int modules) {
+    std::vector<std::pair<std::string, std::string>> list{{"", "Net"}};
+    for (int m = 1; m < modules; ++m) list.emplace_back("layer" + std::to_string(m), "Linear");
+    return list;
+  }
+
   int m_fd = -1;
   hookscope::wire::FrameReader m_reader;
 };
 
-/// `window` listening in `dir` with one fake script of `modules` modules attached; null when it
-/// did not attach.
-inline std::unique_ptr<FakeRank> attachFakeScript(MainWindow& window, const QTemporaryDir& dir, int modules) {
+/// `window` listening in `dir` with one fake script of `modules` (a count, or paths and types)
+/// attached; null when it did not attach.
+template <typename Modules>
+std::unique_ptr<FakeRank> attachFakeScript(MainWindow& window, const QTemporaryDir& dir, const Modules& modules) {
   QString address;
   listenIn(window, dir, &address);
   QSignalSpy opened(&window, &MainWindow::modelOpened);
