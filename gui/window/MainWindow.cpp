@@ -18,6 +18,7 @@
 #include "window/PaneSplit.h"
 #include "window/RedrawPacer.h"
 #include "window/RunCommands.h"
+#include "window/SideFold.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowMenus.h"
 
@@ -76,6 +77,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_sessions(new Se
   });
   connect(m_attach, &AttachWatch::scriptDetached, this, [this](const QString& reason) {
     m_controls->showEnded(summary().fileName, reason);
+    m_sideFold->fit();  // the note grew a line
     Q_EMIT scriptDetached(reason);
   });
 
@@ -194,6 +196,7 @@ void MainWindow::buildLayout() {
   left->addWidget(m_sideTabs);
   left->setStretchFactor(0, 1);
   left->setStretchFactor(1, 0);
+  m_sideFold = new SideFold(left, m_sideTabs);
   m_splitter = new QSplitter(Qt::Horizontal, this);
   m_splitter->setObjectName(QStringLiteral("mainSplitter"));
   m_splitter->addWidget(left);
@@ -294,6 +297,7 @@ void MainWindow::onSessionOpened(const SessionView& view) {
   m_plots->setStore(summary.store);
   m_treePanel->showModel(summary);
   describeOpened(summary);
+  m_sideFold->fit();  // a script's or a review's Run tab is a line or two: the tree gets the rest
   setWindowTitle(QStringLiteral("HookScope — %1").arg(summary.fileName));
   updateStatus();
   scheduleRedraw();  // the tree's numbers of a reopened export

@@ -185,6 +185,7 @@ private:
   PlotsPanel* m_plots;
   QSplitter* m_splitter = nullptr;
   class PaneSplit* m_split = nullptr;
+  class SideFold* m_sideFold = nullptr;
   QTabWidget* m_sideTabs = nullptr;
   AlertsPanel* m_alerts = nullptr;
   class RedrawPacer* m_pacer;

@@ -4,7 +4,9 @@
 // running together ("50100"). The model is a script played by hand over the socket
 // (AttachTestSupport.h's FakeRank): its module tree and its captures, no PyTorch.
 #include "AttachTestSupport.h"
+#include "panels/AlertsPanel.h"
 #include "panels/PlotsPanel.h"
+#include "panels/RunControls.h"
 #include "plots/DeviationPlot.h"
 #include "plots/GradNormPlot.h"
 #include "plots/HeatmapPlot.h"
@@ -13,6 +15,8 @@
 #include "plots/QCustomPlotInclude.h"
 
 #include <QStandardPaths>
+#include <QTabBar>
+#include <QTabWidget>
 #include <QTreeView>
 
 #include <algorithm>
@@ -143,6 +147,21 @@ private Q_SLOTS:
         for (int r = 0; r < shown->rowCount(at); ++r) pending.push_back(shown->index(r, 0, at));
       }
       QVERIFY2(cut.isEmpty(), qPrintable(QStringLiteral("at %1 px: ").arg(size.width()) + cut.mid(0, 8).join(QStringLiteral(", "))));
+      // The Run tab of a script's run holds a line and the memory cap: folded to that, the tree
+      // gets the rest (about 12 rows showed above it at 1024x700); the Alerts tab gets its room.
+      auto* controls = window.findChild<RunControls*>();
+      auto* tabs = qobject_cast<QTabWidget*>(controls->parentWidget()->parentWidget());
+      QVERIFY(tabs);
+      tabs->setCurrentWidget(controls);
+      const int folded = tabs->height();
+      QVERIFY2(folded <= tabs->tabBar()->height() + controls->sizeHint().height() + 40,
+               qPrintable(QStringLiteral("%1 px for %2").arg(folded).arg(controls->sizeHint().height())));
+      const int treeRows = view->viewport()->height() / view->visualRect(shown->index(0, 0)).height();
+      QVERIFY2(treeRows >= (size.height() < 1000 ? 25 : 45), qPrintable(QString::number(treeRows)));
+      tabs->setCurrentIndex(tabs->indexOf(window.findChild<AlertsPanel*>()));
+      QVERIFY2(tabs->height() >= folded + 100, qPrintable(QString::number(tabs->height())));
+      tabs->setCurrentWidget(controls);
+      QCOMPARE(tabs->height(), folded);
       // The histogram's title tells the blocks apart: the block's index is never what is cut.
       QStringList titles;
       for (int b = 0; b < kBlocks; ++b) {
