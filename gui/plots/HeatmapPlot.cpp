@@ -68,6 +68,7 @@ void HeatmapPlot::resetView() {
 
 void HeatmapPlot::clearMap() {
   m_map->data()->clear();
+  m_plot->xAxis->setLabel(tr("step"));  // a checkpoint's "step (only one)" is not the next model's
   m_scale->setDataRange(QCPRange(0, 1));  // nothing of the last map's counts
 }
 

@@ -360,6 +360,15 @@ private Q_SLOTS:
     window.selectModule(QStringLiteral("0"));
     QTRY_COMPARE_WITH_TIMEOUT(window.plots()->heatmap()->plot()->xAxis->label(), QStringLiteral("step (only one)"),
                               kTimeout);
+    // Nothing ran, so nothing was timed or learned: no scalars (five *_ms timings and lr were
+    // offered, optimizer_ms drawn as a 0 at step 0).
+    QVERIFY(window.view().opened().store->scalarNames().empty());
+    // 5. A model file after it, no step run yet: nothing of the checkpoint's one step stays.
+    window.openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QVERIFY(opened.wait(kTimeout));
+    window.selectModule(QStringLiteral("conv1"));
+    window.plots()->refresh();
+    QCOMPARE(window.plots()->heatmap()->plot()->xAxis->label(), QStringLiteral("step"));
   }
 };
 

@@ -151,6 +151,8 @@ def checked_bins(config):
 
 
 class Runner:
+    timed = True  # a step's scalars: its loss, learning rate and timings
+
     def __init__(self, module):
         self.module = module
         self.parameters = [p for p in module.parameters() if p.requires_grad]
@@ -269,13 +271,12 @@ class CheckpointRunner(Runner):
         self.config = dict(config, bins=checked_bins(config), lr=0.0)
         self.optimizer = None
 
+    timed = False  # nothing runs: no loss, rate or timings (zeros read as measured; issue 59)
+
     def step(self, forward_only=False, after_backward=None):
         if self.config is None:
             raise RunError("the engine has no run configuration yet: configure it first")
-        begin = time.perf_counter()
         if after_backward and not forward_only:
             after_backward()
         self.steps_done += 1
-        # No loss: nothing ran (a NaN would read as a diverged run).
-        return {"forward_ms": 0.0, "backward_ms": 0.0, "optimizer_ms": 0.0, "lr": 0.0,
-                "step_ms": (time.perf_counter() - begin) * 1e3}
+        return {}

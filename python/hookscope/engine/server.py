@@ -226,7 +226,8 @@ class EngineServer(CaptureSink):
             return False
         start = time.perf_counter()
         self._send_statistics()
-        scalars["capture_ms"] = (self._capture_seconds + time.perf_counter() - start) * 1e3
+        if self.runner.timed:
+            scalars["capture_ms"] = (self._capture_seconds + time.perf_counter() - start) * 1e3
         message = {"type": "step", "step": step,
                    "scalars": {k: _wire.encode_number(v) for k, v in scalars.items()}}
         dropped = self._take_dropped()
