@@ -251,8 +251,9 @@ void PlotsPanel::updateRankChoices() {
   }
 }
 
-void PlotsPanel::setSelectedModule(const std::string& path) {
+void PlotsPanel::setSelectedModule(const std::string& path, const std::string& type) {
   m_module = path;
+  m_state.selectedType = type;
   updateSeriesChoices();
   refresh();
 }

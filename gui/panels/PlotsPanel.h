@@ -31,7 +31,7 @@ public:
 
   void setStore(std::shared_ptr<hookscope::CaptureStore> store);
   /// Selects the layer whose histogram and heatmap are shown.
-  void setSelectedModule(const std::string& path);
+  void setSelectedModule(const std::string& path, const std::string& type = {});
   const std::string& selectedModule() const { return m_module; }
   /// Shows the selected layer's first series of this kind (the first call's, the first tensor's),
   /// when it has one: what a rule fired on.

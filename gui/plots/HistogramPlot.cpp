@@ -10,6 +10,7 @@
 #include <QTextDocument>
 
 #include <algorithm>
+#include <set>
 
 using namespace hookscope;
 
@@ -122,6 +123,7 @@ void HistogramPlot::refresh(const ViewState& state) {
   if (!m_hasData) {
     m_current->data()->clear();
     m_previous->data()->clear();
+    if (!userView()) resetView();  // neutral axes, not the last layer's
     m_stats->setText(emptyText(state));
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return;
@@ -218,7 +220,13 @@ QString HistogramPlot::emptyText(const ViewState& state) const {
       return tr("<b>%1</b> has no parameters of its own, and a checkpoint holds parameters only: select a layer "
                 "with weights.").arg(name);
     }
-    // Hooks fire only when a module's own forward runs.
+    // Hooks fire only when a module's own forward runs; a container has none.
+    static const std::set<std::string> containers{"ModuleList", "ModuleDict", "ParameterList", "ParameterDict"};
+    if (containers.count(state.selectedType)) {
+      return tr("<b>%1</b> is a %2: it holds<br>layers but is never<br>called itself, so no<br>hook fires on it.<br><br>"
+                "Hook the layers<br>inside it (its tick<br>box ticks them all).")
+          .arg(name, QString::fromStdString(state.selectedType));
+    }
     return tr("<b>%1</b> is hooked, but its<br>module was not called in<br>any step, so no hook fired."
               "<br><br>Its parent may use its<br>weights directly (as<br>MultiheadAttention does<br>with out_proj): hook the<br>parent instead. A traced<br>model drops modules<br>whose result it did not<br>use: the scripted file<br>keeps them.")
         .arg(name);

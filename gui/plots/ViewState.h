@@ -14,6 +14,7 @@ struct ViewState {
   hookscope::SeriesKey selected;  ///< module, call, kind, index of the selected series
   bool hasSelection = false;
   std::uint8_t selectedHooks = 0; ///< what is ticked on the selected layer (CaptureKind bits)
+  std::string selectedType;       ///< the selected module's class ("ModuleList"), "" if not known
   std::int64_t step = -1;         ///< the step shown; -1 when nothing ran yet
   std::int64_t latestStep = -1;
   std::vector<int> ranks;         ///< ranks in the store, ascending (one, 0, unless a job's)

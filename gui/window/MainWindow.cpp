@@ -168,7 +168,8 @@ void MainWindow::buildLayout() {
   m_treePanel = new ModuleTreePanel(m_tree, this);
   connect(m_treePanel, &ModuleTreePanel::currentModuleChanged, this, [this](int module) {
     m_plots->setSelectedHooks(m_tree->hooks(module));
-    m_plots->setSelectedModule(m_tree->modules()[std::size_t(module)].path);
+    const auto& info = m_tree->modules()[std::size_t(module)];
+    m_plots->setSelectedModule(info.path, info.typeName);
   });
   connect(m_treePanel, &ModuleTreePanel::currentHooksChanged, m_plots, &PlotsPanel::setSelectedHooks);
   connect(m_treePanel, &ModuleTreePanel::hooksChanged, this, [this](const std::vector<std::uint8_t>& masks) {
