@@ -146,8 +146,11 @@ void ModuleTreeModel::setOutputShapes(const std::vector<hookscope::ModuleCallSha
   std::map<std::string, QString> shapes;
   for (const auto& call : calls) {
     if (call.call != 0) continue;
-    shapes[call.module] = QString::fromStdString(call.shapes.empty() ? std::string("—") : call.shapes.front()) +
-                          (call.shapes.size() > 1 ? QStringLiteral(" …") : QString());
+    // A 0-d tensor's shape has no dimensions to write: "scalar", not an empty cell.
+    const QString first = call.shapes.empty() ? QStringLiteral("—")
+                          : call.shapes.front().empty() ? tr("scalar")
+                                                        : QString::fromStdString(call.shapes.front());
+    shapes[call.module] = first + (call.shapes.size() > 1 ? QStringLiteral(" …") : QString());
   }
   for (std::size_t m = 0; m < m_modules.size(); ++m) {
     const auto shape = shapes.find(m_modules[m].path);

@@ -84,8 +84,8 @@ ModuleTreePanel::ModuleTreePanel(ModuleTreeModel* tree, QWidget* parent) : QWidg
     m_view->setColumnWidth(column, std::max(atLeast, metrics.horizontalAdvance(label) + 12));
   };
   // The name takes what the other columns leave (it is what tells layers apart), never less
-  // than its names need up to kNameWidth: where the others leave less (a narrow pane, a step
-  // column shown), the tree scrolls sideways rather than cut the names to nothing.
+  // than its names need: where the others leave less (a narrow pane, a deep model, a step
+  // column shown), the tree scrolls sideways rather than cut the names.
   header->setMinimumSectionSize(24);
   header->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Interactive);
   m_view->viewport()->installEventFilter(this);
@@ -132,7 +132,7 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
     hideStepColumns();
   }
   m_tree->setModules(summary.modules, summary.hooks, summary.reviewOnly);
-  if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);  // a reopened run's, as live
+  if (!summary.shapes.empty()) showShapes(summary.shapes);  // a reopened run's, as live
   // The views follow the new model's selection, not the last one's (a reset says nothing).
   if (currentModule() >= 0) Q_EMIT currentModuleChanged(currentModule());
   // The Type column as wide as this model's longest type (a transformer's would otherwise read
@@ -165,6 +165,23 @@ void ModuleTreePanel::showModel(const SessionSummary& summary) {
   markRecordedInterventions(summary.interventions);
   m_view->expandToDepth(1);
   m_view->setCurrentIndex(m_filter->mapFromSource(m_tree->indexOfModule(0)));
+}
+
+void ModuleTreePanel::showShapes(const std::vector<ModuleCallShape>& shapes) {
+  m_tree->setOutputShapes(shapes);
+  // As wide as the widest shape ("32x128x14x14" read "32x1…4x14" in a column fitted to
+  // 8x16x14x14), never narrower than it was; the names keep what they need, and the tree scrolls
+  // sideways where the pane is narrow.
+  const QFontMetrics metrics(m_view->font());
+  const int most = metrics.horizontalAdvance(QStringLiteral("1024x1024x1024x1024")) + 12;
+  int widest = m_view->columnWidth(ModuleTreeModel::OutputShape);
+  for (std::size_t m = 0; m < m_tree->modules().size(); ++m) {
+    const QString shape = m_tree->data(m_tree->indexOfModule(int(m), ModuleTreeModel::OutputShape)).toString();
+    widest = std::max(widest, std::min(most, metrics.horizontalAdvance(shape) + 12));
+  }
+  if (widest == m_view->columnWidth(ModuleTreeModel::OutputShape)) return;
+  m_view->setColumnWidth(ModuleTreeModel::OutputShape, widest);
+  fitNameColumn();
 }
 
 void ModuleTreePanel::fitNameColumn() {

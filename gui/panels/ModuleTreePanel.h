@@ -42,6 +42,9 @@ public:
   /// Shows `count` (an index into hookscope::kPrecisionCounts) in the gradient norm's place;
   /// -1: the gradient norm.
   void setPrecisionColumn(int count);
+  /// Shows each module's output shape at the first step, the Shape column widened to the widest
+  /// (up to four 4-digit dimensions; a wider one is cut in the middle, whole in its tooltip).
+  void showShapes(const std::vector<hookscope::ModuleCallShape>& shapes);
   /// Shows, in the gradient norm's place, the first step each module differs from a compared
   /// run (`firstSteps`: module path and step, for the modules that differ).
   void showDifferences(const std::vector<std::pair<std::string, std::int64_t>>& firstSteps);

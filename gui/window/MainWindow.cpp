@@ -358,7 +358,7 @@ void MainWindow::onStepFinished(const StepSummary& summary) {
   // In a job every rank reports each step: the rate counts the lowest rank still attached.
   if (summary.rank == m_attach->lowestLiveRank(summary.rank)) m_status->countStep();
   m_plots->setFinishedStep(view().settledStep);
-  if (!summary.shapes.empty()) m_tree->setOutputShapes(summary.shapes);
+  if (!summary.shapes.empty()) m_treePanel->showShapes(summary.shapes);
   if (!isRunning()) m_status->setBusy(false);
   m_alerts->addAlerts(summary.alerts);
   if (summary.breakAlert) {

@@ -124,7 +124,11 @@ private Q_SLOTS:
         captures.push_back(capture(m, "gradient", 0.01 * top));
       }
       QVERIFY(rank->send({{"type", "stats"}, {"step", step}, {"captures", captures}}));
-      QVERIFY(rank->send({{"type", "step"}, {"step", step}, {"scalars", {{"loss", 3.0 - 0.001 * step}}}}));
+      nlohmann::json message = {{"type", "step"}, {"step", step}, {"scalars", {{"loss", 3.0 - 0.001 * step}}}};
+      // The output shapes, as a script probes them at the first step: the head's is long, the
+      // root's a 0-d loss.
+      if (step == 0) message["shapes"] = {{std::to_string(modules.size() - 1), {{"8x1024x50257"}}}, {"0", {{""}}}};
+      QVERIFY(rank->send(message));
       rank->drain();
     }
     QTRY_COMPARE_WITH_TIMEOUT(window.view().state.stepsDone, std::int64_t(kSteps), kTimeout);
@@ -148,6 +152,14 @@ private Q_SLOTS:
         for (int r = 0; r < shown->rowCount(at); ++r) pending.push_back(shown->index(r, 0, at));
       }
       QVERIFY2(cut.isEmpty(), qPrintable(QStringLiteral("at %1 px: ").arg(size.width()) + cut.mid(0, 8).join(QStringLiteral(", "))));
+      // Shapes whole ("8x1024x50257" was cut in a column fitted to 8x16x14x14); a 0-d output says
+      // so (its cell was empty).
+      ModuleTreeModel* tree = window.treeModel();
+      const QModelIndex head = tree->indexOfModule(int(modules.size()) - 1, ModuleTreeModel::OutputShape);
+      QCOMPARE(head.data().toString(), QStringLiteral("8x1024x50257"));
+      QVERIFY(view->columnWidth(ModuleTreeModel::OutputShape) >=
+              view->fontMetrics().horizontalAdvance(QStringLiteral("8x1024x50257")) + 8);
+      QCOMPARE(tree->data(tree->indexOfModule(0, ModuleTreeModel::OutputShape)).toString(), QStringLiteral("scalar"));
       // The Run tab of a script's run holds a line and the memory cap: folded to that, the tree
       // gets the rest (about 12 rows showed above it at 1024x700); the Alerts tab gets its room.
       auto* controls = window.findChild<RunControls*>();
