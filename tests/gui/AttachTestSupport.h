@@ -93,6 +93,15 @@ inline void exportFromWindow(MainWindow& window, const QString& dir, QJsonObject
   *manifest = QJsonDocument::fromJson(file.readAll()).object();
 }
 
+/// A capture's statistics as a script sends them: three values of `module`'s `kind` ("activation",
+/// "gradient"), spread `top` either side of 0.
+inline nlohmann::json fakeCapture(int module, const char* kind, double top) {
+  return {{"module", module},   {"call", 0},       {"kind", kind}, {"index", 0}, {"shape", {3}},
+          {"dtype", "float32"}, {"numel", 3},      {"min", -top},  {"max", top}, {"mean", 0.0},
+          {"std", top},         {"l2", top * 1.5}, {"zeros", 0.0}, {"nan", 0},   {"inf", 0},
+          {"hist", {1, 1, 1}},  {"lo", -top},      {"hi", top}};
+}
+
 /// A rank of a job played by hand over a socket: its hello, then the frames HookScope sends it.
 class FakeRank {
 public:

@@ -58,11 +58,7 @@ private Q_SLOTS:
     QVERIFY(rank);
     for (int step = 0; step < 45; ++step) {
       const double top = (step == 35 ? 30.0 : 1.0) * (1 + 0.01 * (step % 3));
-      const nlohmann::json capture = {{"module", 1},  {"call", 0},       {"kind", "activation"}, {"index", 0},
-                                      {"shape", {3}}, {"dtype", "float32"}, {"numel", 3},      {"min", -top},
-                                      {"max", top},   {"mean", 0.0},     {"std", top},           {"l2", top * 1.5},
-                                      {"zeros", 0.0}, {"nan", 0},        {"inf", 0},             {"hist", {1, 1, 1}},
-                                      {"lo", -top},   {"hi", top}};
+      const nlohmann::json capture = fakeCapture(1, "activation", top);
       QVERIFY(rank->send({{"type", "stats"}, {"step", step}, {"captures", {capture}}}));
       QVERIFY(rank->send({{"type", "step"}, {"step", step}, {"scalars", {{"loss", 1.0 + 0.01 * (step % 3)}}}}));
     }
