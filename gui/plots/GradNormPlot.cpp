@@ -10,6 +10,7 @@
 #include <QToolTip>
 
 #include <cmath>
+#include <limits>
 
 using namespace hookscope;
 
@@ -145,8 +146,41 @@ void GradNormPlot::placeLegend() {
     // The axes take about 80 px across and 70 down (labels, ticks, title).
     const QRect area = m_plot->viewport().adjusted(80, 70, 0, 0);
     show = need.width() <= area.width() * 45 / 100 && need.height() <= area.height() / 2;
+    if (show) m_plot->axisRect()->insetLayout()->setInsetAlignment(0, clearestCorner(need));
   }
   m_plot->legend->setVisible(show);
+}
+
+Qt::Alignment GradNormPlot::clearestCorner(const QSize& size) const {
+  // The corner whose box the fewest points of the lines fall in (and the midpoints between
+  // them); top right on a tie. The legend covered the lines at the top right, where gradient
+  // norms that shrink as training goes start.
+  const QRect inner = m_plot->axisRect()->rect().adjusted(12, 12, -12, -12);  // the inset's margins
+  Qt::Alignment best = Qt::AlignTop | Qt::AlignRight;
+  int fewest = std::numeric_limits<int>::max();
+  for (const Qt::Alignment corner : {Qt::AlignTop | Qt::AlignRight, Qt::AlignTop | Qt::AlignLeft,
+                                     Qt::AlignBottom | Qt::AlignRight, Qt::AlignBottom | Qt::AlignLeft}) {
+    QRect box(QPoint(), size);
+    box.moveTopLeft(QPoint(corner & Qt::AlignLeft ? inner.left() : inner.right() - size.width(),
+                           corner & Qt::AlignTop ? inner.top() : inner.bottom() - size.height()));
+    int covered = 0;
+    for (int line = 0; line < m_lines->seriesCount(); ++line) {
+      const QVector<double>& keys = m_lines->keys(line);
+      const QVector<double>& values = m_lines->values(line);
+      for (int i = 0; i < keys.size(); ++i) {
+        const QPointF at(m_plot->xAxis->coordToPixel(keys[i]), m_plot->yAxis->coordToPixel(values[i]));
+        if (box.contains(at.toPoint())) ++covered;
+        if (i == 0) continue;
+        const QPointF before(m_plot->xAxis->coordToPixel(keys[i - 1]), m_plot->yAxis->coordToPixel(values[i - 1]));
+        if (box.contains(((at + before) / 2).toPoint())) ++covered;
+      }
+    }
+    if (covered < fewest) {
+      fewest = covered;
+      best = corner;
+    }
+  }
+  return best;
 }
 
 std::vector<SeriesKey> GradNormPlot::linesOf(const ViewState& state, RankMode mode) {

@@ -61,7 +61,10 @@ protected:
   void logScaleChanged() override;
 
 private:
-  /// Shows the legend when it fits in a corner and the user has not hidden it.
+  /// The corner where a legend of `size` covers the fewest points of the lines.
+  Qt::Alignment clearestCorner(const QSize& size) const;
+  /// Shows the legend when it fits in a corner and the user has not hidden it, in the corner
+  /// that covers the lines least.
   void placeLegend();
   void onMouseMove(QMouseEvent* event);
   void highlight(const std::string& module);

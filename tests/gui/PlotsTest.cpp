@@ -702,6 +702,36 @@ private Q_SLOTS:
     QVERIFY(!plot->legendShown() || withinCorner());
   }
 
+  // Lines along the top (norms that stay high after one low start): the legend goes to a
+  // bottom corner and covers none of their points (it sat at the top right over them).
+  void theLegendTakesTheCornerTheLinesLeaveFree() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    std::vector<SeriesKey> keys;
+    for (int l = 0; l < 3; ++l) keys.push_back(SeriesKey{"block." + std::to_string(l), 0, CaptureKind::Gradient, 0});
+    for (int step = 0; step < 40; ++step) {
+      for (std::size_t l = 0; l < keys.size(); ++l) {
+        store->add(step, keys[l], gaussianStats(1, step == 0 && l == 0 ? 1e-3 : 10.0 + double(l)));
+      }
+    }
+    panel.refresh();
+    GradNormPlot* plot = panel.gradNorms();
+    plot->plot()->replot();
+    plot->plot()->replot();  // the legend's place chosen before the first layout counts from the second
+    QVERIFY(plot->legendShown());
+    const QRect legend = plot->plot()->legend->outerRect();
+    QVERIFY2(legend.center().y() > plot->plot()->axisRect()->rect().center().y(),
+             qPrintable(QStringLiteral("legend at y %1").arg(legend.top())));
+    for (const SeriesKey& key : keys) {
+      for (const auto& point : store->values(key, &TensorStats::l2norm)) {
+        const QPoint at(int(plot->plot()->xAxis->coordToPixel(double(point.step))),
+                        int(plot->plot()->yAxis->coordToPixel(point.value)));
+        QVERIFY2(!legend.contains(at), qPrintable(QStringLiteral("%1 at step %2").arg(QString::fromStdString(key.module)).arg(point.step)));
+      }
+    }
+  }
+
   void treeNumbersAreCompactAndZeroIsShown() {
     QCOMPARE(ModuleTreeModel::compactCount(11181642), QStringLiteral("11.2M"));
     QCOMPARE(ModuleTreeModel::compactCount(9000), QStringLiteral("9000"));
