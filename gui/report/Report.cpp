@@ -365,14 +365,20 @@ QString precisionSection(ViewState state, ReportContents* contents) {
   return body;
 }
 
-/// The layers to draw as heatmaps: those named, else every hooked one (tree order).
-std::vector<std::string> heatmapLayers(const ReportRequest& request, const ExportData& data) {
+/// The layers to draw as heatmaps: those named, else every hooked one (tree order), the one
+/// where the spike started first (past the first 16 of a transformer it was left out).
+std::vector<std::string> heatmapLayers(const ReportRequest& request, const ExportData& data,
+                                       const std::optional<std::string>& firstMover) {
   std::vector<std::string> layers;
   if (!request.layers.isEmpty()) {
     for (const auto& l : request.layers) layers.push_back(l == QStringLiteral("(root)") ? std::string() : l.toStdString());
     return layers;
   }
   std::set<std::string> seen;
+  if (firstMover) {
+    layers.push_back(*firstMover);
+    seen.insert(*firstMover);
+  }
   for (const auto& h : data.manifest.hooked) {
     if (seen.insert(h.module).second) layers.push_back(h.module);
   }
@@ -390,7 +396,7 @@ bool heatmapSection(const ReportRequest& request, const ExportData& data, ViewSt
   *body += QStringLiteral("<h2>Histograms over steps</h2>\n");
   QStringList missing;
   int drawn = 0;
-  for (const auto& module : heatmapLayers(request, data)) {
+  for (const auto& module : heatmapLayers(request, data, contents->firstMover)) {
     const QString name = module.empty() ? QStringLiteral("(root)") : QString::fromStdString(module);
     SeriesKey key;
     if (!layerSeries(store, module, rank, &key)) {
@@ -452,15 +458,27 @@ QString spikeSection(const ExportData& data, const ViewState& state, ReportConte
     body += QStringLiteral("<p%1>%2</p>\n").arg(warn ? QStringLiteral(" class=\"warn\"") : QString(), esc(lines[i]));
   }
   if (!result.loss) return body;  // too few steps for a band: nothing to draw
+  // The first mover's row outlined and named, as the window shows the layer selected.
+  const BandMover* first = !result.movers.empty() ? &result.movers.front()
+                           : !result.unfollowed.empty() ? &result.unfollowed.front() : nullptr;
+  ViewState shown = state;
+  if (first) {
+    contents->firstMover = ownerModule(first->key);
+    shown.selected = first->key;
+    shown.hasSelection = true;
+  }
   DeviationPlot page;
   page.setModuleOrder(data.manifest.modulePaths());
-  body += QStringLiteral("<h3>every layer against its band</h3>\n") + image(&page, state, QStringLiteral("deviation"));
+  body += QStringLiteral("<h3>every layer against its band</h3>\n") + image(&page, shown, QStringLiteral("deviation"));
   ++contents->images;
   body += QStringLiteral("<p class=\"note\">A row a layer in the model's order, a column a step: how many robust "
                          "deviations (sigmas) its furthest statistic (L2 norm, std, amax, zero fraction) lies from the "
-                         "band of its own last %1 steps; empty while a band warms up (%2 steps).</p>\n")
+                         "band of its own last %1 steps; empty while a band warms up (%2 steps).%3</p>\n")
               .arg(data.store->bandSettings().window)
-              .arg(data.store->bandSettings().warmup);
+              .arg(data.store->bandSettings().warmup)
+              .arg(first ? QStringLiteral(" Outlined: %1, where it started; its histograms over steps come first below.")
+                               .arg(esc(contents->firstMover->empty() ? QStringLiteral("(root)") : QString::fromStdString(*contents->firstMover)))
+                         : QString());
   return body;
 }
 

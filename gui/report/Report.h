@@ -6,6 +6,9 @@
 #include <QString>
 #include <QStringList>
 
+#include <optional>
+#include <string>
+
 struct ReportRequest {
   QString run;           ///< export folder
   QString out;           ///< the .html file to write
@@ -22,6 +25,7 @@ struct ReportContents {
   int layersLeftOut = 0;      ///< hooked layers past maxLayers, not drawn
   int precisionRows = 0;      ///< tensors listed as losing values in float16 or fp8
   QString firstDivergence;    ///< with a compared run: "step 1, activation conv1 (...)", or "" for none
+  std::optional<std::string> firstMover;  ///< the module where the loss's spike started (or one left its band alone)
 };
 
 enum class ReportResult {

@@ -92,6 +92,11 @@ def test_the_report_says_where_the_spike_started_and_draws_every_layer(folder):
                     r"it\); the layers whose excursion began from step 2[2-4] on:</p>\n<p class=\"warn\">first to move: "
                     r"step 30, activation 'blocks.2.mlp.fc1' ", section), section[:400]
     assert '<h3>every layer against its band</h3>\n<img alt="deviation"' in section
+    # Its row outlined, and its histograms over steps first (past the first 16 layers in the
+    # model's order, they were left out).
+    assert "Outlined: blocks.2.mlp.fc1, where it started" in section, section[:2000]
+    heatmaps = html[html.index("<h2>Histograms over steps</h2>"):]
+    assert heatmaps.startswith("<h2>Histograms over steps</h2>\n<h3>blocks.2.mlp.fc1 "), heatmaps[:200]
 
 
 def test_the_same_script_untouched_names_no_first_mover(folder):
