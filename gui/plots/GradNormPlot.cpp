@@ -279,6 +279,14 @@ void GradNormPlot::rebuildGraphs() {
     entry->setVisible(false);
     m_legendModules.push_back(layers[i].module);
   }
+  // The compared run's dashed lines, each in its layer's colour: one entry says what dashes are
+  // (they had none, so which run was which was not said).
+  m_comparedEntry = m_plot->addGraph();
+  m_comparedEntry->setName(tr("compared run (dashed)"));
+  m_comparedEntry->setPen(QPen(QColor(110, 110, 110), 1.5, Qt::DashLine));
+  m_comparedEntry->setVisible(false);
+  m_comparedEntry->setSelectable(QCP::stNone);
+  if (m_compared->seriesCount() == 0 || m_legendModules.empty()) m_comparedEntry->removeFromLegend();
   // The band: the highlighted layer's lowest and highest rank, filled between.
   m_bandLow = m_plot->addGraph();
   m_bandHigh = m_plot->addGraph();
@@ -478,6 +486,10 @@ void GradNormPlot::updateCompared(const ViewState& state) {
   m_comparedVersion = m_version;
   const bool draw = state.compared && m_mode == RankMode::OneRank;  // a job's many lines: the shown run's alone
   m_compared->reset(draw ? int(m_keys.size()) : 0);
+  if (m_comparedEntry) {
+    if (draw && !m_legendModules.empty()) m_comparedEntry->addToLegend();
+    else m_comparedEntry->removeFromLegend();
+  }
   if (!draw) return;
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
     m_compared->setColor(int(i), layerColor(m_keys[i]));

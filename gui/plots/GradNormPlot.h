@@ -90,6 +90,7 @@ private:
   std::uint64_t m_comparedVersion = 0;  ///< the shown run's version when they were drawn
   QCPGraph* m_bandLow = nullptr;
   QCPGraph* m_bandHigh = nullptr;
+  QCPGraph* m_comparedEntry = nullptr;  ///< the legend's "compared run (dashed)", while one is drawn
   RankMode m_mode = RankMode::OneRank;
   int m_rankCount = 1;
   struct Band {

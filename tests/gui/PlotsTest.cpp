@@ -732,6 +732,40 @@ private Q_SLOTS:
     }
   }
 
+  // A compared run's dashed gradient norms are said in the legend (they had no entry): while a
+  // run is compared, and not after.
+  void theComparedRunsDashesAreInTheLegend() {
+    auto store = std::make_shared<CaptureStore>();
+    auto other = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    for (int step = 0; step < 5; ++step) {
+      for (int l = 0; l < 3; ++l) {
+        const SeriesKey key{"layer" + std::to_string(l), 0, CaptureKind::Gradient, 0};
+        store->add(step, key, gaussianStats(1, 1.0 + l));
+        other->add(step, key, gaussianStats(1, 2.0 + l));
+      }
+    }
+    const auto named = [&] {
+      QStringList names;
+      const QCPLegend* legend = panel.gradNorms()->plot()->legend;
+      for (int i = 0; i < legend->itemCount(); ++i) {
+        if (auto* item = qobject_cast<QCPPlottableLegendItem*>(legend->item(i))) names << item->plottable()->name();
+      }
+      return names;
+    };
+    panel.refresh();
+    QCOMPARE(named().size(), 3);
+    panel.setComparedStore(other);
+    panel.refresh();
+    QCOMPARE(panel.gradNorms()->comparedLineCount(), 3);
+    QVERIFY2(named().contains(QStringLiteral("compared run (dashed)")), qPrintable(named().join(QLatin1Char(','))));
+    QCOMPARE(named().size(), 4);
+    panel.setComparedStore(nullptr);
+    panel.refresh();
+    QCOMPARE(named().size(), 3);
+  }
+
   void treeNumbersAreCompactAndZeroIsShown() {
     QCOMPARE(ModuleTreeModel::compactCount(11181642), QStringLiteral("11.2M"));
     QCOMPARE(ModuleTreeModel::compactCount(9000), QStringLiteral("9000"));
