@@ -47,7 +47,8 @@ AlertsPanel::AlertsPanel(QWidget* parent) : QWidget(parent), m_table(new QTableW
   const QFontMetrics metrics(m_table->font());
   const int pad = 12;
   m_table->setColumnWidth(0, metrics.horizontalAdvance(QStringLiteral("101–110 (×10)")) + pad);
-  m_table->setColumnWidth(1, metrics.horizontalAdvance(QStringLiteral("layer3.conv2")) + pad);
+  m_layerLeast = metrics.horizontalAdvance(QStringLiteral("layer3.conv2")) + pad;
+  m_table->setColumnWidth(1, m_layerLeast);
   int rule = 0;
   for (int i = 0; i < kRuleCount; ++i) rule = std::max(rule, metrics.horizontalAdvance(QString::fromLatin1(ruleName(RuleKind(i)))));
   m_table->setColumnWidth(2, rule + pad);
@@ -151,6 +152,18 @@ void AlertsPanel::addAlerts(const std::vector<Alert>& alerts) {
     m_table->setItem(row, 4, new QTableWidgetItem(QString::fromStdString(alert.message)));
     m_table->item(row, 4)->setToolTip(QString::fromStdString(alert.message));
   }
+  fitLayerColumn();
+}
+
+void AlertsPanel::fitLayerColumn() {
+  // As wide as the longest layer listed, up to a third of the table: the paths shortened less,
+  // and alike ("blocks.1.norm" read "b.1.norm" beside a whole "blocks.2.fc1").
+  const QFontMetrics metrics(m_table->font());
+  int widest = m_layerLeast;
+  for (int row = 0; row < m_table->rowCount(); ++row) {
+    widest = std::max(widest, metrics.horizontalAdvance(m_table->item(row, 1)->text()) + 12);
+  }
+  m_table->setColumnWidth(1, std::min(widest, std::max(m_layerLeast, m_table->viewport()->width() / 3)));
 }
 
 QString AlertsPanel::detailText() const { return m_detail->text(); }
@@ -158,6 +171,7 @@ QString AlertsPanel::detailText() const { return m_detail->text(); }
 void AlertsPanel::clear() {
   m_table->setRowCount(0);
   m_rows.clear();
+  m_table->setColumnWidth(1, m_layerLeast);
   m_ranks = false;
   m_detail->setText(hint());  // not the last session's alert under an empty table
 }

@@ -30,9 +30,12 @@ Q_SIGNALS:
 private:
   /// The line under the table when no alert is selected.
   QString hint() const;
+  /// The Layer column as wide as its paths need, up to a third of the table.
+  void fitLayerColumn();
 
   QTableWidget* m_table;
   class QLabel* m_detail;
+  int m_layerLeast = 0;  ///< the Layer column's width with no alerts
   QHash<QString, int> m_rows;  ///< rule|kind|rank|module -> row
   bool m_ranks = false;
 };

@@ -800,6 +800,13 @@ private Q_SLOTS:
     const QFontMetrics metrics(table->font());
     QVERIFY2(metrics.horizontalAdvance(table->item(0, 3)->text()) + 8 <= table->columnWidth(3),
              qPrintable(QString::number(table->columnWidth(3))));
+    // Both layers whole: the column fits the longest path ("blocks.1.norm" read "b.1.norm" beside
+    // a whole "blocks.2.fc1"), and goes back to its width with the table emptied.
+    const int fitted = table->columnWidth(1);
+    QVERIFY2(metrics.horizontalAdvance(QStringLiteral("blocks.1.norm")) + 8 <= table->columnWidth(1),
+             qPrintable(QString::number(table->columnWidth(1))));
+    panel.clear();
+    QVERIFY(table->columnWidth(1) < fitted);
   }
 
   void theSliderStepsWithTheKeyboardAndThePlotsFollow() {
