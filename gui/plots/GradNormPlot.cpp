@@ -271,10 +271,10 @@ void GradNormPlot::rebuildGraphs() {
   m_layerCount = layers.size();
   for (std::size_t i = 0; i < layers.size() && layers.size() <= kMaxLegendEntries; ++i) {
     QCPGraph* entry = m_plot->addGraph();
-    // The tail of a long path names the layer; hovering its line gives the whole path.
-    QString label = layerLabel(layers[i]);
-    if (label.size() > 24) label = QStringLiteral("…") + label.right(23);
-    entry->setName(label);
+    // A long path shortened between its parts as everywhere a layer is named (its block's index
+    // kept: "…ormer.h.10.attn.c_proj" was cut mid-word); hovering its line gives the whole path.
+    const QFontMetrics metrics(m_plot->legend->font());
+    entry->setName(PathElideDelegate::elidePath(layerLabel(layers[i]), metrics, 24 * metrics.averageCharWidth()));
     entry->setPen(QPen(layerColor(layers[i]), 1.5));
     entry->setVisible(false);
     m_legendModules.push_back(layers[i].module);

@@ -695,6 +695,14 @@ private Q_SLOTS:
       return legend.width() <= area.width() / 2 && legend.height() <= area.height() / 2;
     };
     QVERIFY(withinCorner());
+    // Each name shortened between its parts, its layer's index kept (cut at its start it read
+    // "…oder.layers.0.self_attn").
+    const QCPLegend* legend = plot->plot()->legend;
+    QCOMPARE(legend->itemCount(), 6);
+    for (int i = 0; i < legend->itemCount(); ++i) {
+      const QString name = qobject_cast<QCPPlottableLegendItem*>(legend->item(i))->plottable()->name();
+      QVERIFY2(name.contains(QStringLiteral(".%1.self_attn").arg(i)) && !name.startsWith(QStringLiteral("…")), qPrintable(name));
+    }
     // Small: the legend gives way instead of covering the plot.
     plot->resize(320, 200);
     plot->plot()->resize(320, 200);
