@@ -18,7 +18,6 @@
 #include "window/PaneSplit.h"
 #include "window/RedrawPacer.h"
 #include "window/RunCommands.h"
-#include "window/SideFold.h"
 #include "window/TensorBoardExport.h"
 #include "window/WindowMenus.h"
 
