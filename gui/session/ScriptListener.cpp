@@ -104,13 +104,16 @@ void ScriptListener::loop() {
     }
   }  // the gate closes the connections still waiting, before the listener goes
   // One script (or job) per Attach: no more connections; a late one is told no one listens.
+  // Waiting stopped with no script (a file opened instead, the dialog cancelled) closes the
+  // address too: it stayed bound, and a script started then waited for a welcome that never
+  // came ("did not accept this script (timed out)") and trained unhooked.
   m_open = false;
-  if (!job) return;
   {
     std::unique_ptr<AttachListener> closing;
     std::lock_guard<std::mutex> lock(m_listenerMutex);
     closing = std::move(m_listener);
   }
+  if (!job) return;
   if (m_endJob) job->close();
   job->waitEnded(-1);
   Q_EMIT jobOver(endedReason(*job, worldSize, name));

@@ -328,6 +328,30 @@ private Q_SLOTS:
     QTRY_COMPARE_WITH_TIMEOUT(stopText(), QStringLiteral("S&top"), kTimeout);
   }
 
+  // Waiting stopped (a file opened instead of a script): the address is closed, so a script
+  // started then is told at once that no one listens (with what to do), not left waiting for a
+  // welcome until it trains unhooked.
+  void aScriptAfterWaitingStoppedFindsNoListener() {
+    QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
+    const QString address = QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock"));
+    MainWindow window;
+    window.setInteractive(false);
+    QSignalSpy listening(&window, &MainWindow::listening);
+    window.attachScript(address);
+    QVERIFY(listening.wait(kTimeout));
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
+    QVERIFY(opened.wait(kTimeout));
+    const auto connects = [&] {
+      std::string error;
+      hookscope::AttachAddress parsed;
+      const int fd = hookscope::connectAttachAddress(address.toStdString(), &parsed, &error);
+      if (fd >= 0) ::close(fd);
+      return fd >= 0;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(!connects(), kTimeout);
+  }
+
   void noSecondListenerOnATakenAddress() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
     const QString address = QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock"));
