@@ -333,12 +333,10 @@ private Q_SLOTS:
   // welcome until it trains unhooked.
   void aScriptAfterWaitingStoppedFindsNoListener() {
     QTemporaryDir dir(QStringLiteral("/tmp/hs-gui-XXXXXX"));
-    const QString address = QStringLiteral("unix:") + dir.filePath(QStringLiteral("hs.sock"));
     MainWindow window;
-    window.setInteractive(false);
-    QSignalSpy listening(&window, &MainWindow::listening);
-    window.attachScript(address);
-    QVERIFY(listening.wait(kTimeout));
+    QString address;
+    listenIn(window, dir, &address);
+    if (QTest::currentTestFailed()) return;
     QSignalSpy opened(&window, &MainWindow::modelOpened);
     window.openPath(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"));
     QVERIFY(opened.wait(kTimeout));
