@@ -242,10 +242,13 @@ void ModuleTreePanel::setPrecisionColumn(int count) {
 
 std::vector<std::pair<int, std::int64_t>> ModuleTreePanel::stepsByModule(
     const std::vector<std::pair<std::string, std::int64_t>>& firstSteps) const {
+  // One lookup a listed module, not a scan of the tree each (a compared run lists every module).
+  std::map<std::string, int> byPath;
+  for (std::size_t m = 0; m < m_tree->modules().size(); ++m) byPath.emplace(m_tree->modules()[m].path, int(m));
   std::vector<std::pair<int, std::int64_t>> steps;
   for (const auto& [path, step] : firstSteps) {
-    const int m = m_tree->moduleOf(path);
-    if (m >= 0) steps.emplace_back(m, step);
+    const auto found = byPath.find(path);
+    if (found != byPath.end()) steps.emplace_back(found->second, step);
   }
   return steps;
 }

@@ -167,11 +167,13 @@ Qt::Alignment GradNormPlot::clearestCorner(const QSize& size) const {
     for (int line = 0; line < m_lines->seriesCount(); ++line) {
       const QVector<double>& keys = m_lines->keys(line);
       const QVector<double>& values = m_lines->values(line);
-      for (int i = 0; i < keys.size(); ++i) {
+      // At most ~512 points a line: this runs before every replot, and a long run has many.
+      const int stride = std::max(1, int(keys.size()) / 512);
+      for (int i = 0; i < keys.size(); i += stride) {
         const QPointF at(m_plot->xAxis->coordToPixel(keys[i]), m_plot->yAxis->coordToPixel(values[i]));
         if (box.contains(at.toPoint())) ++covered;
         if (i == 0) continue;
-        const QPointF before(m_plot->xAxis->coordToPixel(keys[i - 1]), m_plot->yAxis->coordToPixel(values[i - 1]));
+        const QPointF before(m_plot->xAxis->coordToPixel(keys[i - stride]), m_plot->yAxis->coordToPixel(values[i - stride]));
         if (box.contains(((at + before) / 2).toPoint())) ++covered;
       }
     }
