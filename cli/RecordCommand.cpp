@@ -111,7 +111,16 @@ void Recording::progress(int rank, const AttachedStep& s) {
          << " steps/s";
   }
   if (m_expected > 1) line << "  ranks " << live.size() << "/" << m_expected;
-  if (s.droppedCaptures) line << "  (" << s.droppedCaptures << " dropped: HookScope was behind)";
+  // Why, as the script said (the viewer behind, a tensor its statistics refused, ...).
+  if (s.droppedCaptures) {
+    std::string why = s.dropReason.empty() ? "see the gaps in manifest.json" : s.dropReason;
+    if (why.size() > 200) {  // a line, not a page: cut at a character's start
+      std::size_t cut = 200;
+      while (cut > 0 && (static_cast<unsigned char>(why[cut]) & 0xC0) == 0x80) --cut;
+      why = why.substr(0, cut) + "...";
+    }
+    line << "  (" << s.droppedCaptures << " dropped: " << why << ")";
+  }
   if (m_terminal) {
     std::cerr << "\r" << line.str() << "   " << std::flush;
   } else {

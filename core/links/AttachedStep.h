@@ -22,6 +22,7 @@ struct AttachedStep {
   std::optional<Alert> breakAlert;        ///< the armed rule that paused (or stopped) the script here
   int captures = 0;                       ///< captures received for it
   std::int64_t droppedCaptures = 0;       ///< captures the script could not keep (see GapRecord)
+  std::string dropReason;                 ///< why, as the script said of the first it named
   std::int64_t droppedBytes = 0;
   double seconds = 0;                     ///< since the previous step ended
   /// In a job of several ranks: (sum, L2 norm) of each parameter after the optimizer step and

@@ -255,6 +255,7 @@ void StepIntake::readDropped(const json& dropped, AttachedStep* done, GapRecord*
     if (!fine || !kind || !seriesKey(entry, *kind, call, index, "a gap", &key, &ignored)) continue;
     gap->series.push_back({key, wireString(entry, "reason")});
   }
+  if (!gap->series.empty()) done->dropReason = gap->series.front().reason;
 }
 
 // Per parameter [sum, norm] of its values and of its gradient (null: no gradient).

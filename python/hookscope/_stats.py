@@ -51,6 +51,21 @@ class BackendError(ValueError):
     """A backend that was asked for by name cannot compute a tensor's row."""
 
 
+def _with_memory(t):
+    """t as a tensor whose memory its values are in. A functional collective's result (an
+    AsyncCollectiveTensor: what tensor parallel's RowwiseParallel returns) wraps the tensor the
+    collective writes and holds no memory itself (its data pointer is 0): the wrapped tensor,
+    waited for. Another tensor subclass with no memory of its own is refused, saying so: a
+    kernel given its pointer would read address 0."""
+    if type(t) is torch.Tensor or isinstance(t, torch.nn.Parameter):
+        return t
+    if type(t).__name__ == "AsyncCollectiveTensor" and callable(getattr(t, "wait", None)):
+        t = t.wait()
+    if t.numel() > 0 and t.data_ptr() == 0:
+        raise ValueError("a %s holds no memory of its own that HookScope can read" % type(t).__name__)
+    return t
+
+
 def _version(t):
     """A tensor's version counter (it moves with every in-place change), or None (inference tensors
     have none)."""
@@ -179,6 +194,7 @@ class StepStatistics:
         at the same version later in the step is not read again. history: the series (named by
         `fields`) may be binned between its previous edges (one read on a GPU); False: this
         tensor's own finite min and max, always."""
+        tensor = _with_memory(tensor)
         device = tensor.device
         cuda = device.type == "cuda"
         if cuda and torch.cuda.is_current_stream_capturing():

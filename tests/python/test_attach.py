@@ -693,6 +693,8 @@ def test_a_capture_without_statistics_is_a_gap_that_names_its_series(tmp):
     code, err = recorder.wait()
     assert code == 0, err
     assert "dropped by the script" in err
+    # Each step's line says why, as the script did (it blamed the viewer for every gap).
+    assert "(2 dropped: a torch.sparse_coo tensor has no statistics" in err, err
     m = manifest(recorder.out)
     assert [g["step"] for g in m["gaps"]] == [0, 1]
     for gap in m["gaps"]:  # the sparse layer's output, which is also the root's

@@ -69,10 +69,19 @@ def assert_whole_equals_gathered(run, reference):
 
 @pytest.mark.parametrize("world,model", [(2, "mlp"), (4, "mlp"), (2, "block"), (2, "tp")])
 def test_sharded_parameters_and_gradients_are_whole_tensors(tmp, world, model):
-    run, _ = record(tmp, "--world", str(world), "--model", model, "--steps", "3", "--reference", tmp)
+    run, job = record(tmp, "--world", str(world), "--model", model, "--steps", "3", "--reference", tmp)
     with open(os.path.join(tmp, "reference.json")) as f:
         reference = json.load(f)
     assert_whole_equals_gathered(run, reference)
+    # Every module's output on every rank, as the script's own forward hook saw it (tensor
+    # parallel's RowwiseParallel returns an AsyncCollectiveTensor: it was dropped, "refused").
+    assert "dropped" not in job.stderr, job.stderr[-2000:]
+    for rank in range(world):
+        with open(os.path.join(tmp, "outputs-%d.json" % rank)) as f:
+            for seen in json.load(f):
+                series = run.series("activation", seen["name"], rank=rank)
+                got = series.stats[series.steps.index(seen["step"])]
+                assert (got["min"], got["max"]) == (seen["min"], seen["max"]), (rank, seen)
     # The per-rank view stays: every rank's own shard of every parameter, at every step.
     names = {r["name"] for r in reference}
     for rank in range(world):

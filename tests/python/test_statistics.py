@@ -264,3 +264,25 @@ def test_importing_the_package_loads_neither_dynamo_nor_triton():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"], done.stdout
+
+
+class _NoMemory(torch.Tensor):
+    """A wrapper subclass that holds no memory of its own (its data pointer is 0), as
+    DTensor's and the functional collectives' wrappers are."""
+
+    @staticmethod
+    def __new__(cls, elem):
+        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype, device=elem.device)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.detach.default:
+            return cls(args[0])
+        raise NotImplementedError(func)
+
+
+def test_a_tensor_with_no_memory_of_its_own_is_refused_by_name_never_read_at_address_0():
+    wrapper = _NoMemory(torch.randn(4, 5))
+    assert wrapper.data_ptr() == 0
+    with pytest.raises(ValueError, match="a _NoMemory holds no memory of its own"):
+        _stats.tensor_statistics(wrapper)

@@ -103,7 +103,16 @@ def worker(rank, args):
         hs = hookscope.attach(model, opt, address="unix:/nonexistent/hookscope.sock")
     else:
         hs = hookscope.attach(model, opt, wait=True, timeout=60)
-    reference = []
+    reference, outputs = [], []
+    if args.reference:  # each module's output, as a PyTorch forward hook sees it (torch ops)
+        def seen(name):
+            def hook(module, inputs, out):
+                if isinstance(out, torch.Tensor):
+                    outputs.append({"step": STEP[0], "name": name, "min": float(out.min()),
+                                    "max": float(out.max())})
+            return hook
+        for name, module in model.named_modules():
+            module.register_forward_hook(seen(name))
     for step in range(args.steps):
         STEP[0] = step
         torch.manual_seed(100 * step + rank)  # each rank its own data
@@ -123,6 +132,9 @@ def worker(rank, args):
         hs.step(loss)
         opt.zero_grad()
     hs.close()
+    if args.reference:
+        with open(os.path.join(args.reference, "outputs-%d.json" % rank), "w") as f:
+            json.dump(outputs, f)
     if rank == 0 and args.reference:
         with open(os.path.join(args.reference, "reference.json"), "w") as f:
             json.dump(reference, f)
