@@ -1,5 +1,6 @@
 """The connection to a HookScope window or recorder: connect, hello and welcome, a bounded
-outbox that never blocks a step, and what the viewer sends back."""
+outbox that never blocks a step (a sender thread writes it while training goes on), and what
+the viewer sends back."""
 
 import hashlib
 import hmac
@@ -8,6 +9,7 @@ import select
 import socket
 import stat
 import struct
+import threading
 import time
 
 from . import _wire
@@ -111,6 +113,13 @@ class Connection:
         self._reader = _wire.FrameReader()
         self._outbox = bytearray()
         self.bytes_sent = 0  # on the socket, frame headers included
+        # The sender thread takes the whole outbox and writes it (the step goes on meanwhile:
+        # a step's end queued more than the socket's buffer takes at once, and only that much
+        # went each step until the outbox was so far behind that captures were dropped).
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # the outbox filled, or was written
+        self._writing = 0    # bytes the sender took and has not written yet
+        self._failed = None  # why the sender stopped writing (said in the training thread)
 
     @property
     def open(self):
@@ -118,8 +127,8 @@ class Connection:
 
     @property
     def unsent(self):
-        """Bytes waiting in the outbox: how far behind the viewer is."""
-        return len(self._outbox)
+        """Bytes not yet written to the socket: how far behind the viewer is."""
+        return len(self._outbox) + self._writing
 
     def connect(self, hello, wait=False, timeout=None, sock=None):
         """Sends `hello` (its token filled in from the address) on `sock` (a new connection when
@@ -149,7 +158,39 @@ class Connection:
             self._refused(messages[0])
         sock.setblocking(False)
         self._sock = sock
+        threading.Thread(target=self._send_loop, args=(sock,), name="hookscope-sender", daemon=True).start()
         return messages
+
+    def _send_loop(self, sock):
+        """The sender thread: writes whatever is queued, in order, until the socket is closed
+        or fails (then `_failed` says why, and the training thread detaches at its next call)."""
+        while True:
+            with self._lock:
+                while not self._outbox and self._sock is sock:
+                    self._changed.wait(0.5)  # woken by queue(); the timeout notices a close
+                if self._sock is not sock:
+                    return
+                data, self._outbox = memoryview(self._outbox), bytearray()
+                self._writing = len(data)
+            try:
+                while data:
+                    try:
+                        sent = sock.send(data)
+                    except (BlockingIOError, InterruptedError):
+                        select.select([], [sock], [], 0.5)
+                        if self._sock is not sock:
+                            return
+                        continue
+                    data = data[sent:]
+                    self._writing = len(data)
+            except (OSError, ValueError) as exc:  # ValueError: closed under us
+                if self._sock is sock:
+                    self._failed = "the viewer went away (%s)" % (getattr(exc, "strerror", None) or exc)
+                return
+            finally:
+                with self._lock:
+                    self._writing = len(data) if self._sock is sock and self._failed is None else 0
+                    self._changed.notify_all()
 
     def _refused(self, message):
         raise Refused("the viewer at %s refused this script: %s" % (self.address, message.get("message", "no reason given")))
@@ -201,12 +242,14 @@ class Connection:
                 return messages  # the welcome (or an error), and what followed it
 
     def close(self):
-        if self._sock is not None:
+        """Closes the socket (the sender thread then ends). Takes no lock: a child forked while
+        the sender held it calls this too."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
             try:
-                self._sock.close()
+                sock.close()
             except OSError:
                 pass
-            self._sock = None
 
     def _lost(self, reason):
         self.close()
@@ -214,41 +257,43 @@ class Connection:
 
     def queue(self, frame):
         self.bytes_sent += len(frame)
-        self._outbox += frame
+        with self._lock:
+            self._outbox += frame
+            self._changed.notify()
+        self._check()
 
     def send(self, message):
         self.queue(_wire.json_frame(message))
-        self.flush()
 
     def flush(self, deadline=None):
-        """Sends what the socket takes now; with a deadline, waits until then for the rest."""
-        while self._outbox and self._sock is not None:
-            try:
-                sent = self._sock.send(self._outbox)
-                del self._outbox[:sent]
-                continue
-            except (BlockingIOError, InterruptedError):
-                pass
-            except OSError as exc:
-                self._lost("the viewer went away (%s)" % (exc.strerror or exc))
-                return
-            if deadline is None:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            select.select([], [self._sock], [], remaining)
-        if len(self._outbox) > OUTBOX_LIMIT:
-            self._lost("the viewer stopped reading (%d MiB waiting)" % (len(self._outbox) >> 20))
+        """With a deadline, waits until then for the sender to write everything queued; without
+        one, only says what went wrong since."""
+        if deadline is not None:
+            with self._lock:
+                while (self._outbox or self._writing) and self._sock is not None and self._failed is None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
+        self._check()
+
+    def _check(self):
+        """Detaches, in the training thread, where the sender failed or the viewer is gone."""
+        if self._sock is None:
+            return
+        if self._failed is not None:
+            self._lost(self._failed)
+        elif self.unsent > OUTBOX_LIMIT:
+            self._lost("the viewer stopped reading (%d MiB waiting)" % (self.unsent >> 20))
 
     def receive(self, timeout=0.0):
         """Messages the viewer sent, waiting up to `timeout` seconds (None: until one comes)."""
         if self._sock is None:
             return []
-        wants_write = [self._sock] if self._outbox else []
-        readable, writable, _ = select.select([self._sock], wants_write, [], timeout)
-        if writable:
-            self.flush()
+        self._check()
+        if self._sock is None:
+            return []
+        readable, _, _ = select.select([self._sock], [], [], timeout)
         if not readable or self._sock is None:
             return []
         try:

@@ -852,6 +852,29 @@ def test_a_viewer_that_stops_reading_costs_named_gaps_and_never_blocks_training(
     assert "MiB behind" in behind[0] and "recorded as a gap" in behind[0]
 
 
+def test_steps_of_more_statistics_than_the_socket_takes_at_once_all_arrive(tmp):
+    """About 1.5 MiB of statistics a step, several times what a socket's buffer takes at once: a
+    sender thread writes them while training goes on (only what the buffer took went at each
+    step's end before, and the rest piled up until captures were dropped as "behind")."""
+    recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(400)])
+    steps = 40
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hs = hookscope.attach(model, address=recorder.address)
+        for _ in range(steps):
+            loss = model(torch.randn(16, 32)).pow(2).mean()
+            loss.backward()
+            hs.step(loss)
+            assert hs.connected
+        hs.close()
+    assert not [str(w.message) for w in caught if "dropped" in str(w.message)]
+    code, err = recorder.wait()
+    assert code == 0, err
+    assert "dropped" not in err, err[-2000:]
+    assert len(read_csv(recorder.out, "stats.csv")) == steps * 2 * 1201  # 1,201 modules
+
+
 def test_binary_rows_record_exactly_what_json_records(tmp):
     """Statistics as binary rows (the default where the viewer offers them) and as JSON
     (HOOKSCOPE_STATS_WIRE=json, what an older viewer reads) give the same export, to the bit."""
