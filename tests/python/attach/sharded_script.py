@@ -140,6 +140,7 @@ def worker(rank, args):
             json.dump(reference, f)
     dist.barrier()
     dist.destroy_process_group()
+    print("rank %d finished" % rank, file=sys.stderr, flush=True)  # all that is left is the exit
 
 
 def main():
