@@ -27,6 +27,7 @@ FINDING_FACTOR = 2
 # magnitudes, 0.01 for the zero fraction.
 FLOOR = {"l2norm": 0.025, "std": 0.025, "amax": 0.025, "zero_frac": 0.01, "loss": 0.025}
 STATISTICS = ("l2norm", "std", "amax", "zero_frac")
+FLOAT32_NORMAL = 1.1754943508222875e-38  # float32's smallest normal number
 # CaptureKind's order in HookScope's C++ (core/common/CaptureKind.h): ties within a place.
 KINDS = ("activation", "input", "gradient", "param", "param_grad", "update")
 
@@ -38,7 +39,9 @@ def _measure(statistic, value):
         return None
     if statistic == "zero_frac":
         return float(value)
-    return math.log10(abs(value)) if value != 0 else None
+    # Below float32's smallest normal number, a few subnormal steps of rounding (each a
+    # 0.3-decade jump): all that smallest number on the band (core/store/BandTracker.cpp).
+    return math.log10(max(abs(value), FLOAT32_NORMAL)) if value != 0 else None
 
 
 def _median(sorted_values):

@@ -312,3 +312,13 @@ def test_the_running_band_scores_equal_the_band_sorted_again_each_step():
             window, warmup = rnd.choice([1, 2, 3, 7, 50, 200]), rnd.choice([0, 1, 8])
             assert bands.scores(points, statistic, window, warmup) == \
                 by_definition(points, statistic, window, warmup), (trial, statistic, window, warmup)
+
+
+def test_a_vanished_gradients_subnormal_rounding_stays_in_its_band():
+    """As BandTrackerTest's: float32 subnormal steps (1.4e-45 is one) are rounding, not a spike;
+    a fall from the normal range to them still leaves the band."""
+    tiny = 1.401298464324817e-45
+    points = [(step, tiny * (2 + step % 6)) for step in range(40)] + [(40, tiny)]
+    assert bands.scores(points, "amax")[-1][1] == 0
+    fallen = [(step, 1e-30) for step in range(40)] + [(40, tiny)]
+    assert bands.scores(fallen, "amax")[-1][1] < -300

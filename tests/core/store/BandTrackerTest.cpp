@@ -182,6 +182,20 @@ TEST(BandTrackerTest, TheStoreScoresPointsWhenReadAndExplainReadsThem) {
 // start; explained at step 1000 it is not (it left 900 steps before, not within the 8 steps
 // before the step judged: issue 57), and is not listed as inside its band either. The kept
 // scores and scores made again say the same both times.
+TEST(BandTrackerTest, AVanishedGradientsSubnormalRoundingStaysInItsBand) {
+  // A gradient vanished to a few float32 subnormal steps (1.4e-45 is one): 1 to 7 steps of
+  // them scored 12 sigma out, a "series that left its band" of a deep model's plain run.
+  RunningBand band;
+  const BandSettings settings;
+  const double tiny = double(std::numeric_limits<float>::denorm_min());
+  for (int step = 0; step < 40; ++step) band.push(tiny * (2 + step % 6), BandMeasure::Magnitude, settings);
+  EXPECT_EQ(band.push(tiny, BandMeasure::Magnitude, settings), 0);
+  // From the normal range down to them is still a fall: 1e-30 is 8 decades above the floor.
+  RunningBand fallen;
+  for (int step = 0; step < 40; ++step) fallen.push(1e-30, BandMeasure::Magnitude, settings);
+  EXPECT_LT(fallen.push(tiny, BandMeasure::Magnitude, settings), -300);
+}
+
 TEST(BandTrackerTest, AnExcursionIsAMoverOnlyWhereItBeganBeforeTheStepJudged) {
   CaptureStore live, unscored;
   unscored.setBandSettings(BandSettings{0, 8, 6});
