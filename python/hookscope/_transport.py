@@ -263,7 +263,20 @@ class Connection:
         self._check()
 
     def send(self, message):
+        """Queues a message and writes what the socket takes of the outbox now, from this thread:
+        a small step's end is on the wire when step() returns (a script killed right after it
+        leaves that step); the sender thread writes the rest."""
         self.queue(_wire.json_frame(message))
+        with self._lock:
+            if self._writing or not self._outbox or self._sock is None:
+                return  # the sender is writing: it takes this too, in order
+            try:
+                sent = self._sock.send(self._outbox)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # the sender meets the same error and says it
+            del self._outbox[:sent]
 
     def flush(self, deadline=None):
         """With a deadline, waits until then for the sender to write everything queued; without
