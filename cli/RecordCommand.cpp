@@ -114,11 +114,7 @@ void Recording::progress(int rank, const AttachedStep& s) {
   // Why, as the script said (the viewer behind, a tensor its statistics refused, ...).
   if (s.droppedCaptures) {
     std::string why = s.dropReason.empty() ? "see the gaps in manifest.json" : s.dropReason;
-    if (why.size() > 200) {  // a line, not a page: cut at a character's start
-      std::size_t cut = 200;
-      while (cut > 0 && (static_cast<unsigned char>(why[cut]) & 0xC0) == 0x80) --cut;
-      why = why.substr(0, cut) + "...";
-    }
+    if (why.size() > 200) why = cutAtCharacter(why, 200) + "...";  // a line, not a page
     line << "  (" << s.droppedCaptures << " dropped: " << why << ")";
   }
   if (m_terminal) {

@@ -79,4 +79,12 @@ std::string printableText(std::string_view text, bool multiline) {
   return out;
 }
 
+std::string cutAtCharacter(std::string text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  std::size_t cut = bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  text.resize(cut);
+  return text;
+}
+
 } // namespace hookscope

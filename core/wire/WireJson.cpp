@@ -1,5 +1,7 @@
 #include "wire/WireJson.h"
 
+#include "common/PrintableText.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -43,13 +45,7 @@ std::int64_t wireInt(const json& j, const char* key, std::int64_t low, std::int6
 std::string wireString(const json& j, const char* key) {
   const auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return "";
-  std::string s = it->get<std::string>();
-  if (s.size() > kMaxWireStringBytes) {
-    std::size_t cut = kMaxWireStringBytes;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-    s.resize(cut);
-  }
-  return s;
+  return cutAtCharacter(it->get<std::string>(), kMaxWireStringBytes);
 }
 
 std::string wireText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

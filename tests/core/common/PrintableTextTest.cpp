@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+using hookscope::cutAtCharacter;
 using hookscope::printableText;
 
 TEST(PrintableTextTest, PlainTextAndValidUtf8AreKept) {
@@ -26,4 +27,12 @@ TEST(PrintableTextTest, BytesThatAreNotUtf8AreEscaped) {
   EXPECT_EQ(printableText("\xed\xa0\x80"), "\\xed\\xa0\\x80");      // a surrogate
   EXPECT_EQ(printableText("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
   EXPECT_EQ(printableText("\x80\xbf"), "\\x80\\xbf");               // continuation bytes alone
+}
+
+TEST(PrintableTextTest, TextIsCutAtACharactersStart) {
+  EXPECT_EQ(cutAtCharacter("abc", 5), "abc");
+  EXPECT_EQ(cutAtCharacter("abcdef", 3), "abc");
+  EXPECT_EQ(cutAtCharacter("a\xc3\xa9z", 2), "a");          // 'é' is not cut in two
+  EXPECT_EQ(cutAtCharacter("a\xc3\xa9z", 3), "a\xc3\xa9");
+  EXPECT_EQ(cutAtCharacter("\xe2\x82\xac\xe2\x82\xac", 4), "\xe2\x82\xac");  // two euro signs
 }
