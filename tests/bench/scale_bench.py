@@ -16,6 +16,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(HERE, "..", "..", "python")
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from deadlines import cpu_seconds  # noqa: E402  (tests/python)
 SCRIPT = r"""
 import sys, time, warnings, torch, torch.nn as nn
 sys.path.insert(0, %(package)r)
@@ -45,7 +48,7 @@ if attach:
     hs.close()
 print("STEP_MS %%.3f" %% (1000 * elapsed / (steps - 5)))
 print("WARNINGS %%s" %% " | ".join(m for m in dropped if "dropped" in m)[:300])
-""" % {"package": os.path.join(HERE, "..", "..", "python")}
+""" % {"package": PACKAGE}
 
 
 def folder_bytes(path):
@@ -83,7 +86,7 @@ def one(cli, blocks, steps):
         warned = next((line[9:] for line in attached.stdout.splitlines() if line.startswith("WARNINGS ")), "")
         a, p = step_ms(attached.stdout), step_ms(plain.stdout)
         load_s = seconds([sys.executable, "-c", "import sys; sys.path.insert(0, %r); import hookscope; "
-                          "hookscope.load_run(%r)" % (os.path.join(HERE, "..", "..", "python"), out)])
+                          "hookscope.load_run(%r)" % (PACKAGE, out)])
         explain_s = seconds([cli, "explain", out])
         print("RESULT scale N=%d series=%s steps=%d attached=%.1fms plain=%.1fms ratio=%.2f dropped=%s "
               "recorder_cpu=%.1fs recorder_peak_rss=%.0fMiB export=%.0fMB load_run=%.1fs explain=%.1fs%s"
@@ -102,16 +105,13 @@ def seconds(command):
 def watch_process(process, seen):
     """The recorder's peak RSS (VmHWM) and CPU seconds, read from /proc every 0.1 s until it
     exits (its last tenth of a second, writing the export's end, is not counted in the CPU)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     while process.poll() is None:
         try:
             with open("/proc/%d/status" % process.pid) as f:
                 for line in f:
                     if line.startswith("VmHWM:"):
                         seen["rss_kib"] = max(seen["rss_kib"], int(line.split()[1]))
-            with open("/proc/%d/stat" % process.pid) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-                seen["cpu_s"] = (int(fields[11]) + int(fields[12])) / ticks
+            seen["cpu_s"] = max(seen["cpu_s"], cpu_seconds(process.pid))  # 0 once it is gone
         except (OSError, IndexError, ValueError):
             pass
         process_wait(process, 0.1)
