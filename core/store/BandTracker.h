@@ -27,6 +27,8 @@ enum class BandMeasure { Magnitude, Fraction };
 constexpr int kBandStatistics = 4;
 extern const char* const kBandStatisticNames[kBandStatistics];  ///< "l2norm", "std", "amax", "zero_frac"
 BandMeasure bandMeasureOf(int statistic);
+/// The fewest values a tensor's zero fraction needs for a band (hookscope.bands.ZERO_FRACTION_VALUES).
+constexpr std::int64_t kZeroFractionValues = 100;
 
 /// The number a band is made of, or nullopt for a value with none (not finite; a zero magnitude).
 std::optional<double> bandMeasure(BandMeasure measure, double value);

@@ -164,10 +164,9 @@ void sortByStart(std::vector<BandMover>* movers) {
 
 /// The series that left their band with no loss spike to explain (FirstMovers::unfollowed).
 std::vector<BandMover> unfollowed(const CaptureStore& store, const std::vector<SeriesKey>& ordered,
-                                  const BandSettings& settings) {
+                                  const BandSettings& settings, std::int64_t judgedFrom, std::size_t needed) {
   std::vector<BandMover> found;
   const double strong = kFindingFactor * settings.sigma;
-  const std::size_t full = std::min(kFindingBand, std::size_t(std::max(settings.window, 0)));
   const std::int64_t last = std::numeric_limits<std::int64_t>::max();
   for (const auto& key : ordered) {
     const auto points = store.bandPoints(key, 0, last);
@@ -176,10 +175,20 @@ std::vector<BandMover> unfollowed(const CaptureStore& store, const std::vector<S
       bool any = false;
       const Points values = valuesOf(points, statistic, &any);
       if (!any) continue;
-      auto scores = bandScores(values, kBandStatisticNames[statistic], settings);
-      for (auto& s : scores) s.scored = s.scored && s.band >= full;
-      const auto excursion = firstExcursion(scores, std::numeric_limits<std::int64_t>::min(), last, strong);
+      const auto young = bandScores(values, kBandStatisticNames[statistic], settings);
+      auto scores = young;
+      for (auto& s : scores) s.scored = s.scored && s.band >= needed && s.step >= judgedFrom;
+      auto excursion = firstExcursion(scores, std::numeric_limits<std::int64_t>::min(), last, strong);
       if (excursion) {
+        // Begun where it began: back over the steps just before, as far out of their younger
+        // band (a series ticked a few steps later has a younger band at the same step).
+        auto i = std::size_t(std::find_if(young.begin(), young.end(),
+                                          [&](const BandScore& s) { return s.step == excursion->start; }) -
+                             young.begin());
+        while (i > 0 && young[i - 1].scored && std::fabs(young[i - 1].score) >= strong) --i;
+        excursion->start = young[i].step;
+        excursion->score = young[i].score;
+        excursion->value = young[i].value;
         keepEarliest(&best, BandMover{key, excursion->start, excursion->back, kBandStatisticNames[statistic],
                                       excursion->value, excursion->score});
       }
@@ -245,7 +254,12 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
   result.step = *step;
   result.since = since;
   const auto ordered = inStepOrder(store.seriesKeys(), moduleOrder);
-  if (!spiked) result.unfollowed = unfollowed(store, ordered, settings);
+  if (!spiked) {
+    const std::size_t full = std::min(kFindingBand, std::size_t(std::max(settings.window, 0)));
+    result.judgedFrom = store.scalars("loss", 0).front().step + std::int64_t(full);
+    result.bandNeeded = full - std::min(full, std::size_t(std::max(settings.warmup, 0)));
+    result.unfollowed = unfollowed(store, ordered, settings, result.judgedFrom, result.bandNeeded);
+  }
   std::vector<BandMover> found, near;
   for (const auto& key : ordered) {
     const auto points = pointsUpTo(store, key, since, *step, stored);
@@ -308,12 +322,12 @@ std::vector<std::string> describeMovers(const FirstMovers& result, int limit) {
   }
   const auto& later = result.unfollowed;
   if (!later.empty()) {
-    char text[200];
+    char text[240];
     std::snprintf(text, sizeof text,
-                  "but %zu series left %s band all the same (%.1f sigma or more, against a band of %zu values or more), "
-                  "and the loss did not follow:",
+                  "but %zu series left %s band all the same (%.1f sigma or more, from step %lld on, against a band of "
+                  "%zu values or more), and the loss did not follow:",
                   later.size(), later.size() == 1 ? "its" : "their", kFindingFactor * result.sigma,
-                  std::min(kFindingBand, std::size_t(std::max(result.window, 0))));
+                  static_cast<long long>(result.judgedFrom), result.bandNeeded);
     lines.push_back(text);
   }
   for (std::size_t i = 0; i < later.size() && int(i) < limit; ++i) lines.push_back("  " + excursionText(later[i]));

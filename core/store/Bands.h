@@ -41,9 +41,10 @@ std::optional<BandScore> largestRise(const std::vector<ScalarPoint>& loss, bool 
 /// Steps before the loss left its band (or before the step judged) where an excursion that
 /// caused it may begin: a fault reaches the loss within a step or two.
 constexpr std::int64_t kBandLookback = 8;
-/// Without a loss spike, an excursion is a finding once its band held kFindingBand values and
-/// it went kFindingFactor times sigma out: a narrow young band, or a few sigmas among hundreds
-/// of series, is what an untouched run shows too.
+/// Without a loss spike, an excursion is a finding from kFindingBand steps into the run (its
+/// band holding that many values less the warm-up: a series ticked at any step of the warm-up
+/// is judged alike) where it went kFindingFactor times sigma out: a narrow young band, or a few
+/// sigmas among hundreds of series, is what an untouched run shows too.
 constexpr std::size_t kFindingBand = 30;
 constexpr double kFindingFactor = 2;
 
@@ -74,8 +75,12 @@ struct FirstMovers {
   std::vector<BandMover> movers; ///< excursions begun from `since` to `step`: the earliest start first, then step order
   std::vector<BandMover> furthest;  ///< when none is named: the five furthest from their band, inside it, at the step
   /// When the loss never left its band (no step given): each series' first excursion
-  /// kFindingFactor x sigma or more out of a band of kFindingBand values or more, as movers.
+  /// kFindingFactor x sigma or more out of its band from step judgedFrom (the loss's first step
+  /// plus kFindingBand) with a band of bandNeeded values or more (kFindingBand less the warm-up),
+  /// begun at the first of the steps before it as far out of a younger band, as movers.
   std::vector<BandMover> unfollowed;
+  std::int64_t judgedFrom = 0;
+  std::size_t bandNeeded = 0;
   double sigma = 0;
   int window = 0;
 };

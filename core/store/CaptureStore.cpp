@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace hookscope {
 
@@ -12,9 +13,18 @@ constexpr std::size_t kSeriesOverhead = sizeof(SeriesKey) + 64;
 constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
 
 // The statistics of a capture that get a band, in kBandStatisticNames' order (nullopt: not
-// measured: amax before the low-precision counts).
+// measured: amax before the low-precision counts). As hookscope.bands.band_value: the L2 norm of
+// a tensor holding NaN is NaN (Inf where it holds Inf and no NaN), as torch's norm of it is: NaN
+// appearing in a layer is that layer leaving its band (+inf sigmas), whatever its finite values
+// did. The zero fraction of a tensor of under kZeroFractionValues values has no band: one more
+// zero moves it by more than the band's floor (0.01), and a bias's gradient of 8 values read
+// 12.5 sigmas out as one of them rounded to 0.
 std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStats& s) {
-  return {s.l2norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt, s.zeroFraction};
+  const double norm = s.nanCount > 0   ? std::numeric_limits<double>::quiet_NaN()
+                      : s.infCount > 0 ? std::numeric_limits<double>::infinity()
+                                       : s.l2norm;
+  return {norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt,
+          s.numel >= kZeroFractionValues ? std::optional<double>(s.zeroFraction) : std::nullopt};
 }
 
 // Pushes a point's banded statistics into `bands`, writing the scores into `scored` when given

@@ -21,8 +21,10 @@ struct StepPlace {
   int time = 0;
   SeriesKey key;
   bool operator<(const StepPlace& o) const {
-    return std::tie(phase, time, key.call, key.kind, key.index, key.rank) <
-           std::tie(o.phase, o.time, o.key.call, o.key.kind, o.key.index, o.key.rank);
+    // Last the name: a module's parameters tie on all else (std::sort would leave them in any
+    // order past 16 series: explain named conv1.weight where hookscope.bands named conv1.bias).
+    return std::tie(phase, time, key.call, key.kind, key.index, key.rank, key.module) <
+           std::tie(o.phase, o.time, o.key.call, o.key.kind, o.key.index, o.key.rank, o.key.module);
   }
 };
 

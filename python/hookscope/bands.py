@@ -18,9 +18,10 @@ WINDOW = 200       # the last steps a band is made of
 WARMUP = 8         # values a band needs before it scores a step
 SIGMA = 6.0        # how far out counts as having left the band
 LOOKBACK = 8       # steps before the loss left its band (or the step judged) where a cause may begin
-# Without a loss spike, an excursion is a finding once its band held FINDING_BAND values and it
-# went FINDING_FACTOR times sigma out: a narrow young band, or a few sigmas among hundreds of
-# series, is what an untouched run shows too.
+# Without a loss spike, an excursion is a finding from FINDING_BAND steps into the run (its band
+# holding that many values less the warm-up: a series ticked at any step of the warm-up is
+# judged alike) where it went FINDING_FACTOR times sigma out: a narrow young band, or a few
+# sigmas among hundreds of series, is what an untouched run shows too.
 FINDING_BAND = 30
 FINDING_FACTOR = 2
 # The smallest spread a band assumes: a tenth of a decade's 1/40 (about 6% in value) for the
@@ -28,6 +29,10 @@ FINDING_FACTOR = 2
 FLOOR = {"l2norm": 0.025, "std": 0.025, "amax": 0.025, "zero_frac": 0.01, "loss": 0.025}
 STATISTICS = ("l2norm", "std", "amax", "zero_frac")
 FLOAT32_NORMAL = 1.1754943508222875e-38  # float32's smallest normal number
+# The fewest values a tensor's zero fraction needs for a band: in a smaller one, one more zero
+# moves it by more than its floor (a bias's gradient of 8 values read 12.5 sigmas out as one of
+# them rounded to 0).
+ZERO_FRACTION_VALUES = 100
 # CaptureKind's order in HookScope's C++ (core/common/CaptureKind.h): ties within a place.
 KINDS = ("activation", "input", "gradient", "param", "param_grad", "update")
 
@@ -42,6 +47,28 @@ def _measure(statistic, value):
     # Below float32's smallest normal number, a few subnormal steps of rounding (each a
     # 0.3-decade jump): all that smallest number on the band (core/store/BandTracker.cpp).
     return math.log10(max(abs(value), FLOAT32_NORMAL)) if value != 0 else None
+
+
+def band_value(row, statistic):
+    """The value of `statistic` a band is made of, from a stats.csv row (load_run's Series.stats):
+    the L2 norm of a tensor holding NaN is NaN (inf where it holds Inf and no NaN), as torch's norm
+    of it is, so NaN appearing in a layer is that layer leaving its band; the zero fraction of a
+    tensor under ZERO_FRACTION_VALUES values has none (None). As HookScope's C++ store
+    (core/store/CaptureStore.cpp bandedValues)."""
+    value = row.get(statistic)
+    if statistic == "l2norm":
+        if row.get("nan_count"):
+            return math.nan
+        if row.get("inf_count"):
+            return math.inf
+    elif statistic == "zero_frac" and (row.get("numel") or 0) < ZERO_FRACTION_VALUES:
+        return None
+    return value
+
+
+def series_points(series, statistic, last=None):
+    """[(step, band_value)] of a Series over its steps (up to `last`)."""
+    return [(s, band_value(row, statistic)) for s, row in zip(series.steps, series.stats) if last is None or s <= last]
 
 
 def _median(sorted_values):
@@ -179,7 +206,7 @@ def in_step_order(series_list, modules):
             phase, time = 1, -returns[owner]
         else:
             phase, time = 2, begins[owner]
-        return (phase, time, s.call, KINDS.index(s.kind) if s.kind in KINDS else len(KINDS), s.index, s.rank)
+        return (phase, time, s.call, KINDS.index(s.kind) if s.kind in KINDS else len(KINDS), s.index, s.rank, s.module)
     return sorted(series_list, key=place)
 
 
@@ -243,26 +270,42 @@ def _band_sizes(points, statistic, window):
     return sizes
 
 
-def unfollowed(run, ordered, sigma, window, warmup, statistics):
+def finding_terms(first, window, warmup):
+    """(the first step judged, the fewest values its band needs) for an excursion with no loss
+    spike: FINDING_BAND steps into the run (from its loss's `first` step), less the warm-up in
+    values, so that a series ticked at any step of the warm-up is judged from the same step."""
+    full = min(FINDING_BAND, window)
+    return first + full, max(full - warmup, 0)
+
+
+def unfollowed(run, ordered, sigma, window, warmup, statistics, first):
     """The series that left their band with no loss spike to explain: in each, the first
-    excursion FINDING_FACTOR x sigma or more out of a band of FINDING_BAND values or more, as
-    first_movers' movers (start, back, statistic, value and score at its start), the earliest
-    start first, then the order the step made them."""
+    excursion FINDING_FACTOR x sigma or more out of its band from the step finding_terms gives
+    (begun at the first of the steps before it as far out of a younger band), as first_movers'
+    movers (start, back, statistic, value and score at its start), the earliest start first,
+    then the order the step made them."""
     found = []
-    strong, full = FINDING_FACTOR * sigma, min(FINDING_BAND, window)
+    strong = FINDING_FACTOR * sigma
+    judged_from, needed = finding_terms(first, window, warmup)
     for series in ordered:
         best, best_rank = None, None
         for statistic in statistics:
-            points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats)]
+            points = series_points(series, statistic)
             if all(v is None for _, v in points):
                 continue
-            scored = [(s, z if size >= full else None, v)
-                      for (s, z, v), size in zip(scores(points, statistic, window, warmup),
-                                                 _band_sizes(points, statistic, window))]
+            young = scores(points, statistic, window, warmup)
+            scored = [(s, z if size >= needed and s >= judged_from else None, v)
+                      for (s, z, v), size in zip(young, _band_sizes(points, statistic, window))]
             excursion = first_excursion(scored, -math.inf, math.inf, strong)
             if excursion is None:
                 continue
             start, back, z, value = excursion
+            # Begun where it began: back over the steps just before, as far out of their younger
+            # band (a series ticked a few steps later has a younger band at the same step).
+            i = [s for s, _, _ in young].index(start)
+            while i > 0 and young[i - 1][1] is not None and abs(young[i - 1][1]) >= strong:
+                i -= 1
+            start, z, value = young[i]
             rank = (start, -abs(z))
             if best is None or rank < best_rank:
                 best, best_rank = {"series": series, "start": start, "back": back, "statistic": statistic,
@@ -288,7 +331,7 @@ def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, stat
     if step is not None and (not _whole(step) or step not in set(run.steps)):
         raise ValueError("step %r holds no captures in %s" % (step, getattr(run, "path", "the run")))
     result = {"step": step, "why": "", "loss": None, "since": None, "movers": [], "furthest": [], "unfollowed": [],
-              "sigma": sigma, "window": window}
+              "judged_from": None, "band_needed": None, "sigma": sigma, "window": window}
     loss_points = run.scalars.get("loss") or []
     spiked = True
     since = None if step is None else step - LOOKBACK
@@ -312,14 +355,15 @@ def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, stat
     result["since"] = since
     ordered = in_step_order(run.all_series(), [m.get("path", "") for m in run.modules])
     if not spiked:
-        result["unfollowed"] = unfollowed(run, ordered, sigma, window, warmup, statistics)
+        result["unfollowed"] = unfollowed(run, ordered, sigma, window, warmup, statistics, loss_points[0][0])
+        result["judged_from"], result["band_needed"] = finding_terms(loss_points[0][0], window, warmup)
     found, near = [], []
     for series in ordered:
         if not series.steps or series.steps[0] > step:
             continue
         best, best_rank, nearest = None, None, None
         for statistic in statistics:
-            points = [(s, row.get(statistic)) for s, row in zip(series.steps, series.stats) if s <= step]
+            points = series_points(series, statistic, step)
             if all(v is None for _, v in points):
                 continue
             scored = scores(points, statistic, window, warmup)
@@ -376,10 +420,10 @@ def describe(result, limit=5):
                                    " (the same step as the one before)" if tie else ""))
     later = result["unfollowed"]
     if later:
-        lines.append("but %d series left %s band all the same (%.1f sigma or more, against a band of %d values or "
-                     "more), and the loss did not follow:" % (len(later), "its" if len(later) == 1 else "their",
-                                                             FINDING_FACTOR * result["sigma"],
-                                                             min(FINDING_BAND, result["window"])))
+        lines.append("but %d series left %s band all the same (%.1f sigma or more, from step %d on, against a band "
+                     "of %d values or more), and the loss did not follow:"
+                     % (len(later), "its" if len(later) == 1 else "their", FINDING_FACTOR * result["sigma"],
+                        result["judged_from"], result["band_needed"]))
     for e in later[:limit]:
         lines.append("  " + _excursion_text(e))
     for e in result["furthest"]:

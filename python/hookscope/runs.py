@@ -100,7 +100,7 @@ class Run:
         from . import bands
         if not isinstance(series, Series):
             series = self.series(*series)
-        return bands.scores(series.values(statistic), statistic, bands.WINDOW if window is None else window,
+        return bands.scores(bands.series_points(series, statistic), statistic, bands.WINDOW if window is None else window,
                             bands.WARMUP if warmup is None else warmup)
 
     def first_movers(self, step=None, sigma=None):

@@ -105,8 +105,8 @@ def test_a_layer_far_out_of_its_band_with_no_loss_spike_is_said(runs):
     lines = done.stdout.splitlines()
     assert lines == bands.describe(result)
     assert lines[0].startswith("the loss never left its band ("), lines
-    assert lines[1] == ("but 1 series left its band all the same (12.0 sigma or more, against a band of 30 values "
-                        "or more), and the loss did not follow:"), lines
+    assert lines[1] == ("but 1 series left its band all the same (12.0 sigma or more, from step 30 on, against a band "
+                        "of 22 values or more), and the loss did not follow:"), lines
     assert lines[2].startswith("  step 35, activation 'conv1' (") and lines[2].endswith(", back in it at step 36")
     assert len(lines) == 3 and result["movers"] == [] and result["furthest"] == []
 

@@ -313,3 +313,44 @@ TEST(BandTrackerTest, TheFirstExcursionThatCountsIsFound) {
   EXPECT_EQ(firstExcursion(z, 7, 8, 6, 12)->start, 8);
   EXPECT_FALSE(firstExcursion(z, 9, 9, 6, 12));
 }
+
+// Issue 57's suite, in small: with no loss spike, a layer that leaps at step 35 is named at 35
+// whether it was ticked at step 0 or at step 8 (its band 8 values younger); NaN appearing in a
+// layer whose finite values did not move is that layer leaving its band; the zero fraction of
+// a 16-value tensor, where one zero is 1/16, has no band to leave.
+TEST(BandTrackerTest, ALayerTickedLaterNaNAndATinyTensorsZerosAreJudgedAsTheySay) {
+  CaptureStore store;
+  const SeriesKey early{"a", 0, CaptureKind::Activation, 0}, late{"b", 0, CaptureKind::Activation, 0},
+      poisoned{"c", 0, CaptureKind::Activation, 0}, tiny{"d", 0, CaptureKind::Activation, 0};
+  for (int step = 0; step < 60; ++step) {
+    const double l2 = (1 + 0.01 * (step % 3)) * (step == 35 ? 30 : 1);
+    TensorStats wide = statsOf(l2, 0.1);
+    wide.numel = 1600;
+    store.add(step, early, wide);
+    if (step >= 8) store.add(step, late, wide);
+    TensorStats nan = statsOf(1 + 0.01 * (step % 3), 0.1);
+    nan.numel = 1600;
+    nan.nanCount = step == 40 ? 3 : 0;
+    store.add(step, poisoned, nan);
+    store.add(step, tiny, statsOf(1 + 0.01 * (step % 3), step == 45 ? 0.5 : 0.0));
+    store.addScalar(step, "loss", 1 + 0.01 * (step % 5));
+  }
+  const FirstMovers result = firstMovers(store, {"a", "b", "c", "d"}, std::nullopt, BandSettings{});
+  ASSERT_EQ(result.unfollowed.size(), 3u) << ::testing::PrintToString(describeMovers(result));
+  EXPECT_EQ(result.unfollowed[0].key.module, "a");
+  EXPECT_EQ(result.unfollowed[1].key.module, "b");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(*result.unfollowed[std::size_t(i)].start, 35);
+    EXPECT_EQ(*result.unfollowed[std::size_t(i)].back, 36);
+  }
+  EXPECT_EQ(result.unfollowed[2].key.module, "c");
+  EXPECT_EQ(*result.unfollowed[2].start, 40);
+  EXPECT_EQ(result.unfollowed[2].score, INFINITY);
+  EXPECT_EQ(result.judgedFrom, 30);
+  EXPECT_EQ(result.bandNeeded, 22u);
+  const auto lines = describeMovers(result);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[1], "but 3 series left their band all the same (12.0 sigma or more, from step 30 on, against a band "
+                      "of 22 values or more), and the loss did not follow:");
+  EXPECT_EQ(lines[4], "  step 40, activation 'c' (l2norm nan, inf sigma above its band), back in it at step 41");
+}
