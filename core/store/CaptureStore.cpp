@@ -18,22 +18,26 @@ constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
 // appearing in a layer is that layer leaving its band (+inf sigmas), whatever its finite values
 // did. The zero fraction of a tensor of under kZeroFractionValues values has no band: one more
 // zero moves it by more than the band's floor (0.01), and a bias's gradient of 8 values read
-// 12.5 sigmas out as one of them rounded to 0.
-std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStats& s) {
+// 12.5 sigmas out as one of them rounded to 0. Nor has a parameter's (its values, gradient or
+// update): a weight's gradient is zero by whole rows where a unit before it was silent for the
+// batch, a step's luck; that unit's own output, an activation, is where a dead unit shows.
+std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStats& s, CaptureKind kind) {
   const double norm = s.nanCount > 0   ? std::numeric_limits<double>::quiet_NaN()
                       : s.infCount > 0 ? std::numeric_limits<double>::infinity()
                                        : s.l2norm;
   return {norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt,
-          s.numel >= kZeroFractionValues ? std::optional<double>(s.zeroFraction) : std::nullopt};
+          s.numel >= kZeroFractionValues && !isParameterKind(kind) ? std::optional<double>(s.zeroFraction)
+                                                                    : std::nullopt};
 }
 
 // Pushes a point's banded statistics into `bands`, writing the scores into `scored` when given
 // (priming a band reads the points before the ones scored). A second point of a step is not
 // pushed: its band moved on without it.
-void pushPoint(SeriesBands& bands, const SeriesPoint& point, SeriesPoint* scored, const BandSettings& settings) {
+void pushPoint(SeriesBands& bands, const SeriesPoint& point, CaptureKind kind, SeriesPoint* scored,
+               const BandSettings& settings) {
   if (point.step <= bands.lastStep) return;
   bands.lastStep = point.step;
-  const auto values = bandedValues(point.stats);
+  const auto values = bandedValues(point.stats, kind);
   for (std::size_t k = 0; k < values.size(); ++k) {
     RunningBand& band = bands.bands[k];
     const std::size_t held = band.size();
@@ -108,7 +112,8 @@ void CaptureStore::add(std::int64_t step, const SeriesKey& key, TensorStats stat
 // its scoring stopped when that is the point before `first` (a reader following the run: one
 // push a point); otherwise a band is primed from the values before `first` (the last window of
 // each statistic, warmup included), which gives the same scores: a band is only its last values.
-void CaptureStore::bandLocked(const std::deque<SeriesPoint>& points, std::size_t first, std::size_t end) const {
+void CaptureStore::bandLocked(const std::deque<SeriesPoint>& points, CaptureKind kind, std::size_t first,
+                              std::size_t end) const {
   if (m_bandSettings.window <= 0) return;
   while (first < end && points[first].banded) ++first;
   if (first >= end) return;
@@ -123,17 +128,17 @@ void CaptureStore::bandLocked(const std::deque<SeriesPoint>& points, std::size_t
     const auto enough = [&] { return std::all_of(counts.begin(), counts.end(), [&](std::size_t c) { return c >= need; }); };
     while (from > 0 && !enough()) {
       --from;
-      const auto values = bandedValues(points[from].stats);
+      const auto values = bandedValues(points[from].stats, kind);
       for (std::size_t i = 0; i < values.size(); ++i) counts[i] += values[i] && bandMeasure(bandMeasureOf(int(i)), *values[i]);
     }
-    for (std::size_t i = from; i < first; ++i) pushPoint(primed, points[i], nullptr, m_bandSettings);
+    for (std::size_t i = from; i < first; ++i) pushPoint(primed, points[i], kind, nullptr, m_bandSettings);
     primed.lastStep = before;
     bands = &primed;
   }
   auto& scored = const_cast<std::deque<SeriesPoint>&>(points);  // the scores are a cache
   for (std::size_t i = first; i < end; ++i) {
     scored[i].banded = true;
-    pushPoint(*bands, scored[i], &scored[i], m_bandSettings);
+    pushPoint(*bands, scored[i], kind, &scored[i], m_bandSettings);
   }
   if (bands == &primed && primed.lastStep > kept.lastStep) kept = std::move(primed);
 }
@@ -322,11 +327,11 @@ std::vector<BandPoint> CaptureStore::bandPoints(const SeriesKey& key, std::int64
   auto pos = firstAtOrAfter(it->second, from);
   const auto end = std::upper_bound(pos, it->second.end(), to, [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
   result.reserve(std::size_t(end - pos));
-  bandLocked(it->second, std::size_t(pos - it->second.begin()), std::size_t(end - it->second.begin()));
+  bandLocked(it->second, key.kind, std::size_t(pos - it->second.begin()), std::size_t(end - it->second.begin()));
   for (; pos != end; ++pos) {
     BandPoint point;
     point.step = pos->step;
-    point.values = bandedValues(pos->stats);
+    point.values = bandedValues(pos->stats, key.kind);
     point.scores = pos->bands;
     point.bandValues = pos->bandValues;
     result.push_back(point);

@@ -154,7 +154,7 @@ public:
 
 private:
   void thinLocked(std::int64_t newestStep);
-  void bandLocked(const std::deque<SeriesPoint>& points, std::size_t first, std::size_t end) const;
+  void bandLocked(const std::deque<SeriesPoint>& points, CaptureKind kind, std::size_t first, std::size_t end) const;
   void forgetBandsLocked();
   void dropCallsLocked();
   bool overCapLocked() const { return m_bytes + m_alertBytes > m_cap; }

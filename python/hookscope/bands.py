@@ -35,6 +35,7 @@ FLOAT32_NORMAL = 1.1754943508222875e-38  # float32's smallest normal number
 ZERO_FRACTION_VALUES = 100
 # CaptureKind's order in HookScope's C++ (core/common/CaptureKind.h): ties within a place.
 KINDS = ("activation", "input", "gradient", "param", "param_grad", "update")
+PARAMETER_KINDS = ("param", "param_grad", "update")
 
 
 def _measure(statistic, value):
@@ -49,26 +50,29 @@ def _measure(statistic, value):
     return math.log10(max(abs(value), FLOAT32_NORMAL)) if value != 0 else None
 
 
-def band_value(row, statistic):
-    """The value of `statistic` a band is made of, from a stats.csv row (load_run's Series.stats):
-    the L2 norm of a tensor holding NaN is NaN (inf where it holds Inf and no NaN), as torch's norm
-    of it is, so NaN appearing in a layer is that layer leaving its band; the zero fraction of a
-    tensor under ZERO_FRACTION_VALUES values has none (None). As HookScope's C++ store
-    (core/store/CaptureStore.cpp bandedValues)."""
+def band_value(row, statistic, kind="activation"):
+    """The value of `statistic` a band is made of, from a stats.csv row (load_run's Series.stats)
+    of a series of `kind`: the L2 norm of a tensor holding NaN is NaN (inf where it holds Inf and
+    no NaN), as torch's norm of it is, so NaN appearing in a layer is that layer leaving its band;
+    the zero fraction of a tensor under ZERO_FRACTION_VALUES values, or of a parameter (its
+    values, gradient or update: a weight's gradient is zero by whole rows where a unit before it
+    was silent for the batch; that unit's output is where a dead unit shows), has none (None). As
+    HookScope's C++ store (core/store/CaptureStore.cpp bandedValues)."""
     value = row.get(statistic)
     if statistic == "l2norm":
         if row.get("nan_count"):
             return math.nan
         if row.get("inf_count"):
             return math.inf
-    elif statistic == "zero_frac" and (row.get("numel") or 0) < ZERO_FRACTION_VALUES:
+    elif statistic == "zero_frac" and ((row.get("numel") or 0) < ZERO_FRACTION_VALUES or kind in PARAMETER_KINDS):
         return None
     return value
 
 
 def series_points(series, statistic, last=None):
     """[(step, band_value)] of a Series over its steps (up to `last`)."""
-    return [(s, band_value(row, statistic)) for s, row in zip(series.steps, series.stats) if last is None or s <= last]
+    return [(s, band_value(row, statistic, series.kind)) for s, row in zip(series.steps, series.stats)
+            if last is None or s <= last]
 
 
 def _median(sorted_values):
@@ -159,7 +163,7 @@ def excursion_start(scored, step, sigma):
 
 def _owner(series):
     """The module a series belongs to: a parameter's module for the parameter kinds."""
-    if series.kind in ("param", "param_grad", "update"):
+    if series.kind in PARAMETER_KINDS:
         return series.module.rsplit(".", 1)[0] if "." in series.module else ""
     return series.module
 

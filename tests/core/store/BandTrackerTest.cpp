@@ -317,11 +317,13 @@ TEST(BandTrackerTest, TheFirstExcursionThatCountsIsFound) {
 // Issue 57's suite, in small: with no loss spike, a layer that leaps at step 35 is named at 35
 // whether it was ticked at step 0 or at step 8 (its band 8 values younger); NaN appearing in a
 // layer whose finite values did not move is that layer leaving its band; the zero fraction of
-// a 16-value tensor, where one zero is 1/16, has no band to leave.
+// a 16-value tensor, where one zero is 1/16, has no band to leave, nor has a weight gradient's,
+// zero by whole rows where a unit before it was silent for the batch.
 TEST(BandTrackerTest, ALayerTickedLaterNaNAndATinyTensorsZerosAreJudgedAsTheySay) {
   CaptureStore store;
   const SeriesKey early{"a", 0, CaptureKind::Activation, 0}, late{"b", 0, CaptureKind::Activation, 0},
-      poisoned{"c", 0, CaptureKind::Activation, 0}, tiny{"d", 0, CaptureKind::Activation, 0};
+      poisoned{"c", 0, CaptureKind::Activation, 0}, tiny{"d", 0, CaptureKind::Activation, 0},
+      rows{"e.weight", 0, CaptureKind::ParamGrad, 0};
   for (int step = 0; step < 60; ++step) {
     const double l2 = (1 + 0.01 * (step % 3)) * (step == 35 ? 30 : 1);
     TensorStats wide = statsOf(l2, 0.1);
@@ -333,9 +335,12 @@ TEST(BandTrackerTest, ALayerTickedLaterNaNAndATinyTensorsZerosAreJudgedAsTheySay
     nan.nanCount = step == 40 ? 3 : 0;
     store.add(step, poisoned, nan);
     store.add(step, tiny, statsOf(1 + 0.01 * (step % 3), step == 45 ? 0.5 : 0.0));
+    TensorStats gradient = statsOf(1 + 0.01 * (step % 3), step == 50 ? 0.5 : 0.25);
+    gradient.numel = 1600;
+    store.add(step, rows, gradient);
     store.addScalar(step, "loss", 1 + 0.01 * (step % 5));
   }
-  const FirstMovers result = firstMovers(store, {"a", "b", "c", "d"}, std::nullopt, BandSettings{});
+  const FirstMovers result = firstMovers(store, {"a", "b", "c", "d", "e"}, std::nullopt, BandSettings{});
   ASSERT_EQ(result.unfollowed.size(), 3u) << ::testing::PrintToString(describeMovers(result));
   EXPECT_EQ(result.unfollowed[0].key.module, "a");
   EXPECT_EQ(result.unfollowed[1].key.module, "b");
