@@ -19,6 +19,7 @@ run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scrip
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 25 100 400 1600
+run "$python" "$root/tests/bench/first_mover_suite.py" "$build/cli/hookscope-cli" 3
 run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8
 run "$build/tests/bench/hookscope-core-bench" stats
 run "$root/tests/bench/stats_kernel_compare.sh" e915526 "$rounds"

@@ -7,60 +7,26 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
-import shutil
 
 import pytest
-from deadlines import DEADLINE, LONG_DEADLINE
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "python"))
+import first_mover_suite as suite
+from deadlines import DEADLINE
+
+sys.path.insert(0, os.path.join(suite.ROOT, "python"))
 import hookscope  # noqa: E402
 from hookscope import bands  # noqa: E402
 
-CLI = os.environ.get("HOOKSCOPE_CLI", os.path.join(ROOT, "build/cli/hookscope-cli"))
-SCRIPT = os.path.join(HERE, "attach", "spike_script.py")
-
-pytestmark = pytest.mark.skipif(not os.path.exists(CLI), reason="hookscope-cli is not built")
+pytestmark = pytest.mark.skipif(not os.path.exists(suite.CLI), reason="hookscope-cli is not built")
+explain = suite.explain
 
 
-@pytest.fixture
-def folder():
-    path = tempfile.mkdtemp(prefix="hs-")  # short: a socket path has at most 107 bytes
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def record(folder, fault, at, steps, *options, script_exit=0, recorder_exit=0):
+def record(folder, fault, at, steps, *options, **expected):
     """The script run with `fault` at step `at`, recorded with every module's activations and
-    gradients and the parameters' gradients; the export's path."""
-    out = os.path.join(folder, fault)
-    recorder = subprocess.Popen([CLI, "record", "--out", out, "--address", "unix:" + os.path.join(folder, "hs.sock"),
-                                 "--timeout", "120", "--kinds", "activation,gradient,param_grad", *options],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = recorder.stdout.readline().strip()
-        assert line.startswith("HOOKSCOPE_ADDRESS="), line + recorder.stderr.read()
-        env = dict(os.environ, HOOKSCOPE_ADDRESS=line.split("=", 1)[1])
-        script = subprocess.run([sys.executable, SCRIPT, "--fault", fault, "--at", str(at), "--steps", str(steps)],
-                                env=env, capture_output=True, text=True, timeout=LONG_DEADLINE)
-        assert script.returncode == script_exit, script.stdout + script.stderr
-        _, err = recorder.communicate(timeout=DEADLINE)
-        assert recorder.returncode == recorder_exit, err
-        record.script_output = script.stdout
-        record.recorder_said = err
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-            recorder.communicate()
+    gradients and the parameters' gradients; the export's path (what the script printed and what
+    the recorder said: record.script_output, record.recorder_said)."""
+    out, record.script_output, record.recorder_said = suite.record(folder, fault, at, steps, *options, **expected)
     return out
-
-
-def explain(run):
-    result = subprocess.run([CLI, "explain", run], capture_output=True, text=True, timeout=DEADLINE)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
 
 
 def package_says(run):
@@ -81,7 +47,7 @@ def test_scaled_weights_in_one_block_are_named_at_their_step(folder):
 def test_the_report_says_where_the_spike_started_and_draws_every_layer(folder):
     run = record(folder, "weights", at=30, steps=60)
     out = os.path.join(folder, "report.html")
-    result = subprocess.run([CLI, "report", run, "--out", out], capture_output=True, text=True, timeout=DEADLINE,
+    result = subprocess.run([suite.CLI, "report", run, "--out", out], capture_output=True, text=True, timeout=DEADLINE,
                             env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
     assert result.returncode == 0, result.stderr
     with open(out) as f:
