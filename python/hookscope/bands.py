@@ -282,15 +282,14 @@ def finding_terms(first, window, warmup):
     return first + full, max(full - warmup, 0)
 
 
-def unfollowed(run, ordered, sigma, window, warmup, statistics, first):
+def unfollowed(run, ordered, sigma, window, warmup, statistics, judged_from, needed):
     """The series that left their band with no loss spike to explain: in each, the first
-    excursion FINDING_FACTOR x sigma or more out of its band from the step finding_terms gives
-    (begun at the first of the steps before it as far out of a younger band), as first_movers'
-    movers (start, back, statistic, value and score at its start), the earliest start first,
-    then the order the step made them."""
+    excursion FINDING_FACTOR x sigma or more out of its band from step `judged_from` on, with a
+    band of `needed` values or more (finding_terms), begun at the first of the steps before it
+    as far out of a younger band, as first_movers' movers (start, back, statistic, value and
+    score at its start), the earliest start first, then the order the step made them."""
     found = []
     strong = FINDING_FACTOR * sigma
-    judged_from, needed = finding_terms(first, window, warmup)
     for series in ordered:
         best, best_rank = None, None
         for statistic in statistics:
@@ -359,8 +358,9 @@ def first_movers(run, step=None, sigma=SIGMA, window=WINDOW, warmup=WARMUP, stat
     result["since"] = since
     ordered = in_step_order(run.all_series(), [m.get("path", "") for m in run.modules])
     if not spiked:
-        result["unfollowed"] = unfollowed(run, ordered, sigma, window, warmup, statistics, loss_points[0][0])
         result["judged_from"], result["band_needed"] = finding_terms(loss_points[0][0], window, warmup)
+        result["unfollowed"] = unfollowed(run, ordered, sigma, window, warmup, statistics, result["judged_from"],
+                                          result["band_needed"])
     found, near = [], []
     for series in ordered:
         if not series.steps or series.steps[0] > step:
