@@ -162,10 +162,14 @@ void sortByStart(std::vector<BandMover>* movers) {
   std::stable_sort(movers->begin(), movers->end(), [](const BandMover& a, const BandMover& b) { return *a.start < *b.start; });
 }
 
-/// The series that left their band with no loss spike to explain (FirstMovers::unfollowed).
-std::vector<BandMover> unfollowed(const CaptureStore& store, const std::vector<SeriesKey>& ordered,
-                                  const BandSettings& settings, std::int64_t judgedFrom, std::size_t needed) {
-  std::vector<BandMover> found;
+/// The series that left their band with no loss spike to explain: FirstMovers::unfollowed, with
+/// the terms they were judged by (judgedFrom, bandNeeded), into `result`.
+void unfollowed(const CaptureStore& store, const std::vector<SeriesKey>& ordered, const BandSettings& settings,
+                FirstMovers* result) {
+  const std::size_t full = std::min(kFindingBand, std::size_t(std::max(settings.window, 0)));
+  const std::int64_t judgedFrom = result->judgedFrom = store.scalars("loss", 0).front().step + std::int64_t(full);
+  const std::size_t needed = result->bandNeeded = full - std::min(full, std::size_t(std::max(settings.warmup, 0)));
+  std::vector<BandMover>& found = result->unfollowed;
   const double strong = kFindingFactor * settings.sigma;
   const std::int64_t last = std::numeric_limits<std::int64_t>::max();
   for (const auto& key : ordered) {
@@ -196,7 +200,6 @@ std::vector<BandMover> unfollowed(const CaptureStore& store, const std::vector<S
     if (best) found.push_back(*best);
   }
   sortByStart(&found);
-  return found;
 }
 
 /// "step 45, activation 'conv1' (amax 2621, 118.0 sigma above its band), back in it at step 46".
@@ -254,12 +257,7 @@ FirstMovers firstMovers(const CaptureStore& store, const std::vector<std::string
   result.step = *step;
   result.since = since;
   const auto ordered = inStepOrder(store.seriesKeys(), moduleOrder);
-  if (!spiked) {
-    const std::size_t full = std::min(kFindingBand, std::size_t(std::max(settings.window, 0)));
-    result.judgedFrom = store.scalars("loss", 0).front().step + std::int64_t(full);
-    result.bandNeeded = full - std::min(full, std::size_t(std::max(settings.warmup, 0)));
-    result.unfollowed = unfollowed(store, ordered, settings, result.judgedFrom, result.bandNeeded);
-  }
+  if (!spiked) unfollowed(store, ordered, settings, &result);
   std::vector<BandMover> found, near;
   for (const auto& key : ordered) {
     const auto points = pointsUpTo(store, key, since, *step, stored);
