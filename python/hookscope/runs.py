@@ -11,12 +11,15 @@ what the window does::
     run.modules                                     # the model's tree: path, type, params, total, shapes
     run.series("param", "fc1.weight", rank=hookscope.WHOLE)  # a sharded parameter's whole tensor
 
-The format is docs/export-format.md; versions 1 to 3 read (older ones have no ranks, or no
+A series' statistics and histograms are read when first asked for (its rows of stats.csv
+parsed, its records of histograms.pt read and checked against their CRC-32): opening a long run
+reads only its series, steps and scalars. The format is docs/export-format.md; versions 1 to 3 read (older ones have no ranks, or no
 low-precision counts: those read as rank 0, and as None). Only the standard library is needed,
 and torch for the histograms (read with ``weights_only=True`` where the torch has it).
 """
 
 import csv
+import io
 import json
 import math
 import os
@@ -38,14 +41,42 @@ class RunReadError(Exception):
 
 class Series:
     """One captured tensor over steps: a kind, a module (the parameter's name for the parameter
-    kinds), a call and a tensor index within it, and a rank."""
+    kinds), a call and a tensor index within it, and a rank. Its steps are read with the run; its
+    statistics when first asked for (stats.csv's rows of it, kept unparsed until then), and its
+    histograms from histograms.pt when first asked for."""
 
     def __init__(self, kind, module, call, index, rank):
         self.kind, self.module, self.call, self.index, self.rank = kind, module, call, index, rank
         self.steps = []   # ascending
-        self.stats = []   # per step: stats.csv's row as numbers (None where not measured)
-        self.counts = None  # torch.int64[S, bins] from histograms.pt, rows in self.steps' order
-        self.edges = None   # torch.float64[S, bins + 1]
+        self._rows = []   # stats.csv's rows of it, unparsed (line number, text or fields), in steps' order
+        self._stats = None
+        self._counts = self._edges = None
+        self._run = None  # the Run its rows and histograms are read from
+
+    @property
+    def stats(self):
+        """Per step: stats.csv's row as numbers (None where not measured), in steps' order."""
+        if self._stats is None:
+            self._stats = self._run._parse_rows(self) if self._run is not None else []
+        return self._stats
+
+    @stats.setter
+    def stats(self, rows):
+        self._stats = list(rows)
+
+    @property
+    def counts(self):
+        """torch.int64[S, bins] from histograms.pt, rows in the steps' order (None: no histograms.pt)."""
+        if self._counts is None and self._run is not None:
+            self._run._read_histograms_of(self)
+        return self._counts
+
+    @property
+    def edges(self):
+        """torch.float64[S, bins + 1], as counts."""
+        if self._edges is None and self._run is not None:
+            self._run._read_histograms_of(self)
+        return self._edges
 
     @property
     def key(self):
@@ -61,7 +92,8 @@ class Series:
 
 
 class Run:
-    """An export folder read whole: its manifest, series, scalars, alerts and module tree."""
+    """An export folder: its manifest, series, scalars, alerts and module tree (a series' numbers
+    read when first asked for)."""
 
     def __init__(self, path, manifest):
         self.path = path
@@ -74,6 +106,9 @@ class Run:
         self.modules = []       # manifest "modules", or built from the series (older exports)
         self.modules_from_series = False
         self.rows_written = {}  # manifest "rows": {file: rows it was written with}
+        self._header = []       # stats.csv's columns
+        self._histograms = None  # histograms.pt open (_torch_zip.File) while its tables are read on demand
+        self._tables = {}       # series key -> (its table in histograms.pt, the table's row of each step)
 
     def series(self, kind, module, call=0, index=0, rank=0):
         """The series of that tensor; KeyError naming what the run holds when it has none."""
@@ -112,8 +147,65 @@ class Run:
         from . import bands
         return bands.first_movers(self, step=step, sigma=bands.SIGMA if sigma is None else sigma)
 
+    def close(self):
+        """Closes histograms.pt, which the run keeps open to read a series' histograms when asked
+        for (also done when the run is collected, or at the end of ``with load_run(...) as run``)."""
+        if self._histograms is not None:
+            self._histograms.close()
+            self._histograms = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def __repr__(self):
         return "Run(%r: %d series, %d steps)" % (self.path, len(self._series), len(self.steps))
+
+    def _parse_rows(self, series):
+        """stats.csv's rows of `series` as numbers: every column but the text ones and the key's."""
+        path = os.path.join(self.path, "stats.csv")
+        columns = [(i, name, name in _INTEGERS) for i, name in enumerate(self._header)
+                   if name not in _TEXT and name not in ("step", "rank", "call", "index")]
+        shape, dtype = (self._header.index(c) if c in self._header else None for c in ("shape", "dtype"))
+        parsed = []
+        for line, raw in series._rows:
+            fields = raw.split(",") if isinstance(raw, str) else raw
+            have = len(fields)
+            try:
+                values = {name: _number(fields[i], integer) if i < have else None for i, name, integer in columns}
+            except ValueError as exc:
+                raise RunReadError("%s line %d holds a number that is not one (%s): the file is damaged"
+                                   % (path, line, exc))
+            values["shape"] = fields[shape] if shape is not None and shape < have else ""
+            values["dtype"] = fields[dtype] if dtype is not None and dtype < have else ""
+            parsed.append(values)
+        return parsed
+
+    def _read_histograms_of(self, series):
+        """Reads `series`' counts and edges from its table in histograms.pt (its records checked
+        against their CRC-32 as they are read)."""
+        from . import _torch_zip
+        table = self._tables.get(series.key)
+        if table is None:
+            return
+        entry, rows = table
+        path = os.path.join(self.path, "histograms.pt")
+        if self._histograms is None:
+            raise RunReadError("%s was closed (Run.close()): load the run again to read its histograms" % path)
+        what = "its table %r" % entry["name"]
+        try:
+            counts, edges = (self._histograms.tensor(entry[part], "%s's %s" % (what, part))
+                             for part in ("counts", "edges"))
+        except _torch_zip.Damaged as exc:
+            raise RunReadError("%s is damaged: %s" % (path, exc))
+        for part, tensor in (("counts", counts), ("edges", edges)):
+            if tensor.dim() != 2 or tensor.shape[0] != entry["rows"]:
+                raise RunReadError("%s does not match itself: %s's %s is %s where its steps are %d%s"
+                                   % (path, what, part, "x".join(map(str, tensor.shape)), entry["rows"],
+                                      _MISMATCH))
+        series._counts, series._edges = counts[rows], edges[rows]
 
 
 def _number(text, integer):
@@ -175,34 +267,76 @@ def _check_rows(run, name, rows, last_step):
                        % (path, rows, written))
 
 
+def _stats_lines(path):
+    """stats.csv's header and rows as (line number, text or fields): a file of plain lines (what
+    HookScope writes: no quotes, no CR) is split at its commas only when a row is parsed; any other
+    is read by the csv module."""
+    try:
+        with open(path, newline="") as f:
+            text = f.read()
+    except OSError as exc:
+        raise RunReadError("cannot read %s (%s)" % (path, exc.strerror or exc))
+    except UnicodeDecodeError as exc:
+        raise RunReadError("%s is not a CSV file HookScope wrote (%s)" % (path, exc))
+    if '"' not in text and "\r" not in text:
+        lines = text.split("\n")
+        header = lines[0].split(",") if lines[0] else []
+        return header, [(number, line) for number, line in enumerate(lines[1:], 2) if line]
+    try:
+        reader = csv.reader(io.StringIO(text))
+        header = next(reader, [])
+        return header, [(reader.line_num, fields) for fields in reader if fields]
+    except csv.Error as exc:
+        raise RunReadError("%s is not a CSV file HookScope wrote (%s)" % (path, exc))
+
+
 def _read_stats(run):
+    """stats.csv's rows sorted into series by their key, each series' steps read; the rest of a
+    row is parsed when its series' statistics are first asked for (Series.stats)."""
     path = os.path.join(run.path, "stats.csv")
-    rows = _rows(path, ("step", "module", "call", "kind", "index"))
-    _check_rows(run, "stats.csv", len(rows), _number(rows[-1].get("step"), True) if rows else None)
-    for row in rows:
-        values = {}
-        for column, text in row.items():
-            if column is None or column in _TEXT:
-                continue
-            values[column] = _number(text, column in _INTEGERS)
-        if values.get("step") is None:
-            raise RunReadError("%s has a row without a step: the file is damaged" % path)
-        rank = values.pop("rank", None) or 0
-        key = (row["kind"], row["module"], values.pop("call") or 0, values.pop("index") or 0, rank)
-        series = run._series.get(key)
+    header, rows = _stats_lines(path)
+    run._header = header
+    where = {c: header.index(c) if c in header else None for c in ("step", "module", "call", "kind", "index", "rank")}
+    required = ("step", "module", "call", "kind", "index")
+    absent = [c for c in required if where[c] is None]
+    if absent and rows:
+        raise RunReadError("%s line %d lacks %s: the file is damaged" % (path, rows[0][0], ", ".join(absent)))
+    need = max([where[c] for c in required if where[c] is not None] + [-1]) + 1
+    split = max([i for i in where.values() if i is not None] + [-1]) + 1
+    step_at, module_at, call_at, kind_at, index_at, rank_at = (where[c] for c in
+                                                                ("step", "module", "call", "kind", "index", "rank"))
+    series_of = run._series
+    last_step = None
+    for line, raw in rows:
+        fields = raw.split(",", split) if isinstance(raw, str) else raw  # the key's columns; the rest when parsed
+        if len(fields) < need:
+            missing = [c for c in required if where[c] >= len(fields)]
+            raise RunReadError("%s line %d lacks %s: the file is damaged" % (path, line, ", ".join(missing)))
+        try:
+            step = int(fields[step_at])
+            call, index = int(fields[call_at] or 0), int(fields[index_at] or 0)
+            rank = int(fields[rank_at] or 0) if rank_at is not None and rank_at < len(fields) else 0
+        except ValueError:
+            if fields[step_at] == "":
+                raise RunReadError("%s has a row without a step (line %d): the file is damaged" % (path, line))
+            raise RunReadError("%s line %d has a step, call, index or rank that is not a whole number: the file is "
+                               "damaged" % (path, line))
+        key = (fields[kind_at], fields[module_at], call, index, rank)
+        series = series_of.get(key)
         if series is None:
-            series = run._series[key] = Series(*key)
-        values["shape"] = row.get("shape", "")
-        values["dtype"] = row.get("dtype", "")
-        step = values.pop("step")
+            series = series_of[key] = Series(*key)
+            series._run = run
         series.steps.append(step)
-        series.stats.append(values)
+        series._rows.append((line, raw))
+        last_step = step
+    _check_rows(run, "stats.csv", len(rows), last_step)
     # In step order whatever the rows' order; a step given twice for one tensor is damage (every
     # row twice, or every row labelled step 0), not a series to judge.
-    for key, series in run._series.items():
-        order = sorted(range(len(series.steps)), key=series.steps.__getitem__)
-        series.steps = [series.steps[i] for i in order]
-        series.stats = [series.stats[i] for i in order]
+    for key, series in series_of.items():
+        if any(a >= b for a, b in zip(series.steps, series.steps[1:])):
+            order = sorted(range(len(series.steps)), key=series.steps.__getitem__)
+            series.steps = [series.steps[i] for i in order]
+            series._rows = [series._rows[i] for i in order]
         twice = next((a for a, b in zip(series.steps, series.steps[1:]) if a == b), None)
         if twice is not None:
             raise RunReadError("%s has step %d of %s %r (call %d, index %d, rank %d) twice: the export is damaged; "
@@ -221,10 +355,56 @@ def damaged_record(path):
         return None
 
 
-def _read_histograms(run):
-    path = os.path.join(run.path, "histograms.pt")
-    if not os.path.exists(path):
-        return
+# Why a histograms.pt that does not match stats.csv is refused.
+_MISMATCH = "; the export is damaged, or its files come from different runs"
+
+
+def _table_key(path, name, entry):
+    """The series key a table of histograms.pt names ("rank{r}/kind/module/call/index"; older
+    exports without the rank)."""
+    parts = str(name).split("/")
+    rank = 0
+    if parts and parts[0].startswith("rank") and parts[0][4:].lstrip("-").isdigit():
+        rank = int(parts[0][4:])
+        parts = parts[1:]
+    if len(parts) >= 4 and isinstance(entry, dict) and all(k in entry for k in ("counts", "edges", "steps")):
+        try:
+            return (parts[0], "/".join(parts[1:-2]), int(parts[-2]), int(parts[-1]), rank)
+        except ValueError:
+            pass
+    raise RunReadError("%s: its table %r names no series (HookScope writes rank/kind/module/call/index)%s"
+                       % (path, name, _MISMATCH))
+
+
+def _table_rows(path, name, steps, series):
+    """The row of the table `name` for each of `series`' steps; the table's steps must be the series'."""
+    where = {step: i for i, step in enumerate(steps)}
+    if len(where) != len(steps) or len(steps) != len(series.steps):
+        raise RunReadError("%s does not match stats.csv: its table %r has %d rows%s where stats.csv has %d steps%s"
+                           % (path, name, len(steps), " (a step given twice)" if len(where) != len(steps) else "",
+                              len(series.steps), _MISMATCH))
+    missing = [s for s in series.steps if s not in where]
+    if missing:
+        raise RunReadError("%s does not match stats.csv: its table %r has no row for step %d%s"
+                           % (path, name, missing[0], _MISMATCH))
+    return [where[s] for s in series.steps]
+
+
+def _open_histograms(path):
+    """histograms.pt's dict of tables, and the file kept open to read their tensors on demand (None
+    where the file is one the lazy reader does not know: then read whole by torch.load)."""
+    from . import _torch_zip
+    try:
+        opened = _torch_zip.File(path)
+    except _torch_zip.Unknown:
+        return _load_histograms(path), None
+    except _torch_zip.Damaged as exc:
+        raise RunReadError("%s cannot be read: %s; the file is damaged" % (path, exc))
+    return opened.root, opened
+
+
+def _load_histograms(path):
+    """histograms.pt read whole by torch.load, every record's CRC-32 checked first."""
     import torch
     damaged = damaged_record(path)
     if damaged:
@@ -232,54 +412,54 @@ def _read_histograms(run):
                            % (path, damaged))
     try:
         try:
-            data = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
         except TypeError:  # a torch before weights_only
-            data = torch.load(path, map_location="cpu")
+            return torch.load(path, map_location="cpu")
     except Exception as exc:
         raise RunReadError("%s cannot be read (%s: %s): the file is damaged" % (path, type(exc).__name__, exc))
+
+
+def _read_histograms(run):
+    """Matches histograms.pt's tables to stats.csv's series (every table's steps read and checked
+    now); their counts and edges are read when a series' are first asked for."""
+    from . import _torch_zip
+    path = os.path.join(run.path, "histograms.pt")
+    if not os.path.exists(path):
+        return
+    data, opened = _open_histograms(path)
     if not isinstance(data, dict):
+        if opened is not None:
+            opened.close()
         raise RunReadError("%s holds no dict of histograms: it is not HookScope's" % path)
+    run._histograms = opened
     # A table for every series of stats.csv, a row for each of its steps, as HookScope writes
     # them: anything else is a damaged export (or files of two runs), said, not left out.
-    why = "; the export is damaged, or its files come from different runs"
-    matched = set()
     for name, entry in data.items():
-        parts = str(name).split("/")
-        rank = 0
-        if parts and parts[0].startswith("rank") and parts[0][4:].lstrip("-").isdigit():
-            rank = int(parts[0][4:])
-            parts = parts[1:]
-        key = None
-        if len(parts) >= 4 and isinstance(entry, dict) and "counts" in entry and "steps" in entry:
-            try:
-                key = (parts[0], "/".join(parts[1:-2]), int(parts[-2]), int(parts[-1]), rank)
-            except ValueError:
-                pass
-        if key is None:
-            raise RunReadError("%s: its table %r names no series (HookScope writes rank/kind/module/call/index)%s"
-                               % (path, name, why))
+        key = _table_key(path, name, entry)
         series = run._series.get(key)
         if series is None:
             raise RunReadError("%s does not match stats.csv: its table %r is of a series stats.csv does not have%s"
-                               % (path, name, why))
-        matched.add(key)
-        steps = [int(s) for s in entry["steps"].tolist()]
-        where = {step: i for i, step in enumerate(steps)}
-        if len(where) != len(steps) or len(steps) != len(series.steps):
-            raise RunReadError("%s does not match stats.csv: its table %r has %d rows%s where stats.csv has %d steps%s"
-                               % (path, name, len(steps), " (a step given twice)" if len(where) != len(steps) else "",
-                                  len(series.steps), why))
-        missing = [s for s in series.steps if s not in where]
-        if missing:
-            raise RunReadError("%s does not match stats.csv: its table %r has no row for step %d%s"
-                               % (path, name, missing[0], why))
-        rows = [where[s] for s in series.steps]
-        series.counts, series.edges = entry["counts"][rows], entry["edges"][rows]
+                               % (path, name, _MISMATCH))
+        steps = entry["steps"]
+        if opened is not None:
+            if not all(isinstance(entry[part], _torch_zip.Stored) for part in ("steps", "counts", "edges")):
+                raise RunReadError("%s: its table %r has steps, counts or edges that are not tensors%s"
+                                   % (path, name, _MISMATCH))
+            try:
+                steps = opened.tensor(steps, "its table %r's steps" % name)
+            except _torch_zip.Damaged as exc:
+                raise RunReadError("%s is damaged: %s" % (path, exc))
+        rows = _table_rows(path, name, [int(s) for s in steps.tolist()], series)
+        if opened is None:
+            series._counts, series._edges = entry["counts"][rows], entry["edges"][rows]
+        else:
+            run._tables[key] = ({"name": name, "counts": entry["counts"], "edges": entry["edges"],
+                                 "rows": len(rows)}, rows)
     for key, series in sorted(run._series.items()):
-        if series.steps and key not in matched:
+        if series.steps and key not in run._tables and series._counts is None:
             raise RunReadError("%s does not match stats.csv: stats.csv has the series %s %r (call %d, index %d, "
                                "rank %d) and histograms.pt has no table for it%s"
-                               % (path, key[0], key[1] or "(root)", key[2], key[3], key[4], why))
+                               % (path, key[0], key[1] or "(root)", key[2], key[3], key[4], _MISMATCH))
 
 
 def _read_scalars(run):

@@ -155,17 +155,96 @@ def test_load_run_says_what_is_wrong_with_a_folder_that_is_not_a_run(runs):
 
 def test_load_run_checks_every_record_of_histograms_pt_against_its_crc(runs):
     """torch.load does not check a record's CRC-32: load_run does, naming the damaged record,
-    rather than return other numbers."""
+    rather than return other numbers: the pickle's and every table's steps as the run is loaded,
+    a series' counts and edges as they are read (the run opens without reading them)."""
     import zipfile
     from zip_damage import flip_a_byte_in
-    damaged = os.path.join(os.path.dirname(runs["a"]), "flipped")
-    shutil.copytree(runs["a"], damaged)
-    path = os.path.join(damaged, "histograms.pt")
-    with zipfile.ZipFile(path) as z:
-        info = max(z.infolist(), key=lambda i: i.file_size)  # the largest record: counts or edges
-    flip_a_byte_in(path, info.filename, mask=0x01)
-    with pytest.raises(hookscope.RunReadError, match="its record %s does not match the CRC-32" % info.filename):
-        hookscope.load_run(damaged)
+    from hookscope import _torch_zip
+    source = os.path.join(runs["a"], "histograms.pt")
+    opened = _torch_zip.File(source)
+    tables = opened.root
+    opened.close()
+    name = "rank0/activation/conv1/0/0"
+    for part in ("data.pkl", tables[name]["steps"].record, tables[name]["counts"].record,
+                 tables[name]["edges"].record):
+        damaged = os.path.join(os.path.dirname(runs["a"]), "flipped")
+        shutil.copytree(runs["a"], damaged)
+        path = os.path.join(damaged, "histograms.pt")
+        with zipfile.ZipFile(path) as z:
+            record = next(n for n in z.namelist() if n.endswith("/" + part) or n == part)
+        flip_a_byte_in(path, record, mask=0x01)
+        said = "its record %s does not match the CRC-32" % record
+        if part in ("data.pkl", tables[name]["steps"].record):
+            with pytest.raises(hookscope.RunReadError, match=said):
+                hookscope.load_run(damaged)
+        else:
+            with hookscope.load_run(damaged) as run:
+                assert run.series("activation", "conv2").counts.shape == (4, 64)  # another table reads
+                with pytest.raises(hookscope.RunReadError, match=said):
+                    run.series("activation", "conv1").counts
+        shutil.rmtree(damaged)
+
+
+def test_histograms_read_on_demand_are_what_torch_load_reads(runs):
+    """A series' counts and edges, read from their records when first asked for, equal
+    torch.load's of the whole file; the same file saved again by torch.save reads the same; and a
+    file whose pickle holds what the lazy reader does not know (a torch.Size) is read whole by
+    torch.load, with the same numbers."""
+    whole = torch.load(os.path.join(runs["a"], "histograms.pt"), weights_only=True)
+
+    def same(folder):
+        with hookscope.load_run(folder) as run:
+            assert len(run.all_series()) == len(whole) > 20
+            for series in run.all_series():
+                table = whole["rank%d/%s/%s/%d/%d" % (series.rank, series.kind, series.module, series.call,
+                                                       series.index)]
+                assert table["steps"].tolist() == series.steps
+                assert torch.equal(series.counts, table["counts"]) and torch.equal(series.edges, table["edges"])
+
+    same(runs["a"])
+    for change in ("saved again", "a torch.Size in a table"):
+        folder = os.path.join(os.path.dirname(runs["a"]), change.replace(" ", "-"))
+        shutil.copytree(runs["a"], folder)
+        tables = dict(whole)
+        if change != "saved again":
+            name = sorted(tables)[0]
+            tables[name] = dict(tables[name], shape=torch.Size([4, 64]))
+        torch.save(tables, os.path.join(folder, "histograms.pt"))
+        if change != "saved again":
+            from hookscope import _torch_zip
+            with pytest.raises(_torch_zip.Unknown, match="torch.Size"):
+                _torch_zip.File(os.path.join(folder, "histograms.pt"))
+        same(folder)
+        shutil.rmtree(folder)
+
+
+def test_stats_csv_with_quotes_or_crlf_reads_as_the_plain_file(runs):
+    """HookScope writes stats.csv as plain lines, split at their commas as a series is read; a
+    file another tool rewrote (every field quoted, CRLF line ends) is read by the csv module and
+    gives the same run."""
+    with hookscope.load_run(runs["a"]) as run:
+        plain = {s.key: (s.steps, s.stats) for s in run.all_series()}
+    folder = os.path.join(os.path.dirname(runs["a"]), "quoted")
+    shutil.copytree(runs["a"], folder)
+    with open(os.path.join(runs["a"], "stats.csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    with open(os.path.join(folder, "stats.csv"), "w", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\r\n").writerows(rows)
+    with hookscope.load_run(folder) as run:
+        quoted = {s.key: (s.steps, s.stats) for s in run.all_series()}
+    assert quoted == plain  # NaN-free: the sample's statistics are finite
+    with open(os.path.join(folder, "stats.csv"), "a") as f:
+        f.write("4,0,conv1,0,activation,0,8x8,float32,not-a-number,1,2,3,4,5,6,0,0,1,0,0,0,0\n")
+    with open(os.path.join(folder, "manifest.json")) as f:
+        manifest = json.load(f)
+    manifest["rows"]["stats.csv"] += 1
+    with open(os.path.join(folder, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    os.remove(os.path.join(folder, "histograms.pt"))
+    run = hookscope.load_run(folder)
+    with pytest.raises(hookscope.RunReadError, match="stats.csv line %d holds a number that is not one" % (len(rows) + 1)):
+        run.series("activation", "conv1").stats
+    shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize("said", ['"88"', "88.5", "-1", "true", "null", "[88]", "1e300"])
