@@ -55,7 +55,11 @@ int runExplain(const ExplainOptions& options) {
   if (!(options.settings.sigma > 0) || !std::isfinite(options.settings.sigma)) {
     return error(kUsage, "--sigma must be a positive number of deviations, such as 6");
   }
-  if (options.settings.window < 2) return error(kUsage, "--window must be 2 steps or more");
+  if (options.settings.window < 2 || options.settings.window > kMaxBandWindow) {
+    return error(kUsage, "--window must be 2 to " + std::to_string(kMaxBandWindow) +
+                             " steps: a band's cost grows with its steps, and one of 200 (the default) is what the "
+                             "anomaly rule and the window judge with");
+  }
   if (!options.csv.empty()) {
     std::string why = checkOutputOutsideInputs(options.csv, {options.run});
     if (why.empty()) why = checkOutputFile(options.csv, options.force);
@@ -95,7 +99,7 @@ Command addExplainCommand(CLI::App& app) {
   command->add_option("--step", options->step, "the step to explain (default: the loss's largest excursion)");
   command->add_option("--sigma", options->settings.sigma,
                       "how many robust deviations from its band count as having left it (default 6)");
-  command->add_option("--window", options->settings.window, "the last steps a band is made of (default 200)");
+  command->add_option("--window", options->settings.window, "the last steps a band is made of, 2 to 10000 (default 200)");
   command->add_option("--csv", options->csv, "also write every series named, with its start and score, to this CSV");
   command->add_flag("--force", options->force, "replace an existing --csv file");
   return {command, [options] { return runExplain(*options); }};

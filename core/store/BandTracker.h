@@ -14,6 +14,10 @@
 
 namespace hookscope {
 
+/// The most steps a band may be made of: a step's score moves up to half the band's values, so
+/// a series costs its steps times this at most (100,000 steps of one series: ~0.5 s at 10,000).
+constexpr int kMaxBandWindow = 10000;
+
 struct BandSettings {
   int window = 200;     ///< the last steps a band is made of (0: no bands kept)
   int warmup = 8;       ///< values a band needs before it scores a step

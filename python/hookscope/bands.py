@@ -15,6 +15,7 @@ import collections
 import math
 
 WINDOW = 200       # the last steps a band is made of
+MAX_WINDOW = 10000  # the most it may be (kMaxBandWindow): a step's score moves up to half the band's values
 WARMUP = 8         # values a band needs before it scores a step
 SIGMA = 6.0        # how far out counts as having left the band
 LOOKBACK = 8       # steps before the loss left its band (or the step judged) where a cause may begin
@@ -118,7 +119,7 @@ def _mad(ordered, median):
 def scores(points, statistic, window=WINDOW, warmup=WARMUP):
     """[(step, score or None, value)] of [(step, value)] in step order: each step against the
     band of the `window` values before it. The band is kept sorted as values come and go (a
-    binary search each), not sorted again each step: a window of 100,000 costs what one of 200 does."""
+    binary search each), not sorted again each step: a value costs a move of up to half the band."""
     if not (isinstance(window, int) and not isinstance(window, bool) and window >= 1):
         raise ValueError("window must be a whole number of steps, 1 or more (got %r)" % (window,))
     out = []
@@ -233,8 +234,8 @@ def _check_settings(sigma, window, warmup):
     4.9 sigma out (or silently meant 6)."""
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (sigma > 0 and math.isfinite(sigma)):
         raise ValueError("sigma must be a positive number of deviations, such as 6 (got %r)" % (sigma,))
-    if not _whole(window) or window < 2:
-        raise ValueError("window must be 2 steps or more (got %r)" % (window,))
+    if not _whole(window) or not 2 <= window <= MAX_WINDOW:
+        raise ValueError("window must be 2 to %d steps, as hookscope-cli explain's --window (got %r)" % (MAX_WINDOW, window))
     if not _whole(warmup) or warmup < 0:
         raise ValueError("warmup must be a whole number of values, 0 or more (got %r)" % (warmup,))
 

@@ -268,8 +268,11 @@ def test_first_movers_refuses_what_explain_refuses(runs, sigma):
         bands.first_movers(run, sigma=sigma)
     if isinstance(sigma, (int, float)) and not isinstance(sigma, bool):
         assert cli("explain", runs["spiked"], "--sigma", repr(sigma)).returncode == 2
-    with pytest.raises(ValueError, match="window must be 2 steps or more"):
-        bands.first_movers(run, window=1)
+    for window in (1, 10001):
+        with pytest.raises(ValueError, match="window must be 2 to 10000 steps"):
+            bands.first_movers(run, window=window)
+        result = cli("explain", runs["spiked"], "--window", str(window))
+        assert result.returncode == 2 and "--window must be 2 to 10000 steps" in result.stderr, result.stderr
     with pytest.raises(ValueError, match="holds no captures"):
         run.first_movers(step=4000)
 
