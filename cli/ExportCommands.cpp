@@ -115,6 +115,9 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
     }
   }
   lines.push_back(nlohmann::json{{"type", "end"}, {"histograms", histograms}, {"scalars", scalars}}.dump());
+  // The totals up front too, for the writer's progress line.
+  lines.front() = nlohmann::json{{"type", "begin"}, {"ranks", ranks}, {"histograms", histograms}, {"scalars", scalars}}
+                      .dump();
   return lines;
 }
 

@@ -5,7 +5,7 @@
 ``python -m hookscope.tensorboard_export LOGDIR`` with the series on standard input, one JSON
 object a line::
 
-    {"type": "begin", "ranks": [0, 1]}
+    {"type": "begin", "ranks": [0, 1], "histograms": H, "scalars": S}   (the totals: optional)
     {"type": "histogram", "rank": 0, "tag": "activation/fc1/0/0", "step": 3, "min": ..., "max": ...,
      "num": ..., "sum": ..., "sum_squares": ..., "limits": [...], "counts": [...]}
     {"type": "scalar", "rank": 0, "tag": "loss", "step": 3, "value": 2.3}     (null: NaN)
@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import sys
+import time
 
 PREFIX = "hookscope-cli: "
 
@@ -63,21 +64,50 @@ def run_name(rank):
     return "whole" if rank == WHOLE else "rank%d" % rank
 
 
+class Progress:
+    """What has been written, on standard error once the export takes more than a second: on a
+    terminal one line rewritten in place, otherwise a line every 10 s."""
+
+    def __init__(self, stream=None):
+        self.stream, self.total, self.said = stream or sys.stderr, None, None
+        self.terminal = self.stream.isatty()
+        self.started = self.last = time.monotonic()
+
+    def update(self, done, final=False):
+        now = time.monotonic()
+        if not self.total or now - self.started < 1.0 or done == self.said or \
+                (not final and (done >= self.total or now - self.last < (0.5 if self.terminal else 10))):
+            return
+        self.last, self.said = now, done
+        took = now - self.started
+        line = "export-tensorboard: %d of %d histograms and scalars written (%d%%), %s" % (
+            done, self.total, 100 * done // self.total,
+            "in %d s" % round(took) if final else "about %d s left" % round(took * (self.total - done) / max(done, 1)))
+        self.stream.write(("\r%s\033[K" if self.terminal else "%s\n") % line)
+        if final and self.terminal:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
 def write(logdir, lines, SummaryWriter):
     """Writes the stream's runs into `logdir` (a fresh folder); returns (histograms, scalars, ranks)."""
     writers = {}
     ranks = None
     counts = [0, 0]
     ended = None
+    progress = Progress()
     try:
         for number_, line in enumerate(lines, 1):
             if not line.strip():
                 continue
+            progress.update(counts[0] + counts[1])
             try:
                 item = json.loads(line)
                 kind = item["type"]
                 if kind == "begin":
                     ranks = [int(r) for r in item["ranks"]]
+                    if "histograms" in item:
+                        progress.total = int(item["histograms"]) + int(item["scalars"])
                     for r in ranks:
                         path = logdir if len(ranks) == 1 else os.path.join(logdir, run_name(r))
                         writers[r] = SummaryWriter(log_dir=path)
@@ -99,6 +129,7 @@ def write(logdir, lines, SummaryWriter):
     finally:
         for w in writers.values():
             w.close()
+    progress.update(counts[0] + counts[1], final=True)
     if ended is None or ended != tuple(counts):
         fail(4, "the series ended early (%d histograms and %d scalars received); nothing was written"
              % tuple(counts))
