@@ -311,11 +311,19 @@ class Attached(CaptureSink):
         if self._state != "on" or os.getpid() != self._pid:
             return
         with self.lock:
+            left = 0
             try:
                 self._conn.send({"type": "bye", "steps": self._step})
-                self._conn.flush(deadline=time.monotonic() + 5.0)
+                # A viewer still reading what the steps sent gets it all and the goodbye; one that
+                # reads nothing for 5 s (or is still behind after a minute) does not hold the script.
+                left = self._conn.drain(quiet=5.0, most=60.0)
             except Exception:
                 pass
+            if left:
+                self._warn_once("unsent", "the viewer had not read the last %.1f MiB of statistics when the script "
+                                          "closed (it read nothing for 5 s, or was still behind after a minute): its "
+                                          "last steps are not in the recording, and it will say the script left "
+                                          "without closing" % (left / 1048576.0))
             self._detach(None)
 
     def __enter__(self):

@@ -278,16 +278,25 @@ class Connection:
                 return  # the sender meets the same error and says it
             del self._outbox[:sent]
 
-    def flush(self, deadline=None):
-        """With a deadline, waits until then for the sender to write everything queued; without
-        one, only says what went wrong since."""
-        if deadline is not None:
-            with self._lock:
-                while (self._outbox or self._writing) and self._sock is not None and self._failed is None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._changed.wait(remaining)
+    def drain(self, quiet=5.0, most=60.0):
+        """Waits for the sender to write everything queued while the viewer goes on reading: until
+        nothing is left, `quiet` seconds pass with nothing more written, or `most` seconds in all.
+        Returns the bytes left unsent."""
+        started = time.monotonic()
+        moved, left = started, self.unsent
+        with self._lock:
+            while self.unsent and self._sock is not None and self._failed is None:
+                now = time.monotonic()
+                if self.unsent < left:
+                    moved, left = now, self.unsent
+                remaining = min(moved + quiet, started + most) - now
+                if remaining <= 0:
+                    break
+                self._changed.wait(min(remaining, 0.25))  # the sender notifies only a whole write's end
+        return self.unsent if self._sock is not None and self._failed is None else 0
+
+    def flush(self):
+        """Says (detaching) what went wrong since."""
         self._check()
 
     def _check(self):
