@@ -471,7 +471,8 @@ class Attached(CaptureSink):
         if control.stop_reason is not None and self._state == "on":
             reason = control.stop_reason
             self._conn.send({"type": "bye", "steps": self._step, "stopped": True})
-            self._conn.flush(deadline=time.monotonic() + 5.0)
+            self._conn.drain(quiet=5.0, most=60.0)
+            self._conn.flush()
             self._detach(None)
             raise Stopped(reason)
         if self.connected:

@@ -17,6 +17,10 @@ from ._address import parse_address
 
 HANDSHAKE_SECONDS = 10.0
 OUTBOX_LIMIT = 64 << 20  # a viewer this far behind is treated as gone
+# A message sent while the sender writes waits for it (up to this long, and only with this little
+# queued: what a socket takes at once) so that a step's end is on the wire when step() returns.
+SEND_WAIT_SECONDS = 0.1
+SEND_WAIT_BYTES = 256 << 10
 
 
 def _proof(token, side, listener_nonce, script_nonce):
@@ -259,7 +263,7 @@ class Connection:
         self.bytes_sent += len(frame)
         with self._lock:
             self._outbox += frame
-            self._changed.notify()
+            self._changed.notify_all()  # the sender, and a send() or drain() waiting for it
         self._check()
 
     def send(self, message):
@@ -268,6 +272,16 @@ class Connection:
         leaves that step); the sender thread writes the rest."""
         self.queue(_wire.json_frame(message))
         with self._lock:
+            # The sender is writing (the step's captures): under load it may not run again before
+            # a script killed right after step() is gone; with a little queued, wait for it to
+            # write everything, this message too (it takes it in order).
+            if self._writing and self.unsent <= SEND_WAIT_BYTES:
+                deadline = time.monotonic() + SEND_WAIT_SECONDS
+                while self.unsent and self._sock is not None and self._failed is None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
             if self._writing or not self._outbox or self._sock is None:
                 return  # the sender is writing: it takes this too, in order
             try:

@@ -169,7 +169,8 @@ class EngineServer(CaptureSink):
                 self._acked = max(self._acked, int(message.get("step", -1)))
             elif kind == "stop":
                 self._send({"type": "bye", "stopped": True})
-                self._conn.flush(deadline=time.monotonic() + 5.0)
+                self._conn.drain(quiet=5.0, most=60.0)
+                self._conn.flush()
                 self._ended, self._clean = "stopped by HookScope: %s" % message.get("reason", ""), True
                 return
             elif kind == "error":
