@@ -38,6 +38,11 @@ std::string kindPath(const SeriesKey& key) {
          std::to_string(key.call) + "/" + std::to_string(key.index);
 }
 
+/// The stream's first line: the runs' ranks, and how many histograms and scalars follow.
+std::string beginLine(const std::vector<int>& ranks, std::size_t histograms, std::size_t scalars) {
+  return nlohmann::json{{"type", "begin"}, {"ranks", ranks}, {"histograms", histograms}, {"scalars", scalars}}.dump();
+}
+
 /// The series of an export, one JSON object a line, as hookscope/tensorboard_export.py reads them.
 std::vector<std::string> seriesLines(const CaptureStore& store) {
   std::vector<std::string> lines;
@@ -49,7 +54,7 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
       break;
     }
   }
-  lines.push_back(nlohmann::json{{"type", "begin"}, {"ranks", ranks}}.dump());
+  lines.emplace_back();  // the first line, with the totals (for the writer's progress line), at the end
   std::size_t histograms = 0, scalars = 0;
   auto scalar = [&](int rank, const std::string& tag, std::int64_t step, double value) {
     // NaN and Inf are not JSON: null is NaN, "inf" and "-inf" the infinities (Python's float() reads them).
@@ -115,9 +120,7 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
     }
   }
   lines.push_back(nlohmann::json{{"type", "end"}, {"histograms", histograms}, {"scalars", scalars}}.dump());
-  // The totals up front too, for the writer's progress line.
-  lines.front() = nlohmann::json{{"type", "begin"}, {"ranks", ranks}, {"histograms", histograms}, {"scalars", scalars}}
-                      .dump();
+  lines.front() = beginLine(ranks, histograms, scalars);
   return lines;
 }
 

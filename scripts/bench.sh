@@ -7,6 +7,8 @@ source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 build="$root/build"
+# The benchmarks are not part of the default build.
+"$cmake" --build "$build" -j2 --target hookscope-core-bench hookscope-gui-bench hookscope-window-bench
 fixtures="$build/fixtures"
 [ -f "$fixtures/resnet18_scripted.pt" ] || "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
 rounds=${ROUNDS:-5}

@@ -6,9 +6,12 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
+# Line tables only (-g1): what a race report needs, at less of the compile time full debug
+# information costs LibTorch's templates.
 "$cmake" -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOOKSCOPE_TSAN=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
-"$cmake" --build "$root/build-tsan" -j2 --target hookscope_core_tests
+"$cmake" --build "$root/build-tsan" -j2 --target hookscope_thread_tests
 fixtures="$root/build-tsan/fixtures"
 # Made again whenever the fixture script changed since they were made.
 if [ ! -f "$fixtures/.made" ] || [ -n "$(find "$root/tests/fixtures" -name '*.py' -newer "$fixtures/.made")" ]; then
@@ -19,6 +22,6 @@ fi
 # in-process reference run trains a conv net on LibTorch's OpenMP threads, whose runtime
 # (libgomp) TSan does not see, so it reports oneDNN's buffers as races.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
-  "$root/build-tsan/tests/hookscope_core_tests" \
+  "$root/build-tsan/tests/hookscope_thread_tests" \
   --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TorchStatsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:ScriptLinkTest.*:AttachJobTest.*:EngineProcessTest.*-EngineProcessTest.AModelRunInTheEngineProcessGivesTheInProcessNumbers' \
   --gtest_repeat=3
