@@ -164,6 +164,9 @@ def main():
     kind = args.model or MODEL_OF[args.fault]
 
     torch.manual_seed(args.seed)
+    # One thread: models this small gain nothing from more, and on a busy machine (CI runs two
+    # tests at once on two cores) the threads' contention doubled the script's time.
+    torch.set_num_threads(1)
     transformer = kind.startswith("transformer")
     absorbed = kind == "mlp"
     model = (Transformer(heads=4 if kind == "transformer-4h" else 1) if transformer else NormedMlp() if absorbed
