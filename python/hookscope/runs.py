@@ -13,9 +13,11 @@ what the window does::
 
 A series' statistics and histograms are read when first asked for (its rows of stats.csv
 parsed, its records of histograms.pt read and checked against their CRC-32): opening a long run
-reads only its series, steps and scalars. The format is docs/export-format.md; versions 1 to 3 read (older ones have no ranks, or no
-low-precision counts: those read as rank 0, and as None). Only the standard library is needed,
-and torch for the histograms (read with ``weights_only=True`` where the torch has it).
+reads only its series, steps and scalars. The format is docs/export-format.md; versions 1 to 3
+read (older ones have no ranks, or no low-precision counts: those read as rank 0, and as None).
+Only the standard library is needed, and torch for the histograms (read by a restricted
+unpickler of what torch.save writes; a file holding anything else by torch.load, with
+``weights_only=True`` where the torch has it).
 """
 
 import csv
@@ -58,6 +60,7 @@ class Series:
         """Per step: stats.csv's row as numbers (None where not measured), in steps' order."""
         if self._stats is None:
             self._stats = self._run._parse_rows(self) if self._run is not None else []
+            self._rows = []  # parsed: the text is not kept twice
         return self._stats
 
     @stats.setter
