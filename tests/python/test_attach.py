@@ -810,6 +810,20 @@ def test_a_compiled_model_attached_gives_eagers_statistics(tmp):
                 (name, stat, row[stat], expected.item())
 
 
+def welcome_hooking_all(server):
+    """A viewer's side: accepts one script on `server` and welcomes it with every module hooked
+    for activations; (the connection, its frame reader)."""
+    conn, _ = server.accept()
+    reader = _wire.FrameReader()
+    hello = []
+    while not hello:
+        reader.feed(conn.recv(1 << 16))
+        hello = reader.messages()
+    hooks = {m["path"]: ["activation"] for m in hello[0]["modules"]}
+    conn.sendall(_wire.json_frame({"type": "welcome", "hooks": hooks, "bins": 64}))
+    return conn, reader
+
+
 def test_a_viewer_that_stops_reading_costs_named_gaps_and_never_blocks_training(tmp):
     """Statistics wait in a bounded outbox: once 16 MiB of them are unsent, a step's captures are
     dropped as a gap (one warning that says why) instead of growing memory, and no step waits."""
@@ -821,14 +835,7 @@ def test_a_viewer_that_stops_reading_costs_named_gaps_and_never_blocks_training(
     release = threading.Event()
 
     def stuck_viewer():
-        conn, _ = server.accept()
-        reader = _wire.FrameReader()
-        hello = []
-        while not hello:
-            reader.feed(conn.recv(1 << 16))
-            hello = reader.messages()
-        hooks = {m["path"]: ["activation"] for m in hello[0]["modules"]}
-        conn.sendall(_wire.json_frame({"type": "welcome", "hooks": hooks, "bins": 64}))
+        conn, _ = welcome_hooking_all(server)
         release.wait(120)  # reads nothing more
         conn.close()
     thread = threading.Thread(target=stuck_viewer)
@@ -858,14 +865,7 @@ def test_a_viewer_that_stops_reading_costs_named_gaps_and_never_blocks_training(
 def slow_viewer(server, per_read, pause, received):
     """Accepts one script, hooks every module, then reads `per_read` bytes every `pause` seconds,
     appending each message to `received`, until the script's goodbye or its socket's end."""
-    conn, _ = server.accept()
-    reader = _wire.FrameReader()
-    hello = []
-    while not hello:
-        reader.feed(conn.recv(1 << 16))
-        hello = reader.messages()
-    conn.sendall(_wire.json_frame({"type": "welcome", "hooks": {m["path"]: ["activation"] for m in hello[0]["modules"]},
-                                   "bins": 64}))
+    conn, reader = welcome_hooking_all(server)
     while not received or received[-1].get("type") != "bye":
         time.sleep(pause)
         data = conn.recv(per_read)
