@@ -7,6 +7,7 @@
 #include "common/CsvFormat.h"
 #include "common/OutputFile.h"
 #include "common/PrintableText.h"
+#include "common/ProgressLine.h"
 #include "files/ExportFolder.h"
 #include "store/Bands.h"
 
@@ -65,19 +66,28 @@ int runExplain(const ExplainOptions& options) {
     if (why.empty()) why = checkOutputFile(options.csv, options.force);
     if (!why.empty()) return error(kOutput, why);
   }
+  // A long export takes seconds to read and score: said past the first second.
+  ProgressLine progress("explain", "reading " + options.run);
   ExportData data;
   std::string message;
-  if (!readExport(options.run, &data, &message)) return error(kData, message);
+  if (!readExport(options.run, &data, &message)) {
+    progress.stop();
+    return error(kData, message);
+  }
   if (options.step) {
     const auto steps = data.store->steps();
     if (std::find(steps.begin(), steps.end(), *options.step) == steps.end()) {
+      progress.stop();
       return error(kUsage, "step " + std::to_string(*options.step) + " holds no captures in " + options.run +
                                (steps.empty() ? std::string(" (it holds none)")
                                               : " (its steps: " + std::to_string(steps.front()) + " to " +
                                                     std::to_string(steps.back()) + ")"));
     }
   }
+  progress.stage("scoring " + std::to_string(data.store->seriesKeys().size()) + " series over " +
+                 std::to_string(data.store->steps().size()) + " steps");
   const FirstMovers result = firstMovers(*data.store, data.manifest.modulePaths(), options.step, options.settings);
+  progress.finish();
   std::ostringstream out;
   for (const auto& line : describeMovers(result)) out << line << "\n";
   // Every name comes from the export's files: printed so that none can drive the terminal.

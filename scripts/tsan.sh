@@ -23,5 +23,5 @@ fi
 # (libgomp) TSan does not see, so it reports oneDNN's buffers as races.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures" \
   "$root/build-tsan/tests/hookscope_thread_tests" \
-  --gtest_filter='StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TorchStatsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:ScriptLinkTest.*:AttachJobTest.*:EngineProcessTest.*-EngineProcessTest.AModelRunInTheEngineProcessGivesTheInProcessNumbers' \
+  --gtest_filter='ProgressLineTest.*:StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TorchStatsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:ScriptLinkTest.*:AttachJobTest.*:EngineProcessTest.*-EngineProcessTest.AModelRunInTheEngineProcessGivesTheInProcessNumbers' \
   --gtest_repeat=3

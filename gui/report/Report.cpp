@@ -499,6 +499,10 @@ QString page(const QString& title, const QString& body) {
 }  // namespace
 
 ReportResult writeReport(const ReportRequest& request, ReportContents* contents, QString* error) {
+  const auto stage = [&](const QString& what) {
+    if (request.onStage) request.onStage(what);
+  };
+  stage(QStringLiteral("reading %1").arg(request.run));
   ExportData data;
   std::string message;
   if (!readExport(request.run.toStdString(), &data, &message)) {
@@ -519,6 +523,7 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   state.step = state.latestStep;
   ExportData other;
   if (!request.compare.isEmpty()) {
+    stage(QStringLiteral("reading %1").arg(request.compare));
     if (!readExport(request.compare.toStdString(), &other, &message)) {
       *error = QStringLiteral("--compare: %1").arg(QString::fromStdString(message));
       return ReportResult::BadInput;
@@ -526,6 +531,7 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
     state.compared = other.store;
   }
 
+  stage(QStringLiteral("drawing %1 series over %2 steps").arg(data.store->seriesKeys().size()).arg(data.store->steps().size()));
   const QString title = QStringLiteral("HookScope report: %1").arg(QFileInfo(request.run).fileName());
   QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run);
   if (state.compared) body += comparisonSection(data, other, QFileInfo(request.compare).fileName(), contents);

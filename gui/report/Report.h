@@ -6,6 +6,7 @@
 #include <QString>
 #include <QStringList>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,7 @@ struct ReportRequest {
   int maxLayers = 16;
   bool force = false;    ///< replace an existing file
   QString compare;       ///< a second export: drawn over the first, and where they first diverge
+  std::function<void(const QString&)> onStage;  ///< told what is done now ("reading RUN"), for a progress line
 };
 
 /// What writeReport drew, for the message and the tests.

@@ -1,5 +1,6 @@
 // hookscope-report: the program behind `hookscope-cli report` (which keeps no Qt itself). Draws
 // with the window's plot code on Qt's offscreen platform: no display needed.
+#include "common/ProgressLine.h"
 #include "report/Report.h"
 
 #include <QApplication>
@@ -55,13 +56,18 @@ int main(int argc, char** argv) {
   request.maxLayers = std::max(0, parser.value(QStringLiteral("max-layers")).toInt());
   request.force = parser.isSet(QStringLiteral("force"));
   request.compare = parser.value(QStringLiteral("compare"));
+  // A long export takes seconds to read and draw: said past the first second.
+  hookscope::ProgressLine progress("report", "starting");
+  request.onStage = [&progress](const QString& what) { progress.stage(what.toStdString()); };
   ReportContents contents;
   QString error;
   const ReportResult result = writeReport(request, &contents, &error);
   if (result != ReportResult::Written) {
+    progress.stop();
     std::fprintf(stderr, "hookscope-cli: %s\n", qPrintable(error));
     return result == ReportResult::CannotWrite ? 5 : 4;  // hookscope-cli's exit codes
   }
+  progress.finish();
   std::fprintf(stderr, "wrote %s: %d images (%d layer heatmaps%s); open it in a browser\n", qPrintable(request.out),
                contents.images, int(contents.heatmapLayers.size()),
                contents.layersLeftOut ? qPrintable(QStringLiteral(", %1 more layers not drawn: --layer names them")
