@@ -53,8 +53,9 @@ class Backend:
         naming the capture's series (its history may let a backend read the values once)."""
         raise NotImplementedError
 
-    def host_row(self, tensor, bins, shared=None):
-        """A CPU tensor's row as a list, computed now."""
+    def host_row(self, tensor, bins, shared=None, raw=False):
+        """A CPU tensor's row as a list, computed now (raw: its bytes where the backend can, as
+        _stats_rows.row_bytes makes them)."""
         out = torch.empty(HEADER + bins, dtype=torch.float64)
         self.row(tensor, bins, out, shared)
         return out.tolist()
@@ -85,10 +86,10 @@ class NativeBackend(Backend):
             return "HookScope's C++ kernel reads CPU memory only"
         return self.failed
 
-    def host_row(self, tensor, bins, shared=None):
+    def host_row(self, tensor, bins, shared=None, raw=False):
         if shared is not None and not native_in_range(self.lib):  # an older library
             return TORCH.host_row(tensor, bins, shared)
-        return native_row(self.lib, tensor, bins, shared=shared)
+        return native_row(self.lib, tensor, bins, shared=shared, raw=raw)
 
     def row(self, tensor, bins, out, shared=None, series=None):
         if shared is not None and not native_in_range(self.lib):

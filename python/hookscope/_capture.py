@@ -23,6 +23,7 @@ STATS_PER_MESSAGE = 4000
 STATS_MESSAGE_BYTES = 8 << 20
 BEHIND_BYTES = 16 << 20      # with this much unsent, a step's statistics are dropped as a gap
 NAMED_DROPS = 64             # dropped captures named per step (the count is always whole)
+_ROW_ID = struct.Struct("<II")  # a binary row's series number and its padding, before its values
 
 
 _eager_capture = []
@@ -184,16 +185,18 @@ class CaptureSink:
         return dropped
 
     def _send_statistics(self):
-        entries = self._stats.take()
-        if not entries:
+        if not len(self._stats):
             return
+        bins = self._stats.bins
+        control = getattr(self, "_control", None)
+        binary = control is not None and control.binary and os.environ.get("HOOKSCOPE_STATS_WIRE") != "json"
+        # Binary rows go as the bytes the kernels wrote; JSON needs their numbers.
+        entries = self._stats.take_raw() if binary else self._stats.take()
         if self._conn.open and self._conn.unsent > BEHIND_BYTES:
             for fields, _ in entries:  # the viewer is this far behind: a gap, not more memory
                 self._drop(fields, "the viewer was %d MiB behind" % (self._conn.unsent >> 20))
             return
-        bins = self._stats.bins
-        control = getattr(self, "_control", None)
-        if control is not None and control.binary and os.environ.get("HOOKSCOPE_STATS_WIRE") != "json":
+        if binary:
             self._send_rows(entries, bins)
             return
         head = '{"type":"stats","step":%d,"captures":[' % self._step
@@ -211,8 +214,8 @@ class CaptureSink:
         """The step's statistics as binary rows: each capture's fields declared once (a JSON
         `series` message), then float64 rows that name it by number (docs/protocol.md)."""
         ids = self.__dict__.setdefault("_series_ids", {})
-        row = struct.Struct("<II%dd" % (HEADER + bins))
-        per_frame = max(1, min(STATS_PER_MESSAGE, (_wire.MAX_JSON_BYTES - _wire.STATS_HEAD.size) // row.size))
+        size = _ROW_ID.size + 8 * (HEADER + bins)
+        per_frame = max(1, min(STATS_PER_MESSAGE, (_wire.MAX_JSON_BYTES - _wire.STATS_HEAD.size) // size))
         for first in range(0, len(entries), per_frame):
             chunk = entries[first:first + per_frame]
             declared, rows = [], [_wire.STATS_HEAD.pack(self._step, len(chunk), bins)]
@@ -221,7 +224,8 @@ class CaptureSink:
                 if sid is None:
                     sid = ids[fields] = len(ids)
                     declared.append('{"id":%d,%s}' % (sid, fields))
-                rows.append(row.pack(sid, 0, *values))
+                rows.append(_ROW_ID.pack(sid, 0))
+                rows.append(values)  # the row's bytes (StepStatistics.take_raw)
             if declared:
                 self._conn.queue(_wire.text_frame('{"type":"series","series":[%s]}' % ",".join(declared)))
             self._conn.queue(_wire.stats_frame(b"".join(rows)))

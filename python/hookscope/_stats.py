@@ -11,6 +11,7 @@ step at the same version (a container's output is its last child's) is read once
 row is a copy of the first, made on the device.
 """
 
+import ctypes
 import os
 import threading
 import weakref
@@ -21,7 +22,7 @@ from . import _backends
 from ._cuda_stats import raw_stream_getter
 from ._stats_rows import (  # noqa: F401 (the row's layout and the two host backends, as before)
     _CHUNK, E4M3, E5M2, F16_LARGEST, F16_SMALLEST, FIELDS, HEADER, PRECISION, bin_plan, flush_below,
-    native_in_range, native_library, native_row, torch_row)
+    RAW_IS_WIRE, native_in_range, native_library, native_row, row_bytes, row_values, torch_row)
 from ._wire import number_text
 
 BACKENDS = _backends.NAMES
@@ -83,6 +84,17 @@ def _raw_stream(device):
     return _raw_stream_of(device.index if device.index is not None else torch.cuda.current_device())
 
 
+def _host_rows(pinned, count, form):
+    """The first `count` rows of a float64 host tensor in `form` (row_values or row_bytes): one
+    copy of their bytes, cut per row (tolist() made each of a row's 271 floats alone: 19 us a row)."""
+    if not RAW_IS_WIRE:
+        rows = pinned[:count].tolist()
+        return rows if form is row_values else [row_bytes(r) for r in rows]
+    width = pinned.shape[1] * 8
+    data = ctypes.string_at(pinned.data_ptr(), count * width)
+    return [form(data[i:i + width]) for i in range(0, count * width, width)]
+
+
 class StepStatistics:
     """One step's captures: their identifying fields (JSON text) and their rows.
 
@@ -105,7 +117,7 @@ class StepStatistics:
         self.strict = strict
         self._backends = _backends.make_backends(use_native and backend != "torch")
         self._chosen = {}   # (device, shared) -> backend
-        self._entries = []  # [fields, row list or None, (device, row index) or None, backend name]
+        self._entries = []  # [fields, row (list or bytes) or None, (device, row index) or None, backend name]
         self._device = {}   # device -> [rows tensor, count]
         self._pinned = {}   # device -> pinned host rows, grown by doubling, reused
         self._streams = {}  # device -> CUDA streams other than the default that wrote rows this step
@@ -210,9 +222,10 @@ class StepStatistics:
         if device.type == "cpu" and not defer and backend.host_rows:
             if known is not None and known[4] is not None:  # read already: the same row
                 self.shared_reads += 1
-                self._entries.append([fields, list(known[4]), None, "shared"])
+                row = known[4]
+                self._entries.append([fields, row if isinstance(row, bytes) else list(row), None, "shared"])
                 return
-            row = backend.host_row(tensor, self.bins)
+            row = backend.host_row(tensor, self.bins, raw=True)
             self._remember(origin, version, device, None, row)
             self._entries.append([fields, row, None, backend.name])
             return
@@ -273,8 +286,16 @@ class StepStatistics:
         self._entries.append([fields, row, None, backend])
 
     def take(self, with_backend=False):
-        """Every entry of the step as (fields, row), or (fields, row, backend); device rows come
-        back with one copy and one wait per device."""
+        """Every entry of the step as (fields, row), or (fields, row, backend), a row being a list
+        of floats; device rows come back with one copy and one wait per device."""
+        return self._take(with_backend, row_values)
+
+    def take_raw(self):
+        """Every entry of the step as (fields, row bytes): the wire's little-endian float64 values
+        (_stats_rows.row_bytes), made floats nowhere on the way where the machine is little-endian."""
+        return self._take(False, row_bytes)
+
+    def _take(self, with_backend, form):
         host = {}
         for device, (rows, count) in self._device.items():
             if count == 0:
@@ -294,10 +315,10 @@ class StepStatistics:
                 self._backends["cuda"].queue_reads(device)
             if device.type == "cuda":
                 torch.cuda.current_stream(device).synchronize()
-            host[device] = pinned[:count].tolist()
+            host[device] = _host_rows(pinned, count, form)
         out = []
         for fields, row, place, backend in self._entries:
-            row = row if place is None else host[place[0]][place[1]]
+            row = form(row) if place is None else host[place[0]][place[1]]
             out.append((fields, row, backend) if with_backend else (fields, row))
         self._entries = []
         self._read = {}

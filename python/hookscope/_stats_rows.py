@@ -16,6 +16,8 @@ cannot hold the scale.
 import ctypes
 import glob
 import os
+import struct
+import sys
 
 import torch
 
@@ -53,6 +55,33 @@ def _library_candidates():
 
 
 _native_cache = []
+# A row's float64 values as the wire's bytes (little-endian): where the machine's own order is
+# that, a row the kernel wrote is sent as it lies in memory, never made Python floats (a row of
+# 271 values: 0.3 us as bytes, 25 us as a list from ctypes, 6.6 us more to pack it again).
+RAW_IS_WIRE = sys.byteorder == "little"
+_row_structs = {}
+
+
+def row_struct(width):
+    """The struct of a row of `width` float64 values, little-endian (made once a width)."""
+    packer = _row_structs.get(width)
+    if packer is None:
+        packer = _row_structs[width] = struct.Struct("<%dd" % width)
+    return packer
+
+
+def row_values(row):
+    """A row as a list of floats, whether it is one already or its raw bytes."""
+    if isinstance(row, bytes):
+        return list(row_struct(len(row) // 8).unpack(row))
+    return row
+
+
+def row_bytes(row):
+    """A row as its little-endian bytes, whether it is a list of floats or its raw bytes."""
+    if isinstance(row, bytes):
+        return row
+    return row_struct(len(row)).pack(*row)
 
 
 def native_library():
@@ -100,10 +129,11 @@ def native_in_range(lib):
     return lib is not None and hasattr(lib, "hookscope_stats_in_range")
 
 
-def native_row(lib, t, bins, cores=1, shared=None, out=None):
-    """A CPU tensor's row through HookScope's kernel (a list of HEADER + bins floats); shared:
-    (low, high, amax) floats of the whole tensor it is a shard of (torch_row's shared). With
-    `out` (a contiguous float64 CPU tensor of HEADER + bins), written there instead."""
+def native_row(lib, t, bins, cores=1, shared=None, out=None, raw=False):
+    """A CPU tensor's row through HookScope's kernel (a list of HEADER + bins floats, or with
+    `raw` where RAW_IS_WIRE, their bytes); shared: (low, high, amax) floats of the whole tensor it
+    is a shard of (torch_row's shared). With `out` (a contiguous float64 CPU tensor of HEADER +
+    bins), written there instead."""
     x = t.detach()
     if x.is_complex():
         x = x.abs()
@@ -121,7 +151,11 @@ def native_row(lib, t, bins, cores=1, shared=None, out=None):
         status = lib.hookscope_stats(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores, row)
     if status != 0:
         raise ValueError("HookScope's statistics kernel refused a tensor of %d values" % x.numel())
-    return list(row) if out is None else None
+    if out is not None:
+        return None
+    if raw and RAW_IS_WIRE:
+        return bytes(row)
+    return list(row_struct(HEADER + bins).unpack_from(row))
 
 
 def bin_plan(lo, hi, bins, work):
