@@ -143,6 +143,27 @@ def test_a_step_of_rows_comes_back_in_order():
     assert len(step) == 0 and step.take() == []
 
 
+@pytest.mark.parametrize("use_native", [True, False])
+def test_the_raw_rows_the_wire_gets_are_the_rows_packed(use_native):
+    """take_raw() (the binary wire's rows: the kernel's bytes) and take() (lists of floats) hold
+    the same values, to the bit: rows computed at once, down the buffer path, and shared."""
+    import struct
+    cases = tensors()
+    steps = []
+    for raw in (False, True):
+        step = _stats.StepStatistics(bins=BINS, use_native=use_native)
+        for i, name in enumerate(cases):
+            step.add('"module":%d' % i, cases[name], defer=i % 3 == 1)
+            step.add('"module":%d,"again":1' % i, cases[name])  # read already: the row shared
+        steps.append(step.take_raw() if raw else step.take())
+    lists, raws = steps
+    assert [fields for fields, _ in lists] == [fields for fields, _ in raws] and len(raws) == 2 * len(cases)
+    width = _stats.HEADER + BINS
+    for (fields, values), (_, raw) in zip(lists, raws):
+        assert isinstance(values, list) and isinstance(raw, bytes) and len(raw) == 8 * width, fields
+        assert raw == struct.pack("<%dd" % width, *values), fields
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
 def test_a_hooked_cuda_step_never_waits_for_the_gpu_inside_a_hook():
     device = torch.device("cuda")
