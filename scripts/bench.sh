@@ -8,7 +8,8 @@ source "$(dirname "$0")/common.sh"
 "$root/scripts/build.sh"
 build="$root/build"
 # The benchmarks are not part of the default build.
-"$cmake" --build "$build" -j2 --target hookscope-core-bench hookscope-gui-bench hookscope-window-bench
+"$cmake" --build "$build" -j2 --target hookscope-core-bench hookscope-gui-bench hookscope-window-bench \
+  hookscope-ingest-bench
 fixtures="$build/fixtures"
 [ -f "$fixtures/resnet18_scripted.pt" ] || "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
 rounds=${ROUNDS:-5}
@@ -21,6 +22,7 @@ run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scrip
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 25 100 400 1600
+run "$build/tests/bench/hookscope-ingest-bench" 200 25 100 400 1600
 run "$python" "$root/tests/bench/first_mover_suite.py" "$build/cli/hookscope-cli" 3
 run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8
 run "$build/tests/bench/hookscope-core-bench" stats

@@ -147,14 +147,18 @@ class StepCheck {
 public:
   StepCheck(const RuleSettings& settings, int rank, const std::map<std::string, std::string>& types,
             const CaptureStore& store, std::int64_t step)
-      : m_settings(settings), m_rank(rank), m_types(types), m_store(store), m_step(step) {}
+      : m_settings(settings), m_rank(rank), m_types(types), m_store(store), m_step(step), m_points(store.pointsAt(step)) {}
 
   std::vector<Alert> fired;
 
   bool on(RuleKind rule) const { return m_settings.enabled[std::size_t(rule)]; }
-  /// The series' point at this step, if it has one.
-  bool at(const SeriesKey& key, SeriesPoint* point) const {
-    return m_store.pointAt(key, m_step, point) && point->step == m_step;
+  /// Every series' point at this step, in key order.
+  const std::vector<std::pair<SeriesKey, SeriesPoint>>& points() const { return m_points; }
+  /// The series' point at this step; null when it has none.
+  const SeriesPoint* at(const SeriesKey& key) const {
+    const auto pos = std::lower_bound(m_points.begin(), m_points.end(), key,
+                                      [](const auto& entry, const SeriesKey& k) { return entry.first < k; });
+    return pos != m_points.end() && pos->first == key ? &pos->second : nullptr;
   }
   void fire(const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
     Alert alert{m_step, module, kind, rule, value, std::move(message)};
@@ -173,9 +177,9 @@ public:
     };
     for (const auto* sequence : {&order.forward, &order.backward}) {
       for (const auto& key : *sequence) {
-        SeriesPoint p;
-        if (at(key, &p) && p.stats.hasNonFinite()) {
-          fireAt(key, p.stats, "NaN/Inf first appears in the ");
+        const SeriesPoint* p = at(key);
+        if (p && p->stats.hasNonFinite()) {
+          fireAt(key, p->stats, "NaN/Inf first appears in the ");
           break;
         }
       }
@@ -183,9 +187,9 @@ public:
     // Nothing computed holds one, the weights do (a checkpoint, a capture of parameters alone):
     // each parameter that holds NaN or Inf is said. Once activations hold them too, those are
     // where it is said first, not every parameter it spread to.
-    for (const auto& key : found ? std::vector<SeriesKey>() : m_store.seriesKeys()) {
-      SeriesPoint p;
-      if (key.kind == CaptureKind::Param && key.rank == m_rank && at(key, &p) && p.stats.hasNonFinite()) {
+    for (const auto& [key, p] : m_points) {
+      if (found) break;
+      if (key.kind == CaptureKind::Param && key.rank == m_rank && p.stats.hasNonFinite()) {
         fireAt(key, p.stats, "NaN/Inf in the ");
       }
     }
@@ -270,13 +274,13 @@ public:
         if (ordered.insert(key).second) keys.push_back(key);
       }
     }
-    for (const auto& key : m_store.seriesKeys()) {
-      if (key.rank == m_rank && !ordered.count(key)) keys.push_back(key);
+    for (const auto& entry : m_points) {
+      if (entry.first.rank == m_rank && !ordered.count(entry.first)) keys.push_back(entry.first);
     }
     for (const auto& key : keys) {
-      SeriesPoint p;
-      if (key.kind != CaptureKind::Update && at(key, &p) && p.stats.hasPrecision() && p.stats.numel > 0) {
-        precisionOf(key, p.stats);
+      const SeriesPoint* p = at(key);
+      if (key.kind != CaptureKind::Update && p && p->stats.hasPrecision() && p->stats.numel > 0) {
+        precisionOf(key, p->stats);
       }
     }
   }
@@ -349,6 +353,7 @@ private:
   const std::map<std::string, std::string>& m_types;
   const CaptureStore& m_store;
   const std::int64_t m_step;
+  const std::vector<std::pair<SeriesKey, SeriesPoint>> m_points;
 };
 
 } // namespace
@@ -356,9 +361,8 @@ private:
 std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
   StepCheck check(m_settings, m_rank, m_types, store, step);
   if (on(RuleKind::NonFinite)) check.nonFinite(order);
-  for (const auto& key : store.seriesKeys()) {
-    SeriesPoint p;
-    if (key.rank != m_rank || !check.at(key, &p)) continue;
+  for (const auto& [key, p] : check.points()) {
+    if (key.rank != m_rank) continue;
     const TensorStats& s = p.stats;
     if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) check.gradient(key, s);
     if (key.kind == CaptureKind::Activation) check.activation(key, s);

@@ -351,6 +351,23 @@ bool CaptureStore::pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint*
   return true;
 }
 
+std::vector<std::pair<SeriesKey, SeriesPoint>> CaptureStore::pointsAt(std::int64_t step) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  std::vector<std::pair<SeriesKey, SeriesPoint>> result;
+  for (const auto& [key, points] : m_series) {
+    if (points.empty()) continue;
+    // Live, a series' newest point is the step's: looked at before any search.
+    auto pos = points.end() - 1;
+    if (pos->step != step) {
+      pos = std::lower_bound(points.begin(), points.end(), step,
+                             [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
+      if (pos == points.end() || pos->step != step) continue;
+    }
+    result.emplace_back(key, *pos);
+  }
+  return result;
+}
+
 std::vector<std::string> CaptureStore::scalarNames() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   std::set<std::string> names;

@@ -111,6 +111,9 @@ public:
   std::vector<BandPoint> bandPoints(const SeriesKey& key, std::int64_t from = 0, std::int64_t to = kAllSteps) const;
   /// The newest point of a series at or before `step`; false when there is none.
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
+  /// Every series' point at exactly `step`, in key order (as seriesKeys()): a step's rules read
+  /// the store once, where a point each at a time cost a search and a copy for every rule.
+  std::vector<std::pair<SeriesKey, SeriesPoint>> pointsAt(std::int64_t step) const;
   /// Calls fn with every series' points, read in place under the store's lock (adds wait):
   /// an export of a store at its cap without a second copy of it.
   void readAll(const std::function<void(const std::map<SeriesKey, std::deque<SeriesPoint>>&)>& fn) const;
