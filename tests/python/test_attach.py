@@ -917,7 +917,7 @@ def test_steps_of_more_statistics_than_the_socket_takes_at_once_all_arrive(tmp):
     step's end before, and the rest piled up until captures were dropped as "behind")."""
     recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
     model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.ReLU()) for _ in range(400)])
-    steps = 40
+    steps = 20  # 30 MiB in all: what piled up before passed the 16 MiB that drops a step by the 11th
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         hs = hookscope.attach(model, address=recorder.address)

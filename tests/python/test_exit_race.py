@@ -31,14 +31,15 @@ def job(*args):
 
 
 def test_plain_jobs_abort_at_exit_in_some_runs():
-    # The control: plain runs until one aborts (12 at most; a busy machine can hide the race).
-    # A test of its own (ctest runs the two in parallel): it fails only if a job goes wrong
-    # otherwise, and says whether the race showed on this machine now.
+    # The control: plain runs until one aborts (6 at most: one in three aborts on an idle machine,
+    # so six clean ones say the race is hidden now; a busy machine can hide it). A test of its own
+    # (ctest runs the two in parallel): it fails only if a job goes wrong otherwise, and says
+    # whether the race showed on this machine now.
     plain = 0
-    while plain < 12 and not job():
+    while plain < 6 and not job():
         plain += 1
-    print("no plain run aborted in 12 on this machine now: the attached runs are not shown against it"
-          if plain == 12 else "a plain run aborted at exit after %d that did not" % plain)
+    print("no plain run aborted in 6 on this machine now: the attached runs are not shown against it"
+          if plain == 6 else "a plain run aborted at exit after %d that did not" % plain)
 
 
 def test_attached_ranks_wait_at_exit_for_gloo_and_never_abort():
