@@ -187,10 +187,11 @@ public:
     // Nothing computed holds one, the weights do (a checkpoint, a capture of parameters alone):
     // each parameter that holds NaN or Inf is said. Once activations hold them too, those are
     // where it is said first, not every parameter it spread to.
-    for (const auto& [key, p] : m_points) {
-      if (found) break;
-      if (key.kind == CaptureKind::Param && key.rank == m_rank && p.stats.hasNonFinite()) {
-        fireAt(key, p.stats, "NaN/Inf in the ");
+    if (!found) {
+      for (const auto& [key, p] : m_points) {
+        if (key.kind == CaptureKind::Param && key.rank == m_rank && p.stats.hasNonFinite()) {
+          fireAt(key, p.stats, "NaN/Inf in the ");
+        }
       }
     }
     const auto loss = m_store.scalars("loss", m_rank);

@@ -356,12 +356,13 @@ std::vector<std::pair<SeriesKey, SeriesPoint>> CaptureStore::pointsAt(std::int64
   std::vector<std::pair<SeriesKey, SeriesPoint>> result;
   for (const auto& [key, points] : m_series) {
     if (points.empty()) continue;
-    // Live, a series' newest point is the step's: looked at before any search.
+    // Live, a series' newest point is the step's: looked at before any search. Else, as
+    // pointAt: the last point at or before the step, kept where it is the step's.
     auto pos = points.end() - 1;
     if (pos->step != step) {
-      pos = std::lower_bound(points.begin(), points.end(), step,
-                             [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
-      if (pos == points.end() || pos->step != step) continue;
+      pos = std::upper_bound(points.begin(), points.end(), step,
+                             [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
+      if (pos == points.begin() || (--pos)->step != step) continue;
     }
     result.emplace_back(key, *pos);
   }

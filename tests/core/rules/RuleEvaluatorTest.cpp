@@ -242,6 +242,29 @@ TEST(RuleEvaluatorTest, NoRuleJudgesATensorHoldingNanOrInfByItsFinitePart) {
   EXPECT_EQ(ofRule(judged, RuleKind::UpdateRatio).size(), 1u);
 }
 
+// A step of parameters alone (a checkpoint): every parameter holding NaN or Inf is named, in
+// the store's order, and one that does not is not; a step that holds none of them says nothing.
+TEST(RuleEvaluatorTest, EachParameterHoldingNanIsNamedWhereNothingComputedHoldsOne) {
+  CaptureStore store;
+  TensorStats clean;
+  clean.shape = {3};
+  clean.dtype = "float32";
+  clean.numel = 3;
+  clean.l2norm = 1;
+  TensorStats nan = clean;
+  nan.nanCount = 1;
+  store.add(0, {"0.weight", 0, CaptureKind::Param, 0}, nan);
+  store.add(0, {"1.weight", 0, CaptureKind::Param, 0}, clean);
+  store.add(0, {"2.bias", 0, CaptureKind::Param, 0}, nan);
+  store.add(1, {"0.weight", 0, CaptureKind::Param, 0}, clean);  // a later step: held again, clean
+  RuleEvaluator rules;
+  const auto alerts = ofRule(rules.evaluate(store, 0, StepOrder{}), RuleKind::NonFinite);
+  ASSERT_EQ(alerts.size(), 2u);
+  EXPECT_EQ(alerts[0].module, "0.weight");
+  EXPECT_EQ(alerts[1].module, "2.bias");
+  EXPECT_TRUE(ofRule(rules.evaluate(store, 1, StepOrder{}), RuleKind::NonFinite).empty());
+}
+
 // anomaly: off by default; on (by its threshold), it fires where a series leaves its own band,
 // with the statistic and how far, and not on the steps before; not before its band holds 30
 // steps (a spike at step 20 is let be).
