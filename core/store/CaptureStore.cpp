@@ -54,6 +54,12 @@ auto firstAtOrAfter(Points& points, std::int64_t step) {
   return std::lower_bound(points.begin(), points.end(), step,
                           [](const SeriesPoint& p, std::int64_t s) { return p.step < s; });
 }
+/// The newest of `points` (non-empty, in step order) at or before `step`; null where none is.
+const SeriesPoint* lastAtOrBefore(const std::deque<SeriesPoint>& points, std::int64_t step) {
+  const auto pos = std::upper_bound(points.begin(), points.end(), step,
+                                    [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
+  return pos == points.begin() ? nullptr : &*(pos - 1);
+}
 } // namespace
 
 CaptureStore::CaptureStore(std::size_t capBytes) : m_cap(capBytes), m_shards(std::make_unique<ShardAssembly>()) {}
@@ -343,11 +349,9 @@ bool CaptureStore::pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint*
   std::lock_guard<std::mutex> lock(m_mutex);
   const auto it = m_series.find(key);
   if (it == m_series.end() || it->second.empty()) return false;
-  const auto& points = it->second;
-  auto pos = std::upper_bound(points.begin(), points.end(), step,
-                              [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
-  if (pos == points.begin()) return false;
-  if (out) *out = *(pos - 1);
+  const SeriesPoint* point = lastAtOrBefore(it->second, step);
+  if (!point) return false;
+  if (out) *out = *point;
   return true;
 }
 
@@ -358,13 +362,8 @@ std::vector<std::pair<SeriesKey, SeriesPoint>> CaptureStore::pointsAt(std::int64
     if (points.empty()) continue;
     // Live, a series' newest point is the step's: looked at before any search. Else, as
     // pointAt: the last point at or before the step, kept where it is the step's.
-    auto pos = points.end() - 1;
-    if (pos->step != step) {
-      pos = std::upper_bound(points.begin(), points.end(), step,
-                             [](std::int64_t s, const SeriesPoint& p) { return s < p.step; });
-      if (pos == points.begin() || (--pos)->step != step) continue;
-    }
-    result.emplace_back(key, *pos);
+    const SeriesPoint* point = points.back().step == step ? &points.back() : lastAtOrBefore(points, step);
+    if (point && point->step == step) result.emplace_back(key, *point);
   }
   return result;
 }
