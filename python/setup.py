@@ -11,7 +11,8 @@ from setuptools import Extension, setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE = os.path.join("..", "core")  # relative: setuptools refuses absolute sources
 KERNELS = os.path.join(CORE, "kernels")  # its sources include "kernels/...": core/ is the include path
-SOURCES = ["StatsLibrary.cpp", "RawStats.cpp", "StatsKernels.cpp", "PrecisionKernels.cpp", "CorePool.cpp", "TensorStats.cpp"]
+SOURCES = ["StatsLibrary.cpp", "RawStats.cpp", "StatsKernels.cpp", "ScanKernels.cpp", "PrecisionKernels.cpp", "CorePool.cpp",
+           "TensorStats.cpp"]
 
 extensions = []
 if all(os.path.isfile(os.path.join(HERE, KERNELS, name)) for name in SOURCES):

@@ -9,3 +9,11 @@
 #else
 #define HOOKSCOPE_SIMD_CLONES
 #endif
+
+// Where a loop is written with vectors of its own width for each instruction set and one is
+// chosen at run time (__builtin_cpu_supports), under the same conditions.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define HOOKSCOPE_LANE_DISPATCH 1
+#else
+#define HOOKSCOPE_LANE_DISPATCH 0
+#endif

@@ -27,135 +27,6 @@ namespace hookscope::kernels {
 namespace {
 
 
-// The careful scan: non-finite values are selected away and counted. Branch-free, with
-// reductions that may be reassociated (omp simd, built with -fopenmp-simd).
-template <typename T>
-void scanRange(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  double lo = inf, hi = -inf, s1 = 0, s2 = 0, sq = 0;
-  std::int64_t finite = 0, zeros = 0, nans = 0, infs = 0;
-#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(+ : s1, s2, sq, finite, zeros, nans, infs)
-  for (std::int64_t i = begin; i < end; ++i) {
-    const double v = double(data[i]);
-    const bool isNan = v != v;
-    const bool isInf = std::fabs(v) == inf;
-    const bool ok = !isNan && !isInf;
-    const double f = ok ? v : 0.0;
-    const double d = ok ? v - shift : 0.0;
-    lo = std::min(lo, ok ? v : inf);
-    hi = std::max(hi, ok ? v : -inf);
-    s1 += d;
-    s2 += d * d;
-    sq += f * f;
-    finite += ok;
-    zeros += v == 0.0;
-    nans += isNan;
-    infs += isInf;
-  }
-  p.min = std::min(p.min, lo);
-  p.max = std::max(p.max, hi);
-  p.shiftedSum += s1;
-  p.shiftedSumSq += s2;
-  p.sumSq += sq;
-  p.finite += finite;
-  p.zeros += zeros;
-  p.nans += nans;
-  p.infs += infs;
-}
-
-// float32 fast path: assumes every value is finite, so it needs no selects and runs several
-// times faster than the careful scan. Each quantity is kept in 16 lanes (one AVX-512 or two
-// AVX2 registers, written with GCC's vector extensions), so the loop has no horizontal
-// reduction. It takes two vectors per iteration into two sets of accumulators, so no
-// iteration waits on the previous one's additions. Blocks of 1024 values (64 per lane) are
-// summed in float, then their lanes are widened and added to double lanes, all in
-// registers. The relative rounding error of a block's sum of squares is below
-// 64 * 2^-24 = 4e-6 even in the worst case, inside the 1e-5 parity tolerance, and about
-// 1e-8 typically. A NaN or Inf in a block makes its sums or bounds non-finite; that block
-// is scanned again carefully.
-typedef float FloatLanes __attribute__((vector_size(64)));
-typedef std::int32_t IntLanes __attribute__((vector_size(64)));
-typedef double DoubleLanes __attribute__((vector_size(64)));  // 8 of them
-constexpr int kLanes = 16;
-constexpr std::int64_t kScanBlock = 64 * kLanes;
-static_assert(kPartAlign % kScanBlock == 0, "parts start on whole scan blocks");
-
-HOOKSCOPE_SIMD_CLONES void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
-  const FloatLanes shifts = FloatLanes{} + float(shift);
-  const FloatLanes zero = FloatLanes{};
-  FloatLanes lo = FloatLanes{} + std::numeric_limits<float>::infinity();
-  FloatLanes hi = -lo;
-  IntLanes zeros = IntLanes{};
-  // Double lanes 0-7 and 8-15 of the shifted sum, the shifted squares and the squares.
-  DoubleLanes s1Low = {}, s1High = {}, s2Low = {}, s2High = {}, sqLow = {}, sqHigh = {};
-  std::int64_t fastValues = 0;
-  std::int64_t first = begin;
-  for (; first + kScanBlock <= end; first += kScanBlock) {
-    const float* block = data + first;
-    FloatLanes lo0 = lo, hi0 = hi, lo1 = lo, hi1 = hi;
-    FloatLanes s10 = zero, s11 = zero, s20 = zero, s21 = zero, sq0 = zero, sq1 = zero;
-    IntLanes zeros0 = IntLanes{}, zeros1 = IntLanes{};
-    for (std::int64_t j = 0; j < kScanBlock; j += 2 * kLanes) {
-      FloatLanes v, w;
-      std::memcpy(&v, block + j, sizeof v);  // unaligned loads
-      std::memcpy(&w, block + j + kLanes, sizeof w);
-      const FloatLanes dv = v - shifts, dw = w - shifts;
-      lo0 = v < lo0 ? v : lo0;
-      lo1 = w < lo1 ? w : lo1;
-      hi0 = v > hi0 ? v : hi0;
-      hi1 = w > hi1 ? w : hi1;
-      s10 += dv;
-      s11 += dw;
-      s20 += dv * dv;
-      s21 += dw * dw;
-      sq0 += v * v;
-      sq1 += w * w;
-      zeros0 = v == zero ? zeros0 + 1 : zeros0;
-      zeros1 = w == zero ? zeros1 + 1 : zeros1;
-    }
-    const FloatLanes s1 = s10 + s11, s2 = s20 + s21, sq = sq0 + sq1;
-    const FloatLanes blockLo = lo0 < lo1 ? lo0 : lo1, blockHi = hi0 > hi1 ? hi0 : hi1;
-    // x - x is +0 for finite x, NaN for NaN and Inf: the probe's bits are all zero only when
-    // every lane of every quantity is finite. They are OR-folded in registers.
-    const FloatLanes probe = (s1 - s1) + (s2 - s2) + (sq - sq) + (blockLo - blockLo) + (blockHi - blockHi);
-    // A lane whose float squares sum below 2^-60 while it holds a non-zero value may have lost
-    // squares below float's normal range (|v| < 2^-63; 1e-30 values lost 57% of their norm):
-    // its bits are set too, so the block is scanned again in double. A block of zeros is not.
-    const IntLanes tiny = (sq < FloatLanes{} + 0x1p-60f) &
-                        ((zeros0 + zeros1) < IntLanes{} + int(kScanBlock / kLanes));
-    const IntLanes bits = IntLanes(probe) | tiny;
-    const auto bits8 = __builtin_shufflevector(bits, bits, 0, 1, 2, 3, 4, 5, 6, 7) |
-                       __builtin_shufflevector(bits, bits, 8, 9, 10, 11, 12, 13, 14, 15);
-    const auto bits4 = __builtin_shufflevector(bits8, bits8, 0, 1, 2, 3) | __builtin_shufflevector(bits8, bits8, 4, 5, 6, 7);
-    if ((bits4[0] | bits4[1] | bits4[2] | bits4[3]) != 0) {
-      scanRange(data, first, first + kScanBlock, shift, p);
-      continue;
-    }
-    lo = blockLo;
-    hi = blockHi;
-    zeros += zeros0 + zeros1;
-    fastValues += kScanBlock;
-    s1Low += __builtin_convertvector(__builtin_shufflevector(s1, s1, 0, 1, 2, 3, 4, 5, 6, 7), DoubleLanes);
-    s1High += __builtin_convertvector(__builtin_shufflevector(s1, s1, 8, 9, 10, 11, 12, 13, 14, 15), DoubleLanes);
-    s2Low += __builtin_convertvector(__builtin_shufflevector(s2, s2, 0, 1, 2, 3, 4, 5, 6, 7), DoubleLanes);
-    s2High += __builtin_convertvector(__builtin_shufflevector(s2, s2, 8, 9, 10, 11, 12, 13, 14, 15), DoubleLanes);
-    sqLow += __builtin_convertvector(__builtin_shufflevector(sq, sq, 0, 1, 2, 3, 4, 5, 6, 7), DoubleLanes);
-    sqHigh += __builtin_convertvector(__builtin_shufflevector(sq, sq, 8, 9, 10, 11, 12, 13, 14, 15), DoubleLanes);
-  }
-  for (int k = 0; k < kLanes; ++k) {
-    p.min = std::min(p.min, double(lo[k]));
-    p.max = std::max(p.max, double(hi[k]));
-    p.zeros += zeros[k];
-  }
-  for (int k = 0; k < kLanes / 2; ++k) {
-    p.shiftedSum += s1Low[k] + s1High[k];
-    p.shiftedSumSq += s2Low[k] + s2High[k];
-    p.sumSq += sqLow[k] + sqHigh[k];
-  }
-  p.finite += fastValues;
-  if (first < end) scanRange(data, first, end, shift, p);  // fewer than one block left
-}
-
 // Where a value falls, clamped to [0, top]: written so that NaN lands at 0, never outside.
 template <typename T>
 inline T binPosition(T v, T low, T scale, T top) {
@@ -164,10 +35,14 @@ inline T binPosition(T v, T low, T scale, T top) {
   return at < top ? at : top;
 }
 
-// The bin of a value, or `spare` (one past the last bin) for NaN and Inf.
+// The bin of a value, or `spare` (one past the last bin) for NaN and Inf. The position is in
+// [0, top] for every value, NaN and Inf too, so it is converted whatever the value: a select
+// after it, where a conversion under the condition kept the loops from vectorizing (a branch a
+// value).
 template <typename T>
 inline std::int32_t binIndex(T v, T low, T scale, T top, std::int32_t spare) {
-  return std::fabs(v) <= std::numeric_limits<T>::max() ? std::int32_t(binPosition(v, low, scale, top)) : spare;
+  const auto at = std::int32_t(binPosition(v, low, scale, top));
+  return std::fabs(v) <= std::numeric_limits<T>::max() ? at : spare;
 }
 
 // Bin indices are computed branch-free and vectorized in the value's own precision (as
@@ -463,15 +338,6 @@ void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double l
 }
 
 template <typename T>
-void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
-  if constexpr (std::is_same_v<T, float>) {
-    scanRangeFast(data, begin, end, shift, p);
-  } else {
-    scanRange(data, begin, end, shift, p);
-  }
-}
-
-template <typename T>
 void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double low, double scale,
                     std::int64_t bins, bool allFinite, std::int64_t* counts,
                     [[maybe_unused]] HistogramKernel kernel, PrecisionScan<T>* scan) {
@@ -500,8 +366,6 @@ void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double
   }
 }
 
-template void scanValues<float>(const float*, std::int64_t, std::int64_t, double, Partial&);
-template void scanValues<double>(const double*, std::int64_t, std::int64_t, double, Partial&);
 template void histogramWide<float>(const float*, std::int64_t, std::int64_t, double, double, double, std::int64_t,
                                    std::int64_t*);
 template void histogramWide<double>(const double*, std::int64_t, std::int64_t, double, double, double, std::int64_t,

@@ -57,6 +57,10 @@ enum class HistogramKernel { Best, Portable };
 /// every value finite and at most 64 bins.
 bool hasOneHotKernel();
 
+/// The registers the float32 scan runs in on this CPU: "AVX-512", "AVX2", "SSE2" (x86-64 with
+/// GCC), or "generic" (vectors of 16 lanes, as the compiler splits them).
+const char* scanRegisters();
+
 /// Adds the range's finite values to counts[0, bins): bin = min((v - low) * scale, bins - 1)
 /// in the values' precision, clamped at 0. allFinite promises the range has no NaN or Inf
 /// and no value below low.

@@ -6,6 +6,7 @@
 //   hookscope-core-bench memory
 //   hookscope-core-bench limits FIXTURES_DIR
 #include "common/Allocator.h"
+#include "kernels/StatsKernels.h"
 #include "links/AttachJob.h"
 #include "links/EngineProcess.h"
 #include "files/ExportManifest.h"
@@ -205,8 +206,9 @@ int overhead(const std::string& path, const std::string& spec, int rounds, const
 
 int stats() {
   std::printf("statistics kernel (min, max, mean, std, norm, zeros, NaN/Inf, 64-bin histogram) vs one LibTorch sum\n"
-              "over the same float32 tensor; LibTorch runs %d thread(s), the kernel one core or every idle core (%d)\n",
-              at::get_num_threads(), int(std::thread::hardware_concurrency()));
+              "over the same float32 tensor; LibTorch runs %d thread(s), the kernel one core or every idle core (%d);\n"
+              "the kernel's scan in %s registers\n",
+              at::get_num_threads(), int(std::thread::hardware_concurrency()), hookscope::kernels::scanRegisters());
   for (std::int64_t n : {std::int64_t(10000), std::int64_t(1000000), std::int64_t(10000000)}) {
     at::manual_seed(0);
     const at::Tensor t = at::randn({n});

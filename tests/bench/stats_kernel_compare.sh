@@ -20,7 +20,7 @@ build() {  # build NAME SOURCE_DIR
   local header=RawStats.h
   [ -f "$work/$1/RawStats.h" ] || header=RawStatistics.h
   local sources
-  sources=$(cd "$work/$1" && ls StatsKernels.cpp Raw*.cpp CorePool.cpp TensorStats.cpp PrecisionKernels.cpp 2>/dev/null || true)
+  sources=$(cd "$work/$1" && ls StatsKernels.cpp ScanKernels.cpp Raw*.cpp CorePool.cpp TensorStats.cpp PrecisionKernels.cpp 2>/dev/null || true)
   (cd "$work/$1" && g++ -std=c++17 -O3 -DNDEBUG -fopenmp-simd -I. -DSTATS_HEADER="\"$header\"" \
      "$root/tests/bench/stats_kernel_bench.cpp" $sources -o bench -lpthread)
 }
