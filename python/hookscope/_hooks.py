@@ -14,6 +14,7 @@ from ._sharded import is_dtensor
 # PyTorch 1.x keeps a tensor's hook dict on the grad_fn it had at the first register_hook:
 # after an in-place op, a second hook would see the gradient of the op before it.
 _OLD_TENSOR_HOOKS = int(torch.__version__.split(".")[0]) < 2
+_ACTIVATION, _GRADIENT = BIT["activation"], BIT["gradient"]
 
 
 def _inert(*args, **kwargs):
@@ -34,6 +35,42 @@ class Hook:
 
     def __call__(self, *args):
         return self.fn(*args)
+
+    def __reduce__(self):
+        return (_make_inert, ())
+
+    def __deepcopy__(self, memo):
+        return _inert
+
+
+class GradientHook:
+    """The hook on one module output's gradient (Tensor.register_hook): one object a hook, where a
+    closure was a function, its cells and a Hook (each tracked by the garbage collector, and a
+    step registers one for each output); a no-op in copies of the model, as Hook."""
+
+    __slots__ = ("hooks", "module", "call", "index", "capture", "grad_op")
+
+    def __init__(self, hooks, module, call, index, capture, grad_op):
+        self.hooks, self.module, self.call, self.index = hooks, module, call, index
+        self.capture, self.grad_op = capture, grad_op
+
+    def __call__(self, grad):
+        owner = self.hooks._live_owner()
+        if owner is None or grad is None:
+            return None
+        try:
+            if self.capture:
+                owner.capture(self.module, self.call, "gradient", self.index, grad)
+            if self.grad_op:
+                kind, value = self.grad_op
+                if kind == "clamp":
+                    return grad.clamp(-value, value)
+                if kind == "scale":
+                    return grad * value
+                return torch.zeros_like(grad)
+        except Exception as exc:
+            owner.fail(exc)
+        return None
 
     def __reduce__(self):
         return (_make_inert, ())
@@ -196,11 +233,12 @@ class ModelHooks:
                 call = self._next_call(i)
                 flags = self.flags[i]
                 grad_op = self.grad_ops.get(i)
-                for index, t in enumerate(tensors_of(output, [])):
-                    if flags & BIT["activation"]:
+                outputs = (output,) if type(output) is torch.Tensor else tensors_of(output, [])
+                for index, t in enumerate(outputs):
+                    if flags & _ACTIVATION:
                         owner.capture(i, call, "activation", index, t)
-                    if (flags & BIT["gradient"] or grad_op) and t.requires_grad and torch.is_grad_enabled():
-                        self._hook_gradient(t, i, call, index, bool(flags & BIT["gradient"]), grad_op)
+                    if (flags & _GRADIENT or grad_op) and t.requires_grad and torch.is_grad_enabled():
+                        self._hook_gradient(t, i, call, index, bool(flags & _GRADIENT), grad_op)
                 op = self.out_ops.get(i)
                 if op and isinstance(output, torch.Tensor) and i != 0:
                     return self._intervene(op, output)
@@ -221,27 +259,9 @@ class ModelHooks:
         return None
 
     def _hook_gradient(self, t, i, call, index, capture, grad_op):
-        def gradient_hook(grad):
-            owner = self._live_owner()
-            if owner is None or grad is None:
-                return None
-            try:
-                if capture:
-                    owner.capture(i, call, "gradient", index, grad)
-                if grad_op:
-                    kind, value = grad_op
-                    if kind == "clamp":
-                        return grad.clamp(-value, value)
-                    if kind == "scale":
-                        return grad * value
-                    return torch.zeros_like(grad)
-            except Exception as exc:
-                owner.fail(exc)
-            return None
-
         if _OLD_TENSOR_HOOKS and t._backward_hooks is not None and getattr(t, "_hookscope_fn", None) is not t.grad_fn:
             t._backward_hooks = None  # hook this tensor's current grad_fn, not the one before an in-place op
-        t.register_hook(Hook(gradient_hook))
+        t.register_hook(GradientHook(self, i, call, index, capture, grad_op))
         if _OLD_TENSOR_HOOKS:
             t._hookscope_fn = t.grad_fn
 

@@ -117,7 +117,10 @@ class StepStatistics:
         self.strict = strict
         self._backends = _backends.make_backends(use_native and backend != "torch")
         self._chosen = {}   # (device, shared) -> backend
-        self._entries = []  # [fields, row (list or bytes) or None, (device, row index) or None, backend name]
+        # (fields, row (list or bytes) or None, (device, row index) or None, backend name): tuples of
+        # texts, bytes and numbers, which the garbage collector stops tracking (a step's thousands
+        # of captures would otherwise bring its full collections sooner)
+        self._entries = []
         self._device = {}   # device -> [rows tensor, count]
         self._pinned = {}   # device -> pinned host rows, grown by doubling, reused
         self._streams = {}  # device -> CUDA streams other than the default that wrote rows this step
@@ -208,26 +211,27 @@ class StepStatistics:
         tensor's own finite min and max, always."""
         tensor = _with_memory(tensor)
         device = tensor.device
-        cuda = device.type == "cuda"
+        kind = device.type  # a new string at each read of it
+        cuda = kind == "cuda"
         if cuda and torch.cuda.is_current_stream_capturing():
             raise CapturedInGraph("captured into a CUDA graph: HookScope sees nothing on replay")
-        if device.type not in self.seen:
-            self.seen.add(device.type)
+        if kind not in self.seen:
+            self.seen.add(kind)
         backend = self.backend_for(device)
         origin = tensor if origin is None else origin
         version = _version(origin)
         known = self._read.get(id(origin))
         if known is not None and not (known[0]() is origin and known[1] == version and known[2] == device):
             known = None  # another tensor (the id reused), or this one changed in place since
-        if device.type == "cpu" and not defer and backend.host_rows:
+        if kind == "cpu" and not defer and backend.host_rows:
             if known is not None and known[4] is not None:  # read already: the same row
                 self.shared_reads += 1
                 row = known[4]
-                self._entries.append([fields, row if isinstance(row, bytes) else list(row), None, "shared"])
+                self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
                 return
             row = backend.host_row(tensor, self.bins, raw=True)
             self._remember(origin, version, device, None, row)
-            self._entries.append([fields, row, None, backend.name])
+            self._entries.append((fields, row, None, backend.name))
             return
         slot = self._device.get(device)
         if slot is None or slot[1] == slot[0].shape[0]:
@@ -244,12 +248,12 @@ class StepStatistics:
         if known is not None and known[3] is not None:  # read already: its row copied on the device
             backend.copy_row(slot[0], known[3], index)
             self.shared_reads += 1
-            self._entries.append([fields, None, (device, index), "shared"])
+            self._entries.append((fields, None, (device, index), "shared"))
             slot[1] += 1
             return
         name = self._compute(backend, tensor, slot[0], index, fields if history else None)
         self._remember(origin, version, device, index, None)
-        self._entries.append([fields, None, (device, index), name])
+        self._entries.append((fields, None, (device, index), name))
         slot[1] += 1
 
     def _remember(self, origin, version, device, index, row):
@@ -283,7 +287,7 @@ class StepStatistics:
 
     def add_row(self, fields, row, backend="sharded"):
         """An entry whose row was computed elsewhere (a shard's, at the step's end: _sharded)."""
-        self._entries.append([fields, row, None, backend])
+        self._entries.append((fields, row, None, backend))
 
     def take(self, with_backend=False):
         """Every entry of the step as (fields, row), or (fields, row, backend), a row being a list
