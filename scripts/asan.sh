@@ -6,7 +6,10 @@
 # runs (reproducible); FUZZ_SECONDS=N fuzzes each for N seconds with a random seed instead.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-"$root/scripts/setup.sh"
+# --build-only: the build alone (scripts/test.sh compiles it beside ctest, after its own setup).
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
+[ "$build_only" = 1 ] || "$root/scripts/setup.sh"
 build="$root/build-asan"
 # Line tables only: what a report's stack needs, at less compile time than full debug information.
 "$cmake" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
@@ -14,6 +17,7 @@ build="$root/build-asan"
   -DHOOKSCOPE_FUZZ=ON -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope_cuda_kernel_tests hookscope-cli hookscope_test_ops \
   ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz ModelFileKindFuzz
+[ "$build_only" = 1 ] && exit 0
 fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
 # Made again whenever the fixture script changed since they were made.

@@ -5,7 +5,24 @@ source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 export QT_QPA_PLATFORM=offscreen
+# The sanitizer stages' builds compile beside ctest, one after the other, at the lowest priority
+# (nice 19): they take what the two cores leave while ctest's tests wait on the processes they
+# start, and give way to the tests. Their tests run after ctest's, as before (each stage's build
+# is then done or nearly; a build that failed here fails there again, with its messages).
+early=""
+if [ "${HOOKSCOPE_SKIP_TSAN:-0}" != 1 ] || [ "${HOOKSCOPE_SKIP_ASAN:-0}" != 1 ]; then
+  early_log="$root/build/sanitizer-builds.log"
+  setsid nice -n 19 bash -c '
+    [ "${HOOKSCOPE_SKIP_TSAN:-0}" = 1 ] || "$1/scripts/tsan.sh" --build-only
+    [ "${HOOKSCOPE_SKIP_ASAN:-0}" = 1 ] || "$1/scripts/asan.sh" --build-only' _ "$root" >"$early_log" 2>&1 &
+  early=$!
+  trap '[ -n "$early" ] && kill -- -"$early" 2>/dev/null; true' EXIT  # ctest failed: no build left running
+fi
 (cd "$root/build" && ctest --output-on-failure -j2)
+if [ -n "$early" ]; then
+  wait "$early" || echo "test.sh: the sanitizer builds beside ctest stopped early (build/sanitizer-builds.log); the stages build again" >&2
+  early=""
+fi
 # What the GPU read kernels issue a value on their common path (counted from the SASS, no GPU).
 [ -f "$root/build/read_loop_count.txt" ] && cat "$root/build/read_loop_count.txt"
 # The runner's pause/stop and the store's concurrent access, under ThreadSanitizer

@@ -5,13 +5,17 @@
 # attached script's session commanded from another thread while it serves.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-"$root/scripts/setup.sh"
+# --build-only: the build alone (scripts/test.sh compiles it beside ctest, after its own setup).
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
+[ "$build_only" = 1 ] || "$root/scripts/setup.sh"
 # Line tables only (-g1): what a race report needs, at less of the compile time full debug
 # information costs LibTorch's templates.
 "$cmake" -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOOKSCOPE_TSAN=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$root/build-tsan" -j2 --target hookscope_thread_tests
+[ "$build_only" = 1 ] && exit 0
 fixtures="$root/build-tsan/fixtures"
 # Made again whenever the fixture script changed since they were made.
 if [ ! -f "$fixtures/.made" ] || [ -n "$(find "$root/tests/fixtures" -name '*.py' -newer "$fixtures/.made")" ]; then
