@@ -239,26 +239,31 @@ ScanFn chooseScan() {
   return scanBlocks128;
 }
 
-void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
+// The one chosen for this CPU (chosen at the first call).
+ScanFn chosenScan() {
   static const ScanFn scan = chooseScan();
-  scan(data, begin, end, shift, p);
+  return scan;
 }
 
-const char* scanRegistersNamed() {
-  const ScanFn scan = chooseScan();
-  return scan == scanBlocks512 ? "AVX-512" : scan == scanBlocks256 ? "AVX2" : "SSE2";
+void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
+  chosenScan()(data, begin, end, shift, p);
 }
 #else
 void scanRangeFast(const float* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {
   scanBlocks<kLanes>(data, begin, end, shift, p);
 }
-
-const char* scanRegistersNamed() { return "generic"; }
 #endif
 
 } // namespace
 
-const char* scanRegisters() { return scanRegistersNamed(); }
+const char* scanRegisters() {
+#if HOOKSCOPE_LANE_DISPATCH
+  const ScanFn scan = chosenScan();
+  return scan == scanBlocks512 ? "AVX-512" : scan == scanBlocks256 ? "AVX2" : "SSE2";
+#else
+  return "generic";
+#endif
+}
 
 template <typename T>
 void scanValues(const T* data, std::int64_t begin, std::int64_t end, double shift, Partial& p) {

@@ -26,7 +26,6 @@ namespace hookscope::kernels {
 
 namespace {
 
-
 // Where a value falls, clamped to [0, top]: written so that NaN lands at 0, never outside.
 template <typename T>
 inline T binPosition(T v, T low, T scale, T top) {
