@@ -202,42 +202,50 @@ private:
 
 } // namespace
 
+namespace {
+
+std::string tooDeep(int maxDepth) {
+  return "the data nests containers more than " + std::to_string(maxDepth) +
+         " levels deep (lists in lists...): save the inputs as tensors or a flat tuple of tensors";
+}
+
+} // namespace
+
 std::string checkPickleShape(const char* data, std::size_t size, int maxDepth) {
   ShapeReader reader(reinterpret_cast<const unsigned char*>(data), size);
   int root = kAtom;
   if (std::string problem = reader.read(&root); !problem.empty()) return problem;
-  if (root < 0) return "";
-  // Longest chain of containers below the root, by an iterative depth-first walk: a node met
-  // again while it is being walked is a container that holds itself.
+  // Longest chain of containers below every container the pickle builds, not only those the
+  // value holds: one left on the stack under the value, popped, or kept in the memo is built
+  // and freed as well. Iterative depth-first walks; a node met again while it is being walked
+  // is a container that holds itself.
   const auto& children = reader.children();
   enum : std::uint8_t { kNew, kOpen, kDone };
   std::vector<std::uint8_t> state(children.size(), kNew);
   std::vector<int> depth(children.size(), 1);
-  std::vector<std::pair<int, std::size_t>> path{{root, 0}};  // node, next child to visit
-  state[std::size_t(root)] = kOpen;
-  while (!path.empty()) {
-    auto& [node, next] = path.back();
-    const auto& kids = children[std::size_t(node)];
-    if (next < kids.size()) {
-      const int child = kids[next++];
-      if (state[std::size_t(child)] == kOpen) return "the data holds a container that contains itself: save it without the cycle";
-      if (state[std::size_t(child)] == kNew) {
-        if (int(path.size()) >= maxDepth) {
-          return "the data nests containers more than " + std::to_string(maxDepth) +
-                 " levels deep (lists in lists...): save the inputs as tensors or a flat tuple of tensors";
+  std::vector<std::pair<int, std::size_t>> path;  // node, next child to visit
+  for (std::size_t start = 0; start < children.size(); ++start) {
+    if (state[start] != kNew) continue;
+    state[start] = kOpen;
+    path.emplace_back(int(start), 0);
+    while (!path.empty()) {
+      auto& [node, next] = path.back();
+      const auto& kids = children[std::size_t(node)];
+      if (next < kids.size()) {
+        const int child = kids[next++];
+        if (state[std::size_t(child)] == kOpen) return "the data holds a container that contains itself: save it without the cycle";
+        if (state[std::size_t(child)] == kNew) {
+          if (int(path.size()) >= maxDepth) return tooDeep(maxDepth);
+          state[std::size_t(child)] = kOpen;
+          path.emplace_back(child, 0);
         }
-        state[std::size_t(child)] = kOpen;
-        path.emplace_back(child, 0);
+        continue;
       }
-      continue;
-    }
-    for (int child : kids) depth[std::size_t(node)] = std::max(depth[std::size_t(node)], depth[std::size_t(child)] + 1);
-    state[std::size_t(node)] = kDone;
-    const int finished = node;
-    path.pop_back();
-    if (depth[std::size_t(finished)] > maxDepth) {
-      return "the data nests containers more than " + std::to_string(maxDepth) +
-             " levels deep (lists in lists...): save the inputs as tensors or a flat tuple of tensors";
+      for (int child : kids) depth[std::size_t(node)] = std::max(depth[std::size_t(node)], depth[std::size_t(child)] + 1);
+      state[std::size_t(node)] = kDone;
+      const int finished = node;
+      path.pop_back();
+      if (depth[std::size_t(finished)] > maxDepth) return tooDeep(maxDepth);
     }
   }
   return "";

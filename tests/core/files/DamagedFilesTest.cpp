@@ -209,7 +209,8 @@ TEST(TorchSaveFileTest, AStorageLargerThanItsRecordIsRefused) {
 
 TEST(TorchSaveFileTest, DeepNestingAndCyclesAreRefusedBeforeAnythingIsBuilt) {
   for (const auto& [file, expected] : {std::pair{"bad/deep.data.pt", "more than 1000 levels deep"},
-                                       std::pair{"bad/cycle.data.pt", "contains itself"}}) {
+                                       std::pair{"bad/cycle.data.pt", "contains itself"},
+                                       std::pair{"bad/deep_popped.data.pt", "more than 1000 levels deep"}}) {
     try {
       loadTorchSaveFile(fixture(file));
       ADD_FAILURE() << file << " was read";
@@ -236,6 +237,13 @@ TEST(PickleShapeTest, MeasuresWhatThePickleWouldBuild) {
   EXPECT_NE(check(aliased, 2).find("more than 2 levels"), std::string::npos);
   EXPECT_EQ(check(aliased, 3), "");
   EXPECT_NE(check(PICKLE("\x80\x02]q\x00h\x00" "a.")).find("contains itself"), std::string::npos);
+  // Built but not part of the value, freed all the same: popped, left under the value, kept in
+  // the memo.
+  for (const std::string& aside : {PICKLE("\x80\x02]]]aa0}."), PICKLE("\x80\x02]]]aa}."), PICKLE("\x80\x02]]]aaq\x00" "0}.")}) {
+    EXPECT_NE(check(aside, 2).find("more than 2 levels"), std::string::npos);
+    EXPECT_EQ(check(aside, 3), "");
+  }
+  EXPECT_NE(check(PICKLE("\x80\x02]q\x00h\x00" "a0}.")).find("contains itself"), std::string::npos);
   EXPECT_NE(check(PICKLE("\x80\x02]")).find("truncated"), std::string::npos);
   EXPECT_NE(check(PICKLE("\x80\x02X\xff\xff\xff\x00" "ab.")).find("runs past its end"), std::string::npos);
   EXPECT_NE(check(PICKLE("\x80\x02h\x07.")).find("never wrote"), std::string::npos);
