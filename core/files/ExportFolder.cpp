@@ -252,66 +252,73 @@ std::string seriesText(const SeriesKey& key) {
          std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) + ")";
 }
 
-// Fills the histograms of `series` from histograms.pt; "" on success, else what is wrong. The
-// file holds a table for every series of stats.csv, a row for each of its steps, as writeExport
-// writes them: a table for no series, a series without one, or steps that differ is a damaged
-// export (or files of two runs), said, never histograms quietly left out of what readers show.
-std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vector<SeriesPoint>>& series) {
-  HistogramTables tables;
-  std::string error;
-  if (!readHistogramsFile(path, &tables, &error)) return error.substr(0, 400);
+// One table of histograms.pt into the points of its series; "" or what does not match.
+std::string takeHistogramTable(const std::string& entryName, const HistogramTable& table,
+                               std::map<SeriesKey, std::vector<SeriesPoint>>& series, std::set<SeriesKey>& matched) {
   const std::string mismatch = "it does not match stats.csv: ";
   const std::string why = "; the export is damaged, or its files come from different runs";
-  std::set<SeriesKey> matched;
-  for (const auto& [entryName, table] : tables) {
-    std::string name = entryName;
-    const std::string shown = "'" + printableText(entryName, false).substr(0, 200) + "'";
-    // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path may hold '/'.
-    int rank = 0;
-    std::optional<SeriesKey> key;
-    try {
-      if (name.rfind("rank", 0) == 0) {
-        const auto slash = name.find('/');
-        std::size_t used = 0;
-        rank = std::stoi(name.substr(4, slash - 4), &used);
-        if (slash == std::string::npos || used != slash - 4) throw std::invalid_argument("rank");
-        name = name.substr(slash + 1);
-      }
-      const auto first = name.find('/');
-      const auto last = name.rfind('/');
-      const auto middle = first == std::string::npos || last == first ? first : name.rfind('/', last - 1);
-      const auto kind = first == std::string::npos ? std::nullopt : parseCaptureKind(name.substr(0, first));
-      if (kind && middle != first) {
-        key = SeriesKey{name.substr(first + 1, middle - first - 1), std::stoi(name.substr(middle + 1, last - middle - 1)),
-                        *kind, std::stoi(name.substr(last + 1)), rank};
-      }
-    } catch (const std::exception&) {
-      key.reset();
+  std::string name = entryName;
+  const std::string shown = "'" + printableText(entryName, false).substr(0, 200) + "'";
+  // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path may hold '/'.
+  int rank = 0;
+  std::optional<SeriesKey> key;
+  try {
+    if (name.rfind("rank", 0) == 0) {
+      const auto slash = name.find('/');
+      std::size_t used = 0;
+      rank = std::stoi(name.substr(4, slash - 4), &used);
+      if (slash == std::string::npos || used != slash - 4) throw std::invalid_argument("rank");
+      name = name.substr(slash + 1);
     }
-    if (!key) return "its table " + shown + " names no series (HookScope writes rank/kind/module/call/index)" + why;
-    auto found = series.find(*key);
-    if (found == series.end()) return mismatch + "its table " + shown + " is of a series stats.csv does not have" + why;
-    matched.insert(*key);
-    std::map<std::int64_t, std::size_t> rowOfStep;
-    for (std::size_t i = 0; i < table.steps.size(); ++i) rowOfStep[table.steps[i]] = i;
-    if (rowOfStep.size() != table.steps.size() || table.steps.size() != found->second.size()) {
-      return mismatch + "its table " + shown + " has " + std::to_string(table.steps.size()) + " rows" +
-             (rowOfStep.size() != table.steps.size() ? " (a step given twice)" : "") + " where stats.csv has " +
-             std::to_string(found->second.size()) + " steps" + why;
+    const auto first = name.find('/');
+    const auto last = name.rfind('/');
+    const auto middle = first == std::string::npos || last == first ? first : name.rfind('/', last - 1);
+    const auto kind = first == std::string::npos ? std::nullopt : parseCaptureKind(name.substr(0, first));
+    if (kind && middle != first) {
+      key = SeriesKey{name.substr(first + 1, middle - first - 1), std::stoi(name.substr(middle + 1, last - middle - 1)),
+                      *kind, std::stoi(name.substr(last + 1)), rank};
     }
-    const auto bins = std::size_t(table.bins);
-    for (auto& point : found->second) {
-      const auto row = rowOfStep.find(point.step);
-      if (row == rowOfStep.end()) {
-        return mismatch + "its table " + shown + " has no row for step " + std::to_string(point.step) + why;
-      }
-      const std::int64_t* c = table.counts.data() + row->second * bins;
-      const double* e = table.edges.data() + row->second * (bins + 1);
-      point.stats.histogram.assign(c, c + bins);
-      point.stats.histLow = e[0];
-      point.stats.histHigh = e[bins];
-    }
+  } catch (const std::exception&) {
+    key.reset();
   }
+  if (!key) return "its table " + shown + " names no series (HookScope writes rank/kind/module/call/index)" + why;
+  auto found = series.find(*key);
+  if (found == series.end()) return mismatch + "its table " + shown + " is of a series stats.csv does not have" + why;
+  matched.insert(*key);
+  std::map<std::int64_t, std::size_t> rowOfStep;
+  for (std::size_t i = 0; i < table.steps.size(); ++i) rowOfStep[table.steps[i]] = i;
+  if (rowOfStep.size() != table.steps.size() || table.steps.size() != found->second.size()) {
+    return mismatch + "its table " + shown + " has " + std::to_string(table.steps.size()) + " rows" +
+           (rowOfStep.size() != table.steps.size() ? " (a step given twice)" : "") + " where stats.csv has " +
+           std::to_string(found->second.size()) + " steps" + why;
+  }
+  const auto bins = std::size_t(table.bins);
+  for (auto& point : found->second) {
+    const auto row = rowOfStep.find(point.step);
+    if (row == rowOfStep.end()) return mismatch + "its table " + shown + " has no row for step " + std::to_string(point.step) + why;
+    const std::int64_t* c = table.counts.data() + row->second * bins;
+    const double* e = table.edges.data() + row->second * (bins + 1);
+    point.stats.histogram.assign(c, c + bins);
+    point.stats.histLow = e[0];
+    point.stats.histHigh = e[bins];
+  }
+  return "";
+}
+
+// Fills the histograms of `series` from histograms.pt, one table at a time as it is read; "" on
+// success, else what is wrong. The file holds a table for every series of stats.csv, a row for
+// each of its steps, as writeExport writes them: a table for no series, a series without one, or
+// steps that differ is a damaged export (or files of two runs), said, never histograms quietly
+// left out of what readers show.
+std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vector<SeriesPoint>>& series) {
+  std::set<SeriesKey> matched;
+  std::string error;
+  const bool read = readHistogramsFile(
+      path, [&](const std::string& name, const HistogramTable& table) { return takeHistogramTable(name, table, series, matched); },
+      &error);
+  if (!read) return error.substr(0, 400);
+  const std::string mismatch = "it does not match stats.csv: ";
+  const std::string why = "; the export is damaged, or its files come from different runs";
   for (const auto& [key, points] : series) {
     if (!points.empty() && !matched.count(key)) {
       return mismatch + "stats.csv has the series " + seriesText(key) + " and histograms.pt has no table for it" + why;

@@ -91,7 +91,7 @@ std::string recordText(zip_t* z, zip_int64_t index, std::uint64_t size, bool kee
 // and inside the bytes its record really holds (never the pickle's own claim of its size).
 template <typename T>
 std::vector<T> tensorValues(zip_t* z, const std::string& prefix, const Ref& value, const char* storageType, int dims,
-                            const std::string& what, std::vector<std::int64_t>* sizes) {
+                            const std::string& what, std::vector<std::int64_t>* sizes, std::vector<char>* checked) {
   const auto* t = std::get_if<pickle::Tensor>(&value->v);
   if (!t) bad(what + " is not a tensor");
   if (t->storage.type != storageType || int(t->sizes.size()) != dims || t->strides.size() != t->sizes.size()) {
@@ -122,13 +122,15 @@ std::vector<T> tensorValues(zip_t* z, const std::string& prefix, const Ref& valu
         ": the file is damaged or was altered");
   }
   const std::string bytes = recordText(z, index, st.size);  // all of it: its CRC-32 is checked
+  (*checked)[std::size_t(index)] = 1;
   std::vector<T> out(static_cast<std::size_t>(count));
   if (count) std::memcpy(out.data(), bytes.data() + std::size_t(t->offset) * sizeof(T), std::size_t(count) * sizeof(T));
   *sizes = t->sizes;
   return out;
 }
 
-bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, HistogramTables* tables, std::string* error) {
+bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, const HistogramTableReader& each,
+             std::string* error) {
   try {
     const zip_int64_t entries = zip_get_num_entries(z, 0);
     std::uint64_t inflated = 0;
@@ -150,20 +152,16 @@ bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, Histogr
       }
     }
     if (std::string problem = checkInflatedSize(path, fileBytes, inflated); !problem.empty()) bad(problem);
-    // Every record against its CRC-32, the ones this reader does not use too (a damaged file is
-    // said to be damaged, whichever part of it a reader needs).
-    for (zip_int64_t i = 0; i < entries; ++i) {
-      zip_stat_t st;
-      if (zip_stat_index(z, zip_uint64_t(i), 0, &st) == 0 && (st.valid & ZIP_STAT_SIZE)) recordText(z, i, st.size, false);
-    }
     if (pickleIndex < 0) bad("it holds no data.pkl: it is not a torch.save file");
     if (pickleSize > kMaxPickleBytes) bad("its data.pkl is " + std::to_string(pickleSize) + " bytes, over the limit");
     const std::string pickled = recordText(z, pickleIndex, pickleSize);
+    // Records whose CRC-32 was checked as they were read (the others are checked at the end).
+    std::vector<char> checked(std::size_t(entries), 0);
+    checked[std::size_t(pickleIndex)] = 1;
     if (std::string problem = checkPickleShape(pickled.data(), pickled.size()); !problem.empty()) bad(problem);
     const Ref root = pickle::unpickle(pickled);
     const auto* dict = std::get_if<Dict>(&root->v);
     if (!dict) bad("it holds something else, not HookScope's dict of histograms");
-    tables->clear();
     for (const auto& [key, value] : *dict) {
       const auto* name = std::get_if<std::string>(&key->v);
       if (!name) bad("a key is not a name");
@@ -179,16 +177,26 @@ bool readZip(zip_t* z, std::uint64_t fileBytes, const std::string& path, Histogr
       }
       HistogramTable table;
       std::vector<std::int64_t> stepSizes, countSizes, edgeSizes;
-      table.steps = tensorValues<std::int64_t>(z, prefix, byName["steps"], "LongStorage", 1, entry + "'s steps", &stepSizes);
+      table.steps =
+          tensorValues<std::int64_t>(z, prefix, byName["steps"], "LongStorage", 1, entry + "'s steps", &stepSizes, &checked);
       table.counts =
-          tensorValues<std::int64_t>(z, prefix, byName["counts"], "LongStorage", 2, entry + "'s counts", &countSizes);
-      table.edges = tensorValues<double>(z, prefix, byName["edges"], "DoubleStorage", 2, entry + "'s edges", &edgeSizes);
+          tensorValues<std::int64_t>(z, prefix, byName["counts"], "LongStorage", 2, entry + "'s counts", &countSizes, &checked);
+      table.edges =
+          tensorValues<double>(z, prefix, byName["edges"], "DoubleStorage", 2, entry + "'s edges", &edgeSizes, &checked);
       if (countSizes[0] != stepSizes[0] || edgeSizes[0] != stepSizes[0] || edgeSizes[1] != countSizes[1] + 1) {
         bad(entry + " does not have the shapes of the format (steps int64[S], counts int64[S, bins], edges "
                     "float64[S, bins+1])");
       }
       table.bins = countSizes[1];
-      tables->emplace_back(*name, std::move(table));
+      if (std::string problem = each(*name, table); !problem.empty()) bad(problem);
+    }
+    // Every other record against its CRC-32 too, the ones this reader does not use (a damaged
+    // file is said to be damaged, whichever part of it a reader needs).
+    for (zip_int64_t i = 0; i < entries; ++i) {
+      zip_stat_t st;
+      if (!checked[std::size_t(i)] && zip_stat_index(z, zip_uint64_t(i), 0, &st) == 0 && (st.valid & ZIP_STAT_SIZE)) {
+        recordText(z, i, st.size, false);
+      }
     }
   } catch (const std::exception& e) {
     *error = e.what();
@@ -381,7 +389,7 @@ bool writeHistogramsFile(const std::string& path, const HistogramTables& tables,
   }, error);
 }
 
-bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::string* error) {
+bool readHistogramsFile(const std::string& path, const HistogramTableReader& each, std::string* error) {
   if (std::string problem = checkRegularFile(path, "histograms.pt"); !problem.empty()) {
     *error = problem;
     return false;
@@ -394,10 +402,10 @@ bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::s
     *error = "it is not in torch.save's zip format (damaged, cut short, or not a torch.save file)";
     return false;
   }
-  return readZip(z.get(), std::uint64_t(size), path, tables, error);
+  return readZip(z.get(), std::uint64_t(size), path, each, error);
 }
 
-bool readHistogramsBytes(const std::string& bytes, HistogramTables* tables, std::string* error) {
+bool readHistogramsBytes(const std::string& bytes, const HistogramTableReader& each, std::string* error) {
   zip_error_t e;
   zip_error_init(&e);
   zip_source_t* source = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &e);
@@ -409,7 +417,27 @@ bool readHistogramsBytes(const std::string& bytes, HistogramTables* tables, std:
     return false;
   }
   std::unique_ptr<zip_t, ZipCloser> z(raw);
-  return readZip(z.get(), bytes.size(), "histograms.pt", tables, error);
+  return readZip(z.get(), bytes.size(), "histograms.pt", each, error);
+}
+
+namespace {
+
+HistogramTableReader keepingIn(HistogramTables* tables) {
+  tables->clear();
+  return [tables](const std::string& name, const HistogramTable& table) {
+    tables->emplace_back(name, table);
+    return std::string();
+  };
+}
+
+} // namespace
+
+bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::string* error) {
+  return readHistogramsFile(path, keepingIn(tables), error);
+}
+
+bool readHistogramsBytes(const std::string& bytes, HistogramTables* tables, std::string* error) {
+  return readHistogramsBytes(bytes, keepingIn(tables), error);
 }
 
 } // namespace hookscope

@@ -49,13 +49,22 @@ bool writeHistogramsFile(const std::string& path, const std::vector<HistogramSha
                          const std::function<bool(std::size_t, HistogramTable*, std::string*)>& fill,
                          std::string* error);
 
-/// Reads what writeHistogramsFile writes (or PyTorch's own torch.save of the same dict, or an
-/// export of an earlier HookScope). False with what is wrong when the file is anything else:
-/// not a zip, a record that inflates too far, a pickle of other things, a tensor of the wrong
-/// type or shape, or a storage that claims more bytes than its record holds.
-bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::string* error);
+/// Takes one series' table as it is read: "" to go on, else what is wrong (the read stops there
+/// and fails with it). The table is gone once it returns: a file's tables are never all held.
+using HistogramTableReader = std::function<std::string(const std::string& name, const HistogramTable& table)>;
 
-/// readHistogramsFile on bytes in memory (the fuzzer's entry).
+/// Reads what writeHistogramsFile writes (or PyTorch's own torch.save of the same dict, or an
+/// export of an earlier HookScope), giving `each` one table after the other. False with what is
+/// wrong when the file is anything else: not a zip, a record that inflates too far, a pickle of
+/// other things, a tensor of the wrong type or shape, or a storage that claims more bytes than
+/// its record holds.
+bool readHistogramsFile(const std::string& path, const HistogramTableReader& each, std::string* error);
+
+/// readHistogramsFile on bytes in memory.
+bool readHistogramsBytes(const std::string& bytes, const HistogramTableReader& each, std::string* error);
+
+/// The same, every table kept in `tables` (for small files: tests, the fuzzer).
+bool readHistogramsFile(const std::string& path, HistogramTables* tables, std::string* error);
 bool readHistogramsBytes(const std::string& bytes, HistogramTables* tables, std::string* error);
 
 } // namespace hookscope
