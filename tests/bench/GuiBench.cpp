@@ -1,5 +1,8 @@
 // Time the GUI thread spends redrawing every plot with 100 hooked layers and 2,000 steps of
 // history (offscreen). Prints figures; asserts nothing.
+//
+//   hookscope-gui-bench [ranks | layers N]   (ranks: the 8-rank figures only; layers N: one rank
+//                                             of N layers, with the process's peak memory)
 #include "panels/PlotsPanel.h"
 #include "plots/PlotPage.h"
 #include "plots/QCustomPlotInclude.h"
@@ -10,7 +13,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <string>
 
 using namespace hookscope;
 
@@ -52,13 +58,23 @@ double frame(PlotsPanel& panel) {
 }
 
 struct Figures {
-  double live = 0, liveMax = 0, scrub = 0;
+  double live = 0, liveMax = 0, scrub = 0, open = 0, select = 0;
 };
+
+// The process's peak resident memory (VmHWM), in MiB; 0 where /proc does not say.
+double peakMiB() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return 0;
+}
 
 // `ranks` ranks of a job in one store (the window's default memory cap, so thinned as the
 // window would thin it), the panel showing `rank` (-1: all ranks).
-Figures benchmark(int ranks, int rank, bool print) {
-  const int layers = 100, history = 2000, frames = 60;
+Figures benchmark(int layers, int ranks, int rank, bool print) {
+  const int history = 2000, frames = 60;
+  Figures figures;
   auto store = std::make_shared<CaptureStore>();
   std::mt19937 rng(0);
   auto addStep = [&](int step) {
@@ -75,9 +91,12 @@ Figures benchmark(int ranks, int rank, bool print) {
   PlotsPanel panel;
   panel.resize(1200, 800);
   panel.show();
+  QElapsedTimer opening;
+  opening.start();
   panel.setStore(store);
   panel.setSelectedModule("layer42");
   frame(panel);
+  figures.open = double(opening.nsecsElapsed()) / 1e6;
   if (ranks > 1) panel.setRank(rank);
   frame(panel);
   // Live: each frame follows one new step (the store changed).
@@ -99,7 +118,19 @@ Figures benchmark(int ranks, int rank, bool print) {
     QCoreApplication::processEvents();
     scrub.push_back(double(timer.nsecsElapsed()) / 1e6);
   }
-  Figures figures{median(live), *std::max_element(live.begin(), live.end()), median(scrub)};
+  // Selecting another layer (a click in the tree).
+  std::vector<double> select;
+  for (int f = 0; f < 10; ++f) {
+    QElapsedTimer timer;
+    timer.start();
+    panel.setSelectedModule("layer" + std::to_string((f * 7919) % layers));
+    QCoreApplication::processEvents();
+    select.push_back(double(timer.nsecsElapsed()) / 1e6);
+  }
+  figures.live = median(live);
+  figures.liveMax = *std::max_element(live.begin(), live.end());
+  figures.scrub = median(scrub);
+  figures.select = median(select);
   if (!print) return figures;
   std::printf("GUI refresh, offscreen, %dx%d: %d hooked layers (gradient + activation series), %d steps of history",
               panel.width(), panel.height(), layers, history);
@@ -114,6 +145,8 @@ Figures benchmark(int ranks, int rank, bool print) {
     std::printf("    of which drawing \"%s\": median %.2f ms\n", qPrintable(pages[i]->title()), median(drawMs[std::size_t(i)]));
   }
   std::printf("  scrub frame (shown step moved): median %.2f ms\n", figures.scrub);
+  std::printf("  first frame with the store: %.1f ms; another layer selected: median %.2f ms\n", figures.open,
+              figures.select);
   return figures;
 }
 
@@ -124,12 +157,19 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   // "ranks": the job figures only (8 ranks, all ranks and one rank).
   const bool ranksOnly = argc > 1 && std::string(argv[1]) == "ranks";
+  if (argc > 2 && std::string(argv[1]) == "layers") {
+    const int layers = std::max(1, std::atoi(argv[2]));
+    const Figures many = benchmark(layers, 1, 0, true);
+    std::printf("RESULT gui_layers layers=%d live_ms=%.3f live_max_ms=%.3f scrub_ms=%.3f select_ms=%.3f open_ms=%.1f "
+                "peak_rss_mib=%.0f\n", layers, many.live, many.liveMax, many.scrub, many.select, many.open, peakMiB());
+    return 0;
+  }
   if (!ranksOnly) {
-    const Figures one = benchmark(1, 0, true);
+    const Figures one = benchmark(100, 1, 0, true);
     std::printf("RESULT gui live_ms=%.3f scrub_ms=%.3f\n", one.live, one.scrub);
   }
-  const Figures all = benchmark(8, -1, true);
-  const Figures single = benchmark(8, 3, true);
+  const Figures all = benchmark(100, 8, -1, true);
+  const Figures single = benchmark(100, 8, 3, true);
   std::printf("RESULT gui_ranks all_live_ms=%.3f all_scrub_ms=%.3f rank_live_ms=%.3f rank_scrub_ms=%.3f\n", all.live,
               all.scrub, single.live, single.scrub);
   return 0;

@@ -4,18 +4,24 @@
 // of the same model, hooks and steps, timed as a process. Prints figures; asserts nothing.
 //
 //   hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]]
+//   hookscope-window-bench --open EXPORT     (issue 58: a recorded export of thousands of modules
+//                                             opened, modules selected, steps shown)
 #include "models/ModuleTreeModel.h"
 #include "panels/RunControls.h"
 #include "window/MainWindow.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -64,6 +70,62 @@ double cliSeconds(const QString& cli, const QString& model, int steps) {
   return double(timer.nsecsElapsed()) / 1e9;
 }
 
+/// Peak resident memory of this process (VmHWM), MiB.
+double peakMiB() {
+  QFile status(QStringLiteral("/proc/self/status"));
+  if (!status.open(QIODevice::ReadOnly)) return 0;
+  for (const QByteArray& line : status.readAll().split('\n')) {
+    if (line.startsWith("VmHWM:")) return line.mid(6).trimmed().split(' ').value(0).toDouble() / 1024;
+  }
+  return 0;
+}
+
+/// Milliseconds `action` and the events it queued take.
+template <typename Action>
+double millis(Action action) {
+  QElapsedTimer timer;
+  timer.start();
+  action();
+  QCoreApplication::processEvents();
+  return double(timer.nsecsElapsed()) / 1e6;
+}
+
+/// A recorded export opened in the window (1400x900): how long opening takes, then the median
+/// and slowest of 10 module selections and of 10 moves of the shown step, and peak memory.
+int openExport(const QString& dir) {
+  MainWindow window;
+  window.setInteractive(false);
+  window.resize(1400, 900);
+  window.show();
+  QSignalSpy opened(&window, &MainWindow::modelOpened);
+  QElapsedTimer timer;
+  timer.start();
+  window.openPath(dir);
+  if (!opened.wait(600000)) {
+    std::fprintf(stderr, "%s did not open: %s\n", qPrintable(dir), qPrintable(window.lastMessage()));
+    return 1;
+  }
+  QCoreApplication::processEvents();
+  const double openMs = double(timer.nsecsElapsed()) / 1e6;
+  ModuleTreeModel* tree = window.treeModel();
+  const std::vector<std::string> paths = tree->paths();
+  const int modules = int(paths.size());
+  std::vector<double> select, scrub;
+  for (int i = 1; i <= 10; ++i) {
+    const QString path = QString::fromStdString(paths[std::size_t((i * 7919) % modules)]);
+    select.push_back(millis([&] { window.selectModule(path); }));
+    scrub.push_back(millis([&] { window.jumpTo(i * 9, path); }));
+  }
+  std::sort(select.begin(), select.end());
+  std::sort(scrub.begin(), scrub.end());
+  std::printf("export opened in the window: %d modules, open %.0f ms; a module selected: median %.1f ms, slowest %.1f ms; "
+              "a step shown: median %.1f ms, slowest %.1f ms; peak RSS %.0f MiB\n",
+              modules, openMs, select[5], select.back(), scrub[5], scrub.back(), peakMiB());
+  std::printf("RESULT window_open modules=%d open_ms=%.0f select_ms=%.1f select_max_ms=%.1f step_ms=%.1f step_max_ms=%.1f "
+              "peak_rss_mib=%.0f\n", modules, openMs, select[5], select.back(), scrub[5], scrub.back(), peakMiB());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -71,9 +133,10 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   app.setOrganizationName(QStringLiteral("HookScopeBench"));  // not the user's settings
   if (argc < 2) {
-    std::fprintf(stderr, "usage: hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]]\n");
+    std::fprintf(stderr, "usage: hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]] | --open EXPORT\n");
     return 2;
   }
+  if (argc > 2 && std::string(argv[1]) == "--open") return openExport(QString::fromLocal8Bit(argv[2]));
   const QString model = QString::fromLocal8Bit(argv[1]);
   const int steps = argc > 2 ? std::atoi(argv[2]) : 1000;
   const QString cli = argc > 3 ? QString::fromLocal8Bit(argv[3]) : qEnvironmentVariable("HOOKSCOPE_CLI", QStringLiteral("hookscope-cli"));
