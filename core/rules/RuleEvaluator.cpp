@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -145,9 +146,12 @@ namespace {
 // One step's check: the rules on what the step captured, each firing kept in `fired`.
 class StepCheck {
 public:
+  /// points: filled with the step's points (its capacity reused).
   StepCheck(const RuleSettings& settings, int rank, const std::map<std::string, std::string>& types,
-            const CaptureStore& store, std::int64_t step)
-      : m_settings(settings), m_rank(rank), m_types(types), m_store(store), m_step(step), m_points(store.pointsAt(step)) {}
+            const CaptureStore& store, std::int64_t step, std::vector<std::pair<SeriesKey, SeriesPoint>>& points)
+      : m_settings(settings), m_rank(rank), m_types(types), m_store(store), m_step(step), m_points(points) {
+    store.pointsAt(step, &points, [this](const SeriesKey& key) { return key.kind == CaptureKind::Activation && bounds(key.module); });
+  }
 
   std::vector<Alert> fired;
 
@@ -156,9 +160,15 @@ public:
   const std::vector<std::pair<SeriesKey, SeriesPoint>>& points() const { return m_points; }
   /// The series' point at this step; null when it has none.
   const SeriesPoint* at(const SeriesKey& key) const {
+    const auto i = indexOf(key);
+    return i ? &m_points[*i].second : nullptr;
+  }
+  /// Where in points() the series' point is; none when it has none.
+  std::optional<std::size_t> indexOf(const SeriesKey& key) const {
     const auto pos = std::lower_bound(m_points.begin(), m_points.end(), key,
                                       [](const auto& entry, const SeriesKey& k) { return entry.first < k; });
-    return pos != m_points.end() && pos->first == key ? &pos->second : nullptr;
+    if (pos == m_points.end() || !(pos->first == key)) return std::nullopt;
+    return std::size_t(pos - m_points.begin());
   }
   void fire(const std::string& module, CaptureKind kind, RuleKind rule, double value, std::string message) {
     Alert alert{m_step, module, kind, rule, value, std::move(message)};
@@ -239,21 +249,27 @@ public:
       fire(key.module, key.kind, RuleKind::DeadUnits, s.zeroFraction,
            number(100 * s.zeroFraction) + "% of the outputs of " + label(key.module) + " are exactly zero");
     }
-    const auto type = m_types.find(key.module);
-    if (!on(RuleKind::Saturation) || type == m_types.end()) return;
-    double low = 0, high = 0;
-    if (type->second == "Sigmoid") {
-      high = 1;
-    } else if (type->second == "Tanh" || type->second == "Hardtanh") {
-      low = -1;
-      high = 1;
-    }
-    if (high <= low) return;
-    const double fraction = nearBoundsFraction(s, low, high, m_settings.saturationEpsilon);
+    const auto range = bounds(key.module);
+    if (!range) return;
+    const double fraction = nearBoundsFraction(s, range->low, range->high, m_settings.saturationEpsilon);
     if (fraction > m_settings.saturationFraction) {
       fire(key.module, key.kind, RuleKind::Saturation, fraction,
-           number(100 * fraction) + "% of the outputs of " + label(key.module) + " (" + type->second + ") sit at its bounds");
+           number(100 * fraction) + "% of the outputs of " + label(key.module) + " (" + range->type + ") sit at its bounds");
     }
+  }
+
+  // The bounds a module's outputs saturate at, where saturation is judged for its type (the
+  // rule on); the only rule that reads a histogram's counts.
+  struct Bounds {
+    double low, high;
+    const std::string& type;
+  };
+  std::optional<Bounds> bounds(const std::string& module) const {
+    const auto type = m_types.find(module);
+    if (!on(RuleKind::Saturation) || type == m_types.end()) return std::nullopt;
+    if (type->second == "Sigmoid") return Bounds{0, 1, type->second};
+    if (type->second == "Tanh" || type->second == "Hardtanh") return Bounds{-1, 1, type->second};
+    return std::nullopt;
   }
 
   void update(const SeriesKey& key, const TensorStats& s) {
@@ -267,31 +283,32 @@ public:
 
   // fp16_overflow and fp8_underflow: in forward order, then backward order (as non_finite, the
   // first alert is the first place it shows), then the series no order lists (inputs, parameters).
+  // The step's series in the order it ran them (forward, then backward), then those it did not
+  // name, each once (marked by their place in points(): no set of keys a step).
   void precision(const StepOrder& order) {
-    std::set<SeriesKey> ordered;
-    std::vector<SeriesKey> keys;
+    std::vector<char> done(m_points.size(), 0);
+    const auto check = [&](std::size_t i) {
+      if (done[i]) return;
+      done[i] = 1;
+      const auto& [key, p] = m_points[i];
+      if (key.kind != CaptureKind::Update && p.stats.hasPrecision() && p.stats.numel > 0) precisionOf(key, p.stats);
+    };
     for (const auto* sequence : {&order.forward, &order.backward}) {
       for (const auto& key : *sequence) {
-        if (ordered.insert(key).second) keys.push_back(key);
+        if (const auto i = indexOf(key)) check(*i);
       }
     }
-    for (const auto& entry : m_points) {
-      if (entry.first.rank == m_rank && !ordered.count(entry.first)) keys.push_back(entry.first);
-    }
-    for (const auto& key : keys) {
-      const SeriesPoint* p = at(key);
-      if (key.kind != CaptureKind::Update && p && p->stats.hasPrecision() && p->stats.numel > 0) {
-        precisionOf(key, p->stats);
-      }
+    for (std::size_t i = 0; i < m_points.size(); ++i) {
+      if (m_points[i].first.rank == m_rank) check(i);
     }
   }
 
   void precisionOf(const SeriesKey& key, const TensorStats& s) {
-    const std::string what = std::string("the ") + captureKindName(key.kind) + " of " + label(key.module);
+    const auto what = [&] { return std::string("the ") + captureKindName(key.kind) + " of " + label(key.module); };
     const double numel = double(s.numel);
     if (on(RuleKind::Fp16Overflow) && s.f16Overflow > 0 && double(s.f16Overflow) / numel > m_settings.fp16Overflow) {
       fire(key.module, key.kind, RuleKind::Fp16Overflow, double(s.f16Overflow) / numel,
-           std::to_string(s.f16Overflow) + " values (" + number(100 * double(s.f16Overflow) / numel) + "%) of " + what +
+           std::to_string(s.f16Overflow) + " values (" + number(100 * double(s.f16Overflow) / numel) + "%) of " + what() +
                " overflow float16 (|v| > 65504; the largest is " + number(s.amax) + ")");
     }
     // The hybrid recipe of fp8 training: E4M3 forward, E5M2 (more range, less precision) for gradients.
@@ -299,7 +316,7 @@ public:
     const std::int64_t flushed = backward ? s.e5m2Underflow : s.e4m3Underflow;
     if (on(RuleKind::Fp8Underflow) && flushed > 0 && double(flushed) / numel > m_settings.fp8Underflow) {
       fire(key.module, key.kind, RuleKind::Fp8Underflow, double(flushed) / numel,
-           number(100 * double(flushed) / numel) + "% of " + what + " would flush to zero in fp8 " +
+           number(100 * double(flushed) / numel) + "% of " + what() + " would flush to zero in fp8 " +
                (backward ? "E5M2" : "E4M3") + " with per-tensor scaling (amax " + number(s.amax) + ")");
     }
   }
@@ -354,13 +371,13 @@ private:
   const std::map<std::string, std::string>& m_types;
   const CaptureStore& m_store;
   const std::int64_t m_step;
-  const std::vector<std::pair<SeriesKey, SeriesPoint>> m_points;
+  const std::vector<std::pair<SeriesKey, SeriesPoint>>& m_points;
 };
 
 } // namespace
 
 std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
-  StepCheck check(m_settings, m_rank, m_types, store, step);
+  StepCheck check(m_settings, m_rank, m_types, store, step, m_points);
   if (on(RuleKind::NonFinite)) check.nonFinite(order);
   for (const auto& [key, p] : check.points()) {
     if (key.rank != m_rank) continue;

@@ -105,6 +105,9 @@ private:
   std::vector<Alert> m_alerts;
   std::map<std::tuple<int, std::string, int, int>, std::size_t> m_groups;  ///< (rule, module, kind, rank) -> m_alerts index
   std::size_t m_bytes = 0;
+  /// A step's points, kept from step to step: its megabytes are not allocated (and their pages
+  /// faulted in) again at each step.
+  std::vector<std::pair<SeriesKey, SeriesPoint>> m_points;
 };
 
 /// alerts.csv (format version 2): header `step,rank,module,kind,rule,value,message,last_step,count`,

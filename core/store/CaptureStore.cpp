@@ -355,17 +355,30 @@ bool CaptureStore::pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint*
   return true;
 }
 
-std::vector<std::pair<SeriesKey, SeriesPoint>> CaptureStore::pointsAt(std::int64_t step) const {
+void CaptureStore::pointsAt(std::int64_t step, std::vector<std::pair<SeriesKey, SeriesPoint>>* out,
+                            const std::function<bool(const SeriesKey&)>& withCounts) const {
   std::lock_guard<std::mutex> lock(m_mutex);
-  std::vector<std::pair<SeriesKey, SeriesPoint>> result;
+  auto& result = *out;
+  result.clear();
+  result.reserve(m_series.size());
   for (const auto& [key, points] : m_series) {
     if (points.empty()) continue;
     // Live, a series' newest point is the step's: looked at before any search. Else, as
     // pointAt: the last point at or before the step, kept where it is the step's.
     const SeriesPoint* point = points.back().step == step ? &points.back() : lastAtOrBefore(points, step);
-    if (point && point->step == step) result.emplace_back(key, *point);
+    if (!point || point->step != step) continue;
+    if (!withCounts || withCounts(key)) {
+      result.emplace_back(key, *point);
+      continue;
+    }
+    // Copied without its counts: the stored point's are set aside for the copy, under the lock
+    // every reader takes, and put back (the store's own data: it is not a const object).
+    auto& counts = const_cast<std::vector<std::int64_t>&>(point->stats.histogram);
+    std::vector<std::int64_t> aside;
+    aside.swap(counts);
+    result.emplace_back(key, *point);
+    counts.swap(aside);
   }
-  return result;
 }
 
 std::vector<std::string> CaptureStore::scalarNames() const {

@@ -113,7 +113,10 @@ public:
   bool pointAt(const SeriesKey& key, std::int64_t step, SeriesPoint* out) const;
   /// Every series' point at exactly `step`, in key order (as seriesKeys()): a step's rules read
   /// the store once, where a point each at a time cost a search and a copy for every rule.
-  std::vector<std::pair<SeriesKey, SeriesPoint>> pointsAt(std::int64_t step) const;
+  /// Into `out` (emptied first, its capacity kept). withCounts: the series whose histogram
+  /// counts are copied too (none given: every series').
+  void pointsAt(std::int64_t step, std::vector<std::pair<SeriesKey, SeriesPoint>>* out,
+                const std::function<bool(const SeriesKey&)>& withCounts = {}) const;
   /// Calls fn with every series' points, read in place under the store's lock (adds wait):
   /// an export of a store at its cap without a second copy of it.
   void readAll(const std::function<void(const std::map<SeriesKey, std::deque<SeriesPoint>>&)>& fn) const;
