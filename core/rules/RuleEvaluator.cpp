@@ -212,22 +212,42 @@ public:
 
   // A tensor holding NaN or Inf is non_finite's: no rule judges it by its finite part (a gradient
   // 25% NaN and 75% zero would read as a vanishing norm of 0).
-  void gradient(const SeriesKey& key, const TensorStats& s) {
+  // The exploding rule's window of every gradient it judges at this step, read from the store at
+  // once (a search of the store and a copy for each series cost more than the rules).
+  void readGradientWindows() {
+    m_windowOf.assign(m_points.size(), -1);
+    if (!on(RuleKind::ExplodingGradient)) return;
+    std::vector<const SeriesKey*> keys;
+    for (std::size_t i = 0; i < m_points.size(); ++i) {
+      const auto& [key, p] = m_points[i];
+      if (key.rank == m_rank && key.kind == CaptureKind::Gradient && std::isfinite(p.stats.l2norm) && !p.stats.hasNonFinite()) {
+        m_windowOf[i] = int(keys.size());
+        keys.push_back(&key);
+      }
+    }
+    m_store.valuesBetween(keys, &TensorStats::l2norm, m_step - m_settings.explodingWindow, m_step, &m_windows, &m_windowEnds);
+  }
+
+  /// Point i of points(), a gradient.
+  void gradient(std::size_t i) {
+    const SeriesKey& key = m_points[i].first;
+    const TensorStats& s = m_points[i].second.stats;
     if (s.hasNonFinite()) return;
-    if (on(RuleKind::ExplodingGradient)) exploding(key, s);
+    if (on(RuleKind::ExplodingGradient) && m_windowOf[i] >= 0) exploding(key, s, std::size_t(m_windowOf[i]));
     if (on(RuleKind::VanishingGradient) && s.numel > 0 && s.l2norm < m_settings.vanishingNorm) {
       fire(key.module, key.kind, RuleKind::VanishingGradient, s.l2norm,
            "gradient norm at " + label(key.module) + " is " + number(s.l2norm) + ", below " + number(m_settings.vanishingNorm));
     }
   }
 
-  void exploding(const SeriesKey& key, const TensorStats& s) {
-    std::vector<double> history;
-    // Only the window's steps: reading the whole history at every step made a run's rules
-    // quadratic in its steps (the recorder of a long job spent its time here).
-    const int window = m_settings.explodingWindow;
-    for (const auto& h : m_store.values(key, &TensorStats::l2norm, m_step - window)) {
-      if (h.step < m_step && h.step >= m_step - window && std::isfinite(h.value)) history.push_back(h.value);
+  // window: the series' place in m_windowEnds. Only the window's steps: reading the whole
+  // history at every step made a run's rules quadratic in its steps (the recorder of a long job
+  // spent its time here).
+  void exploding(const SeriesKey& key, const TensorStats& s, std::size_t window) {
+    std::vector<double>& history = m_history;
+    history.clear();
+    for (std::size_t v = window ? m_windowEnds[window - 1] : 0; v < m_windowEnds[window]; ++v) {
+      if (std::isfinite(m_windows[v])) history.push_back(m_windows[v]);
     }
     double median = 0;
     if (history.size() >= 5) {
@@ -372,6 +392,11 @@ private:
   const CaptureStore& m_store;
   const std::int64_t m_step;
   const std::vector<std::pair<SeriesKey, SeriesPoint>>& m_points;
+  // readGradientWindows: each point's place in m_windowEnds (-1: none), the windows' values.
+  std::vector<int> m_windowOf;
+  std::vector<double> m_windows;
+  std::vector<std::size_t> m_windowEnds;
+  std::vector<double> m_history;  // one series' finite values, for its median
 };
 
 } // namespace
@@ -379,10 +404,12 @@ private:
 std::vector<Alert> RuleEvaluator::evaluate(const CaptureStore& store, std::int64_t step, const StepOrder& order) {
   StepCheck check(m_settings, m_rank, m_types, store, step, m_points);
   if (on(RuleKind::NonFinite)) check.nonFinite(order);
-  for (const auto& [key, p] : check.points()) {
+  check.readGradientWindows();
+  for (std::size_t i = 0; i < check.points().size(); ++i) {
+    const auto& [key, p] = check.points()[i];
     if (key.rank != m_rank) continue;
     const TensorStats& s = p.stats;
-    if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) check.gradient(key, s);
+    if (key.kind == CaptureKind::Gradient && std::isfinite(s.l2norm)) check.gradient(i);
     if (key.kind == CaptureKind::Activation) check.activation(key, s);
     if (key.kind == CaptureKind::Update) check.update(key, s);
   }

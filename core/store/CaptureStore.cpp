@@ -320,6 +320,25 @@ std::vector<ScalarPoint> CaptureStore::values(const SeriesKey& key, double Tenso
   return result;
 }
 
+void CaptureStore::valuesBetween(const std::vector<const SeriesKey*>& keys, double TensorStats::*field,
+                                 std::int64_t from, std::int64_t to, std::vector<double>* values,
+                                 std::vector<std::size_t>* ends) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  values->clear();
+  ends->clear();
+  auto series = m_series.begin();  // the keys are in the map's order: one walk through it
+  for (const SeriesKey* key : keys) {
+    while (series != m_series.end() && series->first < *key) ++series;
+    if (series != m_series.end() && series->first == *key) {
+      const auto& points = series->second;
+      for (auto pos = firstAtOrAfter(points, from); pos != points.end() && pos->step < to; ++pos) {
+        values->push_back(pos->stats.*field);
+      }
+    }
+    ends->push_back(values->size());
+  }
+}
+
 double BandPoint::furthest() const {
   const int worst = furthestOf(scores);
   return worst < 0 ? std::numeric_limits<double>::quiet_NaN() : scores[std::size_t(worst)];

@@ -107,6 +107,11 @@ public:
   /// One statistic of a series over steps >= from (e.g. &TensorStats::l2norm), without
   /// copying histograms: what line plots need.
   std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
+  /// One statistic of many series (`keys`, in key order) over from <= step < to, read at once:
+  /// series i's values are values[ends[i - 1], ends[i]) (none where the store has not the
+  /// series). Both vectors are emptied first. A step's rules read every gradient's window so.
+  void valuesBetween(const std::vector<const SeriesKey*>& keys, double TensorStats::*field, std::int64_t from,
+                     std::int64_t to, std::vector<double>* values, std::vector<std::size_t>* ends) const;
   /// A series' banded statistics and scores over from <= step <= to.
   std::vector<BandPoint> bandPoints(const SeriesKey& key, std::int64_t from = 0, std::int64_t to = kAllSteps) const;
   /// The newest point of a series at or before `step`; false when there is none.
