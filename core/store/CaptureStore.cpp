@@ -326,8 +326,11 @@ void CaptureStore::valuesBetween(const std::vector<const SeriesKey*>& keys, doub
   std::lock_guard<std::mutex> lock(m_mutex);
   values->clear();
   ends->clear();
-  auto series = m_series.begin();  // the keys are in the map's order: one walk through it
+  auto series = m_series.begin();  // keys in the map's order: one walk through it
   for (const SeriesKey* key : keys) {
+    if (series == m_series.end() || *key < series->first) {
+      series = m_series.lower_bound(*key);  // a key out of that order (or past the last): searched
+    }
     while (series != m_series.end() && series->first < *key) ++series;
     if (series != m_series.end() && series->first == *key) {
       const auto& points = series->second;

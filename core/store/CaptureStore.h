@@ -107,7 +107,7 @@ public:
   /// One statistic of a series over steps >= from (e.g. &TensorStats::l2norm), without
   /// copying histograms: what line plots need.
   std::vector<ScalarPoint> values(const SeriesKey& key, double TensorStats::*field, std::int64_t from = 0) const;
-  /// One statistic of many series (`keys`, in key order) over from <= step < to, read at once:
+  /// One statistic of many series (`keys`, best in key order) over from <= step < to, read at once:
   /// series i's values are values[ends[i - 1], ends[i]) (none where the store has not the
   /// series). Both vectors are emptied first. A step's rules read every gradient's window so.
   void valuesBetween(const std::vector<const SeriesKey*>& keys, double TensorStats::*field, std::int64_t from,

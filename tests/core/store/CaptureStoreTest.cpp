@@ -53,6 +53,44 @@ TEST(CaptureStoreTest, SeriesAreKeyedAndQueriedByStepRange) {
   EXPECT_TRUE(store.values(g, &TensorStats::l2norm, 5).empty());
 }
 
+TEST(CaptureStoreTest, ManySeriesWindowsAndAStepsPointsAreReadAtOnce) {
+  CaptureStore store;
+  std::vector<SeriesKey> keys;
+  for (const char* module : {"a", "b", "c", "d"}) keys.push_back({module, 0, CaptureKind::Gradient, 0});
+  for (int step = 0; step < 6; ++step) {
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      if (k == 2 && step != 5) continue;  // "c" only at step 5
+      store.add(step, keys[k], statsOf(10.0 * double(k) + step));
+    }
+  }
+  // Series "a", "c", "cc" (not in the store) and "d", over steps 2 <= step < 5.
+  const SeriesKey missing{"cc", 0, CaptureKind::Gradient, 0};
+  std::vector<double> values{99};
+  std::vector<std::size_t> ends{99};
+  store.valuesBetween({&keys[0], &keys[2], &missing, &keys[3]}, &TensorStats::l2norm, 2, 5, &values, &ends);
+  EXPECT_EQ(ends, (std::vector<std::size_t>{3, 3, 3, 6}));
+  EXPECT_EQ(values, (std::vector<double>{4, 6, 8, 64, 66, 68}));
+  // Out of the store's order, and missing past the last: each still its own.
+  store.valuesBetween({&keys[3], &keys[0]}, &TensorStats::l2norm, 4, 6, &values, &ends);
+  EXPECT_EQ(ends, (std::vector<std::size_t>{2, 4}));
+  EXPECT_EQ(values, (std::vector<double>{68, 70, 8, 10}));
+  const SeriesKey last{"z", 0, CaptureKind::Gradient, 0};
+  store.valuesBetween({&last, &keys[1]}, &TensorStats::l2norm, 5, 6, &values, &ends);
+  EXPECT_EQ(ends, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(values, (std::vector<double>{30}));
+  // A step's points, without the histograms' counts of the series not asked for.
+  std::vector<std::pair<SeriesKey, SeriesPoint>> points(1);
+  store.pointsAt(5, &points, [](const SeriesKey& key) { return key.module == "b"; });
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[1].first.module, "b");
+  EXPECT_EQ(points[1].second.stats.histogram.size(), 64u);
+  EXPECT_TRUE(points[0].second.stats.histogram.empty());
+  EXPECT_DOUBLE_EQ(points[2].second.stats.mean, 25);
+  SeriesPoint kept;
+  ASSERT_TRUE(store.pointAt(keys[0], 5, &kept));
+  EXPECT_EQ(kept.stats.histogram.size(), 64u);  // the store's own counts are still there
+}
+
 TEST(CaptureStoreTest, ParameterSeriesBelongToTheModuleThatOwnsThem) {
   EXPECT_EQ(ownerModule({"layer1.0.conv1", 0, CaptureKind::Activation, 0}), "layer1.0.conv1");
   EXPECT_EQ(ownerModule({"layer1.0.conv1", 0, CaptureKind::Gradient, 0}), "layer1.0.conv1");
