@@ -22,12 +22,19 @@ run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scrip
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 25 100 400 1600
+# A long run's readers (2,000 steps), and the export of 3,202 modules the window opens below.
+run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 2000 25 100
+exports=$(mktemp -d)
+run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 1067 --keep "$exports"
 run "$build/tests/bench/hookscope-ingest-bench" 200 25 100 400 1600
 run "$python" "$root/tests/bench/first_mover_suite.py" "$build/cli/hookscope-cli" 3
 run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8
 run "$build/tests/bench/hookscope-core-bench" stats
 run "$root/tests/bench/stats_kernel_compare.sh" e915526 "$rounds"
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench"
+QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-gui-bench" layers 3200
+QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-window-bench" --open "$exports/N1067"
+rm -rf "$exports"
 QT_QPA_PLATFORM=offscreen run "$build/tests/bench/hookscope-window-bench" "$root/resources/models/small_cnn.pt" 1000 \
   "$build/cli/hookscope-cli"
 run "$build/tests/bench/hookscope-core-bench" memory

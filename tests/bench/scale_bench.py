@@ -5,8 +5,11 @@ steps, against the same model unhooked. Prints, for each N: the attached and pla
 ratio, the captures the script dropped (and why), the recorder's CPU seconds and peak RSS, and
 the export's size, and how long `hookscope.load_run` and `hookscope-cli explain` take to read it.
 
-    PYTHON scale_bench.py HOOKSCOPE_CLI [STEPS] [N ...]        (default 200 steps; N 25 100 400 1600)
+    PYTHON scale_bench.py HOOKSCOPE_CLI [STEPS] [N ...] [--keep DIR]
+        (default 200 steps; N 25 100 400 1600; --keep: each export kept as DIR/N<blocks>, for the
+        window's bench: hookscope-window-bench --open DIR/N1067 opens 3,202 modules)
 """
+import shutil
 import os
 import re
 import subprocess
@@ -59,7 +62,7 @@ def step_ms(output):
     return float(next(line.split()[1] for line in output.splitlines() if line.startswith("STEP_MS")))
 
 
-def one(cli, blocks, steps):
+def one(cli, blocks, steps, keep=None):
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "scale_script.py")
         with open(script, "w") as f:
@@ -85,21 +88,28 @@ def one(cli, blocks, steps):
         dropped = re.search(r"(\d+) captures dropped by the script", err)
         warned = next((line[9:] for line in attached.stdout.splitlines() if line.startswith("WARNINGS ")), "")
         a, p = step_ms(attached.stdout), step_ms(plain.stdout)
-        load_s = seconds([sys.executable, "-c", "import sys; sys.path.insert(0, %r); import hookscope; "
-                          "hookscope.load_run(%r)" % (PACKAGE, out)])
-        explain_s = seconds([cli, "explain", out])
+        load_s, opened = seconds([sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); import hookscope; "
+                                  "t = time.perf_counter(); run = hookscope.load_run(%r); "
+                                  "print(time.perf_counter() - t)" % (PACKAGE, out)])
+        explain_s, _ = seconds([cli, "explain", out])
         print("RESULT scale N=%d series=%s steps=%d attached=%.1fms plain=%.1fms ratio=%.2f dropped=%s "
-              "recorder_cpu=%.1fs recorder_peak_rss=%.0fMiB export=%.0fMB load_run=%.1fs explain=%.1fs%s"
+              "recorder_cpu=%.1fs recorder_peak_rss=%.0fMiB export=%.0fMB load_run=%.1fs (%.2fs without python's start) "
+              "explain=%.1fs%s"
               % (blocks, wrote.group(2) if wrote else "?", steps, a, p, a / p, dropped.group(1) if dropped else 0,
-                 seen["cpu_s"], seen["rss_kib"] / 1024, folder_bytes(out) / 1e6, load_s, explain_s,
+                 seen["cpu_s"], seen["rss_kib"] / 1024, folder_bytes(out) / 1e6, load_s, float(opened), explain_s,
                  ("  (" + warned + ")") if warned else ""), flush=True)
+        if keep:
+            kept = os.path.join(keep, "N%d" % blocks)
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(out, kept)
 
 
 def seconds(command):
-    """How long a reader takes on the export, start-up included; it must succeed."""
+    """How long a reader takes on the export, start-up included, and what it printed; it must
+    succeed."""
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return time.perf_counter() - started
+    done = subprocess.run(command, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return time.perf_counter() - started, done.stdout.strip()
 
 
 def watch_process(process, seen):
@@ -127,10 +137,16 @@ def process_wait(process, seconds):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    cli = sys.argv[1]
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    for blocks in [int(n) for n in sys.argv[3:]] or [25, 100, 400, 1600]:
-        one(cli, blocks, steps)
+    args = sys.argv[1:]
+    keep = None
+    if "--keep" in args:
+        at = args.index("--keep")
+        keep = args[at + 1]
+        del args[at:at + 2]
+    cli = args[0]
+    steps = int(args[1]) if len(args) > 1 else 200
+    for blocks in [int(n) for n in args[2:]] or [25, 100, 400, 1600]:
+        one(cli, blocks, steps, keep)
 
 
 if __name__ == "__main__":
