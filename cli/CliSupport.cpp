@@ -145,7 +145,9 @@ int error(int code, const std::string& message) {
   return code;
 }
 
-void note(const std::string& message) { std::cerr << "hookscope-cli (note): " << printableText(message) << "\n"; }
+std::string noteText(const std::string& message) { return "hookscope-cli (note): " + printableText(message) + "\n"; }
+
+void note(const std::string& message) { std::cerr << noteText(message); }
 
 bool writeTextFile(const std::string& path, const std::string& text, std::string* error) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);

@@ -27,6 +27,8 @@ int error(int code, const std::string& message);
 int refuseUntrusted(const std::string& model, const std::string& findings);
 /// Prints "hookscope-cli (note): MESSAGE" to standard error.
 void note(const std::string& message);
+/// The line note() prints, with its "\n".
+std::string noteText(const std::string& message);
 
 /// Writes `text` to `path` (a file an output option named, already checked with
 /// checkOutputFile); false, with *error saying what to check, when it cannot be written.

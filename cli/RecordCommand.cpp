@@ -6,6 +6,7 @@
 #include "links/ScriptLink.h"
 #include "cli/CliCommands.h"
 #include "cli/CliSupport.h"
+#include "cli/StderrLines.h"
 #include "files/ExportFolder.h"
 #include "files/ExportTarget.h"
 #include "common/PrintableText.h"
@@ -45,7 +46,7 @@ public:
     m_job.setOnStep([this](int rank, const AttachedStep& s) { progress(rank, s); });
     m_job.setOnEnded([this](int rank, const std::string& why) {
       std::lock_guard<std::mutex> lock(m_outputMutex);
-      if (m_terminal) std::cerr << "\n";
+      if (m_terminal) m_lines.post("\n");
       std::string name;
       for (const auto& s : m_job.scripts()) {
         if (s.rank == rank) name = s.name;
@@ -62,6 +63,13 @@ public:
   int finish();
 
 private:
+  // Said through m_lines, in order with the progress lines (cli::note and cli::error write at
+  // once): the recording's notes, and its errors once what waits is written.
+  void note(const std::string& message) { m_lines.post(noteText(message)); }
+  int error(int code, const std::string& message) const {
+    m_lines.flush();
+    return cli::error(code, message);
+  }
   // Progress: one line per step of the lowest rank still attached.
   void progress(int rank, const AttachedStep& s);
   /// Whether more ranks may attach, and the note when that ends.
@@ -79,6 +87,7 @@ private:
   // What the job's callbacks use is declared first: the job (its destructor joins the rank
   // threads) goes before it.
   std::mutex m_outputMutex;
+  mutable StderrLines m_lines;  ///< what it says while the scripts run (written by its own thread)
   const bool m_terminal = ::isatty(STDERR_FILENO);
   /// When the lowest rank's first step came, and its number (under m_outputMutex).
   std::optional<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> m_firstStep;
@@ -117,11 +126,7 @@ void Recording::progress(int rank, const AttachedStep& s) {
     if (why.size() > 200) why = cutAtCharacter(why, 200) + "...";  // a line, not a page
     line << "  (" << s.droppedCaptures << " dropped: " << why << ")";
   }
-  if (m_terminal) {
-    std::cerr << "\r" << line.str() << "   " << std::flush;
-  } else {
-    std::cerr << line.str() << "\n";
-  }
+  m_lines.post(m_terminal ? "\r" + line.str() + "   " : line.str() + "\n");
 }
 
 bool Recording::stillAccepting(const std::vector<int>& ranks) {
@@ -228,6 +233,7 @@ int Recording::serve(AttachListener& listener) {
 }
 
 int Recording::finish() {
+  m_lines.flush();
   const auto scripts = m_job.scripts();
   ExportManifest manifest = m_job.manifest();
   if (m_stopSignal) manifest.interrupted = StopSignals::name(m_stopSignal);

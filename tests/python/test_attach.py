@@ -169,6 +169,44 @@ def test_records_progress_lines_name_the_exports_step_with_its_own_loss(tmp):
         assert close_enough(float(words[3]), losses[int(words[1])], rel=1e-5), (words, losses)
 
 
+MANY_STEPS = r"""
+import sys, torch, torch.nn as nn
+sys.path.insert(0, %r)
+import hookscope
+torch.manual_seed(0)
+model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(20)])
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+hs = hookscope.attach(model, opt, wait=True, timeout=120)
+for step in range(int(sys.argv[1])):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    hs.step(loss)
+hs.close()
+""" % os.path.join(ROOT, "python")
+
+
+def test_a_recorder_whose_output_is_read_only_at_the_end_keeps_reading_the_script(tmp):
+    # Recorder reads the recorder's standard error at the end only (a pipe of 64 KiB): a progress
+    # line a step fills it in about 1,200 steps. The recorder, blocked in that write, stopped
+    # reading the script, which then dropped its captures 16 MiB later (25 KiB a step here) and
+    # lost its last steps at close. The lines now wait; the statistics do not.
+    recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
+    script = os.path.join(tmp, "many_steps.py")
+    with open(script, "w") as f:
+        f.write(MANY_STEPS)
+    steps = 3000
+    done = subprocess.run([sys.executable, script, str(steps)], env=dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address),
+                          capture_output=True, text=True, timeout=DEADLINE)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dropped" not in done.stderr and "had not read" not in done.stderr, done.stderr[-2000:]
+    code, err = recorder.wait()
+    assert code == 0, err[-2000:]
+    assert "over %d steps" % steps in err and "dropped" not in err, err[-2000:]
+    assert len([line for line in err.splitlines() if line.startswith("step ")]) == steps
+
+
 def test_a_killed_recorder_leaves_the_script_training(tmp):
     recorder = Recorder(tmp)
     env = dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address)
