@@ -22,9 +22,11 @@
 #include "window/WindowMenus.h"
 
 #include <QCloseEvent>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QInputDialog>
+#include <QLocale>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QScreen>
@@ -103,6 +105,7 @@ void MainWindow::connectSessions() {
   });
   connect(m_sessions, &SessionHost::openFailed, this, [this](const QString& message) {
     statusBar()->clearMessage();
+    if (!isRunning()) m_status->setBusy(false);
     showMessage(tr("Cannot open"), message);
   });
   connect(m_sessions, &SessionHost::trustNeeded, this, &MainWindow::askTrust);
@@ -248,6 +251,11 @@ void MainWindow::attachScript(const QString& address) {
 void MainWindow::openCapture(const QString& dir) {
   if (!m_guard->confirm(tr("Opening %1").arg(QFileInfo(dir).fileName()), [this, dir] { openCapture(dir); })) return;
   m_run->rememberInputs();
+  // Reading a long run's export takes seconds (a gigabyte: about ten): said, with the busy bar.
+  qint64 bytes = 0;
+  for (const QFileInfo& file : QDir(dir).entryInfoList(QDir::Files)) bytes += file.size();
+  m_status->setBusy(true);
+  m_status->say(tr("Reading the capture %1 (%2)…").arg(QFileInfo(dir).fileName(), QLocale().formattedDataSize(bytes)));
   m_sessions->openCapture(dir);
 }
 
@@ -293,6 +301,7 @@ void MainWindow::onSessionOpened(const SessionView& view) {
   m_alerts->clear();
   m_alerts->setRanksShown(summary.worldSize > 1);
   m_status->restartRate(/*clear=*/true);
+  if (!isRunning()) m_status->setBusy(false);  // a capture read (a model file's opening ends with its loading)
   m_alerts->addAlerts(summary.alerts);
   m_plots->setStore(summary.store);
   m_treePanel->showModel(summary);
