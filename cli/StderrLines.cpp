@@ -46,7 +46,7 @@ void StderrLines::run() {
     for (const auto& text : batch) std::cerr << text;
     if (skipped) {
       std::cerr << "hookscope-cli (note): " << skipped
-                << " progress lines were left out: standard error was not being read\n";
+                << " lines were left out here: standard error was not being read\n";
     }
     std::cerr << std::flush;
     lock.lock();

@@ -200,10 +200,6 @@ private:
   std::vector<int> m_items;
 };
 
-} // namespace
-
-namespace {
-
 std::string tooDeep(int maxDepth) {
   return "the data nests containers more than " + std::to_string(maxDepth) +
          " levels deep (lists in lists...): save the inputs as tensors or a flat tuple of tensors";

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -210,8 +210,6 @@ public:
     }
   }
 
-  // A tensor holding NaN or Inf is non_finite's: no rule judges it by its finite part (a gradient
-  // 25% NaN and 75% zero would read as a vanishing norm of 0).
   // The exploding rule's window of every gradient it judges at this step, read from the store at
   // once (a search of the store and a copy for each series cost more than the rules).
   void readGradientWindows() {
@@ -228,7 +226,8 @@ public:
     m_store.valuesBetween(keys, &TensorStats::l2norm, m_step - m_settings.explodingWindow, m_step, &m_windows, &m_windowEnds);
   }
 
-  /// Point i of points(), a gradient.
+  // Point i of points(), a gradient. A tensor holding NaN or Inf is non_finite's: no rule judges
+  // it by its finite part (a gradient 25% NaN and 75% zero would read as a vanishing norm of 0).
   void gradient(std::size_t i) {
     const SeriesKey& key = m_points[i].first;
     const TensorStats& s = m_points[i].second.stats;
@@ -302,9 +301,8 @@ public:
   }
 
   // fp16_overflow and fp8_underflow: in forward order, then backward order (as non_finite, the
-  // first alert is the first place it shows), then the series no order lists (inputs, parameters).
-  // The step's series in the order it ran them (forward, then backward), then those it did not
-  // name, each once (marked by their place in points(): no set of keys a step).
+  // first alert is the first place it shows), then the series no order lists (inputs, parameters);
+  // each once, marked by its place in points().
   void precision(const StepOrder& order) {
     std::vector<char> done(m_points.size(), 0);
     const auto check = [&](std::size_t i) {
