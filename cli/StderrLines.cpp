@@ -1,5 +1,7 @@
 #include "cli/StderrLines.h"
 
+#include "cli/CliSupport.h"
+
 #include <iostream>
 #include <utility>
 
@@ -45,8 +47,7 @@ void StderrLines::run() {
     lock.unlock();
     for (const auto& text : batch) std::cerr << text;
     if (skipped) {
-      std::cerr << "hookscope-cli (note): " << skipped
-                << " lines were left out here: standard error was not being read\n";
+      std::cerr << noteText(std::to_string(skipped) + " lines were left out here: standard error was not being read");
     }
     std::cerr << std::flush;
     lock.lock();

@@ -252,11 +252,13 @@ std::string seriesText(const SeriesKey& key) {
          std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) + ")";
 }
 
+// What a histograms.pt that does not match its stats.csv is said to be: kMismatch + what + kWhy.
+const std::string kMismatch = "it does not match stats.csv: ";
+const std::string kWhy = "; the export is damaged, or its files come from different runs";
+
 // One table of histograms.pt into the points of its series; "" or what does not match.
 std::string takeHistogramTable(const std::string& entryName, const HistogramTable& table,
                                std::map<SeriesKey, std::vector<SeriesPoint>>& series, std::set<SeriesKey>& matched) {
-  const std::string mismatch = "it does not match stats.csv: ";
-  const std::string why = "; the export is damaged, or its files come from different runs";
   std::string name = entryName;
   const std::string shown = "'" + printableText(entryName, false).substr(0, 200) + "'";
   // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path may hold '/'.
@@ -281,21 +283,21 @@ std::string takeHistogramTable(const std::string& entryName, const HistogramTabl
   } catch (const std::exception&) {
     key.reset();
   }
-  if (!key) return "its table " + shown + " names no series (HookScope writes rank/kind/module/call/index)" + why;
+  if (!key) return "its table " + shown + " names no series (HookScope writes rank/kind/module/call/index)" + kWhy;
   auto found = series.find(*key);
-  if (found == series.end()) return mismatch + "its table " + shown + " is of a series stats.csv does not have" + why;
+  if (found == series.end()) return kMismatch + "its table " + shown + " is of a series stats.csv does not have" + kWhy;
   matched.insert(*key);
   std::map<std::int64_t, std::size_t> rowOfStep;
   for (std::size_t i = 0; i < table.steps.size(); ++i) rowOfStep[table.steps[i]] = i;
   if (rowOfStep.size() != table.steps.size() || table.steps.size() != found->second.size()) {
-    return mismatch + "its table " + shown + " has " + std::to_string(table.steps.size()) + " rows" +
+    return kMismatch + "its table " + shown + " has " + std::to_string(table.steps.size()) + " rows" +
            (rowOfStep.size() != table.steps.size() ? " (a step given twice)" : "") + " where stats.csv has " +
-           std::to_string(found->second.size()) + " steps" + why;
+           std::to_string(found->second.size()) + " steps" + kWhy;
   }
   const auto bins = std::size_t(table.bins);
   for (auto& point : found->second) {
     const auto row = rowOfStep.find(point.step);
-    if (row == rowOfStep.end()) return mismatch + "its table " + shown + " has no row for step " + std::to_string(point.step) + why;
+    if (row == rowOfStep.end()) return kMismatch + "its table " + shown + " has no row for step " + std::to_string(point.step) + kWhy;
     const std::int64_t* c = table.counts.data() + row->second * bins;
     const double* e = table.edges.data() + row->second * (bins + 1);
     point.stats.histogram.assign(c, c + bins);
@@ -317,11 +319,9 @@ std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vec
       path, [&](const std::string& name, const HistogramTable& table) { return takeHistogramTable(name, table, series, matched); },
       &error);
   if (!read) return error.substr(0, 400);
-  const std::string mismatch = "it does not match stats.csv: ";
-  const std::string why = "; the export is damaged, or its files come from different runs";
   for (const auto& [key, points] : series) {
     if (!points.empty() && !matched.count(key)) {
-      return mismatch + "stats.csv has the series " + seriesText(key) + " and histograms.pt has no table for it" + why;
+      return kMismatch + "stats.csv has the series " + seriesText(key) + " and histograms.pt has no table for it" + kWhy;
     }
   }
   return "";

@@ -3,6 +3,7 @@
 //
 //   hookscope-gui-bench [ranks | layers N]   (ranks: the 8-rank figures only; layers N: one rank
 //                                             of N layers, with the process's peak memory)
+#include "PeakMemory.h"
 #include "panels/PlotsPanel.h"
 #include "plots/PlotPage.h"
 #include "plots/QCustomPlotInclude.h"
@@ -14,7 +15,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <string>
 
@@ -61,14 +61,6 @@ struct Figures {
   double live = 0, liveMax = 0, scrub = 0, open = 0, select = 0;
 };
 
-// The process's peak resident memory (VmHWM), in MiB; 0 where /proc does not say.
-double peakMiB() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024;
-  }
-  return 0;
-}
 
 // `ranks` ranks of a job in one store (the window's default memory cap, so thinned as the
 // window would thin it), the panel showing `rank` (-1: all ranks).

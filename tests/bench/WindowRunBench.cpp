@@ -6,13 +6,13 @@
 //   hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]]
 //   hookscope-window-bench --open EXPORT     (issue 58: a recorded export of thousands of modules
 //                                             opened, modules selected, steps shown)
+#include "PeakMemory.h"
 #include "models/ModuleTreeModel.h"
 #include "panels/RunControls.h"
 #include "window/MainWindow.h"
 
 #include <QApplication>
 #include <QElapsedTimer>
-#include <QFile>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -68,16 +68,6 @@ double cliSeconds(const QString& cli, const QString& model, int steps) {
     return -1;
   }
   return double(timer.nsecsElapsed()) / 1e9;
-}
-
-/// Peak resident memory of this process (VmHWM), MiB.
-double peakMiB() {
-  QFile status(QStringLiteral("/proc/self/status"));
-  if (!status.open(QIODevice::ReadOnly)) return 0;
-  for (const QByteArray& line : status.readAll().split('\n')) {
-    if (line.startsWith("VmHWM:")) return line.mid(6).trimmed().split(' ').value(0).toDouble() / 1024;
-  }
-  return 0;
 }
 
 /// Milliseconds `action` and the events it queued take.
