@@ -185,8 +185,9 @@ class ExitCodes(CliTestCase):
 
     def test_an_open_that_never_ends_is_cancelled_by_ctrl_c_or_the_open_timeout(self):
         model = os.path.join(FIXTURES, "bad", "setstate_forever.pt")
-        process = subprocess.Popen([CLI, "capture", model, "--trust", "--input", "2x4", "--out", self.out()],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # No open limit (its default, 120 s, could end the open first on a busy machine).
+        process = subprocess.Popen([CLI, "capture", model, "--trust", "--input", "2x4", "--out", self.out(),
+                                    "--open-timeout", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # Ctrl+C once capture takes it and its engine is in the loading's loop (seconds of its CPU
         # time: opening the file itself takes a fraction of one).
         wait_until(lambda: catches(process.pid, signal.SIGINT) and child_pids(process.pid)
@@ -206,8 +207,11 @@ class ExitCodes(CliTestCase):
     def test_a_crash_in_this_process_is_reported_with_what_to_do(self):
         # inspect and capture --save-tensors run the model in their own process: a crash inside
         # LibTorch (here SIGSEGV sent while it loads or runs a model that loops) is one clear line
-        # and an exit code, not a bare "Segmentation fault".
-        cases = [(["inspect", os.path.join(FIXTURES, "bad", "setstate_forever.pt"), "--trust"], 3,
+        # and an exit code, not a bare "Segmentation fault". No time limit: inspect's default (120 s)
+        # could end the loop first on a busy machine (CI's sanitizer build once reached 3 s of CPU
+        # only then, and both lines were written).
+        cases = [(["inspect", os.path.join(FIXTURES, "bad", "setstate_forever.pt"), "--trust",
+                   "--step-timeout", "0"], 3,
                   "LibTorch read"),
                  (["capture", os.path.join(FIXTURES, "bad", "forward_forever.pt"), "--input", "2x4",
                    "--save-tensors", "fc", "--out", self.out()], 4, "forward_forever.pt ran")]
