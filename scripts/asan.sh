@@ -18,13 +18,8 @@ build="$root/build-asan"
 "$cmake" --build "$build" -j2 --target hookscope_core_tests hookscope_cuda_kernel_tests hookscope-cli hookscope_test_ops \
   ExportReaderFuzz DataFileFuzz PickleShapeFuzz ModelArchiveFuzz InputSpecFuzz AttachWireFuzz ModelFileKindFuzz
 [ "$build_only" = 1 ] && exit 0
-fixtures="$build/fixtures"
 ops="$build/tests/libhookscope_test_ops.so"
-# Made again whenever the fixture script changed since they were made.
-if [ ! -f "$fixtures/.made" ] || [ -n "$(find "$root/tests/fixtures" -name '*.py' -newer "$fixtures/.made")" ]; then
-  HOOKSCOPE_TEST_OPS="$ops" "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
-  touch "$fixtures/.made"
-fi
+fixtures=$(HOOKSCOPE_TEST_OPS="$ops" stage_fixtures "$build/fixtures")
 # LibTorch keeps its registries until exit on purpose: leaks are not what this stage looks for.
 # allocator_may_return_null: a model that asks for terabytes gets the failed allocation LibTorch
 # reports (and HookScope explains), as in the release build, instead of ASan's own abort.

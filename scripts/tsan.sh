@@ -16,12 +16,7 @@ build_only=0
   -DHOOKSCOPE_BUILD_GUI=OFF -DHOOKSCOPE_PYTHON="$python" "${cmake_launcher[@]}" >/dev/null
 "$cmake" --build "$root/build-tsan" -j2 --target hookscope_thread_tests
 [ "$build_only" = 1 ] && exit 0
-fixtures="$root/build-tsan/fixtures"
-# Made again whenever the fixture script changed since they were made.
-if [ ! -f "$fixtures/.made" ] || [ -n "$(find "$root/tests/fixtures" -name '*.py' -newer "$fixtures/.made")" ]; then
-  "$python" "$root/tests/fixtures/make_fixtures.py" "$fixtures" >/dev/null
-  touch "$fixtures/.made"
-fi
+fixtures=$(stage_fixtures "$root/build-tsan/fixtures")
 # halt_on_error: any race report fails the run. EngineProcessTest's parity case is left out: its
 # in-process reference run trains a conv net on LibTorch's OpenMP threads, whose runtime
 # (libgomp) TSan does not see, so it reports oneDNN's buffers as races.

@@ -5,6 +5,7 @@ Debian's 1.13 from /usr/bin/python3). HOOKSCOPE_CLI names the recorder.
 """
 import copy
 import csv
+import fcntl
 import json
 import math
 import os
@@ -188,15 +189,17 @@ hs.close()
 
 
 def test_a_recorder_whose_output_is_read_only_at_the_end_keeps_reading_the_script(tmp):
-    # Recorder reads the recorder's standard error at the end only (a pipe of 64 KiB): a progress
-    # line a step fills it in about 1,200 steps. The recorder, blocked in that write, stopped
-    # reading the script, which then dropped its captures 16 MiB later (25 KiB a step here) and
-    # lost its last steps at close. The lines now wait; the statistics do not.
+    # Recorder reads the recorder's standard error at the end only. A progress line a step filled
+    # that pipe (64 KiB: about 1,200 steps; here cut to one page, about 60), the recorder blocked
+    # in the write stopped reading the script, which then dropped its captures 16 MiB later
+    # (25 KiB a step here, about 650 steps) and lost its last steps at close. The lines now wait;
+    # the statistics do not.
     recorder = Recorder(tmp, "--hook", "*", "--kinds", "activation,gradient")
+    fcntl.fcntl(recorder.proc.stderr.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
     script = os.path.join(tmp, "many_steps.py")
     with open(script, "w") as f:
         f.write(MANY_STEPS)
-    steps = 3000
+    steps = 1000
     done = subprocess.run([sys.executable, script, str(steps)], env=dict(os.environ, HOOKSCOPE_ADDRESS=recorder.address),
                           capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr[-2000:]
