@@ -163,7 +163,10 @@ QList<PlotPage*> PlotsPanel::pages() const {
 
 void PlotsPanel::showDeviation() { m_overSteps->setCurrentWidget(m_deviation); }
 bool PlotsPanel::showsDeviation() const { return m_overSteps->currentWidget() == m_deviation; }
-void PlotsPanel::setModuleOrder(std::vector<std::string> order) { m_deviation->setModuleOrder(std::move(order)); }
+void PlotsPanel::setModuleOrder(std::vector<std::string> order) {
+  m_gradNorms->setModuleOrder(order);
+  m_deviation->setModuleOrder(std::move(order));
+}
 
 void PlotsPanel::showPrecision(bool precision) { m_overSteps->setCurrentWidget(precision ? static_cast<QWidget*>(m_precision) : m_heatmap); }
 bool PlotsPanel::showsPrecision() const { return m_overSteps->currentWidget() == m_precision; }

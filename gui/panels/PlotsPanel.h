@@ -78,7 +78,7 @@ public:
   void showDeviation();
   bool showsDeviation() const;
   DeviationPlot* deviation() const { return m_deviation; }
-  /// The model's modules in order: the deviation view's rows.
+  /// The model's modules in order: the deviation view's rows, the gradient norms' colours.
   void setModuleOrder(std::vector<std::string> order);
   QList<PlotPage*> pages() const;
   /// Writes each page as PNG, PDF and CSV into `dir`; the titles of those that could not be written.

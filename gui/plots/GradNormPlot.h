@@ -7,6 +7,7 @@
 
 #include <QVector>
 
+class QCPColorScale;
 class QCPGraph;
 
 class LineBundle;
@@ -31,8 +32,14 @@ public:
   std::vector<std::pair<QString, QColor>> legendEntries() const;
   /// Another store: the layers' colours are handed out afresh.
   void resetView() override;
-  /// The colour of a layer's line: its own for the session, whatever else is ticked after it.
+  /// The colour of a layer's line: its own for the session, whatever else is ticked after it;
+  /// with more layers than the palette has colours, where the layer sits in the model instead
+  /// (first to last along one colour scale, shown beside the plot).
   QColor layerColor(const hookscope::SeriesKey& key) const;
+  /// The model's modules in order (the tree's): what "where a layer sits" means.
+  void setModuleOrder(std::vector<std::string> order);
+  /// Whether the lines' colours say each layer's place in the model, with the scale shown.
+  bool coloursByPlace() const { return m_placeScale != nullptr; }
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
   /// The compared run's lines (dashed, one per layer in the layer's colour) and the points of
@@ -70,6 +77,9 @@ private:
   void highlight(const std::string& module);
   /// Brings the lines up to the store: appends new steps, or reloads after a thinning.
   void updateLines(const ViewState& state);
+  /// More layers than colours: each layer's colour from its place in the model, and the scale
+  /// that says so beside the plot; else neither.
+  void colourByPlace(const std::vector<hookscope::SeriesKey>& layers);
   /// The series drawn: every layer's gradient of the rank shown, of every rank, or one per layer.
   static std::vector<hookscope::SeriesKey> linesOf(const ViewState& state, RankMode mode);
   /// The legend's entries (one per layer, while few) and the band's two edges, for m_keys.
@@ -103,6 +113,9 @@ private:
   std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order (rank -1: the median over ranks)
   std::string m_highlighted;
   mutable std::map<std::string, int> m_colorIndex;  ///< layerColor(): each layer's, in the order first drawn
+  std::map<std::string, QColor> m_placeColors;      ///< layerColor() with many layers: by place in the model
+  std::map<std::string, std::size_t> m_order;      ///< module -> its place in the model (setModuleOrder)
+  QCPColorScale* m_placeScale = nullptr;            ///< beside the plot while colours say places
   bool m_legendWanted = true;  ///< the user's choice (right-click menu)
   std::size_t m_layerCount = 0;  ///< lines drawn, one per layer (and call, tensor)
 };

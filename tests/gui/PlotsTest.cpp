@@ -520,7 +520,8 @@ private Q_SLOTS:
   }
 
   // A layer keeps its line's colour when other layers are ticked later (fc stays blue); a file
-  // with more layers than the on-screen legend holds exports a PNG with every layer named.
+  // with more layers than the on-screen legend holds exports a PNG with every layer named, in
+  // the colours the lines have (by their place in the model: more layers than colours).
   void aLayerKeepsItsColourAndAnExportNamesEveryLine() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
@@ -546,6 +547,12 @@ private Q_SLOTS:
     panel.refresh();
     QCOMPARE(int(norms->legendEntries().size()), 32);
     QVERIFY(!norms->legendShown());  // too many for the plot itself
+    QVERIFY(norms->coloursByPlace());
+    QColor fcNow;
+    for (const auto& entry : norms->legendEntries()) {
+      if (entry.first == QStringLiteral("fc")) fcNow = entry.second;
+    }
+    QVERIFY(fcNow.isValid());
     QVERIFY(norms->savePng(many));
     const QImage withLegend(many), plain(few);
     QCOMPARE(withLegend.width(), plain.width());
@@ -553,7 +560,7 @@ private Q_SLOTS:
     // The legend's rows hold the lines' colours.
     int swatches = 0;
     for (int y = plain.height(); y < withLegend.height(); ++y) {
-      for (int x = 0; x < withLegend.width(); x += 2) swatches += QColor(withLegend.pixel(x, y)) == fc;
+      for (int x = 0; x < withLegend.width(); x += 2) swatches += QColor(withLegend.pixel(x, y)) == fcNow;
     }
     QVERIFY(swatches > 0);
     // Saved while lr is drawn, the loss page's files are named after lr.
@@ -564,6 +571,43 @@ private Q_SLOTS:
     QVERIFY(panel.saveAll(tmp.path()).isEmpty());
     QVERIFY(QFile::exists(tmp.filePath(QStringLiteral("lr.png"))));
     QVERIFY(!QFile::exists(tmp.filePath(QStringLiteral("loss.png"))));
+  }
+
+  // Past the palette's ten colours (which then repeated and named no layer), a line's colour
+  // says where its layer sits in the model, first to last on the scale beside the plot: in the
+  // tree's order, not the names' (blocks.10 after blocks.9). A few layers again: the palette.
+  void manyLayersAreColouredByTheirPlaceInTheModel() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    std::vector<std::string> order{""};
+    for (int l = 0; l < 12; ++l) order.push_back("blocks." + std::to_string(l));
+    panel.setModuleOrder(order);
+    const auto grad = [](int layer) {
+      return SeriesKey{"blocks." + std::to_string(layer), 0, CaptureKind::Gradient, 0};
+    };
+    for (int l = 0; l < 10; ++l) store->add(0, grad(l), gaussianStats(1, 1 + l));
+    panel.refresh();
+    GradNormPlot* norms = panel.gradNorms();
+    QVERIFY(!norms->coloursByPlace());
+    QCOMPARE(norms->layerColor(grad(0)), QColor(31, 119, 180));  // the palette's first
+    for (int l = 10; l < 12; ++l) store->add(0, grad(l), gaussianStats(1, 1 + l));
+    panel.refresh();
+    QVERIFY(norms->coloursByPlace());
+    QCOMPARE(norms->layerColor(grad(0)), QColor(13, 8, 135));    // the scale's first colour
+    QCOMPARE(norms->layerColor(grad(11)), QColor(240, 132, 46));  // and its last
+    for (int l = 1; l < 12; ++l) {  // red grows along the scale: each layer after the one before it
+      QVERIFY2(norms->layerColor(grad(l)).red() > norms->layerColor(grad(l - 1)).red(), qPrintable(QString::number(l)));
+    }
+    for (int line = 0; line < norms->lineCount(); ++line) {
+      QCOMPARE(norms->drawnColor(line), norms->layerColor(norms->lineKey(line)));
+    }
+    auto few = std::make_shared<CaptureStore>();
+    for (int l = 0; l < 2; ++l) few->add(0, grad(l), gaussianStats(1, 1 + l));
+    panel.setStore(few);
+    panel.refresh();
+    QVERIFY(!norms->coloursByPlace());
+    QCOMPARE(norms->layerColor(grad(0)), QColor(31, 119, 180));
   }
 
   // Export plots writes the Deviation page too, drawn although its tab was never shown: the
