@@ -250,8 +250,9 @@ QString scalarsSection(const ViewState& state, ReportContents* contents) {
   return body;
 }
 
-/// Gradient norms of every hooked layer, with the legend naming each line.
-QString gradNormSection(const ViewState& state, ReportContents* contents) {
+/// Gradient norms of every hooked layer, with the legend naming each line; the model's modules
+/// in `order` (many layers are coloured by their place in it).
+QString gradNormSection(const ViewState& state, const std::vector<std::string>& order, ReportContents* contents) {
   QString body = QStringLiteral("<h2>Gradient norms</h2>\n");
   std::set<std::int64_t> steps, bad;  // steps with gradients, and those holding NaN or Inf
   for (const auto& key : state.store->seriesKeys()) {
@@ -265,6 +266,7 @@ QString gradNormSection(const ViewState& state, ReportContents* contents) {
     return body + QStringLiteral("<p>No gradients were captured (hook Grad, or <code>--kinds gradient</code>).</p>\n");
   }
   GradNormPlot page;
+  page.setModuleOrder(order);
   body += image(&page, state, QStringLiteral("gradient norms"));  // draws, then the legend names what it drew
   body += QStringLiteral("<p class=\"note\">The L2 norm of each hooked layer's output gradient per step, log scale:</p>\n");
   body += gradNormLegend(page);
@@ -536,7 +538,7 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run);
   if (state.compared) body += comparisonSection(data, other, QFileInfo(request.compare).fileName(), contents);
   body += scalarsSection(state, contents);
-  body += gradNormSection(state, contents);
+  body += gradNormSection(state, data.manifest.modulePaths(), contents);
   body += spikeSection(data, state, contents);
   body += precisionSection(state, contents);
   if (!heatmapSection(request, data, state, contents, &body, error)) return ReportResult::BadInput;
