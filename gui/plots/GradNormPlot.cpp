@@ -493,6 +493,7 @@ void GradNormPlot::refresh(const ViewState& state) {
     m_compared->reset(0);
     m_comparedDrawn = nullptr;
     m_keys.clear();
+    colourByPlace(m_keys);  // no lines: no scale
     m_follower.forget();
     m_version = 0;
     m_plot->replot(QCustomPlot::rpQueuedReplot);

@@ -608,6 +608,10 @@ private Q_SLOTS:
     panel.refresh();
     QVERIFY(!norms->coloursByPlace());
     QCOMPARE(norms->layerColor(grad(0)), QColor(31, 119, 180));
+    panel.setStore(store);
+    QVERIFY(norms->coloursByPlace());
+    panel.setStore(nullptr);  // nothing shown: no scale either
+    QVERIFY(!norms->coloursByPlace());
   }
 
   // Export plots writes the Deviation page too, drawn although its tab was never shown: the
