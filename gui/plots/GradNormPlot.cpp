@@ -2,6 +2,7 @@
 
 #include "models/PathElideDelegate.h"
 #include "plots/LineBundle.h"
+#include "plots/LayerColours.h"
 #include "plots/QCustomPlotInclude.h"
 #include "plots/ReadableTicker.h"
 #include "store/RankSpread.h"
@@ -10,10 +11,8 @@
 #include <QPainter>
 #include <QToolTip>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 using namespace hookscope;
 
@@ -40,32 +39,6 @@ QString seriesLabel(const SeriesKey& key, int ranks) {
 GradNormPlot::RankMode rankModeOf(const ViewState& state) {
   if (!state.allRanks()) return GradNormPlot::RankMode::OneRank;
   return state.drawsMedian() ? GradNormPlot::RankMode::Median : GradNormPlot::RankMode::LinePerRank;
-}
-
-constexpr int kPaletteColours = 10;
-
-QColor lineColor(int i) {
-  static const QColor colors[kPaletteColours] = {
-      QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),   QColor(214, 39, 40),  QColor(148, 103, 189),
-      QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127), QColor(188, 189, 34), QColor(23, 190, 207)};
-  return colors[i % kPaletteColours];
-}
-
-/// One layer (module, call, kind, output) whatever its rank: its ranks share its colour.
-std::string layerId(const SeriesKey& key) {
-  return key.module + '/' + std::to_string(key.call) + '/' + std::to_string(int(key.kind)) + '/' +
-         std::to_string(key.index);
-}
-
-/// First layer to last: matplotlib's plasma without its pale yellow end, which a white plot hides.
-QCPColorGradient placeGradient() {
-  QCPColorGradient gradient;
-  gradient.clearColorStops();
-  gradient.setColorStopAt(0.0, QColor(13, 8, 135));
-  gradient.setColorStopAt(0.33, QColor(126, 3, 168));
-  gradient.setColorStopAt(0.66, QColor(204, 71, 120));
-  gradient.setColorStopAt(1.0, QColor(240, 132, 46));
-  return gradient;
 }
 
 } // namespace
@@ -223,28 +196,17 @@ std::vector<SeriesKey> GradNormPlot::linesOf(const ViewState& state, RankMode mo
   return keys;
 }
 
-QColor GradNormPlot::layerColor(const SeriesKey& key) const {
-  const std::string layer = layerId(key);
-  const auto placed = m_placeColors.find(layer);
-  if (placed != m_placeColors.end()) return placed->second;
-  const auto found = m_colorIndex.emplace(layer, int(m_colorIndex.size())).first;
-  return lineColor(found->second);
-}
+QColor GradNormPlot::layerColor(const SeriesKey& key) const { return m_colours.colour(key); }
 
 void GradNormPlot::setModuleOrder(std::vector<std::string> order) {
-  m_order.clear();
-  for (std::size_t i = 0; i < order.size(); ++i) m_order.emplace(order[i], i);
+  m_colours.setModuleOrder(std::move(order));
   m_keys.clear();  // coloured in the new order at the next refresh
   m_follower.forget();
   m_version = 0;
 }
 
 void GradNormPlot::colourByPlace(const std::vector<SeriesKey>& layers) {
-  m_placeColors.clear();
-  // A few layers keep colours of their own; past the palette, colours repeated and named no
-  // layer: the place in the model (a gradient that vanishes with depth, one layer out of step
-  // with its neighbours) is what many lines can still show.
-  if (layers.size() <= std::size_t(kPaletteColours)) {
+  if (!m_colours.assign(layers)) {
     if (m_placeScale) {
       m_plot->plotLayout()->remove(m_placeScale);
       m_plot->plotLayout()->simplify();
@@ -252,26 +214,12 @@ void GradNormPlot::colourByPlace(const std::vector<SeriesKey>& layers) {
     }
     return;
   }
-  // In the model's order (the tree's); modules it does not name after it, in the store's order.
-  const auto placeOf = [this](const SeriesKey& key) {
-    const auto found = m_order.find(key.module);
-    return found == m_order.end() ? m_order.size() : found->second;
-  };
-  std::vector<std::size_t> byPlace(layers.size());
-  std::iota(byPlace.begin(), byPlace.end(), std::size_t(0));
-  std::stable_sort(byPlace.begin(), byPlace.end(),
-                   [&](std::size_t a, std::size_t b) { return placeOf(layers[a]) < placeOf(layers[b]); });
-  QCPColorGradient gradient = placeGradient();  // color() fills its table: not const
-  for (std::size_t k = 0; k < byPlace.size(); ++k) {
-    const double place = double(k) / double(byPlace.size() - 1);
-    m_placeColors[layerId(layers[byPlace[k]])] = QColor::fromRgb(gradient.color(place, QCPRange(0, 1)));
-  }
   if (!m_placeScale) {
     m_placeScale = new QCPColorScale(m_plot);
     m_plot->plotLayout()->addElement(1, 1, m_placeScale);
     m_placeScale->setType(QCPAxis::atRight);
     m_placeScale->setBarWidth(10);
-    m_placeScale->setGradient(gradient);
+    m_placeScale->setGradient(LayerColours::placeGradient());
     m_placeScale->axis()->setTicker(QSharedPointer<QCPAxisTicker>(new ReadableTicker));
     m_placeScale->axis()->ticker()->setTickCount(3);
     m_placeScale->axis()->setLabel(tr("layer, first to last"));
@@ -329,7 +277,7 @@ bool GradNormPlot::savePng(const QString& path) const {
 }
 
 void GradNormPlot::resetView() {
-  m_colorIndex.clear();
+  m_colours.forgetPalette();
   // Another store is shown: read it whole, even one that took the last one's address and
   // holds as many captures (its export opened over a run kept the empty plot's axes).
   m_follower.forget();

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "plots/LayerColours.h"
 #include "plots/PlotPage.h"
 #include "plots/StoreFollower.h"
 
@@ -32,9 +33,8 @@ public:
   std::vector<std::pair<QString, QColor>> legendEntries() const;
   /// Another store: the layers' colours are handed out afresh.
   void resetView() override;
-  /// The colour of a layer's line: its own for the session, whatever else is ticked after it;
-  /// with more layers than the palette has colours, where the layer sits in the model instead
-  /// (first to last along one colour scale, shown beside the plot).
+  /// The colour of a layer's line (LayerColours: its own while few, else its place in the
+  /// model, on the scale shown beside the plot).
   QColor layerColor(const hookscope::SeriesKey& key) const;
   /// The model's modules in order (the tree's): what "where a layer sits" means.
   void setModuleOrder(std::vector<std::string> order);
@@ -77,8 +77,7 @@ private:
   void highlight(const std::string& module);
   /// Brings the lines up to the store: appends new steps, or reloads after a thinning.
   void updateLines(const ViewState& state);
-  /// More layers than colours: each layer's colour from its place in the model, and the scale
-  /// that says so beside the plot; else neither.
+  /// The layers' colours for `layers`, and the scale beside the plot while they say places.
   void colourByPlace(const std::vector<hookscope::SeriesKey>& layers);
   /// The series drawn: every layer's gradient of the rank shown, of every rank, or one per layer.
   static std::vector<hookscope::SeriesKey> linesOf(const ViewState& state, RankMode mode);
@@ -112,10 +111,8 @@ private:
   StoreFollower m_follower;
   std::vector<hookscope::SeriesKey> m_keys;  ///< one per line, same order (rank -1: the median over ranks)
   std::string m_highlighted;
-  mutable std::map<std::string, int> m_colorIndex;  ///< layerColor(): each layer's, in the order first drawn
-  std::map<std::string, QColor> m_placeColors;      ///< layerColor() with many layers: by place in the model
-  std::map<std::string, std::size_t> m_order;      ///< module -> its place in the model (setModuleOrder)
-  QCPColorScale* m_placeScale = nullptr;            ///< beside the plot while colours say places
+  mutable LayerColours m_colours;           ///< layerColor(): hands out the palette as lines come
+  QCPColorScale* m_placeScale = nullptr;    ///< beside the plot while colours say places
   bool m_legendWanted = true;  ///< the user's choice (right-click menu)
   std::size_t m_layerCount = 0;  ///< lines drawn, one per layer (and call, tensor)
 };
