@@ -20,8 +20,8 @@ fixtures=$(stage_fixtures "$root/build-tsan/fixtures")
 # halt_on_error: any race report fails the run. EngineProcessTest's parity case is left out: its
 # in-process reference run trains a conv net on LibTorch's OpenMP threads, whose runtime
 # (libgomp) TSan does not see, so it reports oneDNN's buffers as races. The threads of this
-# process run three times over; the tests that drive other processes (ranks, engines: 25 of the
-# 27 s a round, most of it those processes starting) twice.
+# process run three times over; the tests that drive other processes (ranks, engines: about 50 of
+# a round's 53 s, most of it those processes starting) twice.
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" HOOKSCOPE_FIXTURES="$fixtures"
 "$root/build-tsan/tests/hookscope_thread_tests" --gtest_repeat=3 --gtest_brief=1 \
   --gtest_filter='ProgressLineTest.*:StepRunnerTest.PauseAndStopFromAnotherThread:CaptureStoreTest.ConcurrentWritersAndReaders:TorchStatsTest.SplittingOverCoresGivesTheSameStatistics:StatsWorkerTest.*:ScriptLinkTest.*'

@@ -1,5 +1,7 @@
 #include "plots/LayerColours.h"
 
+#include "plots/QCustomPlotInclude.h"
+
 #include <algorithm>
 #include <numeric>
 

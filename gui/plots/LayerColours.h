@@ -2,13 +2,13 @@
 
 #include "store/SeriesKey.h"
 
-#include "plots/QCustomPlotInclude.h"
-
 #include <QColor>
 
 #include <map>
 #include <string>
 #include <vector>
+
+class QCPColorGradient;
 
 /// The colours of the gradient-norm plot's layers. A few layers keep colours of their own for
 /// the session (a palette of ten, in the order first drawn, whatever is ticked after them); past
