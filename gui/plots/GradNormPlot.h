@@ -1,7 +1,5 @@
 #pragma once
 
-#include <map>
-
 #include "plots/LayerColours.h"
 #include "plots/PlotPage.h"
 #include "plots/StoreFollower.h"

@@ -26,7 +26,6 @@ public:
   /// The layers drawn now, each once: past the palette, each one's colour by its place in the
   /// module order (modules it does not name after it, in the order given). Whether it is so.
   bool assign(const std::vector<hookscope::SeriesKey>& layers);
-  bool byPlace() const { return !m_placeColours.empty(); }
   /// A layer's colour; one not assigned by place takes the next of the palette.
   QColor colour(const hookscope::SeriesKey& key);
   /// Another run: the palette is handed out afresh.
