@@ -66,6 +66,7 @@ void scanRange(const T* data, std::int64_t begin, std::int64_t end, double shift
 // non-finite; that block is scanned again carefully.
 constexpr int kLanes = 16;
 constexpr std::int64_t kScanBlock = 64 * kLanes;
+constexpr std::int64_t kFastTailMin = 128;  // below it, padding a block costs more than the careful scan
 static_assert(kPartAlign % kScanBlock == 0, "parts start on whole scan blocks");
 
 template <int W>
@@ -109,8 +110,15 @@ struct ScanLanes {
 
 // One block of kScanBlock values into `lanes`; false, leaving them as they were, where the block
 // holds a NaN or Inf or may have lost squares (it is then scanned carefully).
-template <int W>
-[[gnu::always_inline]] inline bool scanBlock(const float* block, float shift, ScanLanes<W>& lanes) {
+// Tail: the block holds `count` values (fewer than kScanBlock) and, past them, copies of the shift;
+// keep[i] is -1 for a value and 0 for padding (a tensor too small for a whole block is read as
+// fast as one: a capture of 512 values took twice as long in the careful scan). A padding value
+// adds nothing to the shifted sums and lies between the tensor's min and max (the shift is one of
+// its values); its square and its place in the zero count are masked away, and the test of lost
+// squares counts it as a zero (a lane of zeros and padding is not scanned again).
+template <int W, bool Tail = false>
+[[gnu::always_inline]] inline bool scanBlock(const float* block, float shift, ScanLanes<W>& lanes,
+                                             const std::int32_t* keep = nullptr, std::int64_t count = kScanBlock) {
   using F = typename Lanes<W>::F;
   using I = typename Lanes<W>::I;
   constexpr int P = Lanes<W>::kParts;
@@ -138,10 +146,22 @@ template <int W>
       s11[q] += dw;
       s20[q] += dv * dv;
       s21[q] += dw * dw;
-      sq0[q] += v * v;
-      sq1[q] += w * w;
-      zeros0[q] = v == zero ? zeros0[q] + 1 : zeros0[q];
-      zeros1[q] = w == zero ? zeros1[q] + 1 : zeros1[q];
+      if constexpr (Tail) {
+        // Masks read from memory: GCC 12 made a mask computed here (a comparison of positions)
+        // value by value, slower than the careful scan.
+        I keepV, keepW;
+        std::memcpy(&keepV, keep + j + q * W, sizeof keepV);
+        std::memcpy(&keepW, keep + j + kLanes + q * W, sizeof keepW);
+        sq0[q] += F(I(v * v) & keepV);
+        sq1[q] += F(I(w * w) & keepW);
+        zeros0[q] = v == zero ? zeros0[q] - keepV : zeros0[q];
+        zeros1[q] = w == zero ? zeros1[q] - keepW : zeros1[q];
+      } else {
+        sq0[q] += v * v;
+        sq1[q] += w * w;
+        zeros0[q] = v == zero ? zeros0[q] + 1 : zeros0[q];
+        zeros1[q] = w == zero ? zeros1[q] + 1 : zeros1[q];
+      }
     }
   }
   F s1[P], s2[P], sq[P], blockLo[P], blockHi[P];
@@ -159,7 +179,14 @@ template <int W>
     // A lane whose float squares sum below 2^-60 while it holds a non-zero value may have lost
     // squares below float's normal range (|v| < 2^-63; 1e-30 values lost 57% of their norm):
     // its bits are set too, so the block is scanned again in double. A block of zeros is not.
-    const I tiny = (sq[q] < F{} + 0x1p-60f) & ((zeros0[q] + zeros1[q]) < I{} + int(kScanBlock / kLanes));
+    I padding = I{};  // lane k holds positions k, k + 16, ...: those from `count` on are padding
+    if constexpr (Tail) {
+      for (int i = 0; i < W; ++i) {
+        const std::int64_t lane = q * W + i;
+        padding[i] = std::int32_t(kScanBlock / kLanes - (count > lane ? (count - lane + kLanes - 1) / kLanes : 0));
+      }
+    }
+    const I tiny = (sq[q] < F{} + 0x1p-60f) & ((zeros0[q] + zeros1[q] + padding) < I{} + int(kScanBlock / kLanes));
     bits |= I(probe) | tiny;
   }
   std::int32_t any = 0;
@@ -210,9 +237,22 @@ template <int W>
       scanRange(data, first, first + kScanBlock, shift, p);
     }
   }
+  // Fewer than one block left: read as one (padded), unless so few that the careful scan is quicker.
+  bool tailFast = false;
+  if (end - first >= kFastTailMin) {
+    alignas(64) float tail[kScanBlock];
+    alignas(64) std::int32_t keep[kScanBlock];
+    const std::int64_t count = end - first;
+    std::memcpy(tail, data + first, std::size_t(count) * sizeof(float));
+    std::fill(tail + count, tail + kScanBlock, float(shift));
+    std::fill(keep, keep + count, -1);
+    std::fill(keep + count, keep + kScanBlock, 0);
+    tailFast = scanBlock<W, true>(tail, float(shift), lanes, keep, count);
+    if (tailFast) fastValues += count;
+  }
   foldLanes<W>(lanes, p);
   p.finite += fastValues;
-  if (first < end) scanRange(data, first, end, shift, p);  // fewer than one block left
+  if (first < end && !tailFast) scanRange(data, first, end, shift, p);
 }
 
 #if HOOKSCOPE_LANE_DISPATCH

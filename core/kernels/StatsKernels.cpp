@@ -342,7 +342,8 @@ void histogramValues(const T* data, std::int64_t begin, std::int64_t end, double
                     [[maybe_unused]] HistogramKernel kernel, PrecisionScan<T>* scan) {
   if constexpr (std::is_same_v<T, float>) {
 #if HOOKSCOPE_ONE_HOT_KERNEL
-    if (kernel == HistogramKernel::Best && allFinite && bins <= kOneHotMaxBins && hasOneHotKernel()) {
+    const bool oneHot = kernel == HistogramKernel::OneHot || (kernel == HistogramKernel::Best && end - begin >= kOneHotMin);
+    if (oneHot && allFinite && bins <= kOneHotMaxBins && hasOneHotKernel()) {
       histogramOneHot(data, begin, end, float(low), float(scale), bins, counts, scan);
       return;
     }

@@ -50,11 +50,16 @@ template <typename T>
 void histogramWide(const T* data, std::int64_t begin, std::int64_t end, double low, double scale, double k,
                    std::int64_t bins, std::int64_t* counts);
 
-/// Which histogram loop to use: Portable is the one any CPU runs, for tests to compare with.
-enum class HistogramKernel { Best, Portable };
+/// Which histogram loop to use: Portable is the one any CPU runs, for tests to compare with;
+/// OneHot is the AVX-512 one whatever the range's length (where the CPU has it), for tests too.
+enum class HistogramKernel { Best, Portable, OneHot };
+
+/// Ranges shorter than this are binned by the portable loop even where the one-hot kernel runs:
+/// its final sum of bit planes costs about as much as counting 512 values one by one.
+constexpr std::int64_t kOneHotMin = 2048;
 
 /// Whether this CPU runs the one-hot histogram (AVX-512), which Best picks for float32 with
-/// every value finite and at most 64 bins.
+/// every value finite, at most 64 bins and at least kOneHotMin values.
 bool hasOneHotKernel();
 
 /// The registers the float32 scan runs in on this CPU: "AVX-512", "AVX2", "SSE2" (x86-64 with

@@ -74,7 +74,11 @@ def assert_whole_equals_gathered(run, reference):
                               ("e5m2_underflow", "e5m2_underflow")):
             assert got[column] == ref[count], (what, column)
         for moment, column in (("mean", "mean"), ("std", "std"), ("l2", "l2norm"), ("zeros", "zero_frac")):
-            assert math.isclose(got[column], ref[moment], rel_tol=1e-6, abs_tol=1e-12), (what, moment, got[column], ref[moment])
+            # The kernel sums float32 values in float lanes, grouped by where a shard starts: a mean
+            # near zero (a sum that cancels) is as close as the values' spread allows, not closer.
+            scale = abs(ref["std"]) if moment == "mean" else 0.0
+            assert math.isclose(got[column], ref[moment], rel_tol=1e-6, abs_tol=max(1e-12, 1e-6 * scale)), \
+                (what, moment, got[column], ref[moment])
         assert series.counts[at].tolist() == ref["hist"], what
         assert series.edges[at][0].item() == ref["lo"] and series.edges[at][-1].item() == ref["hi"], what
 

@@ -14,29 +14,32 @@ using namespace hookscope;
 
 namespace {
 
-std::vector<float> values(std::size_t n, unsigned seed) {
+// float64 values: the kernel sums them in double whatever their count, so what the tolerances below
+// compare is the store's arithmetic (float32 values are summed in float lanes, grouped by where
+// each shard starts: their whole differs from the sum of their shards by float's rounding).
+std::vector<double> values(std::size_t n, unsigned seed) {
   std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.5f, 2.0f);
-  std::vector<float> v(n);
+  std::normal_distribution<double> normal(0.5, 2.0);
+  std::vector<double> v(n);
   for (auto& x : v) x = normal(gen);
   return v;
 }
 
-TensorStats shardRow(const std::vector<float>& whole, std::size_t begin, std::size_t end, const TensorStats& full) {
+TensorStats shardRow(const std::vector<double>& whole, std::size_t begin, std::size_t end, const TensorStats& full) {
   TensorStats s;
   const SharedRange range{full.histLow, full.histHigh, full.amax};
   computeRawStatsInRange(whole.data() + begin, std::int64_t(end - begin), 64, StatsCores::One, range, s);
   s.shape = {std::int64_t(end - begin)};
-  s.dtype = "float32";
+  s.dtype = "float64";
   s.numel = std::int64_t(end - begin);
   return s;
 }
 
-TensorStats wholeRow(const std::vector<float>& v) {
+TensorStats wholeRow(const std::vector<double>& v) {
   TensorStats s;
   computeRawStats(v.data(), std::int64_t(v.size()), 64, StatsCores::One, s);
   s.shape = {std::int64_t(v.size())};
-  s.dtype = "float32";
+  s.dtype = "float64";
   s.numel = std::int64_t(v.size());
   return s;
 }
@@ -45,9 +48,9 @@ TensorStats wholeRow(const std::vector<float>& v) {
 
 TEST(ShardAssemblyTest, UnevenShardsAddUpToTheWholeTensor) {
   auto v = values(1001, 7);
-  v[5] = std::numeric_limits<float>::quiet_NaN();
-  v[700] = std::numeric_limits<float>::infinity();
-  v[3] = 0.0f;
+  v[5] = std::numeric_limits<double>::quiet_NaN();
+  v[700] = std::numeric_limits<double>::infinity();
+  v[3] = 0.0;
   const TensorStats full = wholeRow(v);
   CaptureStore store;
   const SeriesKey key{"fc1.weight", 0, CaptureKind::Param, 0, 0};
@@ -84,8 +87,8 @@ TEST(ShardAssemblyTest, UnevenShardsAddUpToTheWholeTensor) {
 }
 
 TEST(ShardAssemblyTest, AShardWithoutFiniteValuesAndShardsThatDoNotFit) {
-  std::vector<float> v = values(10, 3);
-  for (std::size_t i = 6; i < 10; ++i) v[i] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<double> v = values(10, 3);
+  for (std::size_t i = 6; i < 10; ++i) v[i] = std::numeric_limits<double>::quiet_NaN();
   const TensorStats full = wholeRow(v);
   CaptureStore store;
   const SeriesKey a{"w", 0, CaptureKind::ParamGrad, 0, 0};
