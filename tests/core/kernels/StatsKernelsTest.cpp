@@ -167,6 +167,61 @@ TEST(StatsKernelsTest, TinyValuesKeepTheirNormAndSpread) {
   EXPECT_EQ(s.zeroFraction, 1.0);
 }
 
+// A tensor shorter than one scan block, or a block's worth left at the end, is scanned padded with
+// copies of one of its values (the fast path): nothing of the padding may reach the statistics.
+// Each case against the same sums in double, value by value: ordinary values, ReLU-like ones with
+// lanes of nothing but zeros, zeros only, a NaN and an Inf in the tail, and tiny values.
+TEST(StatsKernelsTest, ShortTensorsAndTailsAreScannedWithoutTheirPadding) {
+  std::mt19937 random(11);
+  std::normal_distribution<float> normal(0.5f, 2.0f);
+  for (const std::size_t n : {std::size_t(128), std::size_t(300), std::size_t(512), std::size_t(1023),
+                              std::size_t(1024 + 200), std::size_t(4096 + 1000)}) {
+    std::vector<std::pair<std::string, std::vector<float>>> cases;
+    std::vector<float> plain(n), relu(n), nonFinite(n), tiny(n);
+    for (auto& v : plain) v = normal(random);
+    for (std::size_t i = 0; i < n; ++i) relu[i] = i % 64 < 40 ? 0.0f : std::max(0.0f, normal(random));
+    nonFinite = plain;
+    nonFinite[n - 3] = std::numeric_limits<float>::quiet_NaN();
+    nonFinite[n - 1] = -std::numeric_limits<float>::infinity();
+    for (auto& v : tiny) v = 1e-30f * normal(random);
+    cases = {{"plain", plain}, {"relu", relu}, {"zeros", std::vector<float>(n, 0.0f)}, {"nan and inf", nonFinite},
+             {"tiny", tiny}};
+    for (const auto& [name, values] : cases) {
+      double lo = INFINITY, hi = -INFINITY, sum = 0, squares = 0;
+      std::int64_t finite = 0, zeros = 0, nans = 0, infs = 0;
+      for (const float v : values) {
+        if (std::isnan(v)) { ++nans; continue; }
+        if (std::isinf(v)) { ++infs; continue; }
+        lo = std::min(lo, double(v));
+        hi = std::max(hi, double(v));
+        sum += v;
+        squares += double(v) * v;
+        ++finite;
+        zeros += v == 0.0f;
+      }
+      const double mean = sum / double(finite);
+      double m2 = 0;
+      for (const float v : values) {
+        if (std::isfinite(v)) m2 += (v - mean) * (v - mean);
+      }
+      hookscope::TensorStats s;
+      hookscope::computeRawStats(values.data(), std::int64_t(n), 64, hookscope::StatsCores::One, s);
+      const std::string what = name + ", " + std::to_string(n) + " values";
+      EXPECT_EQ(s.min, lo) << what;
+      EXPECT_EQ(s.max, hi) << what;
+      EXPECT_EQ(s.zeroFraction, double(zeros) / double(n)) << what;
+      EXPECT_EQ(s.nanCount, nans) << what;
+      EXPECT_EQ(s.infCount, infs) << what;
+      EXPECT_NEAR(s.mean, mean, 1e-6 * std::max(std::fabs(mean), std::sqrt(m2 / double(finite)))) << what;
+      EXPECT_NEAR(s.l2norm, std::sqrt(squares), 1e-6 * std::sqrt(squares)) << what;
+      EXPECT_NEAR(s.std, std::sqrt(m2 / double(finite - 1)), 1e-6 * std::sqrt(m2 / double(finite - 1))) << what;
+      std::int64_t counted = 0;
+      for (const auto c : s.histogram) counted += c;
+      EXPECT_EQ(counted, finite) << what;
+    }
+  }
+}
+
 namespace {
 
 // What docs/export-format.md says, value by value in float64, without the thresholds the
