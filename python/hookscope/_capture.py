@@ -24,6 +24,7 @@ STATS_MESSAGE_BYTES = 8 << 20
 BEHIND_BYTES = 16 << 20      # with this much unsent, a step's statistics are dropped as a gap
 NAMED_DROPS = 64             # dropped captures named per step (the count is always whole)
 _ROW_ID = struct.Struct("<II")  # a binary row's series number and its padding, before its values
+_TENSOR = torch.Tensor
 
 
 _eager_capture = []
@@ -63,14 +64,7 @@ class CaptureSink:
     _dropped = ()
     _dropped_count = 0
     _shards = None  # ShardedStatistics where the model is sharded over a job's ranks
-
-    @property
-    def _described(self):
-        """_describe's texts by capture (made on first use: owners do not call a constructor)."""
-        try:
-            return self.__dict__["_descriptions"]
-        except KeyError:
-            return self.__dict__.setdefault("_descriptions", {})
+    _described = None  # _describe's texts by capture (made on first use: owners call no constructor)
 
     def capture(self, series, call, kind, index, tensor):
         """Computes one tensor's statistics now; `series` is a module index or a parameter name.
@@ -80,6 +74,11 @@ class CaptureSink:
             eager = _kept_out_of_dynamo()
             if eager is not None:
                 return eager(self, series, call, kind, index, tensor)
+        if type(tensor) is _TENSOR:  # no DTensor, no wrapper: its memory read as it is (the common case)
+            fields = self._describe(series, call, kind, index, tensor)[1]
+            with self.lock:
+                self._compute(fields, tensor, tensor)
+            return None
         return self._capture(series, call, kind, index, tensor)
 
     def _capture(self, series, call, kind, index, tensor):
@@ -108,11 +107,14 @@ class CaptureSink:
         """A capture's identity and its stats entry's fields (JSON text) for tensor t (kept: the
         same series at the same shape and dtype, step after step, is the same text)."""
         key = (series, call, kind, index, t.shape, t.dtype)
-        known = self._described.get(key)
+        described = self._described
+        if described is None:
+            described = self._described = {}
+        known = described.get(key)
         if known is None:
-            if len(self._described) > 100_000:  # shapes that change every step: start again
-                self._described.clear()
-            known = self._described[key] = self._describe_anew(series, call, kind, index, t)
+            if len(described) > 100_000:  # shapes that change every step: start again
+                described.clear()
+            known = described[key] = self._describe_anew(series, call, kind, index, t)
         return known
 
     def _describe_anew(self, series, call, kind, index, t):
@@ -135,7 +137,8 @@ class CaptureSink:
             self._drop(fields, "a %s tensor has no statistics HookScope computes" % t.layout)
             return
         try:
-            self._stats.add(fields, t, defer=self._defer_all, origin=origin)
+            if self._defer_all or not self._stats.add_host(fields, t, origin):
+                self._stats.add(fields, t, defer=self._defer_all, origin=origin)
         except CapturedInGraph as exc:
             self._drop(fields, str(exc))
         except Exception as exc:  # never into the user's code: a gap that says why

@@ -77,6 +77,7 @@ def _version(t):
 
 
 _raw_stream_of = raw_stream_getter()
+_CPU = torch.device("cpu")
 
 
 def _raw_stream(device):
@@ -124,6 +125,7 @@ class StepStatistics:
         self._device = {}   # device -> [rows tensor, count]
         self._pinned = {}   # device -> pinned host rows, grown by doubling, reused
         self._streams = {}  # device -> CUDA streams other than the default that wrote rows this step
+        self._host_backend = None  # the backend add_host computes CPU rows with, once add has chosen it
         self._read = {}     # id(origin) -> (weak reference, version, device, row index, host row): this step's
         self.seen = set()   # device types captured on so far
         self._weighed = set()  # those slower_fallback has looked at
@@ -224,6 +226,7 @@ class StepStatistics:
         if known is not None and not (known[0]() is origin and known[1] == version and known[2] == device):
             known = None  # another tensor (the id reused), or this one changed in place since
         if kind == "cpu" and not defer and backend.host_rows:
+            self._host_backend = backend  # add_host takes the next ones (while it has not failed)
             if known is not None and known[4] is not None:  # read already: the same row
                 self.shared_reads += 1
                 row = known[4]
@@ -255,6 +258,31 @@ class StepStatistics:
         self._remember(origin, version, device, index, None)
         self._entries.append((fields, None, (device, index), name))
         slot[1] += 1
+
+    def add_host(self, fields, tensor, origin=None):
+        """add(fields, tensor) in fewer steps where the row is computed at once on the host (a
+        plain CPU tensor, HookScope's kernel chosen for the CPU, its first capture made by add):
+        a capture's common case. False where it does not apply: add then takes it."""
+        backend = self._host_backend
+        if (backend is None or backend.failed is not None or type(tensor) is not torch.Tensor
+                or not tensor.is_cpu or (origin is not None and origin is not tensor)):
+            return False
+        try:
+            version = tensor._version
+        except RuntimeError:  # an inference tensor: no version (add reads it every time)
+            return False
+        known = self._read.get(id(tensor))
+        if known is not None and known[0]() is tensor and known[1] == version:
+            if known[4] is None:  # read into a device row buffer: add copies that row
+                return False
+            self.shared_reads += 1
+            row = known[4]
+            self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
+            return True
+        row = backend.host_row(tensor, self.bins, raw=True)
+        self._read[id(tensor)] = (weakref.ref(tensor), version, _CPU, None, row)
+        self._entries.append((fields, row, None, backend.name))
+        return True
 
     def _remember(self, origin, version, device, index, row):
         """That `origin` at `version` was read this step: its row at `index` of the device rows,
