@@ -6,6 +6,7 @@
 #include "rules/RuleEvaluator.h"
 #include "files/ExportTarget.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,12 @@ struct ExportData {
   std::vector<Alert> alerts;  ///< alerts.csv, when the export has one
 };
 
-/// Reads an export folder; false with a message when it is missing or damaged.
-bool readExport(const std::string& dir, ExportData* data, std::string* error);
+/// Reads an export folder; false with a message when it is missing or damaged. capBytes: the
+/// memory its captures may take in the store (the window's cap). An export that would take more
+/// is read at the steps a thinning would keep (the first, every k-th after it, the newest; k the
+/// least doubling of its steps' spacing that fits), recorded in the store's thinning: what is
+/// held while reading stays near the cap, where reading it whole and thinning after held it all.
+bool readExport(const std::string& dir, ExportData* data, std::string* error,
+                std::size_t capBytes = std::numeric_limits<std::size_t>::max());
 
 } // namespace hookscope

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -50,13 +52,20 @@ std::string seriesText(const SeriesKey& key) {
          std::to_string(key.call) + ", index " + std::to_string(key.index) + ", rank " + std::to_string(key.rank) + ")";
 }
 
+// What stats.csv gave: each series' points at the steps read, and how many rows it has in the
+// file (more than its points where only some steps are read: histograms.pt holds a row for each).
+struct SeriesRead {
+  std::map<SeriesKey, std::vector<SeriesPoint>> points;
+  std::map<SeriesKey, std::size_t> rows;
+};
+
 // What a histograms.pt that does not match its stats.csv is said to be: kMismatch + what + kWhy.
 const std::string kMismatch = "it does not match stats.csv: ";
 const std::string kWhy = "; the export is damaged, or its files come from different runs";
 
 // One table of histograms.pt into the points of its series; "" or what does not match.
-std::string takeHistogramTable(const std::string& entryName, const HistogramTable& table,
-                               std::map<SeriesKey, std::vector<SeriesPoint>>& series, std::set<SeriesKey>& matched) {
+std::string takeHistogramTable(const std::string& entryName, const HistogramTable& table, SeriesRead& series,
+                               std::set<SeriesKey>& matched) {
   std::string name = entryName;
   const std::string shown = "'" + printableText(entryName, false).substr(0, 200) + "'";
   // "rank{r}/{kind}/{module}/{call}/{index}" (version 1: no rank); a module path may hold '/'.
@@ -82,15 +91,16 @@ std::string takeHistogramTable(const std::string& entryName, const HistogramTabl
     key.reset();
   }
   if (!key) return "its table " + shown + " names no series (HookScope writes rank/kind/module/call/index)" + kWhy;
-  auto found = series.find(*key);
-  if (found == series.end()) return kMismatch + "its table " + shown + " is of a series stats.csv does not have" + kWhy;
+  auto found = series.points.find(*key);
+  if (found == series.points.end()) return kMismatch + "its table " + shown + " is of a series stats.csv does not have" + kWhy;
   matched.insert(*key);
   std::map<std::int64_t, std::size_t> rowOfStep;
   for (std::size_t i = 0; i < table.steps.size(); ++i) rowOfStep[table.steps[i]] = i;
-  if (rowOfStep.size() != table.steps.size() || table.steps.size() != found->second.size()) {
+  const std::size_t rows = series.rows[*key];
+  if (rowOfStep.size() != table.steps.size() || table.steps.size() != rows) {
     return kMismatch + "its table " + shown + " has " + std::to_string(table.steps.size()) + " rows" +
            (rowOfStep.size() != table.steps.size() ? " (a step given twice)" : "") + " where stats.csv has " +
-           std::to_string(found->second.size()) + " steps" + kWhy;
+           std::to_string(rows) + " steps" + kWhy;
   }
   const auto bins = std::size_t(table.bins);
   for (auto& point : found->second) {
@@ -110,15 +120,15 @@ std::string takeHistogramTable(const std::string& entryName, const HistogramTabl
 // each of its steps, as writeExport writes them: a table for no series, a series without one, or
 // steps that differ is a damaged export (or files of two runs), said, never histograms quietly
 // left out of what readers show.
-std::string readHistograms(const std::string& path, std::map<SeriesKey, std::vector<SeriesPoint>>& series) {
+std::string readHistograms(const std::string& path, SeriesRead& series) {
   std::set<SeriesKey> matched;
   std::string error;
   const bool read = readHistogramsFile(
       path, [&](const std::string& name, const HistogramTable& table) { return takeHistogramTable(name, table, series, matched); },
       &error);
   if (!read) return error.substr(0, 400);
-  for (const auto& [key, points] : series) {
-    if (!points.empty() && !matched.count(key)) {
+  for (const auto& [key, rows] : series.rows) {
+    if (rows > 0 && !matched.count(key)) {
       return kMismatch + "stats.csv has the series " + seriesText(key) + " and histograms.pt has no table for it" + kWhy;
     }
   }
@@ -219,6 +229,71 @@ bool statsRow(std::vector<std::string>& f, bool precision, SeriesKey* key, Serie
   return true;
 }
 
+// Which steps of stats.csv readExport keeps: every one, or, where the export would take more
+// memory than the cap, the grid a thinning of the store leaves: the first step, every `stride`-th
+// after it, and the newest.
+struct StepChoice {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  std::int64_t stride = 1;
+  ThinningEvent thinning;  // what the store records where stride > 1
+  bool keeps(std::int64_t step) const { return stride == 1 || step == last || (step - first) % stride == 0; }
+};
+
+// The steps to keep of an export that would not fit under capBytes in memory (what is wrong with
+// stats.csv, readStatsCsv says after). An export smaller on disk than the cap, with its
+// histograms (a row in memory takes about two thirds of its text and its histogram's record),
+// is kept whole without counting its rows. Otherwise stats.csv's rows and steps are counted
+// from each row's first field, and the stride doubles from the steps' own spacing (a recording
+// thinned already) until the rows of the steps kept fit in nine tenths of the cap.
+void chooseSteps(const fs::path& folder, std::size_t capBytes, StepChoice* keep) {
+  std::error_code ec;
+  const std::uintmax_t statsBytes = fs::file_size(folder / "stats.csv", ec);
+  if (ec) return;
+  std::uintmax_t histogramBytes = fs::file_size(folder / "histograms.pt", ec);
+  if (ec) histogramBytes = 0;
+  if (2 * statsBytes + histogramBytes <= capBytes) return;
+  std::ifstream in(folder / "stats.csv");
+  std::string record;
+  int lines = 1;
+  std::getline(in, record);  // the header
+  std::int64_t rows = 0;
+  std::set<std::int64_t> steps;
+  while (nextCsvRecord(in, &record, &lines)) {
+    char* end = nullptr;
+    const long long step = std::strtoll(record.c_str(), &end, 10);
+    if (end == record.c_str() || *end != ',') continue;  // not a row: readStatsCsv says so
+    ++rows;
+    steps.insert(step);
+  }
+  if (steps.size() < 3) return;
+  const double perRow = double(CaptureStore::pointBytes(TensorStats{})) + 48.0 + double(histogramBytes) / double(rows) / 2.0;
+  const double budget = 0.9 * double(capBytes);
+  keep->first = *steps.begin();
+  keep->last = *steps.rbegin();
+  std::int64_t spacing = 0;
+  for (const std::int64_t step : steps) {
+    if (step != keep->last) spacing = std::gcd(spacing, step - keep->first);
+  }
+  auto stepsKept = [&](std::int64_t stride) {
+    StepChoice probe = *keep;
+    probe.stride = stride;
+    return std::int64_t(std::count_if(steps.begin(), steps.end(), [&](std::int64_t s) { return probe.keeps(s); }));
+  };
+  auto bytesOf = [&](std::int64_t kept) { return double(rows) * double(kept) / double(steps.size()) * perRow; };
+  if (bytesOf(std::int64_t(steps.size())) <= budget) return;
+  std::int64_t stride = std::max<std::int64_t>(spacing, 1);
+  while (stepsKept(stride) > 2 && bytesOf(stepsKept(stride)) > budget) stride *= 2;
+  if (stride == 1) return;
+  keep->stride = stride;
+  keep->thinning.atStep = keep->last;
+  keep->thinning.stepsBefore = std::int64_t(steps.size());
+  keep->thinning.stepsAfter = stepsKept(stride);
+  keep->thinning.bytesBefore = std::size_t(bytesOf(std::int64_t(steps.size())));
+  keep->thinning.bytesAfter = std::size_t(bytesOf(keep->thinning.stepsAfter));
+  keep->thinning.stride = stride;
+}
+
 // stats.csv of any version into `series`; "" when it was read, else what is wrong.
 // "" when `file` holds the rows the manifest says it was written with (or the manifest is older
 // than that count); else that the file was cut (after its last step) or grew.
@@ -236,8 +311,8 @@ std::string checkRowCount(const ExportManifest& manifest, const std::string& dir
          std::to_string(it->second) + " were written: rows were added after the export. Export the run again.";
 }
 
-std::string readStatsCsv(const fs::path& folder, const std::string& dir,
-                         std::map<SeriesKey, std::vector<SeriesPoint>>* series, const ExportManifest& manifest) {
+std::string readStatsCsv(const fs::path& folder, const std::string& dir, SeriesRead* series,
+                         const ExportManifest& manifest, const StepChoice& keep) {
   std::ifstream in(folder / "stats.csv");
   if (!in) return dir + " has no stats.csv: the export is incomplete.";
   std::string line;
@@ -255,14 +330,16 @@ std::string readStatsCsv(const fs::path& folder, const std::string& dir,
     if ((key.rank < 0 && key.rank != kWholeRank) || !statsRow(f, precision, &key, &p)) return false;
     ++rows;
     lastStep = p.step;
-    (*series)[key].push_back(std::move(p));
+    ++series->rows[key];
+    auto& points = series->points[key];  // a series whose steps are all left out is still one
+    if (keep.keeps(p.step)) points.push_back(std::move(p));
     return true;
   });
   if (!problem.empty()) return dir + "/stats.csv " + problem;
   if (std::string cut = checkRowCount(manifest, dir, "stats.csv", rows, lastStep); !cut.empty()) return cut;
   // In step order whatever the rows' order; a step given twice for one tensor is damage (every
   // row twice, or every row labelled step 0), not a series to judge.
-  for (auto& [key, points] : *series) {
+  for (auto& [key, points] : series->points) {
     std::stable_sort(points.begin(), points.end(),
                      [](const SeriesPoint& a, const SeriesPoint& b) { return a.step < b.step; });
     const auto twice = std::adjacent_find(points.begin(), points.end(),
@@ -359,7 +436,7 @@ std::string readAlertsCsv(const fs::path& folder, const std::string& dir, std::v
 
 } // namespace
 
-bool readExport(const std::string& dir, ExportData* data, std::string* error) {
+bool readExport(const std::string& dir, ExportData* data, std::string* error, std::size_t capBytes) {
   auto fail = [&](const std::string& message) {
     if (error) *error = message;
     return false;
@@ -369,21 +446,28 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error) {
   std::error_code ec;
   ExportData result;
   if (!ExportManifest::fromJson(readText(folder / "manifest.json"), &result.manifest, error)) return false;
+  StepChoice keep;
+  chooseSteps(folder, capBytes, &keep);
+  // Uncapped while it fills: a store that thinned as series after series came would keep the steps
+  // of the last ones it had seen whole (its cap is set at the end, thinning what the estimate missed).
   result.store = std::make_shared<CaptureStore>(std::numeric_limits<std::size_t>::max());
-  std::map<SeriesKey, std::vector<SeriesPoint>> series;
-  if (std::string problem = readStatsCsv(folder, dir, &series, result.manifest); !problem.empty()) return fail(problem);
+  if (keep.stride > 1) result.store->recordThinning(keep.thinning);
+  SeriesRead series;
+  if (std::string problem = readStatsCsv(folder, dir, &series, result.manifest, keep); !problem.empty()) return fail(problem);
   if (fs::exists(fs::symlink_status(folder / "histograms.pt", ec))) {
     if (std::string problem = readHistograms((folder / "histograms.pt").string(), series); !problem.empty()) {
       return fail(dir + "/histograms.pt cannot be read: " + problem + ".");
     }
   }
-  for (auto& [key, points] : series) {
+  for (auto& [key, points] : series.points) {
     for (auto& p : points) result.store->add(p.step, key, std::move(p.stats));
+    std::vector<SeriesPoint>().swap(points);  // the read copy goes as the store takes it
   }
   if (std::string problem = readScalarsCsv(folder, dir, result.store.get(), result.manifest); !problem.empty()) {
     return fail(problem);
   }
   if (std::string problem = readAlertsCsv(folder, dir, &result.alerts); !problem.empty()) return fail(problem);
+  result.store->setCapBytes(capBytes);
   result.hasTensors = fs::exists(folder / "tensors.pt", ec);
   *data = std::move(result);
   return true;

@@ -466,6 +466,14 @@ void CaptureStore::setCapBytes(std::size_t capBytes) {
   m_version.fetch_add(1, std::memory_order_release);
 }
 
+void CaptureStore::recordThinning(const ThinningEvent& event) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_stride = std::max<std::int64_t>(m_stride, event.stride);
+  m_thinning.push_back(event);
+  forgetBandsLocked();
+  m_version.fetch_add(1, std::memory_order_release);
+}
+
 std::int64_t CaptureStore::stride() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   return m_stride;

@@ -147,6 +147,10 @@ public:
   void setCapBytes(std::size_t capBytes);
   /// All thinning that happened, oldest first.
   std::vector<ThinningEvent> thinning() const;
+  /// A thinning done before the points came (an export read every event.stride-th step, since
+  /// whole it would not fit under the cap): recorded, and its stride taken as the store's own,
+  /// so that the first step added and every stride-th after it are the grid a later thinning halves.
+  void recordThinning(const ThinningEvent& event);
   /// Grows on every change: readers compare it to skip unchanged redraws.
   std::uint64_t version() const { return m_version.load(std::memory_order_acquire); }
   /// Current distance between kept steps (1 until the first thinning).

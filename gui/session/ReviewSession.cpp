@@ -67,10 +67,11 @@ void treeFromManifest(SessionSummary& summary, TreeOfPaths& tree, const std::vec
 
 } // namespace
 
-std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QString& checkpoint, QString* error) {
+std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QString& checkpoint, QString* error,
+                                                   std::size_t capBytes) {
   ExportData data;
   std::string problem;
-  if (!readExport(dir.toStdString(), &data, &problem)) {
+  if (!readExport(dir.toStdString(), &data, &problem, capBytes)) {
     *error = QString::fromStdString(problem);
     return nullptr;
   }
@@ -85,6 +86,18 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
   if (data.manifest.modules.empty() && checkpoint.isEmpty()) {
     summary.note = QStringLiteral("an export written before HookScope kept the model: the tree holds the modules "
                                   "its captures name, without types, parameters or shapes");
+  }
+  const auto thinned = data.store->thinning();
+  if (data.store->stride() > 1 && !thinned.empty() && thinned.front().stepsBefore > thinned.front().stepsAfter) {
+    const ThinningEvent& read = thinned.front();
+    const QString whole = QStringLiteral("%1 of %2 steps shown: all of them would take about %3 MiB, over the memory "
+                                         "cap of %4 MiB (raise it in the run controls and open the export again "
+                                         "to see every step; the export itself is whole)")
+                              .arg(read.stepsAfter)
+                              .arg(read.stepsBefore)
+                              .arg(qulonglong(read.bytesBefore >> 20))
+                              .arg(qulonglong(capBytes >> 20));
+    summary.note = summary.note.isEmpty() ? whole : summary.note + QStringLiteral("; ") + whole;
   }
   for (const auto& hooked : data.manifest.hooked) {
     const int at = tree.add(hooked.module);

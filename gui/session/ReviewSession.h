@@ -6,6 +6,7 @@
 
 #include "files/ExportFolder.h"
 
+#include <limits>
 #include <memory>
 
 class ReviewSession : public Session {
@@ -15,7 +16,10 @@ public:
   /// Reads the export in `dir`; with `checkpoint`, the export holds that checkpoint's weights (one
   /// step of param series) and is shown as the checkpoint: its path, name, parameter counts.
   /// Null with why (`error`) when the export cannot be read.
-  static std::unique_ptr<ReviewSession> open(const QString& dir, const QString& checkpoint, QString* error);
+  /// capBytes: the memory its captures may take (the window's cap): a larger export is read at
+  /// every k-th step, which the window's status line and the opening message say.
+  static std::unique_ptr<ReviewSession> open(const QString& dir, const QString& checkpoint, QString* error,
+                                             std::size_t capBytes = std::numeric_limits<std::size_t>::max());
 
   /// A checkpoint's weights, or a run's export.
   SessionKind kind() const override { return m_checkpoint ? SessionKind::Checkpoint : SessionKind::Export; }

@@ -270,7 +270,7 @@ void SessionHost::openReview(const QString& dir, const QString& checkpoint) {
     return;
   }
   QString error;
-  auto session = ReviewSession::open(dir, checkpoint, &error);
+  auto session = ReviewSession::open(dir, checkpoint, &error, m_capBytes);
   if (!session) {
     setLoading(false);
     Q_EMIT openFailed(error);

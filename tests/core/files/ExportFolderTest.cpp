@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -121,6 +122,82 @@ TEST_F(ExportFolderTest, RoundTripIsExact) {
   const auto loss = data.store->scalars("loss");
   ASSERT_EQ(loss.size(), 3u);
   EXPECT_EQ(loss[2].value, 2.5 / 3);
+}
+
+// An export whose captures would take more memory than the cap (the window's) is read at the
+// steps a thinning of the store would keep, and only those are held while reading: the first
+// step, every stride-th after it (the stride a doubling of the steps' own spacing), the newest.
+// Each step kept is as the whole export has it, histograms included; scalars are all kept.
+TEST_F(ExportFolderTest, AnExportOverTheCapIsReadAtTheStepsAThinningKeeps) {
+  for (const std::int64_t spacing : {1, 2}) {  // a recording thinned already: steps 0, 2, 4, ...
+    CaptureStore store(std::numeric_limits<std::size_t>::max());
+    std::vector<std::int64_t> steps;
+    for (std::int64_t step = 0; step < 200; step += spacing) steps.push_back(step);
+    steps.push_back(steps.back() + 1);  // the newest, off the grid, as a thinned recording ends
+    for (const std::int64_t step : steps) {
+      for (int layer = 0; layer < 8; ++layer) {
+        TensorStats s;
+        s.shape = {16, 32};
+        s.dtype = "float32";
+        s.numel = 512;
+        s.min = -1.0 - double(step);
+        s.max = 1.0 + double(layer);
+        s.mean = 0.001 * double(step * 8 + layer);
+        s.histogram.assign(64, 8);
+        s.histogram[std::size_t(step % 64)] += layer;
+        s.histogram[std::size_t(layer)] -= layer;
+        s.histLow = s.min;
+        s.histHigh = s.max;
+        store.add(step, {"blocks." + std::to_string(layer), 0, CaptureKind::Activation, 0}, s);
+      }
+      store.addScalar(step, "loss", 1.0 / double(step + 1));
+    }
+    const std::string dir = (m_root / ("export" + std::to_string(spacing))).string();
+    std::string error;
+    ASSERT_TRUE(writeExport(dir, manifest(), store, {}, {}, &error)) << error;
+    ExportData whole;
+    ASSERT_TRUE(readExport(dir, &whole, &error)) << error;
+    EXPECT_TRUE(whole.store->thinning().empty());
+    const std::size_t wholeBytes = whole.store->bytesUsed();
+
+    ExportData roomy;  // a cap it fits under: read whole
+    ASSERT_TRUE(readExport(dir, &roomy, &error, 4 * wholeBytes)) << error;
+    EXPECT_TRUE(roomy.store->thinning().empty());
+    EXPECT_EQ(roomy.store->captureCount(), whole.store->captureCount());
+
+    const std::size_t cap = wholeBytes / 5;
+    ExportData part;
+    ASSERT_TRUE(readExport(dir, &part, &error, cap)) << error;
+    EXPECT_LE(part.store->bytesUsed(), cap);
+    const auto thinning = part.store->thinning();
+    ASSERT_EQ(thinning.size(), 1u) << spacing;  // chosen before reading, not thinned after reading it all
+    const std::int64_t stride = part.store->stride();
+    EXPECT_GT(stride, 2 * spacing) << spacing;
+    EXPECT_EQ(stride % spacing, 0);
+    EXPECT_EQ(stride & (stride - 1), 0) << stride;  // spacings and doublings of 1 and 2
+    EXPECT_EQ(thinning.front().stepsBefore, std::int64_t(steps.size()));
+    std::vector<std::int64_t> expected;
+    for (const std::int64_t step : steps) {
+      if (step % stride == 0 || step == steps.back()) expected.push_back(step);
+    }
+    EXPECT_EQ(thinning.front().stepsAfter, std::int64_t(expected.size()));
+    for (int layer = 0; layer < 8; ++layer) {
+      const SeriesKey key{"blocks." + std::to_string(layer), 0, CaptureKind::Activation, 0};
+      const auto got = part.store->series(key);
+      const auto all = whole.store->series(key);
+      std::vector<std::int64_t> gotSteps;
+      for (const auto& point : got) {
+        gotSteps.push_back(point.step);
+        const auto same = std::find_if(all.begin(), all.end(), [&](const SeriesPoint& p) { return p.step == point.step; });
+        ASSERT_NE(same, all.end());
+        EXPECT_EQ(point.stats.histogram, same->stats.histogram) << point.step;
+        EXPECT_EQ(point.stats.mean, same->stats.mean);
+        EXPECT_EQ(point.stats.histLow, same->stats.histLow);
+      }
+      EXPECT_EQ(gotSteps, expected) << "stride " << stride << ", layer " << layer;
+    }
+    EXPECT_EQ(part.store->scalars("loss").size(), steps.size());
+  }
 }
 
 // Whatever HookScope writes it reads back: float64 subnormals (std::stod refused 9.99e-321 as out
