@@ -65,6 +65,26 @@ void treeFromManifest(SessionSummary& summary, TreeOfPaths& tree, const std::vec
   }
 }
 
+// An export read at every k-th step (it would not fit under the memory cap whole): said in the
+// opening message, briefly, and in the run panel's note where it has one (a recording's), with
+// what all of it would take and how to see every step.
+void noteStepsLeftOut(SessionSummary& summary, const CaptureStore& store, std::size_t capBytes) {
+  const auto thinned = store.thinning();
+  if (thinned.empty() || thinned.front().stepsAfter >= thinned.front().stepsBefore) return;
+  const ThinningEvent& read = thinned.front();
+  const QString brief = QStringLiteral("1 step in %1 shown, under the %2 MiB memory cap")
+                            .arg(store.stride())
+                            .arg(qulonglong(capBytes >> 20));
+  summary.note = summary.note.isEmpty() ? brief : summary.note + QStringLiteral("; ") + brief;
+  if (summary.recordedNote.isEmpty()) return;  // the panel shows a run's configuration instead
+  summary.recordedNote += QStringLiteral("<br><b>%1 of its %2 steps are shown</b>: all of them would take about %3 MiB, "
+                                         "over the memory cap. Raise the cap and open the export again to see every "
+                                         "step; the export itself is whole.")
+                              .arg(read.stepsAfter)
+                              .arg(read.stepsBefore)
+                              .arg(qulonglong(read.bytesBefore >> 20));
+}
+
 } // namespace
 
 std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QString& checkpoint, QString* error,
@@ -86,18 +106,6 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
   if (data.manifest.modules.empty() && checkpoint.isEmpty()) {
     summary.note = QStringLiteral("an export written before HookScope kept the model: the tree holds the modules "
                                   "its captures name, without types, parameters or shapes");
-  }
-  const auto thinned = data.store->thinning();
-  if (data.store->stride() > 1 && !thinned.empty() && thinned.front().stepsBefore > thinned.front().stepsAfter) {
-    const ThinningEvent& read = thinned.front();
-    const QString whole = QStringLiteral("%1 of %2 steps shown: all of them would take about %3 MiB, over the memory "
-                                         "cap of %4 MiB (raise it in the run controls and open the export again "
-                                         "to see every step; the export itself is whole)")
-                              .arg(read.stepsAfter)
-                              .arg(read.stepsBefore)
-                              .arg(qulonglong(read.bytesBefore >> 20))
-                              .arg(qulonglong(capBytes >> 20));
-    summary.note = summary.note.isEmpty() ? whole : summary.note + QStringLiteral("; ") + whole;
   }
   for (const auto& hooked : data.manifest.hooked) {
     const int at = tree.add(hooked.module);
@@ -121,6 +129,7 @@ std::unique_ptr<ReviewSession> ReviewSession::open(const QString& dir, const QSt
     summary.recordedConfig = data.manifest.config;
     summary.recordedSteps = data.manifest.steps;
   }
+  noteStepsLeftOut(summary, *data.store, capBytes);
   return std::unique_ptr<ReviewSession>(new ReviewSession(std::move(summary), std::move(data), !checkpoint.isEmpty()));
 }
 
