@@ -97,14 +97,17 @@ struct Grid {
   int columns() const { return std::min<int>(int(points), kMaxColumns); }
 };
 
-/// log10(1 + count) per cell of `grid`: each column an equal share of its steps (thinned runs
-/// leave no gaps this way), each histogram resampled onto its rows.
+/// log10(1 + count) per cell of `grid`: each point in the column whose centre is nearest its step
+/// (the map's range runs from the first column's centre to the last's), so a thinned run, whose
+/// newest step is off the grid of the others (0, 4, ..., 196, 199), leaves no empty column; each
+/// histogram resampled onto its rows.
 std::vector<double> cellsOf(const std::vector<SeriesPoint>& points, const Grid& grid) {
   const int columns = grid.columns();
   std::vector<double> cells(std::size_t(columns) * kRows, 0.0);
   for (const auto& p : points) {
     if (double(p.step) < grid.first) continue;
-    const int column = std::min(columns - 1, int((double(p.step) - grid.first) / grid.span() * columns));
+    const double at = (double(p.step) - grid.first) / grid.span() * double(columns - 1);
+    const int column = std::clamp(int(std::lround(at)), 0, columns - 1);
     HeatmapPlot::addResampled(p.stats, grid.lo, grid.hi, cells.data() + std::size_t(column) * kRows, kRows);
   }
   for (double& cell : cells) cell = cell > 0 ? std::log10(1.0 + cell) : 0.0;

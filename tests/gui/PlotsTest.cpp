@@ -724,6 +724,27 @@ private Q_SLOTS:
     QVERIFY(std::any_of(lines.begin(), lines.end(), [](const QString& line) { return line.startsWith(QStringLiteral("0.5,1.5,")); }));
   }
 
+  // A thinned run holds steps 0, 4, ..., 196 and its newest, 199: 51 columns over 199 steps. Each
+  // point went to column floor(step / span * columns), so 156 and 160 fell in 39 and 41 and
+  // column 40 stayed dark, a stripe across the map (a reopened 3,202-module export showed it).
+  void aThinnedRunsHeatmapHasNoEmptyColumn() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    panel.resize(1000, 700);
+    panel.setStore(store);
+    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
+    for (int step = 0; step < 200; step += 4) store->add(step, key, gaussianStats(1.0, 1));
+    store->add(199, key, gaussianStats(1.0, 1));
+    panel.setSelectedModule("fc");
+    panel.refresh();
+    HeatmapPlot* heatmap = panel.heatmap();
+    QCOMPARE(heatmap->emptyRows(51), -1);  // 51 columns: one a step held
+    for (int column = 0; column < 51; ++column) {
+      const int empty = heatmap->emptyRows(column);
+      QVERIFY2(empty >= 0 && empty < 96, qPrintable(QStringLiteral("column %1: %2 of 96 rows empty").arg(column).arg(empty)));
+    }
+  }
+
   void theLegendKeepsToACorner() {
     auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
