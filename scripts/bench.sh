@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds HookScope and runs every benchmark, printing the figures of docs/performance.md:
 # step overhead (sample CNN and resnet18, against the Python peer), the statistics kernel
-# against one sum, GUI refresh, and capture memory. Takes a few minutes on 2 cores.
+# against one sum, GUI refresh, and capture memory. Takes about an hour on 2 cores, most of it the
+# 2,000-step runs of thousands of layers (issue 58).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 "$root/scripts/setup.sh"
@@ -22,10 +23,11 @@ run "$build/tests/bench/hookscope-core-bench" overhead "$fixtures/resnet18_scrip
 run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 25 100 400 1600
-# A long run's readers (2,000 steps), and the export of 3,202 modules the window opens below.
-run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 2000 25 100
+# A long run (2,000 steps) at every N and its readers, and the export of 3,202 modules over 2,000
+# steps (7.5 GB) that the window opens below under its memory cap.
+run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 2000 25 100 400 1600
 exports=$(mktemp -d)
-run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 1067 --keep "$exports"
+run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 2000 1067 --keep "$exports"
 run "$build/tests/bench/hookscope-ingest-bench" 200 25 100 400 1600
 run "$python" "$root/tests/bench/first_mover_suite.py" "$build/cli/hookscope-cli" 3
 run "$python" "$root/tests/bench/distributed_bench.py" "$build/cli/hookscope-cli" 2000 1 2 4 8
