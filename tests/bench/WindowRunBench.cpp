@@ -4,8 +4,9 @@
 // of the same model, hooks and steps, timed as a process. Prints figures; asserts nothing.
 //
 //   hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]]
-//   hookscope-window-bench --open EXPORT     (issue 58: a recorded export of thousands of modules
-//                                             opened, modules selected, steps shown)
+//   hookscope-window-bench --open EXPORT [CAP_MIB]   (issue 58: a recorded export of thousands of
+//                                             modules opened under the window's memory cap, its
+//                                             default or CAP_MIB; modules selected, steps shown)
 #include "PeakMemory.h"
 #include "models/ModuleTreeModel.h"
 #include "panels/RunControls.h"
@@ -15,6 +16,7 @@
 #include <QElapsedTimer>
 #include <QProcess>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -82,11 +84,17 @@ double millis(Action action) {
 
 /// A recorded export opened in the window (1400x900): how long opening takes, then the median
 /// and slowest of 10 module selections and of 10 moves of the shown step, and peak memory.
-int openExport(const QString& dir) {
+/// capMiB: the window's memory cap set first (0: its default).
+int openExport(const QString& dir, int capMiB) {
   MainWindow window;
   window.setInteractive(false);
   window.resize(1400, 900);
   window.show();
+  if (capMiB > 0) {
+    for (auto* box : window.runControls()->findChildren<QSpinBox*>()) {
+      if (box->suffix() == QStringLiteral(" MiB")) box->setValue(capMiB);
+    }
+  }
   QSignalSpy opened(&window, &MainWindow::modelOpened);
   QElapsedTimer timer;
   timer.start();
@@ -123,10 +131,12 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   app.setOrganizationName(QStringLiteral("HookScopeBench"));  // not the user's settings
   if (argc < 2) {
-    std::fprintf(stderr, "usage: hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]] | --open EXPORT\n");
+    std::fprintf(stderr, "usage: hookscope-window-bench MODEL [STEPS [HOOKSCOPE_CLI]] | --open EXPORT [CAP_MIB]\n");
     return 2;
   }
-  if (argc > 2 && std::string(argv[1]) == "--open") return openExport(QString::fromLocal8Bit(argv[2]));
+  if (argc > 2 && std::string(argv[1]) == "--open") {
+    return openExport(QString::fromLocal8Bit(argv[2]), argc > 3 ? std::atoi(argv[3]) : 0);
+  }
   const QString model = QString::fromLocal8Bit(argv[1]);
   const int steps = argc > 2 ? std::atoi(argv[2]) : 1000;
   const QString cli = argc > 3 ? QString::fromLocal8Bit(argv[3]) : qEnvironmentVariable("HOOKSCOPE_CLI", QStringLiteral("hookscope-cli"));
