@@ -24,7 +24,7 @@ run "$python" "$root/tests/bench/python_peer.py" "$rounds"
 run "$python" "$root/tests/bench/attach_bench.py" "$build/cli/hookscope-cli" "$rounds"
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 200 25 100 400 1600
 # A long run (2,000 steps) at every N and its readers, and the export of 3,202 modules over 2,000
-# steps (7.5 GB) that the window opens below under its memory cap.
+# steps (thinned by `record`'s own cap) that the window opens below.
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 2000 25 100 400 1600
 exports=$(mktemp -d)
 run "$python" "$root/tests/bench/scale_bench.py" "$build/cli/hookscope-cli" 2000 1067 --keep "$exports"
