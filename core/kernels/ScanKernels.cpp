@@ -110,6 +110,16 @@ struct ScanLanes {
 
 // One block of kScanBlock values into `lanes`; false, leaving them as they were, where the block
 // holds a NaN or Inf or may have lost squares (it is then scanned carefully).
+// How many of vector q's lanes' positions in a block are padding past `count` values: lane k
+// holds positions k, k + 16, k + 32, ...
+template <int W>
+[[gnu::always_inline]] inline void countPadding(typename Lanes<W>::I& padding, int q, std::int64_t count) {
+  for (int i = 0; i < W; ++i) {
+    const std::int64_t lane = q * W + i;
+    padding[i] = std::int32_t(kScanBlock / kLanes - (count > lane ? (count - lane + kLanes - 1) / kLanes : 0));
+  }
+}
+
 // Tail: the block holds `count` values (fewer than kScanBlock) and, past them, copies of the shift;
 // keep[i] is -1 for a value and 0 for padding (a tensor too small for a whole block is read as
 // fast as one: a capture of 512 values took twice as long in the careful scan). A padding value
@@ -179,13 +189,8 @@ template <int W, bool Tail = false>
     // A lane whose float squares sum below 2^-60 while it holds a non-zero value may have lost
     // squares below float's normal range (|v| < 2^-63; 1e-30 values lost 57% of their norm):
     // its bits are set too, so the block is scanned again in double. A block of zeros is not.
-    I padding = I{};  // lane k holds positions k, k + 16, ...: those from `count` on are padding
-    if constexpr (Tail) {
-      for (int i = 0; i < W; ++i) {
-        const std::int64_t lane = q * W + i;
-        padding[i] = std::int32_t(kScanBlock / kLanes - (count > lane ? (count - lane + kLanes - 1) / kLanes : 0));
-      }
-    }
+    I padding{};
+    if constexpr (Tail) countPadding<W>(padding, q, count);
     const I tiny = (sq[q] < F{} + 0x1p-60f) & ((zeros0[q] + zeros1[q] + padding) < I{} + int(kScanBlock / kLanes));
     bits |= I(probe) | tiny;
   }
