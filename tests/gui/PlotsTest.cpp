@@ -86,6 +86,20 @@ void showOn(PlotsPanel& panel, const std::shared_ptr<CaptureStore>& store) {
   panel.setStore(store);
 }
 
+// The heatmap of fc's activations at `steps` (each step's statistics from `statsAt`), in a panel of
+// a desktop size, fc selected: the heatmap tests' start.
+template <typename StatsAt>
+HeatmapPlot* heatmapOfFc(PlotsPanel& panel, const std::vector<std::int64_t>& steps, StatsAt&& statsAt) {
+  auto store = std::make_shared<CaptureStore>();
+  panel.resize(1000, 700);
+  panel.setStore(store);
+  const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
+  for (const std::int64_t step : steps) store->add(step, key, statsAt(step));
+  panel.setSelectedModule("fc");
+  panel.refresh();
+  return panel.heatmap();
+}
+
 } // namespace
 
 class PlotsTest : public QObject {
@@ -679,16 +693,9 @@ private Q_SLOTS:
   }
 
   void theHeatmapFillsEveryRowASmoothDistributionSpans() {
-    auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.setStore(store);
-    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
-    store->add(0, key, gaussianStats(1.0, 1));  // values in [-3, 3]
-    store->add(1, key, gaussianStats(1.3, 1));  // values in [-3.9, 3.9]: the map's range
-    panel.setSelectedModule("fc");
-    panel.refresh();
-    HeatmapPlot* heatmap = panel.heatmap();
+    // Step 0's values in [-3, 3], step 1's in [-3.9, 3.9]: the map's range.
+    HeatmapPlot* heatmap = heatmapOfFc(panel, {0, 1}, [](std::int64_t step) { return gaussianStats(step ? 1.3 : 1.0, 1); });
     QCOMPARE(heatmap->emptyRows(1), 0);
     // Step 0 spans 6 of the 7.8 units: only the rows wholly outside [-3, 3] stay empty
     // (0.9 / (7.8 / 96) = 11.07 rows on each side).
@@ -704,15 +711,8 @@ private Q_SLOTS:
   }
 
   void theHeatmapShowsWholeCellsOnWholeSteps() {
-    auto store = std::make_shared<CaptureStore>();
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.setStore(store);
-    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
-    for (int step = 0; step < 3; ++step) store->add(step, key, gaussianStats(1.0 + 0.1 * step, 1));
-    panel.setSelectedModule("fc");
-    panel.refresh();
-    HeatmapPlot* heatmap = panel.heatmap();
+    HeatmapPlot* heatmap = heatmapOfFc(panel, {0, 1, 2}, [](std::int64_t step) { return gaussianStats(1.0 + 0.1 * double(step), 1); });
     heatmap->plot()->replot();
     // Step 0's and step 2's columns are drawn whole: half a step on either side of them.
     const QCPRange x = heatmap->plot()->xAxis->range();
@@ -728,16 +728,11 @@ private Q_SLOTS:
   // point went to column floor(step / span * columns), so 156 and 160 fell in 39 and 41 and
   // column 40 stayed dark, a stripe across the map (a reopened 3,202-module export showed it).
   void aThinnedRunsHeatmapHasNoEmptyColumn() {
-    auto store = std::make_shared<CaptureStore>();
+    std::vector<std::int64_t> steps;
+    for (std::int64_t step = 0; step < 200; step += 4) steps.push_back(step);
+    steps.push_back(199);
     PlotsPanel panel;
-    panel.resize(1000, 700);
-    panel.setStore(store);
-    const SeriesKey key{"fc", 0, CaptureKind::Activation, 0};
-    for (int step = 0; step < 200; step += 4) store->add(step, key, gaussianStats(1.0, 1));
-    store->add(199, key, gaussianStats(1.0, 1));
-    panel.setSelectedModule("fc");
-    panel.refresh();
-    HeatmapPlot* heatmap = panel.heatmap();
+    HeatmapPlot* heatmap = heatmapOfFc(panel, steps, [](std::int64_t) { return gaussianStats(1.0, 1); });
     QCOMPARE(heatmap->emptyRows(51), -1);  // 51 columns: one a step held
     for (int column = 0; column < 51; ++column) {
       const int empty = heatmap->emptyRows(column);
