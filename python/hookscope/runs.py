@@ -20,6 +20,7 @@ unpickler of what torch.save writes; a file holding anything else by torch.load,
 ``weights_only=True`` where the torch has it).
 """
 
+import array
 import csv
 import io
 import json
@@ -50,7 +51,9 @@ class Series:
     def __init__(self, kind, module, call, index, rank):
         self.kind, self.module, self.call, self.index, self.rank = kind, module, call, index, rank
         self.steps = []   # ascending
-        self._rows = []   # stats.csv's rows of it, unparsed (line number, text or fields), in steps' order
+        self._rows = []   # stats.csv's rows of it read by the csv module (line number, fields), in steps' order
+        self._at = None   # or, in a file of plain lines (what HookScope writes), where each row starts
+        self._lines = None  # and its line number: the row read again when the series is parsed
         self._stats = None
         self._counts = self._edges = None
         self._run = None  # the Run its rows and histograms are read from
@@ -60,7 +63,7 @@ class Series:
         """Per step: stats.csv's row as numbers (None where not measured), in steps' order."""
         if self._stats is None:
             self._stats = self._run._parse_rows(self) if self._run is not None else []
-            self._rows = []  # parsed: the text is not kept twice
+            self._rows, self._at, self._lines = [], None, None  # parsed: the text is not kept twice
         return self._stats
 
     @stats.setter
@@ -111,6 +114,8 @@ class Run:
         self.rows_written = {}  # manifest "rows": {file: rows it was written with}
         self._header = []       # stats.csv's columns
         self._histograms = None  # histograms.pt open (_torch_zip.File) while its tables are read on demand
+        self._stats_file = None  # stats.csv open while its series' rows are read on demand
+        self._stats_stamp = None  # and what it was when read (_file_stamp)
         self._tables = {}       # series key -> (its table in histograms.pt, the table's row of each step)
 
     def series(self, kind, module, call=0, index=0, rank=0):
@@ -151,11 +156,16 @@ class Run:
         return bands.first_movers(self, step=step, sigma=bands.SIGMA if sigma is None else sigma)
 
     def close(self):
-        """Closes histograms.pt, which the run keeps open to read a series' histograms when asked
-        for (also done when the run is collected, or at the end of ``with load_run(...) as run``)."""
+        """Closes histograms.pt and stats.csv, which the run keeps open to read a series' histograms
+        and statistics when asked for (also done when the run is collected, or at the end of ``with
+        load_run(...) as run``); a series' statistics asked for after it are read from stats.csv
+        at the run's path again."""
         if self._histograms is not None:
             self._histograms.close()
             self._histograms = None
+        if self._stats_file is not None:
+            self._stats_file.close()
+            self._stats_file = None
 
     def __enter__(self):
         return self
@@ -173,8 +183,7 @@ class Run:
                    if name not in _TEXT and name not in ("step", "rank", "call", "index")]
         shape, dtype = (self._header.index(c) if c in self._header else None for c in ("shape", "dtype"))
         parsed = []
-        for line, raw in series._rows:
-            fields = raw.split(",") if isinstance(raw, str) else raw
+        for line, fields in self._row_fields(series):
             have = len(fields)
             try:
                 values = {name: _number(fields[i], integer) if i < have else None for i, name, integer in columns}
@@ -185,6 +194,31 @@ class Run:
             values["dtype"] = fields[dtype] if dtype is not None and dtype < have else ""
             parsed.append(values)
         return parsed
+
+    def _row_fields(self, series):
+        """(line number, fields) of each of `series`' rows of stats.csv, in its steps' order: read
+        again at the places the run noted, from the file it was read from (a file changed since
+        is said), or as the csv module read them."""
+        if series._at is None:
+            return series._rows
+        path = os.path.join(self.path, "stats.csv")
+        rows = []
+        try:
+            # The file the run was read from, kept open (an export written again over it is a new
+            # file: this one stays readable); once the run is closed, the one at its path.
+            f = self._stats_file if self._stats_file is not None else open(path, "rb")
+            try:
+                if _file_stamp(f) != self._stats_stamp:
+                    raise ValueError("it is not the file the run was read from")
+                for line, at in zip(series._lines, series._at):
+                    f.seek(at)
+                    rows.append((line, f.readline().decode("utf-8").rstrip("\n").split(",")))
+            finally:
+                if f is not self._stats_file:
+                    f.close()
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise RunReadError("%s changed since the run was loaded (%s): load the run again" % (path, exc))
+        return rows
 
     def _read_histograms_of(self, series):
         """Reads `series`' counts and edges from its table in histograms.pt (its records checked
@@ -271,9 +305,8 @@ def _check_rows(run, name, rows, last_step):
 
 
 def _stats_lines(path):
-    """stats.csv's header and rows as (line number, text or fields): a file of plain lines (what
-    HookScope writes: no quotes, no CR) is split at its commas only when a row is parsed; any other
-    is read by the csv module."""
+    """stats.csv's header and rows as (line number, fields), read by the csv module: a file with
+    quotes or carriage returns (a module's name holding a comma, a quote or a line break)."""
     try:
         with open(path, newline="") as f:
             text = f.read()
@@ -281,10 +314,6 @@ def _stats_lines(path):
         raise RunReadError("cannot read %s (%s)" % (path, exc.strerror or exc))
     except UnicodeDecodeError as exc:
         raise RunReadError("%s is not a CSV file HookScope wrote (%s)" % (path, exc))
-    if '"' not in text and "\r" not in text:
-        lines = text.split("\n")
-        header = lines[0].split(",") if lines[0] else []
-        return header, [(number, line) for number, line in enumerate(lines[1:], 2) if line]
     try:
         reader = csv.reader(io.StringIO(text))
         header = next(reader, [])
@@ -293,30 +322,89 @@ def _stats_lines(path):
         raise RunReadError("%s is not a CSV file HookScope wrote (%s)" % (path, exc))
 
 
+def _file_stamp(f):
+    """What tells an open file from another or from itself changed: its device, inode, size and
+    modification time."""
+    st = os.fstat(f.fileno())
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class _Quoted(Exception):
+    """stats.csv holds a quote or a carriage return: the csv module reads it."""
+
+
+def _plain_rows(path, f):
+    """stats.csv's header, then (line number, where the row starts, its text) of each row, read
+    from the open file f line by line where no line holds a quote or a carriage return (what
+    HookScope writes): the file is never held whole (a 1.6 GB stats.csv held as text and lines
+    took 5.6 GB). _Quoted where a line does."""
+    first = f.readline()
+    at = len(first)
+    if b'"' in first or b"\r" in first:
+        raise _Quoted()
+    try:
+        yield first.decode("utf-8").rstrip("\n").split(",") if first.strip() else []
+        for line, raw in enumerate(f, 2):
+            start, at = at, at + len(raw)
+            if b'"' in raw or b"\r" in raw:
+                raise _Quoted()
+            if raw != b"\n":
+                yield line, start, raw.decode("utf-8").rstrip("\n")
+    except UnicodeDecodeError as exc:
+        raise RunReadError("%s is not a CSV file HookScope wrote (%s)" % (path, exc))
+
+
 def _read_stats(run):
     """stats.csv's rows sorted into series by their key, each series' steps read; the rest of a
-    row is parsed when its series' statistics are first asked for (Series.stats)."""
+    row is read and parsed when its series' statistics are first asked for (Series.stats)."""
     path = os.path.join(run.path, "stats.csv")
-    header, rows = _stats_lines(path)
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise RunReadError("cannot read %s (%s)" % (path, exc.strerror or exc))
+    try:
+        rows = _plain_rows(path, f)
+        _sort_rows(run, path, next(rows), rows, plain=True)
+        run._stats_file, run._stats_stamp, f = f, _file_stamp(f), None  # kept: the series read their rows from it
+    except _Quoted:
+        run._series = {}
+        header, rows = _stats_lines(path)
+        _sort_rows(run, path, header, iter(rows), plain=False)
+    finally:
+        if f is not None:
+            f.close()
+
+
+def _sort_rows(run, path, header, rows, plain):
+    """Each row's key read and the row noted in its series (where it starts in the file where
+    `plain`, its fields else); the series put in step order and checked."""
     run._header = header
     where = {c: header.index(c) if c in header else None for c in ("step", "module", "call", "kind", "index", "rank")}
     required = ("step", "module", "call", "kind", "index")
     absent = [c for c in required if where[c] is None]
-    if absent and rows:
-        raise RunReadError("%s line %d lacks %s: the file is damaged" % (path, rows[0][0], ", ".join(absent)))
     need = max([where[c] for c in required if where[c] is not None] + [-1]) + 1
     split = max([i for i in where.values() if i is not None] + [-1]) + 1
     step_at, module_at, call_at, kind_at, index_at, rank_at = (where[c] for c in
                                                                 ("step", "module", "call", "kind", "index", "rank"))
     series_of = run._series
+    numbers = {}  # each step's number made once: thousands of series share them
     last_step = None
-    for line, raw in rows:
-        fields = raw.split(",", split) if isinstance(raw, str) else raw  # the key's columns; the rest when parsed
+    count = 0
+    for row in rows:
+        if plain:
+            line, start, text = row
+            fields = text.split(",", split)  # the key's columns; the rest when parsed
+        else:
+            line, fields = row
+        if absent:
+            raise RunReadError("%s line %d lacks %s: the file is damaged" % (path, line, ", ".join(absent)))
         if len(fields) < need:
             missing = [c for c in required if where[c] >= len(fields)]
             raise RunReadError("%s line %d lacks %s: the file is damaged" % (path, line, ", ".join(missing)))
         try:
-            step = int(fields[step_at])
+            step = numbers.get(fields[step_at])
+            if step is None:
+                step = numbers[fields[step_at]] = int(fields[step_at])
             call, index = int(fields[call_at] or 0), int(fields[index_at] or 0)
             rank = int(fields[rank_at] or 0) if rank_at is not None and rank_at < len(fields) else 0
         except ValueError:
@@ -329,17 +417,28 @@ def _read_stats(run):
         if series is None:
             series = series_of[key] = Series(*key)
             series._run = run
+            if plain:
+                series._at, series._lines = array.array("q"), array.array("q")
         series.steps.append(step)
-        series._rows.append((line, raw))
+        if plain:
+            series._at.append(start)
+            series._lines.append(line)
+        else:
+            series._rows.append((line, fields))
         last_step = step
-    _check_rows(run, "stats.csv", len(rows), last_step)
+        count += 1
+    _check_rows(run, "stats.csv", count, last_step)
     # In step order whatever the rows' order; a step given twice for one tensor is damage (every
     # row twice, or every row labelled step 0), not a series to judge.
     for key, series in series_of.items():
         if any(a >= b for a, b in zip(series.steps, series.steps[1:])):
             order = sorted(range(len(series.steps)), key=series.steps.__getitem__)
             series.steps = [series.steps[i] for i in order]
-            series._rows = [series._rows[i] for i in order]
+            if plain:
+                series._at = array.array("q", (series._at[i] for i in order))
+                series._lines = array.array("q", (series._lines[i] for i in order))
+            else:
+                series._rows = [series._rows[i] for i in order]
         twice = next((a for a, b in zip(series.steps, series.steps[1:]) if a == b), None)
         if twice is not None:
             raise RunReadError("%s has step %d of %s %r (call %d, index %d, rank %d) twice: the export is damaged; "
