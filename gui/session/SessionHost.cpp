@@ -177,7 +177,7 @@ void SessionHost::openModel(const QString& path, bool trusted) {
     options.trust = trusted;
     for (const QString& library : m_libraries) options.libraries.push_back(library.toStdString());
     const int limit = m_openTimeLimit.load();
-    const auto capBytes = m_capBytes;
+    const std::size_t capBytes = m_capBytes.load();
     setLoading(true);
     Q_EMIT opening(path);
     ModelFileInfo info;

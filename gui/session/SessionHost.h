@@ -59,6 +59,8 @@ public:
   /// `invoke([](Session& s) { s.setPaused(true); })`.
   void invoke(std::function<void(Session&)> work);
   void setMemoryCap(qint64 bytes);
+  /// The memory cap of the captures held (what setMemoryCap set, once the session thread took it).
+  std::size_t memoryCap() const { return m_capBytes.load(); }
   /// Rule thresholds, for this session and the ones opened after it.
   void setRuleSettings(const hookscope::RuleSettings& settings);
   /// The rules that pause a run when they fire (bit i: RuleKind i).
@@ -162,8 +164,8 @@ private:
   std::atomic<quint32> m_breakRules{1u << unsigned(hookscope::RuleKind::NonFinite)};
   std::atomic<int> m_stepTimeLimit{120};
   std::atomic<int> m_openTimeLimit{120};
+  std::atomic<std::size_t> m_capBytes{hookscope::CaptureStore::kDefaultCapBytes};  ///< set on the session thread
   // The session thread's own.
-  std::size_t m_capBytes = hookscope::CaptureStore::kDefaultCapBytes;
   hookscope::RuleSettings m_ruleSettings;
   QStringList m_libraries;
   std::thread m_loadThread;

@@ -14,6 +14,7 @@
 #include <QSettings>
 #include <QStatusBar>
 #include <QStringList>
+#include <QThread>
 
 using namespace hookscope;
 
@@ -22,11 +23,19 @@ RunComparer::RunComparer(const WindowParts& parts)
   if (!(m_tolerance > 0)) m_tolerance = 1e-4;
 }
 
+RunComparer::~RunComparer() {
+  if (!m_reading) return;
+  disconnect(m_reading, nullptr, this, nullptr);
+  QApplication::restoreOverrideCursor();
+  m_reading->wait();  // the read holds nothing of the window's: it ends on its own
+  delete m_reading;
+}
+
 void RunComparer::setTolerance(double tolerance) {
   if (!(tolerance > 0)) return;
   m_tolerance = tolerance;
   QSettings().setValue(QStringLiteral("compare/tolerance"), tolerance);
-  if (!m_otherDir.isEmpty()) compareWith(m_otherDir);
+  if (m_otherStore && !m_reading) compareAgain();
 }
 
 void RunComparer::chooseTolerance() {
@@ -53,19 +62,60 @@ bool RunComparer::compareWith(const QString& dir) {
                                                      "with an export."));
     return false;
   }
-  ExportData other;
-  std::string problem;
-  QApplication::setOverrideCursor(Qt::WaitCursor);
-  const bool read = readExport(dir.toStdString(), &other, &problem);
-  QApplication::restoreOverrideCursor();
-  if (!read) {
-    m_parts.commands->showMessage(tr("Compare with run"), QString::fromStdString(problem));
+  if (m_reading) {
+    m_parts.frame->statusBar()->showMessage(tr("Still reading a run to compare with: choose again once it is compared"), 8000);
+    return false;
+  }
+  struct Read {
+    ExportData data;
+    std::string problem;
+    bool ok = false;
+  };
+  auto read = std::make_shared<Read>();
+  const std::size_t cap = m_parts.sessions->memoryCap();
+  m_reading = QThread::create([read, path = dir.toStdString(), cap] {
+    read->ok = readExport(path, &read->data, &read->problem, cap);
+  });
+  connect(m_reading, &QThread::finished, this, [this, read, dir] {
+    m_reading->deleteLater();
+    m_reading = nullptr;
+    QApplication::restoreOverrideCursor();
+    if (!read->ok) {
+      m_parts.frame->statusBar()->clearMessage();
+      m_parts.commands->showMessage(tr("Compare with run"), QString::fromStdString(read->problem));
+      Q_EMIT compared(false);
+      return;
+    }
+    m_otherStore = read->data.store;
+    m_other = QFileInfo(dir).fileName();
+    m_otherThinned.clear();
+    const auto thinned = m_otherStore->thinning();
+    if (!thinned.empty() && thinned.front().stepsAfter < thinned.front().stepsBefore) {
+      m_otherThinned = tr("%1 was read at 1 step in %2 (%3 of its %4 steps): all of it would take about %5 MiB, over "
+                          "the memory cap; the steps both runs hold are compared")
+                           .arg(m_other)
+                           .arg(m_otherStore->stride())
+                           .arg(thinned.front().stepsAfter)
+                           .arg(thinned.front().stepsBefore)
+                           .arg(qulonglong(thinned.front().bytesBefore >> 20));
+    }
+    Q_EMIT compared(compareAgain());
+  });
+  QApplication::setOverrideCursor(Qt::BusyCursor);
+  m_parts.frame->statusBar()->showMessage(tr("Reading %1 to compare with the run shown…").arg(QFileInfo(dir).fileName()));
+  m_reading->start();
+  return true;
+}
+
+bool RunComparer::compareAgain() {
+  const auto shown = m_parts.sessions->view().opened().store;
+  if (!shown || shown->seriesKeys().empty() || !m_otherStore) {
+    m_parts.commands->showMessage(tr("Compare with run"), tr("No run with captures is shown to compare with %1: open or "
+                                                     "run one, then compare again.").arg(m_other));
     return false;
   }
   // The shown run's model order: forward order for the first divergence.
-  m_result = compareRuns(*shown, *other.store, m_tolerance, m_parts.tree->paths());
-  m_other = QFileInfo(dir).fileName();
-  m_otherDir = dir;
+  m_result = compareRuns(*shown, *m_otherStore, m_tolerance, m_parts.tree->paths());
   if (m_result.diverged()) {
     const auto& first = m_result.first;
     m_summary = tr("Differs from %1 first at step %2: %3 (%4 %5 vs %6); F8 goes there")
@@ -87,11 +137,13 @@ bool RunComparer::compareWith(const QString& dir) {
                      .arg(m_result.onlyInB.size())
                      .arg(m_result.notes.empty() ? QString() : QStringLiteral("; ") + QString::fromStdString(m_result.notes.front()));
   }
+  if (!m_otherThinned.isEmpty()) m_summary += tr("; 1 step in %1 of it read").arg(m_otherStore->stride());
   m_parts.treePanel->showDifferences(m_result.moduleFirstStep);
-  m_parts.plots->setComparedStore(other.store);
+  m_parts.plots->setComparedStore(m_otherStore);
   m_parts.frame->statusBar()->showMessage(m_summary);
   // The whole of it on hover: every alignment note and the unshared series.
   QStringList details{m_summary};
+  if (!m_otherThinned.isEmpty()) details << tr("Note: %1").arg(m_otherThinned);
   for (const auto& note : m_result.notes) details << tr("Note: %1").arg(QString::fromStdString(note));
   const auto list = [&](const QString& label, const std::vector<std::string>& names) {
     if (names.empty()) return;

@@ -3,6 +3,8 @@
 #include "panels/ModuleTreePanel.h"
 #include "session/SessionHost.h"
 #include "window/MainWindow.h"
+#include "files/ExportFolder.h"
+#include "store/CaptureStore.h"
 #include "window/DiscardGuard.h"
 #include "window/RunComparer.h"
 #include "window/TensorBoardExport.h"
@@ -45,6 +47,7 @@
 #include <QTreeView>
 
 #include <functional>
+#include <limits>
 
 using hookscope::CaptureKind;
 using hookscope::CaptureStore;
@@ -445,7 +448,14 @@ private Q_SLOTS:
     QVERIFY(opened.wait(kTimeout));
     auto* comparer = window.findChild<RunComparer*>();
     QVERIFY(comparer);
-    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("fast"))));
+    // The export is read on a thread of its own: compared() says when the comparison is made.
+    QSignalSpy compared(comparer, &RunComparer::compared);
+    const auto compareWith = [&](const QString& dir) {
+      compared.clear();
+      if (!comparer->compareWith(dir)) return false;
+      return (!compared.isEmpty() || compared.wait(kTimeout)) && compared.takeFirst().at(0).toBool();
+    };
+    QVERIFY(compareWith(tmp.filePath(QStringLiteral("fast"))));
     QVERIFY(comparer->result().diverged());
     QCOMPARE(comparer->result().first.step, std::int64_t(1));
     QCOMPARE(comparer->result().first.key.module, std::string("conv1"));
@@ -492,11 +502,13 @@ private Q_SLOTS:
     QCOMPARE(shown->index(1, 0, root).data().toString(), QStringLiteral("conv2"));
     const QFontMetrics metrics(window.treeView()->header()->font());
     QVERIFY(window.treeView()->columnWidth(ModuleTreeModel::Differs) >= metrics.horizontalAdvance(QStringLiteral("Differs at")) + 24);
-    // A looser tolerance compares again: three steps at twice the rate stay within 50%.
+    // A looser tolerance compares again, from the run read (its folder gone): three steps at twice
+    // the rate stay within 50%.
+    QVERIFY(QDir(tmp.filePath(QStringLiteral("fast"))).removeRecursively());
     comparer->setTolerance(0.5);
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from fast")), qPrintable(comparer->summary()));
     comparer->setTolerance(1e-4);
-    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("same"))));
+    QVERIFY(compareWith(tmp.filePath(QStringLiteral("same"))));
     QVERIFY(!comparer->result().diverged());
     QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from same over 3 steps")), qPrintable(comparer->summary()));
     // Another model's run: compared on what both hold, the rest listed in the status bar's tooltip.
@@ -506,17 +518,73 @@ private Q_SLOTS:
                                                 QStringLiteral("2"), QStringLiteral("--hook"), QStringLiteral("fc1"),
                                                 QStringLiteral("--out"), tmp.filePath(QStringLiteral("fc1only"))});
     QVERIFY(other.waitForFinished(120000) && other.exitCode() == 0);
-    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("fc1only"))));
+    QVERIFY(compareWith(tmp.filePath(QStringLiteral("fc1only"))));
     const QString tip = window.statusBar()->toolTip();
     QVERIFY2(tip.contains(QStringLiteral("Note: the runs kept different steps (3 and 2")) &&
                  tip.contains(QStringLiteral("Only in the shown run: activation (root)")),
              qPrintable(tip));
-    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("slow"))));  // the shown run itself: nothing differs
+    QVERIFY(compareWith(tmp.filePath(QStringLiteral("slow"))));  // the shown run itself: nothing differs
     QCOMPARE(heatmap->emptyRows(0), 96);  // every cell of the difference 0
     QCOMPARE(heatmap->colourRange(), QCPRange(0, 1));
     heatmap->setSource(HeatmapPlot::Source::Shown);
-    QVERIFY(!comparer->compareWith(tmp.path()));
+    QVERIFY(!compareWith(tmp.path()));
     QVERIFY2(window.lastMessage().contains(QStringLiteral("manifest")), qPrintable(window.lastMessage()));
+  }
+
+  // Issue 58: a run compared with is read under the window's memory cap (every k-th step of one
+  // too large for it, as reopening it would be), on a thread of its own: the status bar says it
+  // is being read meanwhile, and a second comparison waits for the first.
+  void aComparedRunOverTheMemoryCapIsReadAtEveryKthStepWhileTheWindowWaitsForNothing() {
+    using namespace hookscope;
+    QTemporaryDir tmp;
+    const auto write = [&](const QString& name, int steps, int series) {
+      CaptureStore store(std::numeric_limits<std::size_t>::max());
+      for (int step = 0; step < steps; ++step) {
+        for (int i = 0; i < series; ++i) {
+          TensorStats s;
+          s.shape = {64};
+          s.dtype = "float32";
+          s.numel = 64;
+          s.mean = 0.01 * step + i;
+          s.std = 1;
+          s.histLow = -1;
+          s.histHigh = 1;
+          s.histogram = std::vector<std::int64_t>(64, 1);
+          store.add(step, {"layer" + std::to_string(i), 0, CaptureKind::Activation, 0}, s);
+        }
+        store.addScalar(step, "loss", 1.0 / (step + 1));
+      }
+      ExportManifest manifest;
+      manifest.modelFile = "model.pt";
+      manifest.steps = steps;
+      std::string error;
+      return writeExport(tmp.filePath(name).toStdString(), manifest, store, {}, {}, &error) ? QString() : QString::fromStdString(error);
+    };
+    QCOMPARE(write(QStringLiteral("shown"), 4, 10), QString());
+    QCOMPARE(write(QStringLiteral("long"), 3000, 10), QString());  // about 21 MiB in memory
+    MainWindow window;
+    window.setInteractive(false);
+    QSignalSpy opened(&window, &MainWindow::modelOpened);
+    window.openCapture(tmp.filePath(QStringLiteral("shown")));
+    QVERIFY(opened.wait(kTimeout));
+    window.sessions()->setMemoryCap(16 << 20);  // the window's least cap
+    QTRY_COMPARE_WITH_TIMEOUT(window.sessions()->memoryCap(), std::size_t(16 << 20), kTimeout);
+    auto* comparer = window.findChild<RunComparer*>();
+    QSignalSpy compared(comparer, &RunComparer::compared);
+    QVERIFY(comparer->compareWith(tmp.filePath(QStringLiteral("long"))));
+    QVERIFY2(window.statusBar()->currentMessage().startsWith(QStringLiteral("Reading long to compare")),
+             qPrintable(window.statusBar()->currentMessage()));
+    QVERIFY(!comparer->compareWith(tmp.filePath(QStringLiteral("shown"))));  // one read at a time
+    QVERIFY(compared.wait(kTimeout));
+    QVERIFY(compared.takeFirst().at(0).toBool());
+    // Steps 0 and 2 of the shown run are on the grid of every 2nd step: compared (the means
+    // equal); steps 1 and 3 were not read.
+    QVERIFY2(comparer->summary().startsWith(QStringLiteral("No divergence from long over 2 steps and 10 series")) &&
+                 comparer->summary().endsWith(QStringLiteral("; 1 step in 2 of it read")),
+             qPrintable(comparer->summary()));
+    QVERIFY2(window.statusBar()->toolTip().contains(QStringLiteral("long was read at 1 step in 2 (1501 of its 3000 steps)")),
+             qPrintable(window.statusBar()->toolTip()));
+    QCOMPARE(window.plots()->loss()->comparedPointCount(), 3000);  // every scalar is read
   }
 
   void theExportDialogStartsBesideTheModelOrTheLastExportNotTheRecoveryFolder() {
