@@ -92,6 +92,7 @@ struct TensorBoardOptions {
   std::string run;     ///< export folder
   std::string logdir;  ///< TensorBoard log folder to write (new, or empty)
   std::string python;  ///< "" : HOOKSCOPE_PYTHON, else the Python HookScope was built with
+  std::int64_t memoryCapMiB = 0;  ///< 0: half the memory available (readingCapBytes)
 };
 
 struct ReportOptions {
@@ -100,6 +101,7 @@ struct ReportOptions {
   std::vector<std::string> layers;  ///< the modules to draw a heatmap of ("" : every hooked one, up to a limit)
   bool force = false;               ///< replace an existing file
   std::string compare;              ///< a second export drawn with it, and where they first diverge
+  std::int64_t memoryCapMiB = 0;    ///< 0: half the memory available (readingCapBytes)
 };
 
 struct ServeOptions {

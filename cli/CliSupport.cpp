@@ -149,6 +149,15 @@ std::string noteText(const std::string& message) { return "hookscope-cli (note):
 
 void note(const std::string& message) { std::cerr << noteText(message); }
 
+bool readExportCapped(const std::string& dir, std::int64_t mib, ExportData* data, std::string* error) {
+  const std::size_t cap = readingCapBytes(mib);
+  if (!readExport(dir, data, error, cap)) return false;
+  if (const std::string thinned = thinnedReadText(dir, *data->store, cap); !thinned.empty()) {
+    note(thinned + ": what follows is of those steps; --memory-cap MIB reads more of them");
+  }
+  return true;
+}
+
 bool writeTextFile(const std::string& path, const std::string& text, std::string* error) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   file << text;

@@ -2,6 +2,7 @@
 // What the commands of hookscope-cli share: messages, stop signals, rule options.
 
 #include "store/CaptureStore.h"
+#include "files/ExportFolder.h"
 #include "files/ExportManifest.h"
 #include "files/ExportTarget.h"
 #include "rules/RuleEvaluator.h"
@@ -29,6 +30,14 @@ int refuseUntrusted(const std::string& model, const std::string& findings);
 void note(const std::string& message);
 /// The line note() prints, with its "\n".
 std::string noteText(const std::string& message);
+
+/// What --memory-cap says on a command that reads exports.
+constexpr const char* kReadingCapHelp =
+    "MiB an export's captures may take in memory; one larger is read at every k-th step (default: half the memory "
+    "available, at least 512)";
+/// readExport(dir) under readingCapBytes(mib) (--memory-cap); an export read at every k-th step is
+/// said in a note, with how to read all of it.
+bool readExportCapped(const std::string& dir, std::int64_t mib, ExportData* data, std::string* error);
 
 /// Writes `text` to `path` (a file an output option named, already checked with
 /// checkOutputFile); false, with *error saying what to check, when it cannot be written.

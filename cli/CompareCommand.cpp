@@ -25,6 +25,7 @@ struct CompareOptions {
   double tolerance = 1e-4;
   std::string csv;
   bool force = false;
+  std::int64_t memoryCapMiB = 0;  ///< 0: half the memory available (readingCapBytes)
 };
 
 std::string number(double v) {
@@ -70,8 +71,8 @@ int runCompare(const CompareOptions& options) {
   }
   ExportData a, b;
   std::string message;
-  if (!readExport(options.a, &a, &message)) return error(kData, message);
-  if (!readExport(options.b, &b, &message)) return error(kData, message);
+  if (!readExportCapped(options.a, options.memoryCapMiB, &a, &message)) return error(kData, message);
+  if (!readExportCapped(options.b, options.memoryCapMiB, &b, &message)) return error(kData, message);
   const RunComparison result = compareRuns(*a.store, *b.store, options.tolerance, moduleOrder(a.manifest, b.manifest));
   // Every name comes from the exports' files: printed so that none can drive the terminal.
   std::ostringstream out;
@@ -125,6 +126,7 @@ Command addCompareCommand(CLI::App& app) {
                       "mean is measured against its std too)");
   command->add_option("--csv", options->csv, "also write every step's first differing series to this CSV file");
   command->add_flag("--force", options->force, "replace an existing --csv file");
+  command->add_option("--memory-cap", options->memoryCapMiB, kReadingCapHelp);
   return {command, [options] { return runCompare(*options); }};
 }
 

@@ -29,6 +29,7 @@ struct ExplainOptions {
   BandSettings settings;
   std::string csv;
   bool force = false;
+  std::int64_t memoryCapMiB = 0;  ///< 0: half the memory available (readingCapBytes)
 };
 
 std::string number(double v) {
@@ -70,7 +71,7 @@ int runExplain(const ExplainOptions& options) {
   ProgressLine progress("explain", "reading " + options.run);
   ExportData data;
   std::string message;
-  if (!readExport(options.run, &data, &message)) {
+  if (!readExportCapped(options.run, options.memoryCapMiB, &data, &message)) {
     progress.stop();
     return error(kData, message);
   }
@@ -112,6 +113,7 @@ Command addExplainCommand(CLI::App& app) {
   command->add_option("--window", options->settings.window, "the last steps a band is made of, 2 to 10000 (default 200)");
   command->add_option("--csv", options->csv, "also write every series named, with its start and score, to this CSV");
   command->add_flag("--force", options->force, "replace an existing --csv file");
+  command->add_option("--memory-cap", options->memoryCapMiB, kReadingCapHelp);
   return {command, [options] { return runExplain(*options); }};
 }
 

@@ -129,7 +129,7 @@ std::vector<std::string> seriesLines(const CaptureStore& store) {
 int runExportTensorBoard(const TensorBoardOptions& options) {
   ExportData data;
   std::string message;
-  if (!readExport(options.run, &data, &message)) return error(kData, message);
+  if (!readExportCapped(options.run, options.memoryCapMiB, &data, &message)) return error(kData, message);
   const auto lines = seriesLines(*data.store);
 
   const std::string python = options.python.empty() ? defaultPython() : options.python;
@@ -210,6 +210,10 @@ int runReport(const ReportOptions& options) {
     words.push_back(layer);
   }
   if (options.force) words.push_back("--force");
+  if (options.memoryCapMiB > 0) {
+    words.push_back("--memory-cap");
+    words.push_back(std::to_string(options.memoryCapMiB));
+  }
   if (!options.compare.empty()) {
     words.push_back("--compare");
     words.push_back(options.compare);
@@ -231,6 +235,7 @@ Command addTensorBoardCommand(CLI::App& app) {
   command->add_option("--python", tensorboard->python,
                       "Python with torch and tensorboard (default: HOOKSCOPE_PYTHON, else the one HookScope "
                       "was built with)");
+  command->add_option("--memory-cap", tensorboard->memoryCapMiB, kReadingCapHelp);
 
   return {command, [tensorboard] { return runExportTensorBoard(*tensorboard); }};
 }
@@ -248,6 +253,7 @@ Command addReportCommand(CLI::App& app) {
   command->add_flag("--force", report->force, "replace an existing file");
   command->add_option("--compare", report->compare,
                       "a second export: drawn over the first (dashed lines, outlines), with where they first diverge");
+  command->add_option("--memory-cap", report->memoryCapMiB, kReadingCapHelp);
 
   return {command, [report] { return runReport(*report); }};
 }

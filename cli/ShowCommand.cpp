@@ -180,10 +180,10 @@ void describeSeries(std::ostringstream& out, const CaptureStore& store, const Ex
   }
 }
 
-int runShow(const std::string& dir) {
+int runShow(const std::string& dir, std::int64_t memoryCapMiB) {
   ExportData data;
   std::string message;
-  if (!readExport(dir, &data, &message)) return error(kData, message);
+  if (!readExportCapped(dir, memoryCapMiB, &data, &message)) return error(kData, message);
   // Every name here comes from the export's files: printed so that none can drive the terminal.
   std::ostringstream out;
   out << "HookScope capture " << dir << "\n";
@@ -197,10 +197,11 @@ int runShow(const std::string& dir) {
 
 Command addShowCommand(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
+  auto memoryCapMiB = std::make_shared<std::int64_t>(0);
   auto* command = app.add_subcommand("show", "Print a summary of an export folder.");
   command->add_option("dir", *dir, "export folder")->required();
-
-  return {command, [dir] { return runShow(*dir); }};
+  command->add_option("--memory-cap", *memoryCapMiB, kReadingCapHelp);
+  return {command, [dir, memoryCapMiB] { return runShow(*dir, *memoryCapMiB); }};
 }
 
 } // namespace hookscope::cli

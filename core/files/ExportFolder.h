@@ -58,4 +58,15 @@ struct ExportData {
 bool readExport(const std::string& dir, ExportData* data, std::string* error,
                 std::size_t capBytes = std::numeric_limits<std::size_t>::max());
 
+/// The memory a reader outside the window (hookscope-cli's commands, the report) gives an export's
+/// captures: `mib` MiB (its --memory-cap) where > 0, else half of the memory available now
+/// (MemAvailable of /proc/meminfo; 4 GiB where that cannot be read), never under 512 MiB: an
+/// export larger than that in memory is read at every k-th step rather than the process killed.
+std::size_t readingCapBytes(std::int64_t mib);
+
+/// Where readExport kept only every k-th step of `dir` (read into `store` under `capBytes`): "DIR
+/// was read at 1 step in K (N of its M steps): all of them would take about X MiB, over the Y MiB
+/// memory cap"; "" where it was read whole.
+std::string thinnedReadText(const std::string& dir, const CaptureStore& store, std::size_t capBytes);
+
 } // namespace hookscope

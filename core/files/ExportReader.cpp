@@ -473,4 +473,32 @@ bool readExport(const std::string& dir, ExportData* data, std::string* error, st
   return true;
 }
 
+std::size_t readingCapBytes(std::int64_t mib) {
+  constexpr std::size_t kMiB = std::size_t(1) << 20;
+  if (mib > 0) return std::size_t(std::min<std::int64_t>(mib, std::int64_t(1) << 40)) * kMiB;
+  std::size_t availableKiB = std::size_t(8) << 20;  // 8 GiB: half of it where /proc/meminfo says nothing
+  std::ifstream meminfo("/proc/meminfo");
+  std::string name;
+  std::size_t value = 0;
+  while (meminfo >> name >> value) {
+    if (name == "MemAvailable:") {
+      availableKiB = value;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return std::max<std::size_t>(availableKiB / 2 * 1024, 512 * kMiB);
+}
+
+std::string thinnedReadText(const std::string& dir, const CaptureStore& store, std::size_t capBytes) {
+  const auto thinned = store.thinning();
+  if (thinned.empty() || thinned.front().stepsAfter >= thinned.front().stepsBefore) return "";
+  // The read's own thinning first; the store may have thinned again where the estimate fell short.
+  const ThinningEvent& read = thinned.front();
+  return dir + " was read at 1 step in " + std::to_string(store.stride()) + " (" +
+         std::to_string(thinned.back().stepsAfter) + " of its " + std::to_string(read.stepsBefore) +
+         " steps): all of them would take about " + std::to_string(read.bytesBefore >> 20) + " MiB, over the " +
+         std::to_string(capBytes >> 20) + " MiB memory cap";
+}
+
 } // namespace hookscope

@@ -60,10 +60,13 @@ QString row(const QString& name, const QString& value) {
 }
 
 /// The run: what was run or attached, its configuration, what was hooked and kept.
-QString summary(const ExportData& data, const QString& run) {
+QString summary(const ExportData& data, const QString& run, const QStringList& thinnedReads) {
   const auto& m = data.manifest;
   QString html = QStringLiteral("<table class=\"facts\">\n");
   html += row(QStringLiteral("export"), esc(QFileInfo(run).absoluteFilePath()));
+  for (const QString& thinned : thinnedReads) {
+    html += row(QStringLiteral("read"), esc(thinned + QStringLiteral(": the report is of those steps (--memory-cap MIB reads more)")));
+  }
   if (m.script) {
     const auto& s = *m.script;
     html += row(QStringLiteral("script"), esc(s.describe()));
@@ -507,16 +510,21 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   stage(QStringLiteral("reading %1").arg(request.run));
   ExportData data;
   std::string message;
-  if (!readExport(request.run.toStdString(), &data, &message)) {
+  if (!readExport(request.run.toStdString(), &data, &message, request.capBytes)) {
     *error = QString::fromStdString(message);
     return ReportResult::BadInput;
   }
+  *contents = ReportContents();
+  const auto noteThinned = [&](const QString& dir, const CaptureStore& store) {
+    const std::string thinned = thinnedReadText(QFileInfo(dir).fileName().toStdString(), store, request.capBytes);
+    if (!thinned.empty()) contents->thinnedReads << QString::fromStdString(thinned);
+  };
+  noteThinned(request.run, *data.store);
   // Never over a device, FIFO, socket or folder; over a regular file only with --force.
   if (const std::string why = checkOutputFile(request.out.toStdString(), request.force); !why.empty()) {
     *error = QString::fromStdString(why);
     return ReportResult::CannotWrite;
   }
-  *contents = ReportContents();
   ViewState state;
   state.store = data.store;
   state.ranks = data.store->ranks();
@@ -526,16 +534,17 @@ ReportResult writeReport(const ReportRequest& request, ReportContents* contents,
   ExportData other;
   if (!request.compare.isEmpty()) {
     stage(QStringLiteral("reading %1").arg(request.compare));
-    if (!readExport(request.compare.toStdString(), &other, &message)) {
+    if (!readExport(request.compare.toStdString(), &other, &message, request.capBytes)) {
       *error = QStringLiteral("--compare: %1").arg(QString::fromStdString(message));
       return ReportResult::BadInput;
     }
+    noteThinned(request.compare, *other.store);
     state.compared = other.store;
   }
 
   stage(QStringLiteral("drawing %1 series over %2 steps").arg(data.store->seriesKeys().size()).arg(data.store->steps().size()));
   const QString title = QStringLiteral("HookScope report: %1").arg(QFileInfo(request.run).fileName());
-  QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run);
+  QString body = QStringLiteral("<h1>%1</h1>\n").arg(esc(title)) + summary(data, request.run, contents->thinnedReads);
   if (state.compared) body += comparisonSection(data, other, QFileInfo(request.compare).fileName(), contents);
   body += scalarsSection(state, contents);
   body += gradNormSection(state, data.manifest.modulePaths(), contents);

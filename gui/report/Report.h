@@ -6,7 +6,9 @@
 #include <QString>
 #include <QStringList>
 
+#include <cstddef>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -17,6 +19,7 @@ struct ReportRequest {
   int maxLayers = 16;
   bool force = false;    ///< replace an existing file
   QString compare;       ///< a second export: drawn over the first, and where they first diverge
+  std::size_t capBytes = std::numeric_limits<std::size_t>::max();  ///< what each export read may take in memory
   std::function<void(const QString&)> onStage;  ///< told what is done now ("reading RUN"), for a progress line
 };
 
@@ -28,6 +31,7 @@ struct ReportContents {
   int precisionRows = 0;      ///< tensors listed as losing values in float16 or fp8
   QString firstDivergence;    ///< with a compared run: "step 1, activation conv1 (...)", or "" for none
   std::optional<std::string> firstMover;  ///< the module where the loss's spike started (or one left its band alone)
+  QStringList thinnedReads;   ///< an export read at every k-th step (over capBytes whole), as thinnedReadText says it
 };
 
 enum class ReportResult {

@@ -1,6 +1,7 @@
 // hookscope-report: the program behind `hookscope-cli report` (which keeps no Qt itself). Draws
 // with the window's plot code on Qt's offscreen platform: no display needed.
 #include "common/ProgressLine.h"
+#include "files/ExportFolder.h"
 #include "report/Report.h"
 
 #include <QApplication>
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
                     QStringLiteral("16")});
   parser.addOption({QStringLiteral("force"), QStringLiteral("replace an existing file")});
   parser.addOption({QStringLiteral("compare"), QStringLiteral("a second export drawn with it"), QStringLiteral("RUN")});
+  parser.addOption({QStringLiteral("memory-cap"), QStringLiteral("MiB each export's captures may take in memory"),
+                    QStringLiteral("MIB"), QStringLiteral("0")});
   parser.process(app);
   ReportRequest request;
   const QStringList positional = parser.positionalArguments();
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   request.maxLayers = std::max(0, parser.value(QStringLiteral("max-layers")).toInt());
   request.force = parser.isSet(QStringLiteral("force"));
   request.compare = parser.value(QStringLiteral("compare"));
+  request.capBytes = hookscope::readingCapBytes(parser.value(QStringLiteral("memory-cap")).toLongLong());
   // A long export takes seconds to read and draw: said past the first second.
   hookscope::ProgressLine progress("report", "starting");
   request.onStage = [&progress](const QString& what) { progress.stage(what.toStdString()); };
@@ -68,6 +72,10 @@ int main(int argc, char** argv) {
     return result == ReportResult::CannotWrite ? 5 : 4;  // hookscope-cli's exit codes
   }
   progress.finish();
+  for (const QString& thinned : contents.thinnedReads) {
+    std::fprintf(stderr, "hookscope-cli (note): %s: the report is of those steps; --memory-cap MIB reads more of them\n",
+                 qPrintable(thinned));
+  }
   std::fprintf(stderr, "wrote %s: %d images (%d layer heatmaps%s); open it in a browser\n", qPrintable(request.out),
                contents.images, int(contents.heatmapLayers.size()),
                contents.layersLeftOut ? qPrintable(QStringLiteral(", %1 more layers not drawn: --layer names them")

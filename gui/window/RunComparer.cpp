@@ -76,7 +76,7 @@ bool RunComparer::compareWith(const QString& dir) {
   m_reading = QThread::create([read, path = dir.toStdString(), cap] {
     read->ok = readExport(path, &read->data, &read->problem, cap);
   });
-  connect(m_reading, &QThread::finished, this, [this, read, dir] {
+  connect(m_reading, &QThread::finished, this, [this, read, dir, cap] {
     m_reading->deleteLater();
     m_reading = nullptr;
     QApplication::restoreOverrideCursor();
@@ -88,17 +88,9 @@ bool RunComparer::compareWith(const QString& dir) {
     }
     m_otherStore = read->data.store;
     m_other = QFileInfo(dir).fileName();
-    m_otherThinned.clear();
-    const auto thinned = m_otherStore->thinning();
-    if (!thinned.empty() && thinned.front().stepsAfter < thinned.front().stepsBefore) {
-      m_otherThinned = tr("%1 was read at 1 step in %2 (%3 of its %4 steps): all of it would take about %5 MiB, over "
-                          "the memory cap; the steps both runs hold are compared")
-                           .arg(m_other)
-                           .arg(m_otherStore->stride())
-                           .arg(thinned.front().stepsAfter)
-                           .arg(thinned.front().stepsBefore)
-                           .arg(qulonglong(thinned.front().bytesBefore >> 20));
-    }
+    const std::string thinned = thinnedReadText(m_other.toStdString(), *m_otherStore, cap);
+    m_otherThinned = thinned.empty() ? QString()
+                                     : QString::fromStdString(thinned) + tr("; the steps both runs hold are compared");
     Q_EMIT compared(compareAgain());
   });
   QApplication::setOverrideCursor(Qt::BusyCursor);
