@@ -237,12 +237,17 @@ class Run:
                              for part in ("counts", "edges"))
         except _torch_zip.Damaged as exc:
             raise RunReadError("%s is damaged: %s" % (path, exc))
-        for part, tensor in (("counts", counts), ("edges", edges)):
-            if tensor.dim() != 2 or tensor.shape[0] != entry["rows"]:
-                raise RunReadError("%s does not match itself: %s's %s is %s where its steps are %d%s"
-                                   % (path, what, part, "x".join(map(str, tensor.shape)), entry["rows"],
-                                      _MISMATCH))
-        series._counts, series._edges = counts[rows], edges[rows]
+        series._counts, series._edges = _in_order(path, what, counts, edges, entry["rows"], rows)
+
+
+def _in_order(path, what, counts, edges, steps, rows):
+    """A table's counts and edges (each a row for each of its `steps` steps) in its series' step
+    order (rows, from _table_rows; None: they are)."""
+    for part, tensor in (("counts", counts), ("edges", edges)):
+        if tensor.dim() != 2 or tensor.shape[0] != steps:
+            raise RunReadError("%s does not match itself: %s's %s is %s where its steps are %d%s"
+                               % (path, what, part, "x".join(map(str, tensor.shape)), steps, _MISMATCH))
+    return (counts, edges) if rows is None else (counts[rows], edges[rows])
 
 
 def _number(text, integer):
@@ -479,7 +484,11 @@ def _table_key(path, name, entry):
 
 
 def _table_rows(path, name, steps, series):
-    """The row of the table `name` for each of `series`' steps; the table's steps must be the series'."""
+    """The row of the table `name` for each of `series`' steps, or None where they are the table's
+    rows in order (as HookScope writes them: no list of rows kept for each series of a long run);
+    the table's steps must be the series'."""
+    if steps == series.steps:  # the series' steps are ascending and each once (_sort_rows)
+        return None
     where = {step: i for i, step in enumerate(steps)}
     if len(where) != len(steps) or len(steps) != len(series.steps):
         raise RunReadError("%s does not match stats.csv: its table %r has %d rows%s where stats.csv has %d steps%s"
@@ -503,6 +512,11 @@ def _open_histograms(path):
     except _torch_zip.Damaged as exc:
         raise RunReadError("%s cannot be read: %s; the file is damaged" % (path, exc))
     return opened.root, opened
+
+
+def _torch_tensor():
+    import torch
+    return torch.Tensor
 
 
 def _load_histograms(path):
@@ -543,20 +557,23 @@ def _read_histograms(run):
             raise RunReadError("%s does not match stats.csv: its table %r is of a series stats.csv does not have%s"
                                % (path, name, _MISMATCH))
         steps = entry["steps"]
+        stored = _torch_zip.Stored if opened is not None else _torch_tensor()
+        if not all(isinstance(entry[part], stored) for part in ("steps", "counts", "edges")):
+            raise RunReadError("%s: its table %r has steps, counts or edges that are not tensors%s"
+                               % (path, name, _MISMATCH))
         if opened is not None:
-            if not all(isinstance(entry[part], _torch_zip.Stored) for part in ("steps", "counts", "edges")):
-                raise RunReadError("%s: its table %r has steps, counts or edges that are not tensors%s"
-                                   % (path, name, _MISMATCH))
             try:
                 steps = opened.tensor(steps, "its table %r's steps" % name)
             except _torch_zip.Damaged as exc:
                 raise RunReadError("%s is damaged: %s" % (path, exc))
-        rows = _table_rows(path, name, [int(s) for s in steps.tolist()], series)
+        steps = [int(s) for s in steps.tolist()]
+        rows = _table_rows(path, name, steps, series)
         if opened is None:
-            series._counts, series._edges = entry["counts"][rows], entry["edges"][rows]
+            series._counts, series._edges = _in_order(path, "its table %r" % name, entry["counts"], entry["edges"],
+                                                      len(steps), rows)
         else:
             run._tables[key] = ({"name": name, "counts": entry["counts"], "edges": entry["edges"],
-                                 "rows": len(rows)}, rows)
+                                 "rows": len(steps)}, rows)
     for key, series in sorted(run._series.items()):
         if series.steps and key not in run._tables and series._counts is None:
             raise RunReadError("%s does not match stats.csv: stats.csv has the series %s %r (call %d, index %d, "

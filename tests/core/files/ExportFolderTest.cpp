@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,8 +128,11 @@ TEST_F(ExportFolderTest, RoundTripIsExact) {
 // An export whose captures would take more memory than the cap (the window's) is read at the
 // steps a thinning of the store would keep, and only those are held while reading: the first
 // step, every stride-th after it (the stride a doubling of the steps' own spacing), the newest.
-// Each step kept is as the whole export has it, histograms included; scalars are all kept.
+// Each step kept is as the whole export has it, histograms included; scalars are all kept. The
+// rows of the steps left out are read too (a damaged one is said).
 TEST_F(ExportFolderTest, AnExportOverTheCapIsReadAtTheStepsAThinningKeeps) {
+  // One name quoted in stats.csv: its rows are read whole, left out or not.
+  const auto name = [](int layer) { return layer == 7 ? std::string("blocks.7, \"odd\"") : "blocks." + std::to_string(layer); };
   for (const std::int64_t spacing : {1, 2}) {  // a recording thinned already: steps 0, 2, 4, ...
     CaptureStore store(std::numeric_limits<std::size_t>::max());
     std::vector<std::int64_t> steps;
@@ -148,7 +152,7 @@ TEST_F(ExportFolderTest, AnExportOverTheCapIsReadAtTheStepsAThinningKeeps) {
         s.histogram[std::size_t(layer)] -= layer;
         s.histLow = s.min;
         s.histHigh = s.max;
-        store.add(step, {"blocks." + std::to_string(layer), 0, CaptureKind::Activation, 0}, s);
+        store.add(step, {name(layer), 0, CaptureKind::Activation, 0}, s);
       }
       store.addScalar(step, "loss", 1.0 / double(step + 1));
     }
@@ -182,7 +186,7 @@ TEST_F(ExportFolderTest, AnExportOverTheCapIsReadAtTheStepsAThinningKeeps) {
     }
     EXPECT_EQ(thinning.front().stepsAfter, std::int64_t(expected.size()));
     for (int layer = 0; layer < 8; ++layer) {
-      const SeriesKey key{"blocks." + std::to_string(layer), 0, CaptureKind::Activation, 0};
+      const SeriesKey key{name(layer), 0, CaptureKind::Activation, 0};
       const auto got = part.store->series(key);
       const auto all = whole.store->series(key);
       std::vector<std::int64_t> gotSteps;
@@ -197,6 +201,21 @@ TEST_F(ExportFolderTest, AnExportOverTheCapIsReadAtTheStepsAThinningKeeps) {
       EXPECT_EQ(gotSteps, expected) << "stride " << stride << ", layer " << layer;
     }
     EXPECT_EQ(part.store->scalars("loss").size(), steps.size());
+    // A row of step 1 (left out) without its last field: the export is damaged, read in part or not.
+    std::ifstream in(fs::path(dir) / "stats.csv");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string csv = text.str();
+    const auto row = csv.find("\n1,");
+    ASSERT_EQ(row == std::string::npos, spacing == 2);
+    if (row == std::string::npos) continue;
+    const auto lineEnd = csv.find('\n', row + 1);
+    csv.erase(csv.rfind(',', lineEnd), lineEnd - csv.rfind(',', lineEnd));
+    std::ofstream(fs::path(dir) / "stats.csv", std::ios::trunc) << csv;
+    ExportData damaged;
+    EXPECT_FALSE(readExport(dir, &damaged, &error, cap));
+    EXPECT_NE(error.find("stats.csv line "), std::string::npos) << error;
+    EXPECT_NE(error.find(" is damaged"), std::string::npos) << error;
   }
 }
 
