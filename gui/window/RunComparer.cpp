@@ -123,13 +123,16 @@ bool RunComparer::compareAgain() {
                     .arg(m_result.seriesCompared)
                     .arg(m_tolerance);
   }
-  if (!m_result.onlyInA.empty() || !m_result.onlyInB.empty() || !m_result.notes.empty()) {
-    m_summary += tr(" (%1 series only here, %2 only there%3)")
-                     .arg(m_result.onlyInA.size())
-                     .arg(m_result.onlyInB.size())
-                     .arg(m_result.notes.empty() ? QString() : QStringLiteral("; ") + QString::fromStdString(m_result.notes.front()));
+  // What else the status bar says, the most telling first (it is cut at the window's width; the
+  // tooltip has it all): a run read in part (which explains steps kept by one run only), the
+  // series only one run holds, the first note.
+  QStringList besides;
+  if (!m_otherThinned.isEmpty()) besides << tr("1 step in %1 of it read").arg(m_otherStore->stride());
+  if (!m_result.onlyInA.empty() || !m_result.onlyInB.empty()) {
+    besides << tr("%1 series only here, %2 only there").arg(m_result.onlyInA.size()).arg(m_result.onlyInB.size());
   }
-  if (!m_otherThinned.isEmpty()) m_summary += tr("; 1 step in %1 of it read").arg(m_otherStore->stride());
+  if (!m_result.notes.empty() && m_otherThinned.isEmpty()) besides << QString::fromStdString(m_result.notes.front());
+  if (!besides.isEmpty()) m_summary += QStringLiteral(" (%1)").arg(besides.join(QStringLiteral("; ")));
   m_parts.treePanel->showDifferences(m_result.moduleFirstStep);
   m_parts.plots->setComparedStore(m_otherStore);
   m_parts.frame->statusBar()->showMessage(m_summary);
