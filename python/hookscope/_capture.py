@@ -75,8 +75,16 @@ class CaptureSink:
             if eager is not None:
                 return eager(self, series, call, kind, index, tensor)
         if type(tensor) is _TENSOR:  # no DTensor, no wrapper: its memory read as it is (the common case)
-            fields = self._describe(series, call, kind, index, tensor)[1]
+            described = self._described  # _describe's texts, looked up here: one call fewer a capture
+            key = (series, call, kind, index, tensor.shape, tensor.dtype)
+            known = None if described is None else described.get(key)
+            fields = (known or self._describe(series, call, kind, index, tensor))[1]
             with self.lock:
+                try:
+                    if not self._defer_all and self._stats.add_host(fields, tensor):
+                        return None
+                except Exception:  # never into the user's code
+                    pass  # _compute reads it again and records the gap, saying why
                 self._compute(fields, tensor, tensor)
             return None
         return self._capture(series, call, kind, index, tensor)
