@@ -44,39 +44,47 @@ class Hook:
 
 
 class GradientHook:
-    """The hook on one module output's gradient (Tensor.register_hook): one object a hook, where a
-    closure was a function, its cells and a Hook (each tracked by the garbage collector, and a
-    step registers one for each output); a no-op in copies of the model, as Hook."""
+    """The hook on one module output's gradient (Tensor.register_hook), for every module that
+    returned that tensor unchanged (a container's output is its last child's): one registration
+    where each module's was torch's handle, dict and weak reference a step. `targets` holds
+    (module, call, index, capture, grad_op) in the modules' order; each one's gradient op
+    changes what the next one sees, as separate hooks would. A no-op in copies of the model."""
 
-    __slots__ = ("hooks", "module", "call", "index", "capture", "grad_op")
+    __slots__ = ("hooks", "targets")
 
-    def __init__(self, hooks, module, call, index, capture, grad_op):
-        self.hooks, self.module, self.call, self.index = hooks, module, call, index
-        self.capture, self.grad_op = capture, grad_op
+    def __init__(self, hooks, target):
+        self.hooks, self.targets = hooks, [target]
 
     def __call__(self, grad):
         owner = self.hooks._live_owner()
         if owner is None or grad is None:
             return None
+        changed = None
         try:
-            if self.capture:
-                owner.capture(self.module, self.call, "gradient", self.index, grad)
-            if self.grad_op:
-                kind, value = self.grad_op
-                if kind == "clamp":
-                    return grad.clamp(-value, value)
-                if kind == "scale":
-                    return grad * value
-                return torch.zeros_like(grad)
+            for module, call, index, capture, grad_op in self.targets:
+                if capture:
+                    owner.capture(module, call, "gradient", index, grad)
+                if grad_op:
+                    grad = changed = _changed_gradient(grad, grad_op)
         except Exception as exc:
             owner.fail(exc)
-        return None
+            return None
+        return changed
 
     def __reduce__(self):
         return (_make_inert, ())
 
     def __deepcopy__(self, memo):
         return _inert
+
+
+def _changed_gradient(grad, grad_op):
+    kind, value = grad_op
+    if kind == "clamp":
+        return grad.clamp(-value, value)
+    if kind == "scale":
+        return grad * value
+    return torch.zeros_like(grad)
 
 
 def tensors_of(value, out):
@@ -148,6 +156,7 @@ class ModelHooks:
         self._optimizer_handles = []
         self._wrapped_step = None
         self._update_before = []
+        self._last_hooked = None         # the last output hooked: (weak reference, version, GradientHook, hooks on it)
 
     # ------------------------------------------------------------ modules
 
@@ -187,6 +196,7 @@ class ModelHooks:
     def new_step(self):
         self._calls = [0] * len(self.modules)
         self._current_call = {}
+        self._last_hooked = None
 
     def remove(self):
         for handles in self._handles.values():
@@ -259,11 +269,20 @@ class ModelHooks:
         return None
 
     def _hook_gradient(self, t, i, call, index, capture, grad_op):
+        last = self._last_hooked
+        version = t._version
+        # The tensor the module before returned, unchanged, its hook still the last on it (a hook
+        # someone registered since sees the gradient between the two): one hook for both.
+        if last is not None and last[0]() is t and last[1] == version and len(t._backward_hooks or ()) == last[3]:
+            last[2].targets.append((i, call, index, capture, grad_op))
+            return
         if _OLD_TENSOR_HOOKS and t._backward_hooks is not None and getattr(t, "_hookscope_fn", None) is not t.grad_fn:
             t._backward_hooks = None  # hook this tensor's current grad_fn, not the one before an in-place op
-        t.register_hook(GradientHook(self, i, call, index, capture, grad_op))
+        hook = GradientHook(self, (i, call, index, capture, grad_op))
+        t.register_hook(hook)
         if _OLD_TENSOR_HOOKS:
             t._hookscope_fn = t.grad_fn
+        self._last_hooked = (weakref.ref(t), version, hook, len(t._backward_hooks or ()))
 
     # ------------------------------------------------------------ optimizer
 

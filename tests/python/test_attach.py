@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -751,6 +752,75 @@ def test_a_capture_without_statistics_is_a_gap_that_names_its_series(tmp):
     assert shown.returncode == 0, shown.stderr
     assert "4 captures dropped by the script in 2 steps" in shown.stdout, shown.stdout
     assert "1 activation call 0 index 0: a torch.sparse_coo tensor" in shown.stdout, shown.stdout
+
+
+class _HookOwner:
+    """What ModelHooks needs of an attached script: its captures kept as (module, gradient)."""
+    connected, suspended = True, False
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.gradients = []
+
+    def capture(self, series, call, kind, index, tensor):
+        self.gradients.append((series, tensor.clone()))
+
+    def fail(self, exc):
+        raise exc
+
+
+class _Doubled(nn.Module):
+    def forward(self, x):
+        return x.mul_(2)  # the same tensor object, changed in place (a Linear's output: not saved)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_modules_that_return_one_tensor_share_its_gradient_hook_and_see_what_separate_hooks_see(in_place):
+    """A container's output is its last child's: HookScope registers one gradient hook on it for
+    both (torch's handle, dict and weak reference once, not per module), and the gradients each
+    module is shown, and the ones its gradient ops pass on, are what PyTorch's own separate hooks
+    give. A module that changed the tensor in place before returning it gets its own hook."""
+    from hookscope._control import BIT
+    from hookscope._hooks import ModelHooks
+    torch.manual_seed(0)
+    old_torch = int(torch.__version__.split(".")[0]) < 2
+    model = nn.Sequential(nn.Linear(6, 5), _Doubled() if in_place else nn.Tanh())
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 6)
+    names = [name for name, _ in model.named_modules()]  # "", "0", "1"
+    ops = {2: ("clamp", 1e-3), 0: ("scale", 3.0)}
+    expected = []
+
+    def hook_gradient(index):  # PyTorch's own: one tensor hook a module, as HookScope's forward hooks run
+        def forward_hook(module, inputs, output):
+            def on_gradient(grad):
+                expected.append((index, grad.clone()))
+                kind, value = ops.get(index, (None, None))
+                return grad.clamp(-value, value) if kind == "clamp" else grad * value if kind == "scale" else None
+            if old_torch and output._backward_hooks is not None and getattr(output, "_fn", None) is not output.grad_fn:
+                # PyTorch 1.x would add this hook to the tensor's grad_fn before the in-place op;
+                # 2.x hooks the current one, as HookScope does on both (_hooks)
+                output._backward_hooks = None
+            output.register_hook(on_gradient)
+            output._fn = output.grad_fn
+        return forward_hook
+
+    hooked = [0, 1, 2] if in_place else [0, 2]  # the Linear's output is the one changed in place
+    reference_modules = list(reference.modules())
+    for i in hooked:
+        reference_modules[i].register_forward_hook(hook_gradient(i))
+    reference(x).square().sum().backward()
+
+    owner = _HookOwner()
+    hooks = ModelHooks(owner, list(model.named_modules()), None, keep_graph=False)
+    hooks.apply([BIT["gradient"] if i in hooked else 0 for i in range(len(names))], ops, {})
+    out = model(x)
+    assert len(out._backward_hooks) == 1  # one hook for the last module and the Sequential
+    out.square().sum().backward()
+    assert sorted(i for i, _ in owner.gradients) == sorted(i for i, _ in expected) == sorted(hooked)
+    for (i, got), (j, want) in zip(sorted(owner.gradients, key=lambda p: p[0]), sorted(expected, key=lambda p: p[0])):
+        assert i == j and torch.equal(got, want), names[i]
+    assert torch.equal(model[0].weight.grad, reference[0].weight.grad)
 
 
 def test_a_tensor_captured_twice_in_a_step_is_read_once_and_the_export_counts_it(tmp):
