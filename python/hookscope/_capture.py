@@ -80,11 +80,6 @@ class CaptureSink:
             known = None if described is None else described.get(key)
             fields = (known or self._describe(series, call, kind, index, tensor))[1]
             with self.lock:
-                try:
-                    if not self._defer_all and self._stats.add_host(fields, tensor):
-                        return None
-                except Exception:  # never into the user's code
-                    pass  # _compute reads it again and records the gap, saying why
                 self._compute(fields, tensor, tensor)
             return None
         return self._capture(series, call, kind, index, tensor)
