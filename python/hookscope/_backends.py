@@ -15,7 +15,7 @@ import os
 import torch
 
 from ._cuda_stats import KERNELS as CUDA_DTYPES
-from ._stats_rows import HEADER, RAW_IS_WIRE, dense, native_in_range, native_library, native_row, torch_row
+from ._stats_rows import HEADER, dense, native_in_range, native_library, native_row, torch_row
 
 NAMES = ("auto", "native", "torch", "triton", "cuda")
 # What "auto" tries, in order, by device type; the torch ops run anywhere.
@@ -39,7 +39,6 @@ class Backend:
     title = None          # what it is called in a message ("torch ops ... compute")
     shared_ranges = True  # whether row() bins between a shared (low, high, amax): a shard's row
     host_rows = False     # whether a CPU capture's row is computed at once, as a list (host_row)
-    plain_kernel = None   # hookscope_stats where a contiguous float32 row is the kernel's call alone
 
     def __init__(self):
         self.failed = None
@@ -78,8 +77,6 @@ class NativeBackend(Backend):
     def __init__(self, lib):
         super().__init__()
         self.lib = lib
-        if lib is not None and RAW_IS_WIRE:  # the row's bytes as the kernel writes them are the wire's
-            self.plain_kernel = lib.hookscope_stats
 
     def unavailable(self, device):
         if self.lib is None:

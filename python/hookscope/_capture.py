@@ -75,10 +75,7 @@ class CaptureSink:
             if eager is not None:
                 return eager(self, series, call, kind, index, tensor)
         if type(tensor) is _TENSOR:  # no DTensor, no wrapper: its memory read as it is (the common case)
-            described = self._described  # _describe's texts, looked up here: one call fewer a capture
-            key = (series, call, kind, index, tensor.shape, tensor.dtype)
-            known = None if described is None else described.get(key)
-            fields = (known or self._describe(series, call, kind, index, tensor))[1]
+            fields = self._describe(series, call, kind, index, tensor)[1]
             with self.lock:
                 self._compute(fields, tensor, tensor)
             return None

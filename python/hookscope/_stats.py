@@ -25,7 +25,7 @@ from . import _backends
 from ._cuda_stats import raw_stream_getter
 from ._stats_rows import (  # noqa: F401 (the row's layout and the two host backends, as before)
     _CHUNK, E4M3, E5M2, F16_LARGEST, F16_SMALLEST, FIELDS, HEADER, PRECISION, bin_plan, flush_below,
-    RAW_IS_WIRE, native_in_range, native_library, native_row, row_array, row_bytes, row_values, torch_row)
+    RAW_IS_WIRE, native_in_range, native_library, native_row, row_bytes, row_values, torch_row)
 from ._wire import number_text
 
 BACKENDS = _backends.NAMES
@@ -81,7 +81,6 @@ def _version(t):
 
 _raw_stream_of = raw_stream_getter()
 _CPU = torch.device("cpu")
-_FLOAT32 = torch.float32
 
 
 def _raw_stream(device):
@@ -109,7 +108,6 @@ class StepStatistics:
 
     def __init__(self, bins=64, use_native=True, backend=None, strict=False):
         self.bins = bins
-        self._row_class = row_array(HEADER + bins)  # ctypes' array a host row is written into
         self.fallbacks = []         # messages for the script's output: each said once
         if backend is None:
             try:
@@ -203,7 +201,6 @@ class StepStatistics:
     def set_bins(self, bins):
         if bins != self.bins and not self._entries:
             self.bins = bins
-            self._row_class = row_array(HEADER + bins)
             self._device = {}
             self._pinned = {}
             self.rows_bytes = 0
@@ -285,15 +282,7 @@ class StepStatistics:
             row = known[4]
             self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
             return True
-        kernel = backend.plain_kernel
-        if kernel is not None and tensor.dtype is _FLOAT32 and tensor.is_contiguous():
-            # native_row's common case without its calls: a capture's memory read as it lies
-            row = self._row_class()
-            if kernel(tensor.data_ptr(), tensor.numel(), 0, self.bins, 1, row) != 0:
-                return False  # add says why
-            row = bytes(row)
-        else:
-            row = backend.host_row(tensor, self.bins, raw=True)
+        row = backend.host_row(tensor, self.bins, raw=True)
         self._last = (weakref.ref(tensor), version, _CPU, None, row)
         self._entries.append((fields, row, None, backend.name))
         return True

@@ -132,7 +132,7 @@ def native_in_range(lib):
 _row_types = {}
 
 
-def row_array(width):
+def _row_type(width):
     """ctypes' array of `width` doubles (made once a width)."""
     kind = _row_types.get(width)
     if kind is None:
@@ -147,7 +147,7 @@ def native_row(lib, t, bins, cores=1, shared=None, out=None, raw=False):
     bins), written there instead."""
     if raw and RAW_IS_WIRE and shared is None and out is None and t.dtype is torch.float32 and t.is_contiguous():
         # A capture's common case: its memory read as it is (reading needs no detached view).
-        row = row_array(HEADER + bins)()
+        row = _row_type(HEADER + bins)()
         if lib.hookscope_stats(t.data_ptr(), t.numel(), 0, bins, cores, row) != 0:
             raise ValueError("HookScope's statistics kernel refused a tensor of %d values" % t.numel())
         return bytes(row)
@@ -158,7 +158,7 @@ def native_row(lib, t, bins, cores=1, shared=None, out=None, raw=False):
     if x.dtype != work:
         x = x.to(work)
     x = x.contiguous()
-    row = row_array(HEADER + bins)() if out is None else row_array(HEADER + bins).from_address(out.data_ptr())
+    row = _row_type(HEADER + bins)() if out is None else _row_type(HEADER + bins).from_address(out.data_ptr())
     code = 0 if work == torch.float32 else 1
     if shared is not None:
         status = lib.hookscope_stats_in_range(ctypes.c_void_p(x.data_ptr()), x.numel(), code, bins, cores,
