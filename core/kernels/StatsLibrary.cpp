@@ -89,4 +89,24 @@ __attribute__((visibility("default"))) int hookscope_stats_in_range(const void* 
   return 0;
 }
 
+/// The rows of `count` float32 tensors copied one after another into one buffer (a step's small
+/// CPU captures, read together at its end rather than one call a hook: a call from the training
+/// loop cost several times the kernel's own work, its caches shared with PyTorch's). items[2k] is
+/// tensor k's offset in bytes from `base`, items[2k + 1] its number of values; its row goes to
+/// out + k * (15 + bins) and status[k] is hookscope_stats's result for it. Returns how many were
+/// refused (-1: the arguments as a whole). Optional: a package that finds no such symbol reads
+/// each capture in its hook, as before.
+__attribute__((visibility("default"))) int hookscope_stats_many(const char* base, const std::int64_t* items, int count,
+                                                                int bins, int cores, double* out, int* status) {
+  if (count < 0 || (count > 0 && (!base || !items || !out || !status)) || bins < 1 || bins > 4096) return -1;
+  const std::int64_t width = hookscope::row::kHeader + bins;
+  int refused = 0;
+  for (int k = 0; k < count; ++k) {
+    const std::int64_t offset = items[2 * k], n = items[2 * k + 1];
+    status[k] = offset < 0 ? -1 : hookscope_stats(base + offset, n, 0, bins, cores, out + k * width);
+    refused += status[k] != 0;
+  }
+  return refused;
+}
+
 }  // extern "C"

@@ -11,9 +11,12 @@ after it was read, at the same version (a container's output is its last child's
 gradient hooks on that output), is read once: the second row is a copy of the first, made on the
 device. Only the last read is remembered: a weak reference for every read of a step was an
 object the garbage collector tracked until the step's end (its collections at thousands of
-captures a step took a sixth of the step).
+captures a step took a sixth of the step). A small float32 CPU capture is copied as its hook runs
+and read with the step's others in one call of HookScope's kernel when the rows are taken
+(_Snapshots): the values as they were in the hook, as before.
 """
 
+import array
 import ctypes
 import os
 import threading
@@ -81,6 +84,62 @@ def _version(t):
 
 _raw_stream_of = raw_stream_getter()
 _CPU = torch.device("cpu")
+_FLOAT32 = torch.float32
+SNAPSHOT_VALUES = 16384      # a float32 CPU capture of at most this many values is copied, read at the step's end
+SNAPSHOT_BYTES = 4 << 20     # the copies' buffer (made at the first one): read at once when full
+_ALIGN = 63                  # each copy starts on a 64-byte line
+
+
+class _Snapshots:
+    """Small float32 CPU captures copied one after another as their hooks ran, read together by
+    HookScope's kernel (hookscope_stats_many) when the step's rows are taken or the buffer is
+    full. Reading each one in its hook cost about 3 times the kernel's own work there (its code
+    and tables evicted by PyTorch's between two hooks, PyTorch's by them); a copy is the values
+    as they were in the hook, whatever changes the tensor in place after it."""
+
+    __slots__ = ("lib", "buffer", "base", "used", "items", "places", "copies")
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.buffer = ctypes.create_string_buffer(SNAPSHOT_BYTES)
+        self.base = ctypes.addressof(self.buffer)
+        self.used = 0
+        self.items = array.array("q")  # each copy's offset in bytes and number of values
+        self.places = []               # each copy's entry (its index in StepStatistics._entries)
+        self.copies = []               # (entry, entry whose row it is): the same tensor again
+
+    def add(self, tensor, n, place):
+        """Copies tensor's n values for the entry at `place`; False where the buffer is full."""
+        used = self.used
+        size = (n * 4 + _ALIGN) & ~_ALIGN
+        if used + size > SNAPSHOT_BYTES:
+            return False
+        ctypes.memmove(self.base + used, tensor.data_ptr(), n * 4)
+        self.items.append(used)
+        self.items.append(n)
+        self.places.append(place)
+        self.used = used + size
+        return True
+
+    def values(self, k):
+        """The k-th copy as a float32 tensor (its memory the buffer's)."""
+        return torch.frombuffer(self.buffer, dtype=_FLOAT32, count=self.items[2 * k + 1],
+                                offset=self.items[2 * k]) if self.items[2 * k + 1] else torch.empty(0)
+
+    def clear(self):
+        self.used = 0
+        del self.items[:]
+        self.places = []
+        self.copies = []
+
+
+def _snapshots_for(backend):
+    """_Snapshots for the CPU backend `backend` where it is HookScope's kernel with its
+    hookscope_stats_many (an older library has none: each capture is read in its hook)."""
+    lib = getattr(backend, "lib", None)
+    if not RAW_IS_WIRE or lib is None or not hasattr(lib, "hookscope_stats_many"):
+        return None
+    return _Snapshots(lib)
 
 
 def _raw_stream(device):
@@ -129,6 +188,7 @@ class StepStatistics:
         self._pinned = {}   # device -> pinned host rows, grown by doubling, reused
         self._streams = {}  # device -> CUDA streams other than the default that wrote rows this step
         self._host_backend = None  # the backend add_host computes CPU rows with, once add has chosen it
+        self._snapshots = None     # its small captures' copies (_Snapshots), False where it is not HookScope's kernel
         self._last = None   # the last read of the step: (weak reference, version, device, row index, host row)
         self.seen = set()   # device types captured on so far
         self._weighed = set()  # those slower_fallback has looked at
@@ -229,8 +289,10 @@ class StepStatistics:
         if known is not None and not (known[0]() is origin and known[1] == version and known[2] == device):
             known = None  # another tensor (the id reused), or this one changed in place since
         if kind == "cpu" and not defer and backend.host_rows:
-            self._host_backend = backend  # add_host takes the next ones (while it has not failed)
-            if known is not None and known[4] is not None:  # read already: the same row
+            if backend is not self._host_backend:  # add_host takes the next ones (while it has not failed)
+                self._read_snapshots()
+                self._host_backend, self._snapshots = backend, None  # made at add_host's first copy
+            if known is not None and known[4] is not None and type(known[4]) is not int:  # read already: the same row
                 self.shared_reads += 1
                 row = known[4]
                 self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
@@ -276,16 +338,59 @@ class StepStatistics:
             return False
         known = self._last
         if known is not None and known[0]() is tensor and known[1] == version:
-            if known[4] is None:  # read into a device row buffer: add copies that row
+            row = known[4]
+            if row is None:  # read into a device row buffer: add copies that row
                 return False
             self.shared_reads += 1
-            row = known[4]
+            if type(row) is int:  # copied, to be read: that entry's row, once it is read
+                self._snapshots.copies.append((len(self._entries), row))
+                self._entries.append((fields, None, None, "shared"))
+                return True
             self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
             return True
+        snapshots = self._snapshots
+        if snapshots is None:
+            snapshots = self._snapshots = _snapshots_for(backend) or False
+        if snapshots and tensor.dtype is _FLOAT32 and tensor.is_contiguous():
+            n = tensor.numel()
+            if n <= SNAPSHOT_VALUES:
+                place = len(self._entries)
+                if not snapshots.add(tensor, n, place):
+                    self._read_snapshots()  # the buffer is full: its copies read now, to make room
+                    snapshots.add(tensor, n, place)
+                self._last = (weakref.ref(tensor), version, _CPU, None, place)
+                self._entries.append((fields, None, None, backend.name))
+                return True
         row = backend.host_row(tensor, self.bins, raw=True)
         self._last = (weakref.ref(tensor), version, _CPU, None, row)
         self._entries.append((fields, row, None, backend.name))
         return True
+
+    def _read_snapshots(self):
+        """The rows of the captures copied so far (_Snapshots), into their entries: one call of
+        the kernel. A copy it refuses (it takes any float32 values: never seen) gets the torch
+        ops' row of the same copy."""
+        snapshots = self._snapshots
+        if not snapshots or not (snapshots.places or snapshots.copies):
+            return
+        count, bins = len(snapshots.places), self.bins
+        width = HEADER + bins
+        out = (ctypes.c_double * (count * width))()
+        status = (ctypes.c_int * max(count, 1))()
+        refused = snapshots.lib.hookscope_stats_many(snapshots.base, snapshots.items.buffer_info()[0], count, bins,
+                                                     1, out, status) if count else 0
+        data, size = bytes(out), width * 8
+        entries = self._entries
+        for k, place in enumerate(snapshots.places):
+            fields, _, _, name = entries[place]
+            if refused and (refused < 0 or status[k] != 0):
+                row, name = self._backends["torch"].host_row(snapshots.values(k), bins, raw=True), "torch"
+            else:
+                row = data[k * size:(k + 1) * size]
+            entries[place] = (fields, row, None, name)
+        for place, source in snapshots.copies:
+            entries[place] = (entries[place][0], entries[source][1], None, "shared")
+        snapshots.clear()
 
     def _remember(self, origin, version, device, index, row):
         """That `origin` at `version` was read this step: its row at `index` of the device rows,
@@ -331,6 +436,7 @@ class StepStatistics:
         return self._take(False, row_bytes)
 
     def _take(self, with_backend, form):
+        self._read_snapshots()
         host = {}
         for device, (rows, count) in self._device.items():
             if count == 0:

@@ -109,6 +109,13 @@ def native_library():
                                        ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
                 except AttributeError:
                     pass
+                try:  # a step's small captures read in one call (libraries since issue 58)
+                    many = candidate.hookscope_stats_many
+                    many.restype = ctypes.c_int
+                    many.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                     ctypes.c_void_p, ctypes.c_void_p]
+                except AttributeError:
+                    pass
                 lib = candidate
                 break
             except (OSError, AttributeError):

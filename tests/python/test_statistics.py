@@ -176,7 +176,8 @@ def test_a_steps_captures_leave_the_garbage_collector_nothing_to_follow(host):
     step = _stats.StepStatistics(bins=BINS)
     add = (lambda fields, t: step.add_host(fields, t) or step.add(fields, t)) if host else step.add
     values = [torch.randn(16, 32) for _ in range(50)]
-    add('"module":-1', torch.randn(3))  # the backend chosen, once
+    add('"module":-2', torch.randn(3))  # the backend chosen, once
+    add('"module":-1', torch.randn(3))  # and where captures are copied to be read (add_host), once
     gc.collect()
     tracked = len(gc.get_objects())
     for i, t in enumerate(values):
@@ -184,11 +185,103 @@ def test_a_steps_captures_leave_the_garbage_collector_nothing_to_follow(host):
         add('"module":%d,"again":1' % i, t)  # right after: the first one's row
     gc.collect()
     assert len(gc.get_objects()) - tracked <= 2  # the last read: its tuple and weak reference
-    entries = step._entries[1:]
+    entries = step._entries[2:]
     assert len(entries) == 100 and [e[3] for e in entries[1::2]] == ["shared"] * 50
     assert [e for e in entries if gc.is_tracked(e)] == []
     add('"module":0,"later":1', values[0])  # not right after its last read: read again, equal
-    assert step._entries[-1][3] != "shared" and step._entries[-1][1] == entries[0][1]
+    rows = step.take_raw()[2:]
+    assert step._last is None and len(rows) == 101
+    assert rows[-1][1] == rows[0][1] == rows[1][1] and rows[2][1] != rows[0][1]
+
+
+def _hooked_step():
+    """A StepStatistics taking captures as a hook does (add_host, else add), its CPU backend
+    chosen and its copies' buffer made by two first captures."""
+    step = _stats.StepStatistics(bins=BINS)
+    add = lambda fields, t: step.add_host(fields, t) or step.add(fields, t)  # noqa: E731
+    add('"module":-2', torch.randn(3))
+    add('"module":-1', torch.randn(3))
+    return step, add
+
+
+@needs_kernel
+def test_small_cpu_captures_are_copied_in_the_hook_and_read_at_the_steps_end_as_they_were():
+    """A small float32 capture is copied as its hook runs and read with the step's others in one
+    kernel call when the rows are taken: its row is the one its values had in the hook, bit for
+    bit, whatever changes the tensor in place after it (an in-place ReLU on a Linear's output)."""
+    step, add = _hooked_step()
+    assert step._snapshots, "HookScope's kernel has no hookscope_stats_many: the library is older than the package"
+    cases = {name: t for name, t in tensors().items() if t.dtype == torch.float32 and t.is_contiguous()
+             and t.numel() <= _stats.SNAPSHOT_VALUES}
+    assert {"random", "with nan and inf", "only non-finite", "all zero", "one element", "empty", "huge range"} <= set(cases)
+    expected = []
+    for name, t in cases.items():
+        t = t.clone()
+        add(name, t)
+        expected.append((name, _stats.native_row(LIB, t.clone(), BINS, raw=True)))
+        t.mul_(-3.0)  # in place, after the hook: the row is still the hook's
+        t[:1] = float("nan") if t.numel() else t[:1]
+        add(name + " again", t)  # the same tensor at its new version: read again
+        expected.append((name + " again", _stats.native_row(LIB, t.clone(), BINS, raw=True)))
+        t.zero_()
+    assert all(entry[1] is None for entry in step._entries[2:])  # nothing read in the hooks
+    assert step.take_raw()[2:] == expected
+
+
+@needs_kernel
+def test_a_full_copy_buffer_is_read_at_once_and_the_rows_stay_in_order(monkeypatch):
+    """Past the copies' buffer (4 MiB; 4 KiB here) its copies are read at once and it is used
+    again: every row in the order of the captures, a capture of the same tensor right after its
+    first sharing that row, and a capture past SNAPSHOT_VALUES read in its hook."""
+    monkeypatch.setattr(_stats, "SNAPSHOT_BYTES", 4096)
+    step, add = _hooked_step()
+    g = torch.Generator().manual_seed(3)
+    values = [torch.randn(300, generator=g) * (i + 1) for i in range(9)] + [torch.randn(_stats.SNAPSHOT_VALUES + 1)]
+    expected = []
+    for i, t in enumerate(values):
+        add('"module":%d' % i, t)
+        add('"module":%d,"again":1' % i, t)
+        row = _stats.native_row(LIB, t, BINS, raw=True)
+        expected += [('"module":%d' % i, row), ('"module":%d,"again":1' % i, row)]
+    assert step._entries[-2][1] is not None  # the large one, read in its hook
+    assert step.shared_reads == len(values)
+    assert step.take_raw()[2:] == expected
+    assert not step._snapshots.places and step._snapshots.used == 0
+
+
+@needs_kernel
+def test_copies_the_kernel_refuses_get_the_torch_ops_row(monkeypatch):
+    """hookscope_stats_many refusing (it takes any float32 values; a damaged library could): the
+    torch ops compute the same copy's row, and the entry says they did."""
+    step, add = _hooked_step()
+    class Refusing:
+        def hookscope_stats_many(self, *args):
+            return -1
+    step._snapshots.lib = Refusing()
+    t = tensors()["with nan and inf"]
+    add('"module":0', t)
+    add('"module":0,"again":1', t)
+    taken = step.take(with_backend=True)[2:]
+    assert [(fields, backend) for fields, _, backend in taken] == [('"module":0', "torch"), ('"module":0,"again":1', "shared")]
+    assert taken[0][1] == taken[1][1] == torch_ops_row(t)
+
+
+def test_hookscope_stats_many_refuses_arguments_it_cannot_take():
+    lib = LIB
+    if lib is None or not hasattr(lib, "hookscope_stats_many"):
+        pytest.skip("libhookscope_stats with hookscope_stats_many is not built")
+    import ctypes
+    values = (ctypes.c_float * 4)(1.0, 2.0, float("nan"), -1.0)
+    items = (ctypes.c_int64 * 4)(0, 4, -8, 1)  # the second item's offset is before the buffer
+    out = (ctypes.c_double * (2 * (_stats.HEADER + BINS)))()
+    status = (ctypes.c_int * 2)()
+    assert lib.hookscope_stats_many(ctypes.addressof(values), ctypes.addressof(items), 2, BINS, 0,
+                                    ctypes.addressof(out), ctypes.addressof(status)) == 1
+    assert list(status) == [0, -1] and out[0] == -1.0 and out[1] == 2.0 and out[6] == 1.0
+    for bins in (0, 4097):
+        assert lib.hookscope_stats_many(ctypes.addressof(values), ctypes.addressof(items), 1, bins, 0,
+                                        ctypes.addressof(out), ctypes.addressof(status)) == -1
+    assert lib.hookscope_stats_many(None, None, 0, BINS, 0, None, None) == 0
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
