@@ -46,14 +46,23 @@ class Hook:
 class GradientHook:
     """The hook on one module output's gradient (Tensor.register_hook), for every module that
     returned that tensor unchanged (a container's output is its last child's): one registration
-    where each module's was torch's handle, dict and weak reference a step. `targets` holds
-    (module, call, index, capture, grad_op) in the modules' order; each one's gradient op
-    changes what the next one sees, as separate hooks would. A no-op in copies of the model."""
+    where each module's was torch's handle, dict and weak reference a step. `target` is the
+    first module's (module, call, index, capture, grad_op), `more` a list of the others' or None
+    (no list of its own for the common case: one more object the garbage collector would follow
+    from the forward pass to the backward); each one's gradient op changes what the next one
+    sees, as separate hooks would. A no-op in copies of the model."""
 
-    __slots__ = ("hooks", "targets")
+    __slots__ = ("hooks", "target", "more")
 
     def __init__(self, hooks, target):
-        self.hooks, self.targets = hooks, [target]
+        self.hooks, self.target, self.more = hooks, target, None
+
+    def join(self, target):
+        """Another module's target, after the ones already here."""
+        if self.more is None:
+            self.more = [target]
+        else:
+            self.more.append(target)
 
     def __call__(self, grad):
         owner = self.hooks._live_owner()
@@ -61,7 +70,8 @@ class GradientHook:
             return None
         changed = None
         try:
-            for module, call, index, capture, grad_op in self.targets:
+            for module, call, index, capture, grad_op in ((self.target,) if self.more is None
+                                                          else [self.target] + self.more):
                 if capture:
                     owner.capture(module, call, "gradient", index, grad)
                 if grad_op:
@@ -274,7 +284,7 @@ class ModelHooks:
         # The tensor the module before returned, unchanged, its hook still the last on it (a hook
         # someone registered since sees the gradient between the two): one hook for both.
         if last is not None and last[0]() is t and last[1] == version and len(t._backward_hooks or ()) == last[3]:
-            last[2].targets.append((i, call, index, capture, grad_op))
+            last[2].join((i, call, index, capture, grad_op))
             return
         if _OLD_TENSOR_HOOKS and t._backward_hooks is not None and getattr(t, "_hookscope_fn", None) is not t.grad_fn:
             t._backward_hooks = None  # hook this tensor's current grad_fn, not the one before an in-place op
