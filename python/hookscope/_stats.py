@@ -325,9 +325,11 @@ class StepStatistics:
         slot[1] += 1
 
     def add_host(self, fields, tensor, origin=None):
-        """add(fields, tensor) in fewer steps where the row is computed at once on the host (a
-        plain CPU tensor, HookScope's kernel chosen for the CPU, its first capture made by add):
-        a capture's common case. False where it does not apply: add then takes it."""
+        """add(fields, tensor) in fewer steps where the row is computed on the host (a plain CPU
+        tensor, the CPU's backend chosen by add's first capture): a capture's common case. The
+        row is computed now, or, for a small float32 tensor and HookScope's kernel, from a copy
+        of its values made now, with the step's others when the rows are taken. False where it
+        does not apply: add then takes it."""
         backend = self._host_backend
         if (backend is None or backend.failed is not None or type(tensor) is not torch.Tensor
                 or not tensor.is_cpu or (origin is not None and origin is not tensor)):
@@ -342,10 +344,12 @@ class StepStatistics:
             if row is None:  # read into a device row buffer: add copies that row
                 return False
             self.shared_reads += 1
-            if type(row) is int:  # copied, to be read: that entry's row, once it is read
-                self._snapshots.copies.append((len(self._entries), row))
-                self._entries.append((fields, None, None, "shared"))
-                return True
+            if type(row) is int:  # a copy's entry: its row, or once it is read
+                source, row = row, self._entries[row][1]
+                if row is None:
+                    self._snapshots.copies.append((len(self._entries), source))
+                    self._entries.append((fields, None, None, "shared"))
+                    return True
             self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
             return True
         snapshots = self._snapshots
@@ -371,14 +375,14 @@ class StepStatistics:
         the kernel. A copy it refuses (it takes any float32 values: never seen) gets the torch
         ops' row of the same copy."""
         snapshots = self._snapshots
-        if not snapshots or not (snapshots.places or snapshots.copies):
+        if not snapshots or not snapshots.places:  # a copy's shared entries wait for it (add_host)
             return
         count, bins = len(snapshots.places), self.bins
         width = HEADER + bins
         out = (ctypes.c_double * (count * width))()
-        status = (ctypes.c_int * max(count, 1))()
+        status = (ctypes.c_int * count)()
         refused = snapshots.lib.hookscope_stats_many(snapshots.base, snapshots.items.buffer_info()[0], count, bins,
-                                                     1, out, status) if count else 0
+                                                     1, out, status)
         data, size = bytes(out), width * 8
         entries = self._entries
         for k, place in enumerate(snapshots.places):
