@@ -292,10 +292,8 @@ class StepStatistics:
             if backend is not self._host_backend:  # add_host takes the next ones (while it has not failed)
                 self._read_snapshots()
                 self._host_backend, self._snapshots = backend, None  # made at add_host's first copy
-            if known is not None and known[4] is not None and type(known[4]) is not int:  # read already: the same row
-                self.shared_reads += 1
-                row = known[4]
-                self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
+            if known is not None and known[4] is not None:  # read already (or copied): the same row
+                self._share(fields, known[4])
                 return
             row = backend.host_row(tensor, self.bins, raw=True)
             self._remember(origin, version, device, None, row)
@@ -340,17 +338,9 @@ class StepStatistics:
             return False
         known = self._last
         if known is not None and known[0]() is tensor and known[1] == version:
-            row = known[4]
-            if row is None:  # read into a device row buffer: add copies that row
+            if known[4] is None:  # read into a device row buffer: add copies that row
                 return False
-            self.shared_reads += 1
-            if type(row) is int:  # a copy's entry: its row, or once it is read
-                source, row = row, self._entries[row][1]
-                if row is None:
-                    self._snapshots.copies.append((len(self._entries), source))
-                    self._entries.append((fields, None, None, "shared"))
-                    return True
-            self._entries.append((fields, row if isinstance(row, bytes) else list(row), None, "shared"))
+            self._share(fields, known[4])
             return True
         snapshots = self._snapshots
         if snapshots is None:
@@ -369,6 +359,16 @@ class StepStatistics:
         self._last = (weakref.ref(tensor), version, _CPU, None, row)
         self._entries.append((fields, row, None, backend.name))
         return True
+
+    def _share(self, fields, row):
+        """An entry whose row is that of the same tensor read just before: `row` is its host row,
+        or the index of its copy's entry (_Snapshots), whose row it takes once that is read."""
+        self.shared_reads += 1
+        if type(row) is int:
+            source, row = row, self._entries[row][1]
+            if row is None:
+                self._snapshots.copies.append((len(self._entries), source))
+        self._entries.append((fields, row if row is None or isinstance(row, bytes) else list(row), None, "shared"))
 
     def _read_snapshots(self):
         """The rows of the captures copied so far (_Snapshots), into their entries: one call of
