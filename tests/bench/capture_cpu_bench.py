@@ -3,7 +3,10 @@
 scale_bench.py (Linear(32, 32) + ReLU, batch 16, SGD), every module hooked for activations and
 gradients, attached to `hookscope-cli record`, against the same loop with no hooks (plain) and
 with empty Python hooks on the same modules and outputs (a forward hook that registers a
-gradient hook returning None: what torch's own hook dispatch costs, which no capture can avoid).
+gradient hook returning None: what torch's own hook dispatch costs, which no capture can avoid),
+and with those hooks each copying its tensor's values into a buffer (ctypes.memmove) and doing
+nothing else (copies: the least a capture in Python does that reads the values as they were in
+its hook, before any statistic is computed or anything is sent).
 
 HookScope's time a capture is measured two ways: (attached - empty hooks) / captures a step
 (host_us_per_capture: everything the attached step adds, the recorder's share of the cores too),
@@ -58,6 +61,25 @@ elif mode == "hooks":
             output.register_hook(on_gradient)
     for module in model.modules():
         module.register_forward_hook(on_output)
+elif mode == "copies":  # the empty hooks, each copying its tensor's values and nothing more
+    import ctypes
+    kept = ctypes.create_string_buffer(1 << 22)
+    base, used = ctypes.addressof(kept), [0]
+    def keep(t):
+        size = t.numel() * t.element_size()
+        if used[0] + size > len(kept):
+            used[0] = 0
+        ctypes.memmove(base + used[0], t.contiguous().data_ptr(), size)
+        used[0] += size
+    def on_gradient(grad):
+        keep(grad)
+        return None
+    def on_output(module, inputs, output):
+        keep(output)
+        if output.requires_grad:
+            output.register_hook(on_gradient)
+    for module in model.modules():
+        module.register_forward_hook(on_output)
 collected = [0.0, 0.0]
 def timed(phase, info):
     if phase == "start":
@@ -74,11 +96,11 @@ for step in range(steps):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    if mode != "plain" and mode != "hooks":
+    if mode in ("attached", "inside"):
         hs.step(loss)
 elapsed = time.perf_counter() - started
 gc.callbacks.remove(timed)
-if mode != "plain" and mode != "hooks":
+if mode in ("attached", "inside"):
     hs.close()
 print("STEP_MS %%.3f GC_MS %%.3f INSIDE_MS %%.3f" %% (1000 * elapsed / (steps - 5), 1000 * collected[0] / (steps - 5),
                                                   1000 * inside[0] / (steps - 5)))
@@ -87,7 +109,7 @@ print("STEP_MS %%.3f GC_MS %%.3f INSIDE_MS %%.3f" %% (1000 * elapsed / (steps - 
 
 def run(cli, script, blocks, steps, mode, tmp):
     command = [sys.executable, script, str(blocks), str(steps), mode]
-    if mode in ("plain", "hooks"):
+    if mode in ("plain", "hooks", "copies"):
         done = subprocess.run(command, capture_output=True, text=True, check=True)
         return parse(done.stdout)
     address = "unix:" + os.path.join(tmp, "hs.sock")
@@ -124,15 +146,16 @@ def main():
         with open(script, "w") as f:
             f.write(SCRIPT)
         for _ in range(rounds):
-            for mode in ("plain", "hooks", "attached", "inside"):
+            for mode in ("plain", "hooks", "copies", "attached", "inside"):
                 figures = run(cli, script, blocks, steps, mode, tmp)
                 key = 2 if mode == "inside" else 0  # the fastest round: by its step, or by its time inside
                 if mode not in best or figures[key] < best[mode][key]:
                     best[mode] = figures
     plain, hooks, attached = best["plain"][0], best["hooks"][0], best["attached"][0]
-    print("RESULT capture_cpu N=%d captures=%d plain=%.2fms hooks=%.2fms attached=%.2fms ratio=%.2f "
-          "hooks_ratio=%.2f host_us_per_capture=%.1f inside_us_per_capture=%.1f gc_ms=%.2f (attached) %.2f (hooks)"
-          % (blocks, captures, plain, hooks, attached, attached / plain, hooks / plain,
+    copies = best["copies"][0]
+    print("RESULT capture_cpu N=%d captures=%d plain=%.2fms hooks=%.2fms copies=%.2fms attached=%.2fms ratio=%.2f "
+          "hooks_ratio=%.2f copies_ratio=%.2f host_us_per_capture=%.1f inside_us_per_capture=%.1f gc_ms=%.2f (attached) %.2f (hooks)"
+          % (blocks, captures, plain, hooks, copies, attached, attached / plain, hooks / plain, copies / plain,
              1000 * (attached - hooks) / captures, 1000 * best["inside"][2] / captures, best["attached"][1],
              best["hooks"][1]))
 
