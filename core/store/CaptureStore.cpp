@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace hookscope {
@@ -425,6 +426,12 @@ std::int64_t CaptureStore::latestStep() const {
   std::lock_guard<std::mutex> lock(m_mutex);
   const std::int64_t captured = m_stepCaptures.empty() ? -1 : m_stepCaptures.rbegin()->first;
   return std::max(captured, m_latestScalarStep);
+}
+
+std::int64_t CaptureStore::stepAtOrBefore(std::int64_t step) const {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  auto after = m_stepCaptures.upper_bound(step);
+  return after == m_stepCaptures.begin() ? -1 : std::prev(after)->first;
 }
 
 std::vector<std::int64_t> CaptureStore::steps() const {

@@ -135,6 +135,10 @@ public:
   std::int64_t latestStep() const;
   /// Steps that hold at least one capture, ascending.
   std::vector<std::int64_t> steps() const;
+  /// The newest step at or before `step` that holds a capture; -1 when none. What a view shows
+  /// for a step the store left out under its cap (live, a step off the grid goes as soon as the
+  /// next one's first capture comes). O(log steps).
+  std::int64_t stepAtOrBefore(std::int64_t step) const;
   /// Number of stored captures.
   std::size_t captureCount() const;
 

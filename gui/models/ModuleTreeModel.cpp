@@ -32,6 +32,7 @@ void ModuleTreeModel::setModules(std::vector<hookscope::ModuleInfo> modules,
   m_gradNorms.assign(m_modules.size(), std::nullopt);
   m_gradFractions.assign(m_modules.size(), 0.0);
   m_nonFinite.assign(m_modules.size(), false);
+  m_valuesStep = -1;
   m_precision.assign(m_modules.size(), std::nan(""));
   m_differs.assign(m_modules, {});
   m_bandLeft.assign(m_modules, {});
@@ -165,9 +166,11 @@ void ModuleTreeModel::emitColumnChanged(int first, int last) {
   }
 }
 
-void ModuleTreeModel::setLiveValues(const std::vector<std::optional<double>>& gradNorms, const std::vector<bool>& nonFinite) {
+void ModuleTreeModel::setLiveValues(const std::vector<std::optional<double>>& gradNorms, const std::vector<bool>& nonFinite,
+                                    std::int64_t step) {
   if (gradNorms.size() != m_modules.size() || nonFinite.size() != m_modules.size()) return;
-  if (gradNorms == m_gradNorms && nonFinite == m_nonFinite) return;
+  if (gradNorms == m_gradNorms && nonFinite == m_nonFinite && step == m_valuesStep) return;
+  m_valuesStep = step;
   m_gradNorms = gradNorms;
   m_nonFinite = nonFinite;
   // Bars on a log scale between the smallest and largest norm shown.
@@ -334,8 +337,8 @@ QVariant ModuleTreeModel::toolTip(int m, int column) const {
   }
   if (column == GradNorm && m_gradNorms[std::size_t(m)]) {
     const double n = *m_gradNorms[std::size_t(m)];
-    return std::isnan(n) ? tr("L2 norm of the output gradient: NaN, no value of it was finite")
-                         : QStringLiteral("L2 norm of the output gradient: %1").arg(n, 0, 'g', 8);
+    return std::isnan(n) ? tr("L2 norm of the output gradient at step %1: NaN, no value of it was finite").arg(m_valuesStep)
+                         : tr("L2 norm of the output gradient at step %1: %2").arg(m_valuesStep).arg(n, 0, 'g', 8);
   }
   // A type or shape cut to fit its column is whole in its tooltip.
   if (column == Type) {
@@ -345,12 +348,12 @@ QVariant ModuleTreeModel::toolTip(int m, int column) const {
     return tr("Output shape at the first step: %1").arg(m_shapes[std::size_t(m)]);
   }
   if (column == Precision && m_precisionCount >= 0 && !std::isnan(m_precision[std::size_t(m)])) {
-    return QStringLiteral("%1% of its values at this step: %2").arg(100 * m_precision[std::size_t(m)], 0, 'g', 6)
+    return tr("%1% of its values at step %2: %3").arg(100 * m_precision[std::size_t(m)], 0, 'g', 6).arg(m_valuesStep)
         .arg(QString::fromLatin1(hookscope::kPrecisionCounts[std::size_t(m_precisionCount)].meaning));
   }
   // Elsewhere: the module's path, what is wrong with it or done to it, its own parameters.
   QString tip = info.path.empty() ? QStringLiteral("root module") : QString::fromStdString(info.path);
-  if (m_nonFinite[std::size_t(m)]) tip += QStringLiteral("\nNaN or Inf in its tensors at the latest step");
+  if (m_nonFinite[std::size_t(m)]) tip += tr("\nNaN or Inf in its tensors at step %1").arg(m_valuesStep);
   if (!m_interventions[std::size_t(m)].isEmpty()) {
     tip += m_reviewOnly ? QStringLiteral("\nIntervention: %1").arg(m_interventions[std::size_t(m)])
                         : QStringLiteral("\nIntervention: %1 (right-click to change)").arg(m_interventions[std::size_t(m)]);

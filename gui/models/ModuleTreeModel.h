@@ -48,9 +48,10 @@ public:
   /// Each module's output shape at its first call, as "8x16x14x14" ("8x16 …" when it returns
   /// more than one tensor, "—" when none).
   void setOutputShapes(const std::vector<hookscope::ModuleCallShape>& calls);
-  /// Each module's output-gradient norm at the shown step (none: not captured there; NaN: its
-  /// gradient held no finite value) and whether its tensors held NaN/Inf.
-  void setLiveValues(const std::vector<std::optional<double>>& gradNorms, const std::vector<bool>& nonFinite);
+  /// Each module's output-gradient norm at `step`, the shown one or the one kept before it (none:
+  /// not captured there; NaN: its gradient held no finite value) and whether its tensors held NaN/Inf.
+  void setLiveValues(const std::vector<std::optional<double>>& gradNorms, const std::vector<bool>& nonFinite,
+                     std::int64_t step);
   /// The Precision column: which low-precision count it shows (an index into
   /// hookscope::kPrecisionCounts, -1: none) and each module's fraction of it (NaN: none).
   void setPrecision(int count, const std::vector<double>& fractions);
@@ -104,6 +105,7 @@ private:
   std::vector<std::optional<double>> m_gradNorms;
   std::vector<double> m_gradFractions;
   std::vector<bool> m_nonFinite;
+  std::int64_t m_valuesStep = -1;  ///< the step m_gradNorms and m_nonFinite are of
   std::vector<double> m_precision;
   int m_precisionCount = -1;
   /// A step column (Differs, BandLeft): each module's own step (-1: none), and the first of

@@ -311,11 +311,13 @@ void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step,
   std::vector<bool> nonFinite(modules.size(), false);
   const int count = m_tree->precisionCount();
   std::vector<double> precision(modules.size(), std::nan(""));
+  // A step the store left out under its cap shows the step kept before it, as the plots do.
+  const std::int64_t kept = store.stepAtOrBefore(step);
   for (const auto& key : store.seriesKeys()) {
     const auto found = byPath.find(ownerModule(key));
     if (found == byPath.end()) continue;
     SeriesPoint point;
-    if (!store.pointAt(key, step, &point) || point.step != step) continue;
+    if (!store.pointAt(key, step, &point) || point.step != kept) continue;
     if (point.stats.hasNonFinite()) nonFinite[std::size_t(found->second)] = true;
     // The tree shows the chosen rank's norm; a NaN on any rank of a job marks the module.
     if (key.kind == CaptureKind::Gradient && key.call == 0 && key.index == 0 && key.rank == rank) {
@@ -330,7 +332,7 @@ void ModuleTreePanel::showValuesAt(const CaptureStore& store, std::int64_t step,
       if (!std::isnan(f) && !(shown >= f)) shown = f;
     }
   }
-  m_tree->setLiveValues(norms, nonFinite);
+  m_tree->setLiveValues(norms, nonFinite, kept);
   if (count >= 0) m_tree->setPrecision(count, precision);
 }
 

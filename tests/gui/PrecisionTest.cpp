@@ -193,6 +193,46 @@ private Q_SLOTS:
     QVERIFY(!panel.view()->isColumnHidden(ModuleTreeModel::GradNorm));
   }
 
+  void aStepTheStoreLeftOutShowsTheTreeTheStepKeptBeforeIt() {
+    // Under the memory cap a store keeps every stride-th step (live, the newest off that grid
+    // goes as soon as the next step's first capture comes): the tree shows the step kept before
+    // the one shown, as the plots do, and says which in its tooltips; never nothing.
+    ModuleTreeModel tree;
+    ModuleTreePanel panel(&tree);
+    SessionSummary summary;
+    summary.modules = twoLayers();
+    panel.showModel(summary);
+    panel.setPrecisionColumn(-1);
+    CaptureStore store;
+    const auto gradient = [](double norm, std::int64_t e4m3) {
+      TensorStats s = counted(0, 0, e4m3, 0);
+      s.l2norm = norm;
+      return s;
+    };
+    store.add(0, SeriesKey{"a", 0, CaptureKind::Gradient, 0}, gradient(0.5, 0));
+    store.add(0, SeriesKey{"b", 0, CaptureKind::Gradient, 0}, gradient(0.25, 0));
+    store.add(2, SeriesKey{"a", 0, CaptureKind::Gradient, 0}, gradient(2, 40));  // step 1: left out
+    const auto norm = [&](int module) { return tree.data(tree.indexOfModule(module, ModuleTreeModel::GradNorm)).toString(); };
+    const auto tip = [&](int module, int column) {
+      return tree.data(tree.indexOfModule(module, column), Qt::ToolTipRole).toString();
+    };
+    panel.showValuesAt(store, 1, 0);
+    QCOMPARE(norm(1), ModuleTreeModel::compactNumber(0.5));
+    QCOMPARE(norm(2), ModuleTreeModel::compactNumber(0.25));
+    QCOMPARE(tip(1, ModuleTreeModel::GradNorm), QStringLiteral("L2 norm of the output gradient at step 0: 0.5"));
+    // At step 2, b captured nothing: its norm of step 0 is not shown as step 2's.
+    panel.showValuesAt(store, 2, 0);
+    QCOMPARE(norm(1), ModuleTreeModel::compactNumber(2));
+    QCOMPARE(norm(2), QString());
+    QCOMPARE(tip(1, ModuleTreeModel::GradNorm), QStringLiteral("L2 norm of the output gradient at step 2: 2"));
+    panel.setPrecisionColumn(2);  // E4M3 flush
+    panel.showValuesAt(store, 3, 0);
+    QCOMPARE(tree.data(tree.indexOfModule(1, ModuleTreeModel::Precision)).toString(), QStringLiteral("4%"));
+    QVERIFY2(tip(1, ModuleTreeModel::Precision).startsWith(QStringLiteral("4% of its values at step 2: ")),
+             qPrintable(tip(1, ModuleTreeModel::Precision)));
+    QCOMPARE(panel.view()->isColumnHidden(ModuleTreeModel::GradNorm), true);
+  }
+
   void theSampleModelsCountsReachThePageTheColumnAndTheNumbers() {
     QSettings().setValue(QStringLiteral("view/precisionColumn"), 0);
     auto window = hookscope::test::openWindow(QStringLiteral(HOOKSCOPE_MODELS_DIR "/small_cnn.pt"), kTimeout);

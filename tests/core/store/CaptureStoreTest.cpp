@@ -3,6 +3,8 @@
 
 #include "store/CaptureStore.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -160,6 +162,32 @@ TEST(CaptureStoreTest, ThinningKeepsFirstAndLastStepsAndRespectsTheCap) {
   EXPECT_GT(stride, 1);
   for (std::size_t i = 1; i + 1 < steps.size(); ++i) EXPECT_EQ(steps[i] - steps[i - 1], stride);
   EXPECT_LE(steps.back() - steps[steps.size() - 2], stride);
+}
+
+TEST(CaptureStoreTest, AStepLeftOutUnderTheCapIsShownAsTheStepKeptBeforeIt) {
+  CaptureStore store(CaptureStore::pointBytes(statsOf(0)) * 60);
+  const SeriesKey a{"conv1", 0, CaptureKind::Activation, 0};
+  EXPECT_EQ(store.stepAtOrBefore(5), -1) << "an empty store";
+  for (int step = 3; step < 200; ++step) store.add(step, a, statsOf(step));
+  ASSERT_GT(store.stride(), 1);
+  EXPECT_EQ(store.stepAtOrBefore(2), -1) << "before the first step";
+  EXPECT_EQ(store.stepAtOrBefore(3), 3);
+  EXPECT_EQ(store.stepAtOrBefore(199), 199) << "the newest is kept";
+  EXPECT_EQ(store.stepAtOrBefore(1000), 199);
+  // Live: the next step's first capture takes the newest off the grid (first + k * stride) away;
+  // a view of that step then shows the step kept before it.
+  std::int64_t newest = 199;
+  while ((newest - 3) % store.stride() == 0) {
+    ++newest;
+    store.add(newest, a, statsOf(double(newest)));
+  }
+  store.add(newest + 1, a, statsOf(double(newest + 1)));
+  const auto steps = store.steps();
+  ASSERT_EQ(std::count(steps.begin(), steps.end(), newest), 0) << newest << " was off the grid";
+  const std::int64_t before = *std::prev(std::lower_bound(steps.begin(), steps.end(), newest));
+  EXPECT_EQ(store.stepAtOrBefore(newest), before);
+  EXPECT_EQ((newest - 3) / store.stride() * store.stride() + 3, before);
+  for (std::int64_t step : steps) EXPECT_EQ(store.stepAtOrBefore(step), step);
 }
 
 TEST(CaptureStoreTest, AModuleCalledThousandsOfTimesPerStepStaysUnderTheCap) {
