@@ -7,6 +7,7 @@
 #include "plots/ReadableTicker.h"
 #include "store/RankSpread.h"
 
+#include <QLocale>
 #include <QMenu>
 #include <QPainter>
 #include <QToolTip>
@@ -44,7 +45,6 @@ GradNormPlot::RankMode rankModeOf(const ViewState& state) {
 } // namespace
 
 GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per layer"), parent) {
-  setHeading(tr("Gradient norm per layer"), tr("Gradient norms"));
   setStepAxis();
   m_plot->yAxis->setLabel(tr("L2 norm of output gradient"));
   m_plot->legend->setVisible(false);  // until there are lines to name
@@ -63,7 +63,7 @@ GradNormPlot::GradNormPlot(QWidget* parent) : PlotPage(tr("Gradient norm per lay
   m_compared->setDashed(true);
   m_compared->setSelectable(QCP::stNone);
   m_offersLogScale = true;
-  setLogScale(true);
+  setLogScale(true);  // the heading with it (sayZeroLayers)
   connect(m_plot, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* plottable, int, QMouseEvent* event) {
     if (plottable == m_lines) emitClicked(m_lines->seriesAt(event->position(), m_plot->selectionTolerance()));
   });
@@ -90,7 +90,31 @@ void GradNormPlot::logScaleChanged() {
   // "g" keeps labels distinct when a log axis spans less than a decade.
   m_plot->yAxis->setNumberFormat("gb");
   m_plot->yAxis->setNumberPrecision(m_log ? 2 : 3);
+  sayZeroLayers();
   fitToData();
+}
+
+void GradNormPlot::sayZeroLayers() {
+  int zero = 0, layers = 0;
+  bool layerZero = false;
+  for (std::size_t i = 0; i < m_keys.size(); ++i) {
+    if (i == 0 || !sameTensor(m_keys[i - 1], m_keys[i])) {  // a layer's ranks are adjacent
+      zero += layerZero;
+      ++layers;
+      layerZero = true;
+    }
+    const bool nonZero = i < m_lineNonZero.size() && m_lineNonZero[i];
+    layerZero = layerZero && !nonZero && !m_lines->values(int(i)).isEmpty();
+  }
+  zero += layerZero;
+  m_zeroLayers = zero;
+  if (!m_log || zero == 0) {
+    setHeading(tr("Gradient norm per layer"), tr("Gradient norms"));
+    return;
+  }
+  const QLocale locale;
+  setHeading(tr("Gradient norm per layer: %1 of %2 at 0, off the log axis").arg(locale.toString(zero), locale.toString(layers)),
+             zero == 1 ? tr("Gradient norms: 1 layer at 0") : tr("Gradient norms: %1 layers at 0").arg(locale.toString(zero)));
 }
 
 void GradNormPlot::fitAxes() {
@@ -328,6 +352,7 @@ void GradNormPlot::rebuildGraphs() {
 
 void GradNormPlot::reloadLines() {
   m_lines->reset(int(m_keys.size()));
+  m_lineNonZero.assign(m_keys.size(), 0);
   m_bands.assign(m_mode == RankMode::Median ? m_keys.size() : 0, Band());
   int shade = 0;
   for (std::size_t i = 0; i < m_keys.size(); ++i) {
@@ -370,6 +395,7 @@ void GradNormPlot::updateLines(const ViewState& state) {
     for (; next < points.size(); ++next) {
       steps.append(double(points[next].step));
       norms.append(points[next].value);
+      if (points[next].value != 0) m_lineNonZero[i] = 1;
     }
     m_lines->append(line, steps, norms);
   }
@@ -399,6 +425,7 @@ void GradNormPlot::updateSpread(const ViewState& state) {
     for (const auto& p : rankSpread(perRank, state.latestStep)) {
       steps.append(double(p.step));
       medians.append(p.median);
+      if (p.median != 0 || p.high != 0) m_lineNonZero[i] = 1;
       band.steps.append(double(p.step));
       band.low.append(p.low);
       band.high.append(p.high);
@@ -441,6 +468,8 @@ void GradNormPlot::refresh(const ViewState& state) {
     m_compared->reset(0);
     m_comparedDrawn = nullptr;
     m_keys.clear();
+    m_lineNonZero.clear();
+    sayZeroLayers();
     colourByPlace(m_keys);  // no lines: no scale
     m_follower.forget();
     m_version = 0;
@@ -461,6 +490,7 @@ void GradNormPlot::refresh(const ViewState& state) {
   if (linesChanged) {
     m_version = state.store->version();
     updateLines(state);
+    sayZeroLayers();
     // Steps further apart than the store keeps them are a gap in the captures (hooks off,
     // steps dropped by an attached script): the lines break there.
     m_lines->setMaxKeyGap(double(state.store->stride()));

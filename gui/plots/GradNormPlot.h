@@ -40,6 +40,9 @@ public:
   bool coloursByPlace() const { return m_placeScale != nullptr; }
   /// Lines drawn, and the points of the line for one module (call 0, index 0).
   int lineCount() const;
+  /// Layers drawn whose every gradient norm is 0 (a vanished gradient, often float32's
+  /// underflow): a log axis draws none of their points, so the heading says how many.
+  int zeroLayerCount() const { return m_zeroLayers; }
   /// The compared run's lines (dashed, one per layer in the layer's colour) and the points of
   /// one module's (call 0, index 0).
   int comparedLineCount() const;
@@ -83,6 +86,8 @@ private:
   void rebuildGraphs();
   /// Every line read again from the store, in its layer's colour (a rank a shade apart).
   void reloadLines();
+  /// Counts the layers whose lines hold only zeros and says so in the heading on a log axis.
+  void sayZeroLayers();
   void emitClicked(int series);
   /// Median mode: brings the median lines and bands up to the store.
   void updateSpread(const ViewState& state);
@@ -104,6 +109,8 @@ private:
     QVector<double> steps, low, high;
   };
   std::vector<Band> m_bands;                 ///< Median mode: per line
+  std::vector<char> m_lineNonZero;           ///< per line: a norm other than 0 appended since its reload
+  int m_zeroLayers = 0;
   std::vector<std::string> m_legendModules;  ///< the module each legend entry names
   std::uint64_t m_version = 0;
   StoreFollower m_follower;

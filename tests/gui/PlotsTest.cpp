@@ -228,6 +228,44 @@ private Q_SLOTS:
     QCOMPARE(plot->plot()->xAxis->range().upper, 19.0);
   }
 
+  // A deep model's gradients that vanish (float32 underflows to 0 a few hundred layers down) have
+  // norms of 0 a log axis cannot draw: the heading says how many layers are not there.
+  void layersWhoseGradientNormIsZeroAreSaidInTheHeading() {
+    auto store = std::make_shared<CaptureStore>();
+    PlotsPanel panel;
+    showOn(panel, store);
+    const SeriesKey first{"0", 0, CaptureKind::Gradient, 0}, second{"1", 0, CaptureKind::Gradient, 0},
+        last{"2", 0, CaptureKind::Gradient, 0};
+    for (int step = 0; step < 9; ++step) {
+      store->add(step, first, gaussianStats(1, 0.0));
+      store->add(step, second, gaussianStats(1, 0.0));
+      store->add(step, last, gaussianStats(1, 0.5));
+    }
+    GradNormPlot* plot = panel.gradNorms();
+    // The full heading, or the short one where the plot is too narrow for it.
+    const auto says = [&](int zero) {
+      const QString heading = plot->heading();
+      return heading == QStringLiteral("Gradient norm per layer: %1 of 3 at 0, off the log axis").arg(zero) ||
+             heading == (zero == 1 ? QStringLiteral("Gradient norms: 1 layer at 0") : QStringLiteral("Gradient norms: %1 layers at 0").arg(zero));
+    };
+    panel.refresh();
+    QCOMPARE(plot->zeroLayerCount(), 2);
+    QVERIFY2(says(2), qPrintable(plot->heading()));
+    // A norm above 0 at a later step: that layer is drawn.
+    store->add(9, first, gaussianStats(1, 0.0));
+    store->add(9, second, gaussianStats(1, 1e-30));
+    store->add(9, last, gaussianStats(1, 0.5));
+    panel.refresh();
+    QCOMPARE(plot->zeroLayerCount(), 1);
+    QVERIFY2(says(1), qPrintable(plot->heading()));
+    // A linear axis draws them at 0: nothing to say.
+    plot->setLogScale(false);
+    QVERIFY2(plot->heading() == QStringLiteral("Gradient norm per layer") || plot->heading() == QStringLiteral("Gradient norms"),
+             qPrintable(plot->heading()));
+    plot->setLogScale(true);
+    QVERIFY2(says(1), qPrintable(plot->heading()));
+  }
+
   // A store shown after another of as many captures (the same version) is drawn and fitted
   // anew. (The walkthrough's case, an export opened over its run in the window, also had the new
   // store at the freed one's address: gui_attach's one-window sequence covers it.)
