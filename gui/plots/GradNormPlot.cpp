@@ -9,7 +9,6 @@
 
 #include <QLocale>
 #include <QMenu>
-#include <QPainter>
 #include <QToolTip>
 
 #include <cmath>
@@ -269,35 +268,7 @@ std::vector<std::pair<QString, QColor>> GradNormPlot::legendEntries() const {
 
 bool GradNormPlot::savePng(const QString& path) const {
   const auto entries = legendEntries();
-  if (entries.size() <= kMaxLegendEntries) return PlotPage::savePng(path);
-  constexpr double kScale = 2.0;  // as PlotPage::savePng
-  const QPixmap plot = m_plot->toPixmap(0, 0, kScale);
-  const QFontMetrics metrics(m_plot->font());
-  const int width = m_plot->width(), swatch = 18, gap = 6, lineHeight = metrics.height() + 4;
-  int widest = 0;
-  for (const auto& entry : entries) widest = std::max(widest, metrics.horizontalAdvance(entry.first));
-  const int cell = std::min(swatch + gap + widest + 3 * gap, width - 2 * gap);
-  const int columns = std::max(1, (width - 2 * gap) / cell);
-  const int rows = int(entries.size() + std::size_t(columns) - 1) / columns;
-  QImage image(plot.width(), plot.height() + int(std::ceil((rows * lineHeight + 2 * gap) * kScale)),
-               QImage::Format_ARGB32_Premultiplied);
-  image.fill(palette().color(QPalette::Base));
-  QPainter painter(&image);
-  painter.drawPixmap(0, 0, plot);
-  painter.scale(kScale, kScale);
-  painter.setRenderHint(QPainter::Antialiasing);
-  painter.setFont(m_plot->font());
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const int x = gap + int(i % std::size_t(columns)) * cell;
-    const int y = int(plot.height() / kScale) + gap + int(i / std::size_t(columns)) * lineHeight;
-    painter.setPen(QPen(entries[i].second, 2.5));
-    painter.drawLine(QLineF(x, y + lineHeight / 2.0, x + swatch, y + lineHeight / 2.0));
-    painter.setPen(palette().color(QPalette::Text));
-    const QString name = PathElideDelegate::elidePath(entries[i].first, metrics, cell - swatch - 2 * gap);
-    painter.drawText(QRect(x + swatch + gap, y, cell - swatch - gap, lineHeight), Qt::AlignVCenter | Qt::AlignLeft, name);
-  }
-  painter.end();
-  return image.save(path);
+  return entries.size() <= kMaxLegendEntries ? PlotPage::savePng(path) : savePngWithLegend(path, entries);
 }
 
 void GradNormPlot::resetView() {

@@ -2,8 +2,12 @@
 
 #include "plots/ViewState.h"
 
+#include <QColor>
 #include <QString>
 #include <QWidget>
+
+#include <utility>
+#include <vector>
 
 class QCustomPlot;
 class QCPRange;
@@ -29,6 +33,9 @@ public:
   /// The name its exported files take, without extension ("loss", "gradient_norm_per_layer").
   virtual QString fileName() const;
   virtual bool savePng(const QString& path) const;
+  /// savePng's image with a legend of its own under the plot, every entry's colour and name in
+  /// columns (a plot of more lines than its own legend shows).
+  bool savePngWithLegend(const QString& path, const std::vector<std::pair<QString, QColor>>& entries) const;
   bool savePdf(const QString& path) const;
   bool saveCsv(const QString& path) const;
   /// Fits both axes to everything drawn, and from then on keeps fitting them after every new
