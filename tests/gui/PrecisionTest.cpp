@@ -72,6 +72,14 @@ std::vector<ModuleInfo> twoLayers() {
   return modules;
 }
 
+/// The panel showing twoLayers(), with no Precision column.
+void showTwoLayers(ModuleTreePanel& panel) {
+  SessionSummary summary;
+  summary.modules = twoLayers();
+  panel.showModel(summary);
+  panel.setPrecisionColumn(-1);
+}
+
 } // namespace
 
 class PrecisionTest : public QObject {
@@ -156,10 +164,7 @@ private Q_SLOTS:
   void theTreeColumnShowsTheChosenCountsLargestShareOfEachLayer() {
     ModuleTreeModel tree;
     ModuleTreePanel panel(&tree);
-    SessionSummary summary;
-    summary.modules = twoLayers();
-    panel.showModel(summary);
-    panel.setPrecisionColumn(-1);
+    showTwoLayers(panel);
     QVERIFY(panel.view()->isColumnHidden(ModuleTreeModel::Precision));
     QVERIFY(!panel.view()->isColumnHidden(ModuleTreeModel::GradNorm));
     CaptureStore store;
@@ -199,10 +204,7 @@ private Q_SLOTS:
     // the one shown, as the plots do, and says which in its tooltips; never nothing.
     ModuleTreeModel tree;
     ModuleTreePanel panel(&tree);
-    SessionSummary summary;
-    summary.modules = twoLayers();
-    panel.showModel(summary);
-    panel.setPrecisionColumn(-1);
+    showTwoLayers(panel);
     CaptureStore store;
     const auto gradient = [](double norm, std::int64_t e4m3) {
       TensorStats s = counted(0, 0, e4m3, 0);
