@@ -113,7 +113,7 @@ void GradNormPlot::sayZeroLayers() {
   }
   const QLocale locale;
   setHeading(tr("Gradient norm per layer: %1 of %2 at 0, off the log axis").arg(locale.toString(zero), locale.toString(layers)),
-             zero == 1 ? tr("Gradient norms: 1 layer at 0") : tr("Gradient norms: %1 layers at 0").arg(locale.toString(zero)));
+             tr("Gradient norms (%1 at 0)").arg(locale.toString(zero)));
 }
 
 void GradNormPlot::fitAxes() {

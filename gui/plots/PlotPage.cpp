@@ -262,14 +262,21 @@ void PlotPage::setHeading(const QString& text, const QString& shortText) {
   fitHeading();
 }
 
+bool PlotPage::headingFits(const QString& text) const {
+  const auto* element = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
+  if (!element) return true;
+  // The heading's own cell once laid out (beside a color scale it is narrower than the plot).
+  const int room = element->outerRect().width() > 0 ? element->outerRect().width() : m_plot->width();
+  return QFontMetrics(element->font()).horizontalAdvance(text) + 8 <= room;
+}
+
+bool PlotPage::headingFits() const { return headingFits(heading()); }
+
 void PlotPage::fitHeading() {
   auto* element = qobject_cast<QCPTextElement*>(m_plot->plotLayout()->element(0, 0));
   if (!element) return;
   const QString full = m_heading.isEmpty() ? m_title : m_heading;
-  // The heading's own cell once laid out (beside a color scale it is narrower than the plot).
-  const int room = element->outerRect().width() > 0 ? element->outerRect().width() : m_plot->width();
-  const bool fits = QFontMetrics(element->font()).horizontalAdvance(full) + 8 <= room;
-  const QString text = fits || m_shortHeading.isEmpty() ? full : m_shortHeading;
+  const QString text = headingFits(full) || m_shortHeading.isEmpty() ? full : m_shortHeading;
   if (element->text() != text) {
     element->setText(text);
     m_plot->replot(QCustomPlot::rpQueuedReplot);

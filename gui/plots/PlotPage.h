@@ -26,6 +26,8 @@ public:
   QString title() const { return m_title; }
   /// The heading drawn above the plot (the title unless a page shows something else).
   QString heading() const;
+  /// Whether the heading drawn is whole in its cell of the plot's layout.
+  bool headingFits() const;
   /// Redraws from the state; cheap when nothing changed is up to the page.
   virtual void refresh(const ViewState& state) = 0;
   /// Exactly the numbers the plot shows, with a header row.
@@ -94,6 +96,7 @@ protected:
 private:
   /// The full heading, or the short one when the full one does not fit the plot's width.
   void fitHeading();
+  bool headingFits(const QString& text) const;
   class QCPItemStraightLine* m_marker = nullptr;
   QString m_heading;
   QString m_shortHeading;
