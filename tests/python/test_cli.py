@@ -218,10 +218,14 @@ class ExitCodes(CliTestCase):
         for args, code, says in cases:
             with self.subTest(command=args[0]):
                 process = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                # SIGSEGV once the command reports crashes and spends seconds of CPU in the model's
-                # loop (loading the file itself takes a fraction of one).
-                wait_until(lambda: catches(process.pid, signal.SIGSEGV) and cpu_seconds(process.pid) >= 3,
-                           "%s to loop in the model" % args[0])
+                # SIGSEGV once the command's crash report is installed and it has spent seconds of CPU
+                # since (in the model's loop: what comes between takes milliseconds). Its handler is
+                # seen by SIGILL's: AddressSanitizer's runtime catches SIGSEGV from the start, and under
+                # it the report is installed only after 3-4 s of CPU (a SIGSEGV before that went to
+                # the sanitizer's handler, which once hung CI for 300 s).
+                wait_until(lambda: catches(process.pid, signal.SIGILL), "%s to install its crash report" % args[0])
+                installed = cpu_seconds(process.pid)
+                wait_until(lambda: cpu_seconds(process.pid) >= installed + 2, "%s to loop in the model" % args[0])
                 self.assertIsNone(process.poll(), "the model loops: the command waits")
                 process.send_signal(signal.SIGSEGV)
                 stdout, stderr = process.communicate(timeout=DEADLINE)
