@@ -21,14 +21,20 @@ constexpr std::size_t kScalarBytes = sizeof(ScalarPoint);
 // zero moves it by more than the band's floor (0.01), and a bias's gradient of 8 values read
 // 12.5 sigmas out as one of them rounded to 0. Nor has a parameter's (its values, gradient or
 // update): a weight's gradient is zero by whole rows where a unit before it was silent for the
-// batch, a step's luck; that unit's own output, an activation, is where a dead unit shows.
+// batch, a step's luck; that unit's own output, an activation, is where a dead unit shows. A
+// tensor none of whose values reaches float32's smallest normal number is all zero on the band,
+// as its magnitudes are that number (BandTracker's bandMeasure): where a deep model's gradient
+// underflows, the layer at the edge is all 0 but a step where a few values round to 1.4e-45,
+// which read as its zero fraction 21.9 sigmas below its band.
 std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStats& s, CaptureKind kind) {
   const double norm = s.nanCount > 0   ? std::numeric_limits<double>::quiet_NaN()
                       : s.infCount > 0 ? std::numeric_limits<double>::infinity()
                                        : s.l2norm;
+  const bool underflowed = std::max(std::fabs(s.min), std::fabs(s.max)) < double(std::numeric_limits<float>::min());
   return {norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt,
-          s.numel >= kZeroFractionValues && !isParameterKind(kind) ? std::optional<double>(s.zeroFraction)
-                                                                    : std::nullopt};
+          s.numel >= kZeroFractionValues && !isParameterKind(kind)
+              ? std::optional<double>(underflowed ? 1.0 : s.zeroFraction)
+              : std::nullopt};
 }
 
 // Pushes a point's banded statistics into `bands`, writing the scores into `scored` when given

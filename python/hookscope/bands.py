@@ -57,17 +57,32 @@ def band_value(row, statistic, kind="activation"):
     no NaN), as torch's norm of it is, so NaN appearing in a layer is that layer leaving its band;
     the zero fraction of a tensor under ZERO_FRACTION_VALUES values, or of a parameter (its
     values, gradient or update: a weight's gradient is zero by whole rows where a unit before it
-    was silent for the batch; that unit's output is where a dead unit shows), has none (None). As
-    HookScope's C++ store (core/store/CaptureStore.cpp bandedValues)."""
+    was silent for the batch; that unit's output is where a dead unit shows), has none (None); a
+    tensor none of whose values reaches FLOAT32_NORMAL has the zero fraction 1 (its values not 0
+    are a subnormal step or two of rounding, as where a deep model's gradient underflows; its
+    magnitudes are FLOAT32_NORMAL on the band). As HookScope's C++ store
+    (core/store/CaptureStore.cpp bandedValues)."""
     value = row.get(statistic)
     if statistic == "l2norm":
         if row.get("nan_count"):
             return math.nan
         if row.get("inf_count"):
             return math.inf
-    elif statistic == "zero_frac" and ((row.get("numel") or 0) < ZERO_FRACTION_VALUES or kind in PARAMETER_KINDS):
-        return None
+    elif statistic == "zero_frac":
+        if (row.get("numel") or 0) < ZERO_FRACTION_VALUES or kind in PARAMETER_KINDS:
+            return None
+        if _underflowed(row):
+            return 1.0
     return value
+
+
+def _underflowed(row):
+    """Whether no value of a stats row reaches float32's smallest normal number (False where its
+    min or max is missing or not a number)."""
+    ends = [row.get("min"), row.get("max")]
+    if not all(isinstance(v, (int, float)) and not math.isnan(v) for v in ends):
+        return False
+    return max(abs(v) for v in ends) < FLOAT32_NORMAL
 
 
 def series_points(series, statistic, last=None):

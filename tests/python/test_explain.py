@@ -325,3 +325,21 @@ def test_a_vanished_gradients_subnormal_rounding_stays_in_its_band():
     assert bands.scores(points, "amax")[-1][1] == 0
     fallen = [(step, 1e-30) for step in range(40)] + [(40, tiny)]
     assert bands.scores(fallen, "amax")[-1][1] < -300
+
+
+def test_a_gradient_that_underflowed_is_all_zero_on_its_zero_fraction_band():
+    """As BandTrackerTest's: a layer at the edge where a deep model's gradient underflows, all 0
+    but a step where a few of its values round to float32's smallest subnormal, stays in its
+    zero fraction's band; the same fall among normal numbers leaves it."""
+    tiny = 1.401298464324817e-45
+
+    def row(largest, zeros):
+        return {"numel": 1024, "min": -largest, "max": largest, "zero_frac": zeros}
+
+    for largest, out in ((tiny, False), (bands.FLOAT32_NORMAL / 2, False), (1e-30, True)):
+        rows = [row(0.0, 1.0)] * 40 + [row(largest, 0.78125)]
+        points = [(step, bands.band_value(r, "zero_frac", "gradient")) for step, r in enumerate(rows)]
+        score = bands.scores(points, "zero_frac")[-1][1]
+        assert (score < -20) if out else score == 0, (largest, score)
+    assert bands.band_value({"numel": 1024, "min": float("nan"), "max": float("nan"), "zero_frac": 0.5},
+                            "zero_frac") == 0.5

@@ -174,14 +174,6 @@ TEST(BandTrackerTest, TheStoreScoresPointsWhenReadAndExplainReadsThem) {
   EXPECT_EQ(describeMovers(firstMovers(unscored, modules, std::nullopt, BandSettings{})), describeMovers(stored));
 }
 
-// Explaining a step reads the stored scores only as far back as the excursion reaches, and
-// further when it reaches further: a series NaN from step 100 on is out of its band from then to
-// step 1000 (a band moves with a level or a ramp within ~100 steps; NaN never joins it), and both
-// ways of scoring date it the same.
-// A series out of its band since step 100: explained just after, it is the first mover from its
-// start; explained at step 1000 it is not (it left 900 steps before, not within the 8 steps
-// before the step judged: issue 57), and is not listed as inside its band either. The kept
-// scores and scores made again say the same both times.
 TEST(BandTrackerTest, AVanishedGradientsSubnormalRoundingStaysInItsBand) {
   // A gradient vanished to a few float32 subnormal steps (1.4e-45 is one): 1 to 7 steps of
   // them scored 12 sigma out, a "series that left its band" of a deep model's plain run.
@@ -196,6 +188,43 @@ TEST(BandTrackerTest, AVanishedGradientsSubnormalRoundingStaysInItsBand) {
   EXPECT_LT(fallen.push(tiny, BandMeasure::Magnitude, settings), -300);
 }
 
+// Where a deep model's gradient underflows, the layer at the edge is all 0 but a step where a
+// few of its 1,024 values round to float32's smallest subnormal: its zero fraction (0.78 there)
+// read 21.9 sigmas below its band, a finding of an untouched run. None of its values reaches
+// the smallest normal number: all zero on the band. The same fall among normal numbers is one.
+TEST(BandTrackerTest, AGradientThatUnderflowedIsAllZeroOnItsZeroFractionBand) {
+  const double tiny = double(std::numeric_limits<float>::denorm_min());
+  const auto gradient = [](double largest, double zeros) {
+    TensorStats s = statsOf(largest == 0 ? 0 : largest * 10, largest / 2);
+    s.shape = {32, 32};
+    s.numel = 1024;
+    s.min = -largest;
+    s.max = largest;
+    s.zeroFraction = zeros;
+    return s;
+  };
+  for (const double largest : {tiny, double(std::numeric_limits<float>::min()) / 2, 1e-30}) {
+    CaptureStore store;
+    const SeriesKey key{"44", 0, CaptureKind::Gradient, 0};
+    for (int step = 0; step < 40; ++step) store.add(step, key, gradient(0, 1));
+    store.add(40, key, gradient(largest, 0.78125));
+    const double score = store.bandPoints(key)[40].scores[3];
+    if (largest < double(std::numeric_limits<float>::min())) {
+      EXPECT_EQ(score, 0) << largest;
+    } else {
+      EXPECT_LT(score, -20) << largest;
+    }
+  }
+}
+
+// Explaining a step reads the stored scores only as far back as the excursion reaches, and
+// further when it reaches further: a series NaN from step 100 on is out of its band from then to
+// step 1000 (a band moves with a level or a ramp within ~100 steps; NaN never joins it), and both
+// ways of scoring date it the same.
+// A series out of its band since step 100: explained just after, it is the first mover from its
+// start; explained at step 1000 it is not (it left 900 steps before, not within the 8 steps
+// before the step judged: issue 57), and is not listed as inside its band either. The kept
+// scores and scores made again say the same both times.
 TEST(BandTrackerTest, AnExcursionIsAMoverOnlyWhereItBeganBeforeTheStepJudged) {
   CaptureStore live, unscored;
   unscored.setBandSettings(BandSettings{0, 8, 6});
