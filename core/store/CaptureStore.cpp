@@ -30,7 +30,8 @@ std::array<std::optional<double>, kBandStatistics> bandedValues(const TensorStat
   const double norm = s.nanCount > 0   ? std::numeric_limits<double>::quiet_NaN()
                       : s.infCount > 0 ? std::numeric_limits<double>::infinity()
                                        : s.l2norm;
-  const bool underflowed = std::max(std::fabs(s.min), std::fabs(s.max)) < double(std::numeric_limits<float>::min());
+  const double normal = double(std::numeric_limits<float>::min());
+  const bool underflowed = std::fabs(s.min) < normal && std::fabs(s.max) < normal;  // false where either is NaN
   return {norm, s.std, s.hasPrecision() ? std::optional<double>(s.amax) : std::nullopt,
           s.numel >= kZeroFractionValues && !isParameterKind(kind)
               ? std::optional<double>(underflowed ? 1.0 : s.zeroFraction)

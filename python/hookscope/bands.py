@@ -79,10 +79,7 @@ def band_value(row, statistic, kind="activation"):
 def _underflowed(row):
     """Whether no value of a stats row reaches float32's smallest normal number (False where its
     min or max is missing or not a number)."""
-    ends = [row.get("min"), row.get("max")]
-    if not all(isinstance(v, (int, float)) and not math.isnan(v) for v in ends):
-        return False
-    return max(abs(v) for v in ends) < FLOAT32_NORMAL
+    return all(isinstance(v, (int, float)) and abs(v) < FLOAT32_NORMAL for v in (row.get("min"), row.get("max")))
 
 
 def series_points(series, statistic, last=None):

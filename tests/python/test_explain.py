@@ -341,5 +341,6 @@ def test_a_gradient_that_underflowed_is_all_zero_on_its_zero_fraction_band():
         points = [(step, bands.band_value(r, "zero_frac", "gradient")) for step, r in enumerate(rows)]
         score = bands.scores(points, "zero_frac")[-1][1]
         assert (score < -20) if out else score == 0, (largest, score)
-    assert bands.band_value({"numel": 1024, "min": float("nan"), "max": float("nan"), "zero_frac": 0.5},
-                            "zero_frac") == 0.5
+    nan = float("nan")
+    for ends in ((nan, nan), (0.0, nan), (None, 0.0)):  # no value finite; a row without them
+        assert bands.band_value({"numel": 1024, "min": ends[0], "max": ends[1], "zero_frac": 0.5}, "zero_frac") == 0.5

@@ -215,6 +215,14 @@ TEST(BandTrackerTest, AGradientThatUnderflowedIsAllZeroOnItsZeroFractionBand) {
       EXPECT_LT(score, -20) << largest;
     }
   }
+  // Where an end is NaN (no value finite), the zero fraction is as it is: as hookscope.bands'.
+  CaptureStore store;
+  const SeriesKey key{"44", 0, CaptureKind::Gradient, 0};
+  for (int step = 0; step < 40; ++step) store.add(step, key, gradient(0, 1));
+  TensorStats odd = gradient(0, 0.78125);
+  odd.max = std::nan("");
+  store.add(40, key, odd);
+  EXPECT_LT(store.bandPoints(key)[40].scores[3], -20);
 }
 
 // Explaining a step reads the stored scores only as far back as the excursion reaches, and
